@@ -1,0 +1,3 @@
+"""LangChain integration for convmem."""
+
+__all__: list[str] = []

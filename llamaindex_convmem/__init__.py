@@ -1,0 +1,3 @@
+"""LlamaIndex integration for convmem."""
+
+__all__: list[str] = []

@@ -1,0 +1,136 @@
+"""`MemoryConfig`: every knob of a `ConversationMemory`, validated on creation."""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any, Literal
+
+from ._errors import ConfigError
+
+__all__ = ["MemoryConfig", "TranscriptTemplate"]
+
+Language = Literal["auto", "zh", "en"]
+SummaryTrigger = Literal["tokens", "turns", "never"]
+
+
+@dataclasses.dataclass(frozen=True)
+class TranscriptTemplate:
+    """Header and role labels of a rendered transcript."""
+
+    header: str
+    user_label: str
+    assistant_label: str
+
+    @classmethod
+    def for_language(cls, language: str) -> TranscriptTemplate:
+        return TRANSCRIPT_ZH if language == "zh" else TRANSCRIPT_EN
+
+
+TRANSCRIPT_ZH = TranscriptTemplate("【最近对话原文】", "用户：", "助手：")
+TRANSCRIPT_EN = TranscriptTemplate("Recent conversation", "User: ", "Assistant: ")
+
+
+@dataclasses.dataclass(frozen=True)
+class MemoryConfig:
+    """Configuration of a `ConversationMemory`.
+
+    Budget shares are fractions of what is left of the budget after the
+    mandatory parts (system prompt, query, per-message overhead). The facts,
+    summary and recall sections take what they need up to their share; the
+    recent window gets everything else, so an empty section costs nothing.
+
+    Example::
+
+        MemoryConfig(budget=2048, keep_recent_turns=6, system_prompt="You are helpful.")
+    """
+
+    budget: int = 4096
+    """Default token budget of `build_context` (a call may pass its own)."""
+    system_prompt: str | None = None
+    keep_recent_turns: int = 10
+    """The recent window holds at most this many turns (then is trimmed to its token share)."""
+    facts_share: float = 0.10
+    summary_share: float = 0.20
+    recall_share: float = 0.25
+    prune_low_information: bool = True
+    """When the window is tight, drop greetings/thanks/"ok" turns before older informative ones."""
+    language: Language = "auto"
+    """Language of section headers and transcript labels; "auto" detects it from the conversation."""
+    max_message_chars: int = 1_000_000
+    """Messages longer than this are rejected on `add` (nothing is stored)."""
+
+    # Transcript views
+    transcript_turns: int = 10
+    transcript_message_chars: int = 500
+    transcript_max_chars: int = 4000
+    transcript_template: TranscriptTemplate | None = None
+    """Labels for `render_transcript`; None picks Chinese or English by `language`."""
+
+    # Rolling summary
+    summary_trigger: SummaryTrigger = "tokens"
+    summary_threshold: float = 0.7
+    """With trigger "tokens": summarize when unsummarized evicted history exceeds this
+    fraction of the summary section's share of the default budget."""
+    summary_every_turns: int = 10
+    """With trigger "turns": summarize every this many evicted turns."""
+    background: bool = False
+    """Run summarizing, fact extraction and embedding in a background worker."""
+    background_timeout: float = 60.0
+    """Seconds one background job may take before it is abandoned and retried later."""
+
+    def __post_init__(self) -> None:
+        _positive_int("budget", self.budget)
+        _positive_int("keep_recent_turns", self.keep_recent_turns)
+        _positive_int("max_message_chars", self.max_message_chars)
+        _positive_int("transcript_turns", self.transcript_turns)
+        _positive_int("transcript_message_chars", self.transcript_message_chars)
+        _positive_int("transcript_max_chars", self.transcript_max_chars)
+        _positive_int("summary_every_turns", self.summary_every_turns)
+        for name in ("facts_share", "summary_share", "recall_share"):
+            value = getattr(self, name)
+            if not isinstance(value, (int, float)) or isinstance(value, bool) or not 0 <= value < 1:
+                raise ConfigError(f"{name} must be a fraction in [0, 1), got {value!r}")
+        total = self.facts_share + self.summary_share + self.recall_share
+        if total >= 1:
+            raise ConfigError(
+                f"facts_share + summary_share + recall_share must leave room for the recent "
+                f"window (sum < 1), got {total:.2f}"
+            )
+        if not 0 < self.summary_threshold <= 1:
+            raise ConfigError(f"summary_threshold must be in (0, 1], got {self.summary_threshold!r}")
+        if self.background_timeout <= 0:
+            raise ConfigError(f"background_timeout must be positive, got {self.background_timeout!r}")
+        _choice("language", self.language, ("auto", "zh", "en"))
+        _choice("summary_trigger", self.summary_trigger, ("tokens", "turns", "never"))
+        if self.system_prompt is not None and not isinstance(self.system_prompt, str):
+            raise ConfigError(f"system_prompt must be a str or None, got {type(self.system_prompt).__name__}")
+
+    def replace(self, **changes: Any) -> MemoryConfig:
+        """A copy with some fields changed (validated again)."""
+        return dataclasses.replace(self, **changes)
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-safe dict; `MemoryConfig.from_dict` reads it back."""
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> MemoryConfig:
+        known = {f.name for f in dataclasses.fields(cls)}
+        unknown = sorted(set(data) - known)
+        if unknown:
+            raise ConfigError(f"unknown MemoryConfig fields {unknown}; known fields are {sorted(known)}")
+        values = dict(data)
+        template = values.get("transcript_template")
+        if isinstance(template, dict):
+            values["transcript_template"] = TranscriptTemplate(**template)
+        return cls(**values)
+
+
+def _positive_int(name: str, value: object) -> None:
+    if not isinstance(value, int) or isinstance(value, bool) or value <= 0:
+        raise ConfigError(f"{name} must be a positive int, got {value!r}")
+
+
+def _choice(name: str, value: object, allowed: tuple[str, ...]) -> None:
+    if value not in allowed:
+        raise ConfigError(f"{name} must be one of {allowed}, got {value!r}")

@@ -1,0 +1,157 @@
+"""Which language a conversation is in, and where its sentences end.
+
+Summaries, fact labels and prompts come in Chinese and English; everything
+that has to choose between them asks :func:`detect_language`. Everything that
+shortens text does so at the boundaries :func:`split_sentences` finds, so no
+summary ever ends in the middle of a sentence.
+"""
+
+from __future__ import annotations
+
+import re
+import unicodedata
+
+from ._errors import ConfigError
+
+__all__ = [
+    "LANGUAGES",
+    "check_language",
+    "detect_language",
+    "resolve_language",
+    "split_sentences",
+]
+
+LANGUAGES = ("zh", "en")
+_LANGUAGE_CHOICES = ("auto", *LANGUAGES)
+
+_HAN = re.compile(r"[\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\U00020000-\U0002ebef\U00030000-\U0003134f]")
+_LATIN_WORD = re.compile(r"[A-Za-z]+(?:['’][A-Za-z]+)?")
+
+
+def detect_language(text: str, *, default: str = "en") -> str:
+    """Return ``"zh"`` when Chinese characters dominate `text`, else ``"en"``.
+
+    Each Han character is weighed against one Latin word (a Chinese word is one
+    or two characters), so ``"我在Google工作"`` is Chinese and
+    ``"My friend 小明 lives in Beijing"`` is English. Text with neither
+    (digits, emoji, empty) gets `default`.
+    """
+    if not isinstance(text, str):
+        raise ConfigError(f"detect_language needs a str, got {type(text).__name__}")
+    han = len(_HAN.findall(text))
+    latin_words = len(_LATIN_WORD.findall(text))
+    if han == 0 and latin_words == 0:
+        return default
+    return "zh" if han >= latin_words else "en"
+
+
+def check_language(language: object, *, allow_auto: bool = True) -> str:
+    """Return `language` if it is a supported choice, else raise `ConfigError`."""
+    choices = _LANGUAGE_CHOICES if allow_auto else LANGUAGES
+    if not isinstance(language, str) or language not in choices:
+        raise ConfigError(f"language must be one of {list(choices)}, got {language!r}")
+    return language
+
+
+def resolve_language(language: str, text: str) -> str:
+    """`language` itself, or the language of `text` when it is ``"auto"``."""
+    return detect_language(text) if check_language(language) == "auto" else language
+
+
+# Sentence ends. Chinese marks end a sentence wherever they stand; ASCII marks
+# only before whitespace, a Chinese character or the end, so decimals, URLs,
+# versions and e-mail addresses stay whole.
+_CJK_TERMINATORS = "。！？；…｡"
+_ASCII_TERMINATORS = ".!?"
+_CLOSERS = "\"'”’」』）)]】》〉"
+# Abbreviations after which a period never ends a sentence ("Dr. Wang").
+_TITLES = frozenset({"mr", "mrs", "ms", "dr", "prof", "sr", "jr", "st", "mt", "vs", "gen", "col", "capt"})
+# Abbreviations that may end a sentence; they do unless a lowercase word follows.
+_SOFT_ABBREVIATIONS = frozenset({"etc", "inc", "ltd", "co", "corp", "approx", "dept", "est"})
+
+
+def _is_cjk(char: str) -> bool:
+    return bool(_HAN.match(char)) or "\u3000" <= char <= "\u30ff" or "\uff00" <= char <= "\uffef"
+
+
+def _is_punctuation_only(text: str) -> bool:
+    return all(unicodedata.category(c).startswith("P") or c.isspace() for c in text)
+
+
+def _period_ends_sentence(text: str, start: int, dot: int, after: int) -> bool:
+    """Whether the single period at `dot` ends the sentence that began at `start`."""
+    word_start = dot
+    while word_start > start and (text[word_start - 1].isalnum() or text[word_start - 1] in ".'"):
+        word_start -= 1
+    word = text[word_start:dot]
+    lowered = word.lower()
+    if lowered in _TITLES:
+        return False
+    if len(word) == 1 and word.isalpha() and word.isupper():  # an initial: "J. K. Rowling"
+        return False
+    if text[start:dot].strip().isdigit() and len(text[start:dot].strip()) <= 3:  # "1. Buy milk"
+        return False
+    if "." in word or lowered in _SOFT_ABBREVIATIONS:  # "e.g.", "U.S.", "5 p.m."
+        following = after
+        while following < len(text) and text[following] in " \t":
+            following += 1
+        return following >= len(text) or not text[following].islower()
+    return True
+
+
+def split_sentences(text: str) -> list[str]:
+    """Split `text` into sentences, Chinese and English, keeping their punctuation.
+
+    A sentence ends at ``。！？；…`` (with any closing quotes after them), at
+    ``. ! ?`` followed by whitespace, a Chinese character or the end of the
+    text, and at every line break. Abbreviations (``Dr.``, ``e.g.``,
+    ``U.S.``), initials, decimals, URLs and list numbers (``1.``) do not end a
+    sentence. Sentences come back stripped; blank ones are dropped, and a piece
+    that is only punctuation joins the sentence before it.
+
+    >>> split_sentences("我叫小明。I live in Beijing! Dr. Li said 3.5 is fine.")
+    ['我叫小明。', 'I live in Beijing!', 'Dr. Li said 3.5 is fine.']
+    """
+    if not isinstance(text, str):
+        raise ConfigError(f"split_sentences needs a str, got {type(text).__name__}")
+    sentences: list[str] = []
+
+    def emit(piece: str) -> None:
+        piece = piece.strip()
+        if not piece:
+            return
+        if sentences and _is_punctuation_only(piece):
+            sentences[-1] += piece
+        else:
+            sentences.append(piece)
+
+    length = len(text)
+    start = 0
+    index = 0
+    while index < length:
+        char = text[index]
+        if char in "\r\n\u2028\u2029":
+            emit(text[start:index])
+            start = index = index + 1
+            continue
+        if char in _CJK_TERMINATORS or char in _ASCII_TERMINATORS:
+            end = index + 1
+            while end < length and (text[end] in _CJK_TERMINATORS or text[end] in _ASCII_TERMINATORS):
+                end += 1
+            run = text[index:end]
+            while end < length and text[end] in _CLOSERS:
+                end += 1
+            if any(c in _CJK_TERMINATORS for c in run):
+                ends = True
+            else:
+                ends = end >= length or text[end].isspace() or _is_cjk(text[end])
+                if ends and run == ".":
+                    ends = _period_ends_sentence(text, start, index, end)
+            if ends:
+                emit(text[start:end])
+                start = end
+            index = end
+            continue
+        index += 1
+    emit(text[start:])
+    return sentences

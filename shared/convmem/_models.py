@@ -1,0 +1,372 @@
+"""The domain model: roles, turn statuses, messages and turns.
+
+A `Message` is immutable. It is validated when it is created, so anything that
+reaches a store is already well formed; the store only adds `seq` (its position
+in the session's log) and `token_count` (counted once, on write).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+import time
+from collections.abc import Iterable, Mapping, Sequence
+from datetime import datetime, timezone
+from enum import Enum
+from typing import Any
+
+from ._errors import InvalidMessageError
+
+__all__ = [
+    "Content",
+    "ContentPart",
+    "Message",
+    "Role",
+    "ToolCall",
+    "Turn",
+    "TurnStatus",
+    "group_turns",
+]
+
+ContentPart = str | dict[str, Any]
+Content = str | list[ContentPart]
+ToolCall = dict[str, Any]
+
+# Deeper nesting than this is not a chat message; refusing it keeps JSON
+# encoding and decoding far away from the interpreter's recursion limit.
+MAX_CONTENT_DEPTH = 32
+
+
+class Role(str, Enum):
+    """Who wrote a message. Parsed from the enum or its name, case-insensitively."""
+
+    SYSTEM = "system"
+    USER = "user"
+    ASSISTANT = "assistant"
+    TOOL = "tool"
+
+    @classmethod
+    def parse(cls, value: Role | str) -> Role:
+        """Return the role for `value` (``"user"``, ``"USER"``, ``Role.USER``, or the
+        LangChain aliases ``"human"`` and ``"ai"``)."""
+        if isinstance(value, Role):
+            return value
+        if isinstance(value, str):
+            key = value.strip().lower()
+            key = _ROLE_ALIASES.get(key, key)
+            for role in cls:
+                if role.value == key:
+                    return role
+        raise InvalidMessageError(
+            f"role must be one of {[r.value for r in cls]} (or 'human'/'ai'), got {value!r}"
+        )
+
+
+_ROLE_ALIASES = {"human": "user", "ai": "assistant", "function": "tool"}
+
+
+class TurnStatus(str, Enum):
+    """The state of a conversational turn (a question and its answer)."""
+
+    RUNNING = "running"
+    COMPLETED = "completed"
+    FAILED = "failed"
+    CANCELLED = "cancelled"
+
+    @classmethod
+    def parse(cls, value: TurnStatus | str) -> TurnStatus:
+        """Return the status for `value`: the enum, or its name in any case."""
+        if isinstance(value, TurnStatus):
+            return value
+        if isinstance(value, str):
+            key = value.strip().lower()
+            for status in cls:
+                if status.value == key:
+                    return status
+        raise InvalidMessageError(f"status must be one of {[s.name for s in cls]} (any case), got {value!r}")
+
+
+def _timestamp(value: float | int | datetime | None) -> float:
+    if value is None:
+        return time.time()
+    if isinstance(value, datetime):
+        if value.tzinfo is None:
+            value = value.replace(tzinfo=timezone.utc)
+        return value.timestamp()
+    if isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value):
+        return float(value)
+    raise InvalidMessageError(
+        f"timestamp must be a datetime or epoch seconds (a finite number), got {value!r}"
+    )
+
+
+def _check_depth(value: Any, depth: int = 0) -> None:
+    if depth > MAX_CONTENT_DEPTH:
+        raise InvalidMessageError(
+            f"content is nested more than {MAX_CONTENT_DEPTH} levels deep; flatten the parts"
+        )
+    if isinstance(value, Mapping):
+        for item in value.values():
+            _check_depth(item, depth + 1)
+    elif isinstance(value, (list, tuple)):
+        for item in value:
+            _check_depth(item, depth + 1)
+
+
+def _check_encodable(value: Any, what: str) -> None:
+    """Reject what a store could not write back faithfully (lone surrogates, non-JSON)."""
+    try:
+        json.dumps(value, ensure_ascii=False, allow_nan=False).encode("utf-8")
+    except UnicodeEncodeError as exc:
+        raise InvalidMessageError(
+            f"{what} contains text that is not valid Unicode (a lone UTF-16 surrogate at "
+            f"position {exc.start}); decode the source with errors='replace' first"
+        ) from None
+    except (TypeError, ValueError) as exc:
+        raise InvalidMessageError(f"{what} must be JSON-serializable: {exc}") from None
+
+
+def _normalize_content(content: Any) -> Content:
+    if isinstance(content, str):
+        _check_encodable(content, "content")
+        return content
+    if isinstance(content, (list, tuple)):
+        parts: list[ContentPart] = []
+        for index, part in enumerate(content):
+            if isinstance(part, str):
+                parts.append(part)
+            elif isinstance(part, Mapping):
+                parts.append(dict(part))
+            else:
+                raise InvalidMessageError(
+                    f"content part {index} must be a str or a dict, got {type(part).__name__}"
+                )
+        _check_depth(parts)
+        _check_encodable(parts, "content")
+        return parts
+    raise InvalidMessageError(
+        "content must be a str or a list of parts (str or dict), "
+        f"got {type(content).__name__}: {content!r:.80}"
+    )
+
+
+def _normalize_tool_call(call: Any, index: int) -> ToolCall:
+    if not isinstance(call, Mapping):
+        raise InvalidMessageError(
+            f"tool_calls[{index}] must be a dict like {{'id', 'name', 'args'}}, got {call!r:.80}"
+        )
+    if "function" in call:  # OpenAI's shape
+        function = call["function"]
+        if not isinstance(function, Mapping) or "name" not in function:
+            raise InvalidMessageError(f"tool_calls[{index}]['function'] must have a 'name'")
+        name = function["name"]
+        args: Any = function.get("arguments", {})
+        if isinstance(args, str):
+            try:
+                args = json.loads(args) if args.strip() else {}
+            except json.JSONDecodeError as exc:
+                raise InvalidMessageError(
+                    f"tool_calls[{index}] arguments are not valid JSON ({exc.msg}): {args!r:.80}"
+                ) from None
+    else:
+        name = call.get("name")
+        args = call.get("args", {})
+    call_id = call.get("id")
+    if not isinstance(name, str) or not name:
+        raise InvalidMessageError(f"tool_calls[{index}] needs a non-empty 'name', got {name!r}")
+    if call_id is not None and not isinstance(call_id, str):
+        raise InvalidMessageError(f"tool_calls[{index}]['id'] must be a str, got {call_id!r}")
+    if not isinstance(args, Mapping):
+        raise InvalidMessageError(f"tool_calls[{index}] args must be a dict, got {type(args).__name__}")
+    normalized: ToolCall = {"id": call_id, "name": name, "args": dict(args)}
+    _check_depth(normalized)
+    _check_encodable(normalized, f"tool_calls[{index}]")
+    return normalized
+
+
+@dataclasses.dataclass(frozen=True)
+class Message:
+    """One entry of a conversation log.
+
+    Build one with :meth:`create`, which validates and normalizes its fields::
+
+        Message.create("user", "My dog is called Duoduo.")
+        Message.create("assistant", "", tool_calls=[{"id": "c1", "name": "weather", "args": {}}])
+        Message.create("tool", "sunny", tool_call_id="c1")
+
+    ``seq`` and ``token_count`` are ``None`` until a store has written the message.
+    """
+
+    role: Role
+    content: Content
+    name: str | None = None
+    tool_calls: tuple[ToolCall, ...] = ()
+    tool_call_id: str | None = None
+    metadata: dict[str, Any] = dataclasses.field(default_factory=dict)
+    timestamp: float = 0.0
+    status: TurnStatus = TurnStatus.COMPLETED
+    seq: int | None = None
+    token_count: int | None = None
+
+    @classmethod
+    def create(
+        cls,
+        role: Role | str,
+        content: Any,
+        *,
+        name: str | None = None,
+        tool_calls: Iterable[Mapping[str, Any]] | None = None,
+        tool_call_id: str | None = None,
+        metadata: Mapping[str, Any] | None = None,
+        timestamp: float | int | datetime | None = None,
+        status: TurnStatus | str = TurnStatus.COMPLETED,
+    ) -> Message:
+        """Validate the fields and return a new, unsaved message.
+
+        Rules: user and system messages need non-empty content; an assistant
+        message may have empty (or ``None``) content only when it carries tool
+        calls or did not complete; a tool message needs ``tool_call_id``.
+        Raises :class:`InvalidMessageError` naming the field that is wrong.
+        """
+        parsed_role = Role.parse(role)
+        parsed_status = TurnStatus.parse(status)
+        if tool_calls is not None and not isinstance(tool_calls, (list, tuple)):
+            raise InvalidMessageError(f"tool_calls must be a list of dicts, got {type(tool_calls).__name__}")
+        calls = tuple(_normalize_tool_call(c, i) for i, c in enumerate(tool_calls or ()))
+        if calls and parsed_role is not Role.ASSISTANT:
+            raise InvalidMessageError(f"only assistant messages carry tool_calls, not {parsed_role.value}")
+        if content is None:
+            if not (parsed_role is Role.ASSISTANT and (calls or parsed_status is not TurnStatus.COMPLETED)):
+                raise InvalidMessageError(
+                    f"content of a {parsed_role.value} message must not be None "
+                    "(only an assistant message with tool_calls, or an unfinished one, may be empty)"
+                )
+            content = ""
+        normalized = _normalize_content(content)
+        if parsed_role in (Role.USER, Role.SYSTEM) and not _has_substance(normalized):
+            raise InvalidMessageError(f"content of a {parsed_role.value} message must not be empty")
+        if parsed_role is Role.TOOL:
+            if not isinstance(tool_call_id, str) or not tool_call_id:
+                raise InvalidMessageError(
+                    f"a tool message needs the tool_call_id of the call it answers, got {tool_call_id!r}"
+                )
+        elif tool_call_id is not None and not isinstance(tool_call_id, str):
+            raise InvalidMessageError(f"tool_call_id must be a str, got {tool_call_id!r}")
+        if name is not None and (not isinstance(name, str) or not name):
+            raise InvalidMessageError(f"name must be a non-empty str or None, got {name!r}")
+        meta = dict(metadata or {})
+        if any(not isinstance(k, str) for k in meta):
+            raise InvalidMessageError("metadata keys must be strings")
+        _check_depth(meta)
+        _check_encodable(meta, "metadata")
+        return cls(
+            role=parsed_role,
+            content=normalized,
+            name=name,
+            tool_calls=calls,
+            tool_call_id=tool_call_id,
+            metadata=meta,
+            timestamp=_timestamp(timestamp),
+            status=parsed_status,
+        )
+
+    @property
+    def text(self) -> str:
+        """The message's text: the content string, or its text parts joined by newlines."""
+        return content_text(self.content)
+
+    @property
+    def has_tool_calls(self) -> bool:
+        return bool(self.tool_calls)
+
+    def to_dict(self) -> dict[str, Any]:
+        """A chat-API style dict: role and content, plus tool fields and name when set."""
+        out: dict[str, Any] = {"role": self.role.value, "content": self.content}
+        if self.name is not None:
+            out["name"] = self.name
+        if self.tool_calls:
+            out["tool_calls"] = [dict(c) for c in self.tool_calls]
+        if self.tool_call_id is not None:
+            out["tool_call_id"] = self.tool_call_id
+        return out
+
+
+def content_text(content: Content) -> str:
+    """The text of a content value; non-text parts (images, audio) contribute nothing."""
+    if isinstance(content, str):
+        return content
+    texts: list[str] = []
+    for part in content:
+        if isinstance(part, str):
+            texts.append(part)
+        elif part.get("type") == "text" and isinstance(part.get("text"), str):
+            texts.append(part["text"])
+    return "\n".join(texts)
+
+
+def _has_substance(content: Content) -> bool:
+    if isinstance(content, str):
+        return bool(content.strip())
+    return any(not isinstance(p, str) or p.strip() for p in content)
+
+
+@dataclasses.dataclass(frozen=True)
+class Turn:
+    """A user question and everything that followed it until the next question.
+
+    ``messages`` holds the question first (when there is one), then assistant
+    and tool messages. A turn's status is the status of its last assistant
+    message, or of the question when nothing answered it yet.
+    """
+
+    messages: tuple[Message, ...]
+
+    @property
+    def question(self) -> Message | None:
+        first = self.messages[0]
+        return first if first.role is Role.USER else None
+
+    @property
+    def answer(self) -> Message | None:
+        """The last assistant message that is not a tool call request."""
+        for message in reversed(self.messages):
+            if message.role is Role.ASSISTANT and not message.tool_calls:
+                return message
+        return None
+
+    @property
+    def status(self) -> TurnStatus:
+        for message in reversed(self.messages):
+            if message.role is Role.ASSISTANT:
+                return message.status
+        return self.messages[0].status
+
+    @property
+    def token_count(self) -> int:
+        return sum(m.token_count or 0 for m in self.messages)
+
+    @property
+    def first_seq(self) -> int:
+        return self.messages[0].seq or 0
+
+    @property
+    def last_seq(self) -> int:
+        return self.messages[-1].seq or 0
+
+
+def group_turns(messages: Sequence[Message]) -> list[Turn]:
+    """Split a log (oldest first) into turns; a turn starts at each user message.
+
+    Messages before the first user message form a leading turn of their own.
+    """
+    turns: list[Turn] = []
+    current: list[Message] = []
+    for message in messages:
+        if message.role is Role.USER and current:
+            turns.append(Turn(tuple(current)))
+            current = []
+        current.append(message)
+    if current:
+        turns.append(Turn(tuple(current)))
+    return turns

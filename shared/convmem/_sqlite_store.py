@@ -1,0 +1,370 @@
+"""`SQLiteStore`: the embedded, durable default. One file, WAL journal.
+
+Each thread gets its own connection (sqlite3 connections must not be shared
+across threads), and every append runs in a ``BEGIN IMMEDIATE`` transaction,
+so threads and processes writing to one file serialize on SQLite's own lock
+and each message gets exactly one seq. The file is a normal SQLite database:
+``sqlite3 memory.db "select role, content from messages"`` shows a log.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import sqlite3
+import threading
+import time
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager, suppress
+from pathlib import Path
+from typing import Any
+
+from ._codec import message_from_record, message_to_record
+from ._errors import ConfigError, InvalidMessageError, StoreError
+from ._models import Message, TurnStatus
+from ._store import SessionStats, StateRecord, idle_cutoff
+
+__all__ = ["SQLiteStore"]
+
+_SCHEMA_VERSION = 1
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS sessions (
+    session_id   TEXT PRIMARY KEY,
+    user_id      TEXT,
+    created_at   REAL NOT NULL,
+    updated_at   REAL NOT NULL,
+    last_seq     INTEGER NOT NULL DEFAULT 0,
+    message_count INTEGER NOT NULL DEFAULT 0,
+    total_tokens INTEGER NOT NULL DEFAULT 0
+);
+CREATE INDEX IF NOT EXISTS sessions_by_user ON sessions(user_id);
+CREATE INDEX IF NOT EXISTS sessions_by_activity ON sessions(updated_at);
+CREATE TABLE IF NOT EXISTS messages (
+    session_id   TEXT NOT NULL,
+    seq          INTEGER NOT NULL,
+    role         TEXT NOT NULL,
+    content      TEXT NOT NULL,
+    name         TEXT,
+    tool_calls   TEXT,
+    tool_call_id TEXT,
+    metadata     TEXT,
+    status       TEXT NOT NULL,
+    ts           REAL NOT NULL,
+    token_count  INTEGER,
+    PRIMARY KEY (session_id, seq)
+) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS state (
+    session_id   TEXT NOT NULL,
+    key          TEXT NOT NULL,
+    value        TEXT NOT NULL,
+    version      INTEGER NOT NULL,
+    updated_at   REAL NOT NULL,
+    PRIMARY KEY (session_id, key)
+) WITHOUT ROWID;
+"""
+_COLUMNS = "seq, role, content, name, tool_calls, tool_call_id, metadata, status, ts, token_count"
+_SYNCHRONOUS = ("OFF", "NORMAL", "FULL", "EXTRA")
+
+
+class SQLiteStore:
+    """A store in one SQLite file, safe for many threads and processes.
+
+    Args:
+        path: the database file; parent folders are created. ``":memory:"`` is
+            refused (each thread would see a different database): use
+            `InMemoryStore` instead.
+        timeout: seconds a writer waits for another writer's lock.
+        synchronous: SQLite's ``PRAGMA synchronous``. ``"NORMAL"`` (default) keeps
+            every committed append across a process crash; ``"FULL"`` also
+            across power loss, at the price of an fsync per append.
+    """
+
+    def __init__(
+        self, path: str | os.PathLike[str], *, timeout: float = 30.0, synchronous: str = "NORMAL"
+    ) -> None:
+        if str(path) == ":memory:":
+            raise ConfigError("SQLiteStore needs a file path; for a memory-only store use InMemoryStore()")
+        if synchronous.upper() not in _SYNCHRONOUS:
+            raise ConfigError(f"synchronous must be one of {_SYNCHRONOUS}, got {synchronous!r}")
+        self.path = Path(path)
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self._timeout = timeout
+        self._synchronous = synchronous.upper()
+        self._local = threading.local()
+        self._all: list[sqlite3.Connection] = []
+        self._all_lock = threading.Lock()
+        self._closed = False
+        conn = self._connection()
+        try:
+            version = conn.execute("PRAGMA user_version").fetchone()[0]
+            if version > _SCHEMA_VERSION:
+                raise StoreError(
+                    f"{self.path} was written by a newer convmem (schema {version} > "
+                    f"{_SCHEMA_VERSION}); upgrade convmem to open it"
+                )
+            conn.executescript(_SCHEMA + f"PRAGMA user_version = {_SCHEMA_VERSION};")
+        except sqlite3.DatabaseError as exc:
+            raise StoreError(f"{self.path} is not a usable SQLite database: {exc}") from exc
+
+    def __repr__(self) -> str:
+        return f"SQLiteStore({str(self.path)!r})"
+
+    # -- connections -------------------------------------------------------------
+
+    def _connection(self) -> sqlite3.Connection:
+        if self._closed:
+            raise StoreError(f"{self!r} is closed")
+        conn: sqlite3.Connection | None = getattr(self._local, "conn", None)
+        if conn is None:
+            try:
+                conn = sqlite3.connect(
+                    self.path, timeout=self._timeout, isolation_level=None, check_same_thread=False
+                )
+                conn.execute("PRAGMA journal_mode=WAL")
+                conn.execute(f"PRAGMA synchronous={self._synchronous}")
+                conn.execute(f"PRAGMA busy_timeout={int(self._timeout * 1000)}")
+            except sqlite3.Error as exc:
+                raise StoreError(f"cannot open SQLite store {self.path}: {exc}") from exc
+            self._local.conn = conn
+            with self._all_lock:
+                self._all.append(conn)
+        return conn
+
+    @contextmanager
+    def _transaction(self) -> Iterator[sqlite3.Connection]:
+        conn = self._connection()
+        try:
+            conn.execute("BEGIN IMMEDIATE")
+        except sqlite3.Error as exc:
+            raise StoreError(f"cannot start a write on {self.path}: {exc}") from exc
+        try:
+            yield conn
+        except BaseException as exc:
+            self._rollback(conn)
+            if isinstance(exc, sqlite3.Error):
+                raise StoreError(f"write to {self.path} failed and was rolled back: {exc}") from exc
+            raise
+        else:
+            try:
+                conn.execute("COMMIT")
+            except sqlite3.Error as exc:
+                self._rollback(conn)
+                raise StoreError(f"commit to {self.path} failed: {exc}") from exc
+
+    @staticmethod
+    def _rollback(conn: sqlite3.Connection) -> None:
+        # After some errors SQLite has already rolled back; a second ROLLBACK would
+        # raise and hide the error that matters.
+        if conn.in_transaction:
+            with suppress(sqlite3.Error):
+                conn.execute("ROLLBACK")
+
+    @staticmethod
+    def _touch(conn: sqlite3.Connection, session_id: str, now: float) -> None:
+        conn.execute(
+            "INSERT INTO sessions(session_id, created_at, updated_at) VALUES (?, ?, ?) "
+            "ON CONFLICT(session_id) DO UPDATE SET updated_at = excluded.updated_at",
+            (session_id, now, now),
+        )
+
+    def _read(self, sql: str, params: Sequence[Any]) -> list[tuple[Any, ...]]:
+        try:
+            return self._connection().execute(sql, params).fetchall()
+        except sqlite3.Error as exc:
+            raise StoreError(f"read from {self.path} failed: {exc}") from exc
+
+    @staticmethod
+    def _decode(rows: list[tuple[Any, ...]], session_id: str) -> list[Message]:
+        names = _COLUMNS.split(", ")
+        return [message_from_record(dict(zip(names, row, strict=True)), session_id) for row in rows]
+
+    # -- the Store protocol ----------------------------------------------------
+
+    def append(
+        self, session_id: str, messages: Sequence[Message], *, user_id: str | None = None
+    ) -> list[Message]:
+        now = time.time()
+        try:
+            with self._transaction() as conn:
+                conn.execute(
+                    "INSERT INTO sessions(session_id, user_id, created_at, updated_at) VALUES (?, ?, ?, ?) "
+                    "ON CONFLICT(session_id) DO UPDATE SET "
+                    "user_id = COALESCE(sessions.user_id, excluded.user_id)",
+                    (session_id, user_id, now, now),
+                )
+                last_seq = conn.execute(
+                    "SELECT last_seq FROM sessions WHERE session_id = ?", (session_id,)
+                ).fetchone()[0]
+                stored = [dataclasses.replace(m, seq=last_seq + i + 1) for i, m in enumerate(messages)]
+                conn.executemany(
+                    f"INSERT INTO messages(session_id, {_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                    [(session_id, *message_to_record(m).values()) for m in stored],
+                )
+                conn.execute(
+                    "UPDATE sessions SET last_seq = ?, message_count = message_count + ?, "
+                    "total_tokens = total_tokens + ?, updated_at = ? WHERE session_id = ?",
+                    (
+                        last_seq + len(stored),
+                        len(stored),
+                        sum(m.token_count or 0 for m in stored),
+                        now,
+                        session_id,
+                    ),
+                )
+        except sqlite3.Error as exc:
+            raise StoreError(f"append to session {session_id!r} in {self.path} failed: {exc}") from exc
+        except UnicodeEncodeError as exc:
+            raise InvalidMessageError(
+                f"a message for session {session_id!r} is not valid UTF-8 text ({exc.reason}); "
+                "nothing was stored. Build messages with Message.create, which rejects lone surrogates"
+            ) from None
+        return stored
+
+    def messages(
+        self, session_id: str, *, after_seq: int = 0, through_seq: int | None = None
+    ) -> list[Message]:
+        upper = through_seq if through_seq is not None else 2**62
+        rows = self._read(
+            f"SELECT {_COLUMNS} FROM messages WHERE session_id = ? AND seq > ? AND seq <= ? ORDER BY seq",
+            (session_id, after_seq, upper),
+        )
+        return self._decode(rows, session_id)
+
+    def tail(self, session_id: str, limit: int, *, before_seq: int | None = None) -> list[Message]:
+        if limit <= 0:
+            return []
+        upper = before_seq if before_seq is not None else 2**62
+        rows = self._read(
+            f"SELECT {_COLUMNS} FROM messages WHERE session_id = ? AND seq < ? ORDER BY seq DESC LIMIT ?",
+            (session_id, upper, limit),
+        )
+        rows.reverse()
+        return self._decode(rows, session_id)
+
+    def get(self, session_id: str, seqs: Sequence[int]) -> list[Message]:
+        wanted = sorted({int(s) for s in seqs})
+        found: list[Message] = []
+        for start in range(0, len(wanted), 500):
+            chunk = wanted[start : start + 500]
+            placeholders = ",".join("?" * len(chunk))
+            rows = self._read(
+                f"SELECT {_COLUMNS} FROM messages "
+                f"WHERE session_id = ? AND seq IN ({placeholders}) ORDER BY seq",
+                (session_id, *chunk),
+            )
+            found.extend(self._decode(rows, session_id))
+        return found
+
+    def set_status(self, session_id: str, seq: int, status: TurnStatus) -> Message:
+        with self._transaction() as conn:
+            updated = conn.execute(
+                "UPDATE messages SET status = ? WHERE session_id = ? AND seq = ?",
+                (status.value, session_id, seq),
+            ).rowcount
+            if updated:
+                conn.execute(
+                    "UPDATE sessions SET updated_at = ? WHERE session_id = ?", (time.time(), session_id)
+                )
+        if not updated:
+            raise InvalidMessageError(f"session {session_id!r} has no message with seq={seq}")
+        return self.get(session_id, [seq])[0]
+
+    def stats(self, session_id: str) -> SessionStats:
+        rows = self._read(
+            "SELECT message_count, last_seq, total_tokens, user_id, created_at, updated_at "
+            "FROM sessions WHERE session_id = ?",
+            (session_id,),
+        )
+        if not rows:
+            return SessionStats(session_id, 0, 0, 0)
+        count, last_seq, tokens, user_id, created, updated = rows[0]
+        return SessionStats(session_id, count, last_seq, tokens, user_id, created, updated)
+
+    def get_state(self, session_id: str, key: str) -> StateRecord | None:
+        rows = self._read(
+            "SELECT value, version FROM state WHERE session_id = ? AND key = ?", (session_id, key)
+        )
+        return StateRecord(rows[0][0], rows[0][1]) if rows else None
+
+    def put_state(
+        self, session_id: str, key: str, value: str, *, expected_version: int | None = None
+    ) -> StateRecord | None:
+        with self._transaction() as conn:
+            row = conn.execute(
+                "SELECT version FROM state WHERE session_id = ? AND key = ?", (session_id, key)
+            ).fetchone()
+            current = row[0] if row else 0
+            if expected_version is not None and expected_version != current:
+                return None
+            now = time.time()
+            # A state-only session is still a session: listed, forgotten and expired like any other.
+            self._touch(conn, session_id, now)
+            conn.execute(
+                "INSERT INTO state(session_id, key, value, version, updated_at) VALUES (?, ?, ?, ?, ?) "
+                "ON CONFLICT(session_id, key) DO UPDATE SET value = excluded.value, "
+                "version = excluded.version, updated_at = excluded.updated_at",
+                (session_id, key, value, current + 1, now),
+            )
+        return StateRecord(value, current + 1)
+
+    def delete_state(self, session_id: str, key: str) -> None:
+        with self._transaction() as conn:
+            deleted = conn.execute(
+                "DELETE FROM state WHERE session_id = ? AND key = ?", (session_id, key)
+            ).rowcount
+            if deleted:
+                conn.execute(
+                    "UPDATE sessions SET updated_at = ? WHERE session_id = ?", (time.time(), session_id)
+                )
+
+    def clear(self, session_id: str) -> None:
+        with self._transaction() as conn:
+            for table in ("messages", "state", "sessions"):
+                conn.execute(f"DELETE FROM {table} WHERE session_id = ?", (session_id,))
+
+    def sessions(self, *, user_id: str | None = None) -> list[str]:
+        if user_id is None:
+            rows = self._read("SELECT session_id FROM sessions ORDER BY session_id", ())
+        else:
+            rows = self._read(
+                "SELECT session_id FROM sessions WHERE user_id = ? ORDER BY session_id", (user_id,)
+            )
+        return [row[0] for row in rows]
+
+    def forget_user(self, user_id: str) -> list[str]:
+        with self._transaction() as conn:
+            doomed = [
+                row[0]
+                for row in conn.execute(
+                    "SELECT session_id FROM sessions WHERE user_id = ? ORDER BY session_id", (user_id,)
+                )
+            ]
+            self._delete_sessions(conn, doomed)
+        return doomed
+
+    def expire_idle(self, older_than_seconds: float) -> list[str]:
+        """Delete sessions idle longer than `older_than_seconds` (a sweep by last write time)."""
+        cutoff = idle_cutoff(older_than_seconds, time.time())
+        with self._transaction() as conn:
+            doomed = [
+                row[0]
+                for row in conn.execute(
+                    "SELECT session_id FROM sessions WHERE updated_at < ? ORDER BY session_id", (cutoff,)
+                )
+            ]
+            self._delete_sessions(conn, doomed)
+        return doomed
+
+    @staticmethod
+    def _delete_sessions(conn: sqlite3.Connection, session_ids: Sequence[str]) -> None:
+        for table in ("messages", "state", "sessions"):
+            conn.executemany(f"DELETE FROM {table} WHERE session_id = ?", [(sid,) for sid in session_ids])
+
+    def close(self) -> None:
+        """Close every connection this store opened (from any thread)."""
+        self._closed = True
+        with self._all_lock:
+            for conn in self._all:
+                with suppress(sqlite3.Error):
+                    conn.close()
+            self._all.clear()

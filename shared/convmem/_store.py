@@ -1,0 +1,162 @@
+"""The `Store` protocol: an append-only log of messages per session, plus
+small named state records (summary, facts, ...) that are derived from it.
+
+A store never counts tokens or interprets content: the memory counts each
+message once and hands the store finished `Message` objects; the store assigns
+``seq`` atomically, so several writers (threads, processes, servers) can append
+to one session and every message gets exactly one place in its log.
+
+Deleting data is explicit: `Store.clear` forgets one session, `Store.forget_user`
+every session of one user, and `Store.expire_idle` every session with no write
+(append, status change or state write) for a given time. Nothing else removes
+a stored message.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import unicodedata
+from collections.abc import Sequence
+from typing import Protocol, runtime_checkable
+
+from ._errors import ConfigError, InvalidSessionIdError
+from ._models import Message, TurnStatus
+
+__all__ = [
+    "MAX_ID_LENGTH",
+    "SessionStats",
+    "StateRecord",
+    "Store",
+    "idle_cutoff",
+    "validate_id",
+]
+
+MAX_ID_LENGTH = 256
+
+
+def validate_id(value: object, what: str = "session_id") -> str:
+    """Return `value` if it is a usable session or user id, else raise `InvalidSessionIdError`.
+
+    An id is a non-empty string of at most 256 characters with no control
+    characters (NUL, newlines, escapes) and no lone surrogates. Any other
+    character is allowed: stores escape ids, so ``../x`` or ``a:*`` are safe.
+    """
+    if not isinstance(value, str):
+        raise InvalidSessionIdError(f"{what} must be a str, got {type(value).__name__}: {value!r:.60}")
+    if not value or not value.strip():
+        raise InvalidSessionIdError(f"{what} must not be empty or blank, got {value!r}")
+    if len(value) > MAX_ID_LENGTH:
+        raise InvalidSessionIdError(
+            f"{what} is {len(value)} characters long; the limit is {MAX_ID_LENGTH} "
+            "(hash longer keys before using them as ids)"
+        )
+    for position, char in enumerate(value):
+        category = unicodedata.category(char)
+        if category in ("Cc", "Cs"):
+            raise InvalidSessionIdError(
+                f"{what} contains a control character {char!r} at position {position}; "
+                "ids may not contain NUL, newlines or other control characters"
+            )
+    return value
+
+
+def idle_cutoff(older_than_seconds: float, now: float) -> float:
+    """The last-write time before which a session counts as idle, for `Store.expire_idle`."""
+    if isinstance(older_than_seconds, bool) or not isinstance(older_than_seconds, (int, float)):
+        raise ConfigError(
+            f"older_than_seconds must be a number of seconds, got {type(older_than_seconds).__name__}"
+        )
+    if math.isnan(older_than_seconds) or older_than_seconds < 0:
+        raise ConfigError(f"older_than_seconds must be >= 0, got {older_than_seconds!r}")
+    return now - float(older_than_seconds)
+
+
+@dataclasses.dataclass(frozen=True)
+class SessionStats:
+    """What a store knows about a session without reading its log."""
+
+    session_id: str
+    message_count: int
+    last_seq: int
+    total_tokens: int
+    user_id: str | None = None
+    created_at: float | None = None
+    updated_at: float | None = None
+
+
+@dataclasses.dataclass(frozen=True)
+class StateRecord:
+    """A derived-state value (JSON text) with a version for compare-and-set."""
+
+    value: str
+    version: int
+
+
+@runtime_checkable
+class Store(Protocol):
+    """Where conversations live. Implementations: `InMemoryStore`, `SQLiteStore`, `RedisStore`.
+
+    Every method takes an already validated ``session_id``. Messages come back
+    oldest first. Writing is all-or-nothing: a failed `append` stores nothing.
+    """
+
+    def append(
+        self, session_id: str, messages: Sequence[Message], *, user_id: str | None = None
+    ) -> list[Message]:
+        """Append `messages` atomically; return them with ``seq`` assigned (last seq + 1, ...)."""
+        ...
+
+    def messages(
+        self, session_id: str, *, after_seq: int = 0, through_seq: int | None = None
+    ) -> list[Message]:
+        """Messages with ``after_seq < seq <= through_seq`` (all of them by default)."""
+        ...
+
+    def tail(self, session_id: str, limit: int, *, before_seq: int | None = None) -> list[Message]:
+        """The newest `limit` messages with ``seq < before_seq``, oldest first. O(limit)."""
+        ...
+
+    def get(self, session_id: str, seqs: Sequence[int]) -> list[Message]:
+        """The messages with these seqs (missing ones are skipped), oldest first."""
+        ...
+
+    def set_status(self, session_id: str, seq: int, status: TurnStatus) -> Message:
+        """Change the status of one stored message (e.g. RUNNING -> COMPLETED)."""
+        ...
+
+    def stats(self, session_id: str) -> SessionStats:
+        """Counts for a session; an unknown session has zero messages."""
+        ...
+
+    def get_state(self, session_id: str, key: str) -> StateRecord | None: ...
+
+    def put_state(
+        self, session_id: str, key: str, value: str, *, expected_version: int | None = None
+    ) -> StateRecord | None:
+        """Write a state record. With `expected_version` (0 = must not exist yet) the write
+        happens only if the stored version still matches; returns the new record, or
+        ``None`` when another writer got there first."""
+        ...
+
+    def delete_state(self, session_id: str, key: str) -> None: ...
+
+    def clear(self, session_id: str) -> None:
+        """Delete the session: its log and every state record."""
+        ...
+
+    def sessions(self, *, user_id: str | None = None) -> list[str]:
+        """Ids of stored sessions, optionally only those of one user."""
+        ...
+
+    def forget_user(self, user_id: str) -> list[str]:
+        """Delete every session appended with this `user_id` (logs and state records);
+        return the deleted session ids, sorted. An unknown user deletes nothing."""
+        ...
+
+    def expire_idle(self, older_than_seconds: float) -> list[str]:
+        """Delete every session whose last write is more than `older_than_seconds` ago;
+        return the deleted session ids, sorted. Run it periodically for retention."""
+        ...
+
+    def close(self) -> None: ...

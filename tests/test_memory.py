@@ -1,0 +1,184 @@
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+
+import pytest
+
+from convmem import (
+    BudgetError,
+    ConversationMemory,
+    InvalidMessageError,
+    InvalidSessionIdError,
+    MemoryConfig,
+    Store,
+    TiktokenCounter,
+    count_messages,
+)
+
+
+def chat(memory: ConversationMemory, turns: int, words: int = 12) -> None:
+    for i in range(turns):
+        memory.add_turn(f"question {i} " + "about things " * words, f"answer {i} " + "with details " * words)
+
+
+def test_build_context_stays_within_the_budget_and_counts_exactly(store: Store) -> None:
+    memory = ConversationMemory("s", store, MemoryConfig(system_prompt="Be brief."))
+    chat(memory, 40)
+    for budget in (60, 200, 777, 4096):
+        context = memory.build_context(query="what did we discuss?", budget=budget)
+        assert context.token_count <= budget
+        assert count_messages(TiktokenCounter(), context.messages) == context.token_count
+
+
+def test_sections_come_in_prompt_order_with_query_last(store: Store) -> None:
+    memory = ConversationMemory("s", store, MemoryConfig(system_prompt="Be brief."))
+    chat(memory, 3)
+    context = memory.build_context(query="next?", budget=2000)
+    assert [s.name for s in context.sections][:6] == [
+        "system",
+        "facts",
+        "summary",
+        "recall",
+        "window",
+        "query",
+    ]
+    assert context.messages[0] == {"role": "system", "content": "Be brief."}
+    assert context.messages[-1] == {"role": "user", "content": "next?"}
+    assert sum(s.tokens for s in context.sections) == context.token_count
+
+
+def test_budget_too_small_for_system_prompt_and_query_is_a_clear_error() -> None:
+    memory = ConversationMemory("s", config=MemoryConfig(system_prompt="You are a helpful assistant. " * 20))
+    with pytest.raises(BudgetError, match="smaller than the mandatory parts"):
+        memory.build_context(query="hello", budget=50)
+
+
+@pytest.mark.parametrize("budget", [0, -5, 1.5, "100", True])
+def test_non_positive_or_non_int_budget_is_rejected(budget: object) -> None:
+    memory = ConversationMemory("s")
+    with pytest.raises(BudgetError, match="positive int"):
+        memory.build_context(budget=budget)  # type: ignore[arg-type]
+
+
+def test_explain_lists_every_section_and_the_reason_for_each_drop() -> None:
+    memory = ConversationMemory("s", config=MemoryConfig(keep_recent_turns=3))
+    chat(memory, 6)
+    text = memory.build_context(query="q", budget=150).explain()
+    for name in ("system", "facts", "summary", "recall", "window", "query"):
+        assert name in text
+    assert "older than keep_recent_turns=3" in text or "over the window's token share" in text
+
+
+@pytest.mark.parametrize(
+    ("role", "content"),
+    [("user", None), ("user", ""), ("robot", "hi"), ("user", 42), ("tool", "no id")],
+)
+def test_rejected_write_leaves_the_store_unchanged(store: Store, role: str, content: object) -> None:
+    memory = ConversationMemory("s", store)
+    memory.add_turn("keep me", "kept")
+    with pytest.raises(InvalidMessageError):
+        memory.add_messages([{"role": "user", "content": "valid first"}, {"role": role, "content": content}])
+    assert [m.text for m in memory.messages()] == ["keep me", "kept"]
+
+
+def test_message_over_max_chars_is_rejected_and_nothing_is_stored(store: Store) -> None:
+    memory = ConversationMemory("s", store, MemoryConfig(max_message_chars=1000))
+    with pytest.raises(InvalidMessageError, match="max_message_chars=1000"):
+        memory.add("user", "x" * 1001)
+    assert memory.messages() == []
+
+
+def test_unknown_turn_status_is_rejected(store: Store) -> None:
+    memory = ConversationMemory("s", store)
+    with pytest.raises(InvalidMessageError, match="status"):
+        memory.add_turn("q", "a", status="finished")
+    assert memory.messages() == []
+
+
+@pytest.mark.parametrize("session_id", ["", "   ", "a\x00b", "line\nbreak", "x" * 257, None, 5])
+def test_bad_session_ids_are_rejected(session_id: object) -> None:
+    with pytest.raises(InvalidSessionIdError):
+        ConversationMemory(session_id)  # type: ignore[arg-type]
+
+
+def test_invalid_session_id_error_is_a_value_error() -> None:
+    with pytest.raises(ValueError):
+        ConversationMemory("")
+
+
+def test_sqlite_session_survives_reopen_with_nothing_lost(tmp_path: Path) -> None:
+    path = tmp_path / "chat.db"
+    memory = ConversationMemory.open("s1", path)
+    chat(memory, 25)
+    memory.add("assistant", "", tool_calls=[{"id": "c", "name": "f", "args": {"x": [1, 2]}}])
+    memory.add("tool", "result", tool_call_id="c")
+    before = memory.messages()
+    memory.store.close()
+    reopened = ConversationMemory.open("s1", path)
+    assert reopened.messages() == before
+    assert reopened.check().total_tokens == sum(m.token_count or 0 for m in before) + 3
+
+
+def test_token_counts_are_stored_once_on_write(store: Store) -> None:
+    memory = ConversationMemory("s", store)
+    stored = memory.add("user", "count me once")
+    assert stored.token_count == TiktokenCounter().count_message(stored)
+    assert memory.messages()[0].token_count == stored.token_count
+
+
+def test_check_reports_overflow_and_how_much(store: Store) -> None:
+    memory = ConversationMemory("s", store)
+    chat(memory, 10)
+    status = memory.check(budget=100)
+    assert not status.ok
+    assert status.over_by == status.total_tokens - 100 > 0
+    assert memory.check(budget=100_000).ok
+
+
+def test_sessions_do_not_see_each_other(store: Store) -> None:
+    a, b = ConversationMemory("a", store), ConversationMemory("b", store)
+    a.add_turn("secret of a: 4711", "noted")
+    b.add_turn("hello from b", "hi")
+    text = str(b.build_context(query="what is the secret?", budget=1000).messages)
+    assert "4711" not in text
+    assert [m.text for m in b.messages()] == ["hello from b", "hi"]
+
+
+def test_clear_deletes_the_session_only(store: Store) -> None:
+    a, b = ConversationMemory("a", store), ConversationMemory("b", store)
+    a.add("user", "one")
+    b.add("user", "two")
+    a.clear()
+    assert a.messages() == []
+    assert [m.text for m in b.messages()] == ["two"]
+
+
+def test_async_twins_match_the_sync_methods(store: Store) -> None:
+    async def scenario() -> None:
+        memory = ConversationMemory("s", store)
+        await memory.aadd("user", "hello async")
+        await memory.aadd_turn("q", "a")
+        await memory.aadd_messages([{"role": "user", "content": "more"}])
+        context = await memory.abuild_context(query="x", budget=500)
+        assert context.token_count <= 500
+        assert len(await memory.amessages()) == 4
+        assert (await memory.acheck(10)).over_by > 0
+        assert "hello async" in await memory.arender_transcript("answer")
+        await memory.aclear()
+        assert await memory.amessages() == []
+
+    asyncio.run(scenario())
+
+
+def test_seq_increases_monotonically(store: Store) -> None:
+    memory = ConversationMemory("s", store)
+    chat(memory, 5)
+    seqs = [m.seq for m in memory.messages()]
+    assert seqs == list(range(1, 11))
+
+
+def test_dict_messages_with_unknown_fields_are_rejected() -> None:
+    memory = ConversationMemory("s")
+    with pytest.raises(InvalidMessageError, match="unknown message fields"):
+        memory.add_messages([{"role": "user", "content": "x", "colour": "red"}])

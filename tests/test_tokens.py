@@ -1,0 +1,102 @@
+from __future__ import annotations
+
+import pytest
+
+from convmem import ApproximateCounter, ConfigError, Message, TiktokenCounter, count_messages
+
+# The worked example of OpenAI's cookbook "How to count tokens with tiktoken":
+# for cl100k chat models the API bills 129 prompt tokens for these messages.
+COOKBOOK_MESSAGES = [
+    {
+        "role": "system",
+        "content": "You are a helpful, pattern-following assistant that translates corporate jargon "
+        "into plain English.",
+    },
+    {"role": "system", "name": "example_user", "content": "New synergies will help drive top-line growth."},
+    {
+        "role": "system",
+        "name": "example_assistant",
+        "content": "Things working well together will increase revenue.",
+    },
+    {
+        "role": "system",
+        "name": "example_user",
+        "content": "Let's circle back when we have more bandwidth to touch base on opportunities for "
+        "increased leverage.",
+    },
+    {
+        "role": "system",
+        "name": "example_assistant",
+        "content": "Let's talk later when we're less busy about how to do better.",
+    },
+    {
+        "role": "user",
+        "content": "This late pivot means we don't have time to boil the ocean for the client deliverable.",
+    },
+]
+
+CHINESE = [
+    "我养了一只狗，品种是柯基，名字叫多多。",
+    "我住在杭州，最近搬到了北京。",
+    "项目预算是三十万元，截止日期是十二月十五号。",
+    "周末常去西湖边散步，喜欢喝龙井茶。",
+]
+
+
+def test_tiktoken_counter_matches_what_the_chat_api_bills() -> None:
+    counter = TiktokenCounter()
+    assert counter.is_exact
+    assert counter.name == "tiktoken:cl100k_base"
+    assert count_messages(counter, COOKBOOK_MESSAGES) == 129
+
+
+def test_model_name_selects_its_encoding() -> None:
+    assert TiktokenCounter(model="gpt-4").name == "tiktoken:cl100k_base"
+
+
+def test_unknown_model_name_is_a_config_error() -> None:
+    with pytest.raises(ConfigError, match="does not know the model"):
+        TiktokenCounter(model="no-such-model-xyz")
+
+
+def test_approximate_counter_never_undercounts_chinese() -> None:
+    exact, approx = TiktokenCounter(), ApproximateCounter()
+    for text in CHINESE:
+        assert approx.count_text(text) >= exact.count_text(text), text
+    # The chars/4 rule it replaces undercounts the same text about fourfold.
+    total_exact = sum(exact.count_text(t) for t in CHINESE)
+    assert sum(len(t) // 4 for t in CHINESE) * 3 < total_exact
+
+
+def test_approximate_counter_stays_close_on_english() -> None:
+    exact, approx = TiktokenCounter(), ApproximateCounter()
+    text = "Yesterday I went hiking near the lake with my sister, and we saw 3 deer around 7pm."
+    assert exact.count_text(text) <= approx.count_text(text) <= 2 * exact.count_text(text)
+
+
+def test_media_parts_cost_a_fixed_amount_not_their_payload_size() -> None:
+    counter = TiktokenCounter()
+    image = {"type": "image_url", "image_url": {"url": "data:image/png;base64," + "A" * 200_000}}
+    message = Message.create("user", [{"type": "text", "text": "what is this?"}, image])
+    assert counter.count_message(message) < 120
+
+
+def test_tool_calls_are_counted() -> None:
+    counter = TiktokenCounter()
+    plain = Message.create("assistant", "", status="failed")
+    with_call = Message.create(
+        "assistant", "", tool_calls=[{"id": "call_1", "name": "search", "args": {"query": "hiking trails"}}]
+    )
+    assert counter.count_message(with_call) > counter.count_message(plain) + 5
+
+
+def test_unloadable_encoding_falls_back_to_approximate_with_a_warning(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from convmem import _tokens
+
+    monkeypatch.setattr(_tokens, "_load_encoding", lambda name: None)
+    with pytest.warns(RuntimeWarning, match="approximate"):
+        counter = TiktokenCounter("cl100k_base")
+    assert not counter.is_exact
+    assert counter.count_text("你好世界") == ApproximateCounter().count_text("你好世界")
