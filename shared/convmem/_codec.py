@@ -33,9 +33,21 @@ def message_to_record(message: Message) -> dict[str, Any]:
     }
 
 
+_ROLES = {role.value: role for role in Role}
+_STATUSES = {status.value: status for status in TurnStatus}
+
+
+def _decode_content(raw: str) -> Any:
+    # Most content is a plain string: a JSON string without a backslash has
+    # no escapes, so its text is what lies between the quotes.
+    if raw.startswith('"') and raw.endswith('"') and len(raw) >= 2 and "\\" not in raw:
+        return raw[1:-1]
+    return json.loads(raw)
+
+
 def message_from_record(record: dict[str, Any], session_id: str) -> Message:
     try:
-        content = json.loads(record["content"])
+        content = _decode_content(record["content"])
         tool_calls = json.loads(record["tool_calls"]) if record.get("tool_calls") else []
         metadata = json.loads(record["metadata"]) if record.get("metadata") else {}
         if (
@@ -45,14 +57,14 @@ def message_from_record(record: dict[str, Any], session_id: str) -> Message:
         ):
             raise TypeError("unexpected JSON types")
         return Message(
-            role=Role(record["role"]),
+            role=_ROLES[record["role"]],
             content=content,
             name=record.get("name"),
             tool_calls=tuple(tool_calls),
             tool_call_id=record.get("tool_call_id"),
             metadata=metadata,
             timestamp=float(record["ts"]),
-            status=TurnStatus(record["status"]),
+            status=_STATUSES[record["status"]],
             seq=int(record["seq"]),
             token_count=None if record.get("token_count") is None else int(record["token_count"]),
         )

@@ -243,7 +243,7 @@ class ConversationMemory:
         """
         if not isinstance(max_turns, int) or isinstance(max_turns, bool) or max_turns <= 0:
             raise InvalidMessageError(f"max_turns must be a positive int, got {max_turns!r}")
-        chunk = 4 * max_turns + 8
+        chunk = 2 * max_turns + 2  # a turn is usually a question and an answer
         messages = self.store.tail(self.session_id, chunk)
         reached_start = len(messages) < chunk
         while messages:

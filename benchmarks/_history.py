@@ -1,0 +1,36 @@
+"""A synthetic, reproducible mixed Chinese/English chat history for benchmarks."""
+
+from __future__ import annotations
+
+import random
+
+_EN = [
+    "I went hiking near the lake with my sister last weekend and we saw three deer.",
+    "Can you remind me what we decided about the database migration?",
+    "The quarterly report is due on Friday, and the budget is 300,000 yuan.",
+    "My corgi Duoduo loves chasing balls in the park every evening.",
+    "Let's use PostgreSQL with nightly pg_dump backups and WAL archiving.",
+    "Thanks, that makes sense.",
+    "What time does the train to Shanghai leave tomorrow morning?",
+    "I prefer green tea to coffee, especially in the afternoon.",
+]
+_ZH = [
+    "我养了一只狗，品种是柯基，名字叫多多。",
+    "我们上次讨论的数据库迁移方案是什么？",
+    "这个项目的截止日期是十二月十五号，预算三十万元。",
+    "周末我常去西湖边散步，顺便喝杯龙井茶。",
+    "好的，谢谢！",
+    "明天早上去上海的高铁几点出发？",
+]
+
+
+def history(size: int, seed: int = 7) -> list[tuple[str, str]]:
+    """`size` messages as (role, text), alternating user and assistant."""
+    rng = random.Random(seed)
+    out = []
+    for index in range(size):
+        role = "user" if index % 2 == 0 else "assistant"
+        pool = _ZH if rng.random() < 0.4 else _EN
+        sentences = rng.randint(1, 3)
+        out.append((role, " ".join(rng.choice(pool) for _ in range(sentences))))
+    return out
