@@ -136,9 +136,7 @@ class InMemoryStore:
 
     def sessions(self, *, user_id: str | None = None) -> list[str]:
         with self._lock:
-            return sorted(
-                sid for sid, s in self._sessions.items() if user_id is None or s.user_id == user_id
-            )
+            return sorted(sid for sid, s in self._sessions.items() if user_id is None or s.user_id == user_id)
 
     def forget_user(self, user_id: str) -> list[str]:
         with self._lock:

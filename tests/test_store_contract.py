@@ -1,0 +1,529 @@
+"""The `Store` contract, run against every store: in-memory, SQLite (a real file) and Redis (a real server)."""
+
+from __future__ import annotations
+
+import dataclasses
+import sqlite3
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import redis
+from redis_server import RedisUnavailable, delete_prefix, new_prefix, shared_redis_url
+
+from convmem import InMemoryStore, Message, SQLiteStore, StoreError, TurnStatus
+from convmem._errors import ConfigError, InvalidMessageError
+from convmem._redis_store import RedisStore
+from convmem._store import Store
+
+HOSTILE_IDS = [
+    "a",
+    "a*",
+    "a?",
+    "*",
+    "a[bc]",
+    "a:b",
+    "a:b:log",
+    "a:meta",
+    "a%3Ab",
+    "%",
+    "{a}",
+    "a}",
+    "../../etc/passwd",
+    "..",
+    "a/b",
+    "a\\b",
+    "a b",
+    "a\x00b",
+    "é",
+    "会话",
+    "x" * 10_000,
+]
+
+
+class Backend:
+    """Opens stores of one kind that all see the same data."""
+
+    persistent = True
+
+    def open(self) -> Store:
+        raise NotImplementedError
+
+    def corrupt(self, session_id: str, seq: int, raw: str) -> None:
+        raise NotImplementedError
+
+    def cleanup(self) -> None:
+        pass
+
+
+class MemoryBackend(Backend):
+    persistent = False
+
+    def __init__(self) -> None:
+        self.store = InMemoryStore()
+
+    def open(self) -> Store:
+        return self.store
+
+
+class SQLiteBackend(Backend):
+    def __init__(self, path: Path) -> None:
+        self.path = path
+
+    def open(self) -> Store:
+        return SQLiteStore(self.path)
+
+    def corrupt(self, session_id: str, seq: int, raw: str) -> None:
+        with sqlite3.connect(self.path) as conn:
+            conn.execute(
+                "UPDATE messages SET content = ? WHERE session_id = ? AND seq = ?", (raw, session_id, seq)
+            )
+        conn.close()
+
+
+class RedisBackend(Backend):
+    def __init__(self, url: str) -> None:
+        self.url = url
+        self.prefix = new_prefix()
+
+    def open(self) -> Store:
+        return RedisStore(self.url, prefix=self.prefix)
+
+    def corrupt(self, session_id: str, seq: int, raw: str) -> None:
+        # Documented layout: prefix:session:<escaped id>:log, a hash of seq -> JSON record.
+        client = redis.Redis.from_url(self.url)
+        client.hset(f"{self.prefix}:session:{session_id}:log", str(seq), raw)
+        client.close()
+
+    def cleanup(self) -> None:
+        delete_prefix(self.url, self.prefix)
+
+
+@pytest.fixture(scope="session")
+def redis_url() -> str:
+    try:
+        return shared_redis_url()
+    except RedisUnavailable as exc:
+        pytest.skip(f"Redis cannot be started at all: {exc}")
+
+
+@pytest.fixture(params=["memory", "sqlite", pytest.param("redis", marks=pytest.mark.redis)])
+def backend(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Backend]:
+    chosen: Backend
+    if request.param == "memory":
+        chosen = MemoryBackend()
+    elif request.param == "sqlite":
+        chosen = SQLiteBackend(tmp_path / "memory.db")
+    else:
+        chosen = RedisBackend(request.getfixturevalue("redis_url"))
+    yield chosen
+    chosen.cleanup()
+
+
+@pytest.fixture(params=["sqlite", pytest.param("redis", marks=pytest.mark.redis)])
+def persistent_backend(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Backend]:
+    chosen: Backend
+    if request.param == "sqlite":
+        chosen = SQLiteBackend(tmp_path / "memory.db")
+    else:
+        chosen = RedisBackend(request.getfixturevalue("redis_url"))
+    yield chosen
+    chosen.cleanup()
+
+
+@pytest.fixture
+def store(backend: Backend) -> Iterator[Store]:
+    opened = backend.open()
+    yield opened
+    opened.close()
+
+
+def user(text: str, tokens: int | None = None) -> Message:
+    return dataclasses.replace(Message.create("user", text), token_count=tokens)
+
+
+def assistant(text: str, tokens: int | None = None) -> Message:
+    return dataclasses.replace(Message.create("assistant", text), token_count=tokens)
+
+
+def texts(messages: list[Message]) -> list[str]:
+    return [m.text for m in messages]
+
+
+def seqs(messages: list[Message]) -> list[int | None]:
+    return [m.seq for m in messages]
+
+
+def fill(store: Store, session_id: str, count: int) -> None:
+    store.append(session_id, [user(f"m{i}") for i in range(1, count + 1)])
+
+
+# -- append and read ---------------------------------------------------------------
+
+
+def test_a_store_satisfies_the_store_protocol(store: Store) -> None:
+    assert isinstance(store, Store)
+
+
+def test_append_assigns_consecutive_seqs_from_one(store: Store) -> None:
+    stored = store.append("s", [user("one"), assistant("two"), user("three")])
+    assert seqs(stored) == [1, 2, 3]
+    assert texts(stored) == ["one", "two", "three"]
+
+
+def test_a_later_append_continues_the_sequence(store: Store) -> None:
+    store.append("s", [user("one"), assistant("two")])
+    stored = store.append("s", [user("three")])
+    assert seqs(stored) == [3]
+    assert seqs(store.messages("s")) == [1, 2, 3]
+
+
+def test_an_empty_append_stores_nothing(store: Store) -> None:
+    assert store.append("s", []) == []
+    assert store.messages("s") == []
+
+
+def test_every_field_survives_a_round_trip(store: Store) -> None:
+    call = {"id": "c1", "name": "weather", "args": {"city": "Zürich", "days": [1, 2]}}
+    originals = [
+        Message.create(
+            "user",
+            [{"type": "text", "text": "what is this?"}, {"type": "image_url", "image_url": {"url": "x.png"}}],
+            name="ana",
+            metadata={"lang": "en", "nested": {"k": [1, 2.5, None, True]}},
+            timestamp=1_700_000_000.123456,
+        ),
+        Message.create("assistant", "", tool_calls=[call], status="running", timestamp=1_700_000_001.5),
+        Message.create("tool", "sunny, 23°C — 晴", tool_call_id="c1"),
+    ]
+    originals = [dataclasses.replace(m, token_count=i + 7) for i, m in enumerate(originals)]
+    stored = store.append("s", originals)
+    read = store.messages("s")
+    assert read == stored
+    for original, back in zip(originals, read, strict=True):
+        assert dataclasses.replace(back, seq=None) == original
+
+
+def test_messages_respect_after_and_through_seq(store: Store) -> None:
+    fill(store, "s", 6)
+    assert seqs(store.messages("s", after_seq=2)) == [3, 4, 5, 6]
+    assert seqs(store.messages("s", after_seq=2, through_seq=4)) == [3, 4]
+    assert seqs(store.messages("s", through_seq=1)) == [1]
+    assert store.messages("s", after_seq=6) == []
+    assert store.messages("s", after_seq=4, through_seq=4) == []
+
+
+def test_messages_of_an_unknown_session_are_empty(store: Store) -> None:
+    assert store.messages("nobody") == []
+    assert store.tail("nobody", 5) == []
+    assert store.get("nobody", [1, 2]) == []
+
+
+def test_tail_returns_the_newest_messages_oldest_first(store: Store) -> None:
+    fill(store, "s", 10)
+    assert texts(store.tail("s", 3)) == ["m8", "m9", "m10"]
+    assert seqs(store.tail("s", 50)) == list(range(1, 11))
+
+
+def test_tail_before_seq_pages_backwards(store: Store) -> None:
+    fill(store, "s", 10)
+    assert seqs(store.tail("s", 3, before_seq=8)) == [5, 6, 7]
+    assert seqs(store.tail("s", 3, before_seq=2)) == [1]
+    assert store.tail("s", 3, before_seq=1) == []
+
+
+def test_tail_with_a_non_positive_limit_is_empty(store: Store) -> None:
+    fill(store, "s", 3)
+    assert store.tail("s", 0) == []
+    assert store.tail("s", -1) == []
+
+
+def test_get_returns_requested_seqs_in_order_and_skips_missing(store: Store) -> None:
+    fill(store, "s", 5)
+    assert seqs(store.get("s", [4, 2, 99, 2, 0])) == [2, 4]
+    assert store.get("s", []) == []
+
+
+# -- status and stats --------------------------------------------------------------------
+
+
+def test_set_status_changes_only_that_message(store: Store) -> None:
+    store.append("s", [user("q"), dataclasses.replace(assistant("a"), status=TurnStatus.RUNNING)])
+    updated = store.set_status("s", 2, TurnStatus.FAILED)
+    assert updated.status is TurnStatus.FAILED
+    assert updated.text == "a"
+    assert [m.status for m in store.messages("s")] == [TurnStatus.COMPLETED, TurnStatus.FAILED]
+
+
+def test_set_status_of_an_unknown_seq_raises(store: Store) -> None:
+    fill(store, "s", 1)
+    with pytest.raises(InvalidMessageError, match="seq=5"):
+        store.set_status("s", 5, TurnStatus.CANCELLED)
+
+
+def test_stats_count_messages_tokens_and_user(store: Store) -> None:
+    store.append("s", [user("a", tokens=5), assistant("b", tokens=7)], user_id="ana")
+    store.append("s", [user("c")])
+    stats = store.stats("s")
+    assert (stats.message_count, stats.last_seq, stats.total_tokens) == (3, 3, 12)
+    assert stats.user_id == "ana"
+    assert stats.created_at is not None and stats.updated_at is not None
+    assert stats.created_at <= stats.updated_at
+
+
+def test_stats_of_an_unknown_session_are_zero(store: Store) -> None:
+    stats = store.stats("nobody")
+    assert (stats.message_count, stats.last_seq, stats.total_tokens, stats.user_id) == (0, 0, 0, None)
+
+
+def test_the_first_user_of_a_session_sticks(store: Store) -> None:
+    store.append("s", [user("a")], user_id="ana")
+    store.append("s", [user("b")], user_id="bob")
+    assert store.stats("s").user_id == "ana"
+    assert store.sessions(user_id="bob") == []
+
+
+# -- state records -------------------------------------------------------------------------
+
+
+def test_put_state_with_expected_version_zero_creates_only_once(store: Store) -> None:
+    first = store.put_state("s", "summary", "v1", expected_version=0)
+    assert first is not None and first.version == 1
+    assert store.put_state("s", "summary", "other", expected_version=0) is None
+    record = store.get_state("s", "summary")
+    assert record is not None and (record.value, record.version) == ("v1", 1)
+
+
+def test_put_state_with_a_stale_version_is_refused(store: Store) -> None:
+    store.put_state("s", "summary", "v1")
+    store.put_state("s", "summary", "v2", expected_version=1)
+    assert store.put_state("s", "summary", "late", expected_version=1) is None
+    record = store.get_state("s", "summary")
+    assert record is not None and (record.value, record.version) == ("v2", 2)
+
+
+def test_put_state_without_a_version_overwrites(store: Store) -> None:
+    store.put_state("s", "facts", "{}")
+    record = store.put_state("s", "facts", '{"city": "Oslo"}')
+    assert record is not None and record.version == 2
+    assert store.get_state("s", "facts") == record
+
+
+def test_missing_state_is_none(store: Store) -> None:
+    assert store.get_state("s", "summary") is None
+
+
+def test_delete_state_removes_only_that_key(store: Store) -> None:
+    store.put_state("s", "summary", "x")
+    store.put_state("s", "facts", "y")
+    store.delete_state("s", "summary")
+    store.delete_state("s", "never-written")
+    assert store.get_state("s", "summary") is None
+    facts = store.get_state("s", "facts")
+    assert facts is not None and facts.value == "y"
+
+
+def test_state_keys_that_look_like_separators_do_not_collide(store: Store) -> None:
+    keys = ["a", "v:a", "n:a", ":a", "a:", "*", "v:"]
+    for key in keys:
+        store.put_state("s", key, f"value of {key}")
+    for key in keys:
+        record = store.get_state("s", key)
+        assert record is not None and (record.value, record.version) == (f"value of {key}", 1)
+
+
+def test_state_is_per_session(store: Store) -> None:
+    store.put_state("s1", "summary", "one")
+    assert store.get_state("s2", "summary") is None
+
+
+def test_state_values_keep_unicode_and_json_text(store: Store) -> None:
+    value = '{"name": "多多", "quote": "\\"x\\"", "emoji": "🐶"}'
+    store.put_state("s", "facts", value)
+    record = store.get_state("s", "facts")
+    assert record is not None and record.value == value
+
+
+# -- listing, deleting, retention -----------------------------------------------------------
+
+
+def test_clear_removes_log_state_and_listing(store: Store) -> None:
+    store.append("s", [user("a")], user_id="ana")
+    store.put_state("s", "summary", "x")
+    store.clear("s")
+    assert store.messages("s") == []
+    assert store.get_state("s", "summary") is None
+    assert store.stats("s").message_count == 0
+    assert store.sessions() == []
+    assert store.sessions(user_id="ana") == []
+
+
+def test_clear_leaves_other_sessions_alone(store: Store) -> None:
+    fill(store, "s1", 2)
+    fill(store, "s2", 3)
+    store.clear("s1")
+    assert seqs(store.messages("s2")) == [1, 2, 3]
+
+
+def test_a_cleared_session_starts_again_at_seq_one(store: Store) -> None:
+    fill(store, "s", 3)
+    store.clear("s")
+    assert seqs(store.append("s", [user("again")])) == [1]
+
+
+def test_sessions_lists_all_or_one_users_sessions(store: Store) -> None:
+    store.append("s1", [user("a")], user_id="ana")
+    store.append("s2", [user("b")], user_id="bob")
+    store.append("s3", [user("c")], user_id="ana")
+    store.append("s4", [user("d")])
+    assert store.sessions() == ["s1", "s2", "s3", "s4"]
+    assert store.sessions(user_id="ana") == ["s1", "s3"]
+    assert store.sessions(user_id="nobody") == []
+
+
+def test_a_state_only_session_is_listed(store: Store) -> None:
+    store.put_state("s", "summary", "x")
+    assert store.sessions() == ["s"]
+
+
+def test_forget_user_deletes_that_users_sessions_and_returns_their_ids(store: Store) -> None:
+    store.append("s1", [user("a")], user_id="ana")
+    store.put_state("s1", "facts", '{"dog": "Duoduo"}')
+    store.append("s2", [user("b")], user_id="bob")
+    store.append("s3", [user("c")], user_id="ana")
+    assert store.forget_user("ana") == ["s1", "s3"]
+    assert store.messages("s1") == [] and store.messages("s3") == []
+    assert store.get_state("s1", "facts") is None
+    assert store.sessions() == ["s2"]
+    assert store.sessions(user_id="ana") == []
+    assert texts(store.messages("s2")) == ["b"]
+
+
+def test_forget_user_of_an_unknown_user_deletes_nothing(store: Store) -> None:
+    store.append("s1", [user("a")], user_id="ana")
+    assert store.forget_user("nobody") == []
+    assert store.sessions() == ["s1"]
+
+
+def test_forget_user_does_not_touch_similar_user_ids(store: Store) -> None:
+    similar = ["a", "a*", "a?", "a:b", "a:b:sessions", "*", "a%2A"]
+    for user_id in similar:
+        store.append(f"session of {user_id}", [user("hello")], user_id=user_id)
+    assert store.forget_user("a") == ["session of a"]
+    assert store.forget_user("*") == ["session of *"]
+    assert store.sessions() == sorted(f"session of {u}" for u in similar if u not in ("a", "*"))
+
+
+def test_a_session_forgotten_with_its_user_can_be_used_again(store: Store) -> None:
+    store.append("s", [user("old")], user_id="ana")
+    store.forget_user("ana")
+    store.append("s", [user("new")], user_id="ana")
+    assert texts(store.messages("s")) == ["new"]
+    assert store.sessions(user_id="ana") == ["s"]
+
+
+def test_expire_idle_deletes_only_sessions_idle_longer_than_the_age(store: Store) -> None:
+    store.append("old", [user("a")], user_id="ana")
+    store.put_state("old", "summary", "x")
+    time.sleep(0.3)
+    boundary = time.time()
+    time.sleep(0.3)
+    store.append("fresh", [user("b")])
+    assert store.expire_idle(time.time() - boundary) == ["old"]
+    assert store.sessions() == ["fresh"]
+    assert store.messages("old") == [] and store.get_state("old", "summary") is None
+    assert store.sessions(user_id="ana") == []
+
+
+def test_a_state_write_counts_as_activity(store: Store) -> None:
+    store.append("s", [user("a")])
+    time.sleep(0.3)
+    boundary = time.time()
+    time.sleep(0.3)
+    store.put_state("s", "summary", "x")
+    assert store.expire_idle(time.time() - boundary) == []
+    assert store.sessions() == ["s"]
+
+
+def test_expire_idle_with_an_age_longer_than_any_session_deletes_nothing(store: Store) -> None:
+    fill(store, "s", 2)
+    assert store.expire_idle(3600) == []
+    assert store.expire_idle(float("inf")) == []
+    assert seqs(store.messages("s")) == [1, 2]
+
+
+@pytest.mark.parametrize("age", [-1, float("nan"), "10"])
+def test_expire_idle_rejects_an_invalid_age(store: Store, age: object) -> None:
+    with pytest.raises(ConfigError, match="older_than_seconds"):
+        store.expire_idle(age)  # type: ignore[arg-type]
+
+
+# -- hostile ids ------------------------------------------------------------------------------
+
+
+def test_hostile_session_ids_never_share_data(store: Store) -> None:
+    for index, session_id in enumerate(HOSTILE_IDS):
+        store.append(session_id, [user(f"message {index}")], user_id=session_id)
+        store.put_state(session_id, "summary", f"summary {index}")
+    for index, session_id in enumerate(HOSTILE_IDS):
+        assert texts(store.messages(session_id)) == [f"message {index}"]
+        assert texts(store.tail(session_id, 10)) == [f"message {index}"]
+        record = store.get_state(session_id, "summary")
+        assert record is not None and record.value == f"summary {index}"
+        assert store.stats(session_id).message_count == 1
+        assert store.sessions(user_id=session_id) == [session_id]
+    assert store.sessions() == sorted(HOSTILE_IDS)
+
+
+def test_clearing_a_hostile_id_leaves_lookalikes_alone(store: Store) -> None:
+    for session_id in HOSTILE_IDS:
+        store.append(session_id, [user(f"in {session_id}")])
+    store.clear("a")
+    store.clear("*")
+    store.clear("a:b")
+    survivors = [s for s in HOSTILE_IDS if s not in ("a", "*", "a:b")]
+    assert store.sessions() == sorted(survivors)
+    for session_id in survivors:
+        assert texts(store.messages(session_id)) == [f"in {session_id}"]
+
+
+# -- persistence and damage ---------------------------------------------------------------------
+
+
+def test_a_reopened_store_sees_every_session(persistent_backend: Backend) -> None:
+    first = persistent_backend.open()
+    first.append("s1", [user("a", tokens=3), assistant("b", tokens=4)], user_id="ana")
+    first.put_state("s1", "summary", "so far")
+    first.append("s2", [user("c")])
+    first.close()
+    second = persistent_backend.open()
+    try:
+        assert texts(second.messages("s1")) == ["a", "b"]
+        assert second.stats("s1").total_tokens == 7
+        assert second.sessions(user_id="ana") == ["s1"]
+        record = second.get_state("s1", "summary")
+        assert record is not None and record.value == "so far"
+        assert seqs(second.append("s2", [user("d")])) == [2]
+    finally:
+        second.close()
+
+
+@pytest.mark.parametrize("damage", ["{broken", "null", ""])
+def test_a_malformed_stored_record_raises_store_error_and_spares_other_sessions(
+    persistent_backend: Backend, damage: str
+) -> None:
+    store = persistent_backend.open()
+    try:
+        fill(store, "bad", 3)
+        fill(store, "good", 3)
+        persistent_backend.corrupt("bad", 2, damage)
+        with pytest.raises(StoreError, match=r"seq=2 of session 'bad' is malformed"):
+            store.messages("bad")
+        with pytest.raises(StoreError, match="seq=2"):
+            store.get("bad", [2])
+        assert texts(store.tail("bad", 1)) == ["m3"]
+        assert texts(store.messages("good")) == ["m1", "m2", "m3"]
+        assert store.stats("bad").message_count == 3
+    finally:
+        store.close()

@@ -1,0 +1,465 @@
+"""Reliability of the stores under load, crashes, outages and abuse, with real processes and servers."""
+
+from __future__ import annotations
+
+import dataclasses
+import multiprocessing
+import os
+import re
+import signal
+import sqlite3
+import threading
+import time
+from collections import Counter, defaultdict
+from collections.abc import Iterator
+from contextlib import closing
+from pathlib import Path
+from typing import Any
+
+import pytest
+import redis
+from redis_server import RedisServer, RedisUnavailable, delete_prefix, new_prefix, shared_redis_url
+
+import convmem
+from convmem import InMemoryStore, InvalidSessionIdError, Message, SQLiteStore, StoreError, validate_id
+from convmem._errors import InvalidMessageError
+from convmem._models import MAX_CONTENT_DEPTH
+from convmem._redis_store import RedisStore
+from convmem._store import Store
+
+PROCESSES = 8
+THREADS_PER_PROCESS = 4
+APPENDS_PER_THREAD = 25
+SESSION_COUNT = 50
+# Every BATCH_EVERY-th append writes a question and its answer in one call.
+BATCH_EVERY = 5
+
+Ack = tuple[str, int, str]  # session id, seq, text
+
+
+@pytest.fixture(scope="session")
+def redis_url() -> str:
+    try:
+        return shared_redis_url()
+    except RedisUnavailable as exc:
+        pytest.skip(f"Redis cannot be started at all: {exc}")
+
+
+@pytest.fixture
+def private_redis(tmp_path: Path) -> Iterator[RedisServer]:
+    """A server of this test's own, with an fsync'ed append-only file, that it may kill and restart."""
+    try:
+        server = RedisServer(persistent=True).start()
+    except RedisUnavailable as exc:
+        pytest.skip(f"Redis cannot be started at all: {exc}")
+    yield server
+    server.remove()
+
+
+def open_store(kind: str, location: str, prefix: str) -> Store:
+    if kind == "sqlite":
+        return SQLiteStore(location)
+    return RedisStore(location, prefix=prefix)
+
+
+# -- concurrency: 8 processes x 4 threads ------------------------------------------------------
+
+
+def append_from_threads(kind: str, location: str, prefix: str, process: int, sessions: list[str]) -> list[Ack]:
+    """Run in a child process: THREADS_PER_PROCESS threads append; return every acknowledged message."""
+    store = open_store(kind, location, prefix)
+    acks: list[Ack] = []
+    lock = threading.Lock()
+    failures: list[BaseException] = []
+
+    def work(thread: int) -> None:
+        try:
+            for step in range(APPENDS_PER_THREAD):
+                session = sessions[(process * THREADS_PER_PROCESS + thread + step) % len(sessions)]
+                tag = f"{session}|p{process}|t{thread}|{step}"
+                batch = [Message.create("user", f"{tag}|q")]
+                if step % BATCH_EVERY == 0:
+                    batch.append(Message.create("assistant", f"{tag}|a"))
+                stored = store.append(session, batch, user_id=f"owner of {session}")
+                with lock:
+                    acks.extend((session, m.seq or 0, m.text) for m in stored)
+        except BaseException as exc:  # reported to the parent below
+            failures.append(exc)
+
+    threads = [threading.Thread(target=work, args=(t,)) for t in range(THREADS_PER_PROCESS)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    store.close()
+    if failures:
+        raise failures[0]
+    return acks
+
+
+def run_writers(kind: str, location: str, prefix: str, sessions: list[str]) -> list[Ack]:
+    context = multiprocessing.get_context("spawn")
+    with context.Pool(PROCESSES) as pool:
+        results = pool.starmap(
+            append_from_threads, [(kind, location, prefix, p, sessions) for p in range(PROCESSES)]
+        )
+    return [ack for result in results for ack in result]
+
+
+def expected_texts() -> Counter[str]:
+    texts: Counter[str] = Counter()
+    for step in range(APPENDS_PER_THREAD):
+        texts["q"] += 1
+        if step % BATCH_EVERY == 0:
+            texts["a"] += 1
+    return texts
+
+
+def check_concurrent_log(store: Store, sessions: list[str], acks: list[Ack]) -> None:
+    writers = PROCESSES * THREADS_PER_PROCESS
+    per_writer = expected_texts()
+    assert len(acks) == writers * sum(per_writer.values())
+
+    stored_everywhere: list[str] = []
+    for session in sessions:
+        stored = store.messages(session)
+        # Seqs are exactly 1..N: none lost, none assigned twice, strictly increasing.
+        assert [m.seq for m in stored] == list(range(1, len(stored) + 1)), session
+        stats = store.stats(session)
+        assert (stats.message_count, stats.last_seq) == (len(stored), len(stored))
+        assert stats.user_id == f"owner of {session}"
+        # No message written to another session shows up here.
+        assert [m.text for m in stored if not m.text.startswith(f"{session}|")] == []
+        by_seq = {m.seq: m.text for m in stored}
+        for ack_session, seq, text in acks:
+            if ack_session == session:
+                assert by_seq.get(seq) == text
+        # A question and its answer appended together sit next to each other.
+        for m in stored:
+            if m.text.endswith("|a"):
+                assert by_seq[(m.seq or 0) - 1] == m.text[:-2] + "|q"
+        stored_everywhere.extend(m.text for m in stored)
+
+    assert len(stored_everywhere) == len(set(stored_everywhere)) == len(acks)
+
+    # Each writer saw its own appends to a session get ever larger seqs.
+    order: dict[tuple[str, str], list[int]] = defaultdict(list)
+    for session, seq, text in acks:
+        _, process, thread, _step, _kind = text.split("|")
+        order[(session, process + thread)].append(seq)
+    assert all(seq_list == sorted(seq_list) for seq_list in order.values())
+
+
+@pytest.mark.parametrize("session_count", [1, SESSION_COUNT])
+def test_sqlite_keeps_every_concurrent_append_exactly_once(tmp_path: Path, session_count: int) -> None:
+    path = str(tmp_path / "memory.db")
+    SQLiteStore(path).close()
+    sessions = [f"session-{i}" for i in range(session_count)]
+    acks = run_writers("sqlite", path, "", sessions)
+    with closing(SQLiteStore(path)) as store:
+        check_concurrent_log(store, sessions, acks)
+
+
+@pytest.mark.redis
+@pytest.mark.parametrize("session_count", [1, SESSION_COUNT])
+def test_redis_keeps_every_concurrent_append_exactly_once(redis_url: str, session_count: int) -> None:
+    prefix = new_prefix()
+    sessions = [f"session:{i}*" for i in range(session_count)]
+    try:
+        acks = run_writers("redis", redis_url, prefix, sessions)
+        with closing(RedisStore(redis_url, prefix=prefix)) as store:
+            check_concurrent_log(store, sessions, acks)
+            assert store.sessions() == sorted(sessions)
+    finally:
+        delete_prefix(redis_url, prefix)
+
+
+def test_in_memory_store_keeps_every_concurrent_append_exactly_once() -> None:
+    store = InMemoryStore()
+    sessions = [f"session-{i}" for i in range(SESSION_COUNT)]
+    results: list[list[Ack]] = []
+    lock = threading.Lock()
+
+    def writer(process: int) -> None:
+        acks = _append_with_shared_store(store, process, sessions)
+        with lock:
+            results.append(acks)
+
+    threads = [threading.Thread(target=writer, args=(p,)) for p in range(PROCESSES)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    check_concurrent_log(store, sessions, [ack for acks in results for ack in acks])
+
+
+def _append_with_shared_store(store: Store, process: int, sessions: list[str]) -> list[Ack]:
+    acks: list[Ack] = []
+    lock = threading.Lock()
+
+    def work(thread: int) -> None:
+        for step in range(APPENDS_PER_THREAD):
+            session = sessions[(process * THREADS_PER_PROCESS + thread + step) % len(sessions)]
+            tag = f"{session}|p{process}|t{thread}|{step}"
+            batch = [Message.create("user", f"{tag}|q")]
+            if step % BATCH_EVERY == 0:
+                batch.append(Message.create("assistant", f"{tag}|a"))
+            stored = store.append(session, batch, user_id=f"owner of {session}")
+            with lock:
+                acks.extend((session, m.seq or 0, m.text) for m in stored)
+
+    threads = [threading.Thread(target=work, args=(t,)) for t in range(THREADS_PER_PROCESS)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    return acks
+
+
+# -- crash safety -------------------------------------------------------------------------------
+
+
+def append_until_killed(path: str, ack_path: str, threads: int) -> None:
+    """Run in a child process: append 3-message batches forever, logging each acknowledged first seq."""
+    store = SQLiteStore(path)
+    ack_file = os.open(ack_path, os.O_WRONLY | os.O_APPEND | os.O_CREAT)
+
+    def work(thread: int) -> None:
+        session = f"session-{thread}"
+        step = 0
+        while True:
+            batch = [
+                Message.create("user", f"{session} q{step}"),
+                Message.create("assistant", f"{session} a{step}"),
+                Message.create("user", f"{session} thanks{step}"),
+            ]
+            stored = store.append(session, batch)
+            # One write() per line: a line in the file means the append had returned.
+            os.write(ack_file, f"{session} {stored[0].seq} {step}\n".encode())
+            step += 1
+
+    workers = [threading.Thread(target=work, args=(t,), daemon=True) for t in range(threads)]
+    for worker in workers:
+        worker.start()
+    for worker in workers:
+        worker.join()
+
+
+def wait_for_lines(path: Path, count: int, timeout: float = 60.0) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if path.exists() and path.read_bytes().count(b"\n") >= count:
+            return
+        time.sleep(0.01)
+    raise AssertionError(f"the writer acknowledged fewer than {count} appends in {timeout} s")
+
+
+def test_sqlite_reopens_with_every_acknowledged_message_after_the_writer_is_killed(tmp_path: Path) -> None:
+    path = tmp_path / "memory.db"
+    ack_path = tmp_path / "acks.txt"
+    SQLiteStore(path).close()
+    writer = multiprocessing.get_context("spawn").Process(
+        target=append_until_killed, args=(str(path), str(ack_path), 2)
+    )
+    writer.start()
+    try:
+        wait_for_lines(ack_path, 300)
+    finally:
+        os.kill(writer.pid or 0, signal.SIGKILL)
+        writer.join()
+    assert writer.exitcode == -signal.SIGKILL
+
+    acks = [line.split() for line in ack_path.read_text().splitlines()]
+    with sqlite3.connect(path) as raw:
+        assert raw.execute("PRAGMA integrity_check").fetchone() == ("ok",)
+    raw.close()
+    with closing(SQLiteStore(path)) as store:
+        for session, first_seq, step in acks:
+            stored = store.get(session, [int(first_seq), int(first_seq) + 1, int(first_seq) + 2])
+            assert [m.text for m in stored] == [f"{session} q{step}", f"{session} a{step}", f"{session} thanks{step}"]
+        for session in ("session-0", "session-1"):
+            log = store.messages(session)
+            # Whole batches only (the append in flight at the kill is all there or absent).
+            assert len(log) % 3 == 0
+            assert [m.seq for m in log] == list(range(1, len(log) + 1))
+            assert store.stats(session).message_count == len(log)
+            assert [m.seq for m in store.append(session, [Message.create("user", "after")])] == [len(log) + 1]
+
+
+# -- Redis outages --------------------------------------------------------------------------------
+
+
+@pytest.mark.redis
+def test_redis_killed_mid_run_fails_cleanly_and_recovers_after_restart(private_redis: RedisServer) -> None:
+    store = RedisStore(private_redis.url, prefix="outage", socket_timeout=2)
+    acks: list[tuple[str, int, int]] = []
+    errors: list[BaseException] = []
+    lock = threading.Lock()
+    stop = threading.Event()
+
+    def work(thread: int) -> None:
+        step = 0
+        while not stop.is_set():
+            batch = [Message.create("user", f"t{thread} q{step}"), Message.create("assistant", f"t{thread} a{step}")]
+            try:
+                stored = store.append("shared", batch, user_id="ana")
+            except StoreError as exc:
+                with lock:
+                    errors.append(exc)
+                return
+            with lock:
+                acks.append(("shared", stored[0].seq or 0, thread * 1_000_000 + step))
+            step += 1
+
+    workers = [threading.Thread(target=work, args=(t,)) for t in range(4)]
+    for worker in workers:
+        worker.start()
+    deadline = time.monotonic() + 30
+    while len(acks) < 200 and time.monotonic() < deadline:
+        time.sleep(0.005)
+    private_redis.kill()
+    for worker in workers:
+        worker.join(timeout=30)
+    stop.set()
+    assert len(acks) >= 200
+    assert len(errors) == len(workers)
+    assert all(re.search(rf"Redis at 127\.0\.0\.1:{private_redis.port}", str(e)) for e in errors)
+    with pytest.raises(StoreError, match="reachable"):
+        store.tail("shared", 5)
+
+    private_redis.start()
+    log = store.messages("shared")
+    assert [m.seq for m in log] == list(range(1, len(log) + 1))
+    assert len(log) % 2 == 0, "half of a question/answer batch was stored"
+    by_seq = {m.seq: m.text for m in log}
+    for _, first_seq, tag in acks:
+        thread, step = divmod(tag, 1_000_000)
+        assert (by_seq[first_seq], by_seq[first_seq + 1]) == (f"t{thread} q{step}", f"t{thread} a{step}")
+    assert store.stats("shared").message_count == len(log)
+    raw = redis.Redis.from_url(private_redis.url)
+    assert raw.hlen("outage:session:shared:log") == len(log)
+    raw.close()
+    assert [m.seq for m in store.append("shared", [Message.create("user", "back")])] == [len(log) + 1]
+    assert store.sessions(user_id="ana") == ["shared"]
+    store.close()
+
+
+@pytest.mark.redis
+def test_every_kind_of_call_raises_store_error_while_redis_is_down(private_redis: RedisServer) -> None:
+    store = RedisStore(private_redis.url, prefix="down", socket_timeout=2)
+    store.append("s", [Message.create("user", "hi")])
+    private_redis.stop()
+    calls = {
+        "append": lambda: store.append("s", [Message.create("user", "lost")]),
+        "messages": lambda: store.messages("s"),
+        "tail": lambda: store.tail("s", 3),
+        "get": lambda: store.get("s", [1]),
+        "stats": lambda: store.stats("s"),
+        "put_state": lambda: store.put_state("s", "k", "v"),
+        "get_state": lambda: store.get_state("s", "k"),
+        "sessions": lambda: store.sessions(),
+        "forget_user": lambda: store.forget_user("ana"),
+        "expire_idle": lambda: store.expire_idle(60),
+        "clear": lambda: store.clear("s"),
+    }
+    not_clean = []
+    for name, call in calls.items():
+        try:
+            call()
+        except StoreError as exc:
+            if "check that Redis is running" not in str(exc):
+                not_clean.append(name)
+        else:
+            not_clean.append(name)
+    assert not_clean == []
+    private_redis.start()
+    assert [m.text for m in store.messages("s")] == ["hi"]
+    store.close()
+
+
+# -- bad input and abuse ------------------------------------------------------------------------------
+
+
+@pytest.fixture(params=["memory", "sqlite", pytest.param("redis", marks=pytest.mark.redis)])
+def any_store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Store]:
+    if request.param == "memory":
+        yield InMemoryStore()
+        return
+    if request.param == "sqlite":
+        with closing(SQLiteStore(tmp_path / "memory.db")) as sqlite_store:
+            yield sqlite_store
+        return
+    url = request.getfixturevalue("redis_url")
+    prefix = new_prefix()
+    with closing(RedisStore(url, prefix=prefix)) as redis_store:
+        yield redis_store
+    delete_prefix(url, prefix)
+
+
+def test_a_10_mb_message_round_trips(any_store: Store) -> None:
+    huge = "长" * 1_000_000 + "x" * 9_000_000
+    any_store.append("s", [Message.create("user", "before")])
+    any_store.append("s", [Message.create("user", huge)])
+    [back] = any_store.tail("s", 1)
+    assert back.content == huge
+    assert [m.text for m in any_store.messages("s", through_seq=1)] == ["before"]
+
+
+def test_content_nested_to_the_allowed_depth_round_trips(any_store: Store) -> None:
+    nested: Any = "deep"
+    for _ in range(MAX_CONTENT_DEPTH - 3):
+        nested = {"inner": nested}
+    message = Message.create("user", [{"type": "text", "text": "see data"}, {"type": "data", "data": nested}])
+    any_store.append("s", [message])
+    [back] = any_store.messages("s")
+    assert back.content == message.content
+
+
+@pytest.mark.parametrize("kind", ["sqlite", pytest.param("redis", marks=pytest.mark.redis)])
+def test_text_that_is_not_utf8_is_refused_and_nothing_is_written(
+    kind: str, request: pytest.FixtureRequest, tmp_path: Path
+) -> None:
+    if kind == "sqlite":
+        store: Store = SQLiteStore(tmp_path / "memory.db")
+    else:
+        prefix = new_prefix()
+        store = RedisStore(request.getfixturevalue("redis_url"), prefix=prefix)
+    try:
+        store.append("s", [Message.create("user", "fine")])
+        broken = dataclasses.replace(Message.create("user", "x"), content="half \udc80 a character")
+        with pytest.raises(InvalidMessageError, match="UTF-8"):
+            store.append("s", [Message.create("user", "ok"), broken])
+        assert [m.text for m in store.messages("s")] == ["fine"]
+        assert store.stats("s").message_count == 1
+    finally:
+        store.close()
+        if kind == "redis":
+            delete_prefix(request.getfixturevalue("redis_url"), prefix)
+
+
+def test_message_create_rejects_lone_surrogates() -> None:
+    with pytest.raises(InvalidMessageError, match="surrogate"):
+        Message.create("user", "bad \ud800")
+
+
+@pytest.mark.parametrize(
+    "bad_id", ["", "   ", "a\x00b", "line\nbreak", "x" * 10_000, "lone \udfff", None, 42]
+)
+def test_validate_id_rejects_unusable_ids(bad_id: object) -> None:
+    with pytest.raises(InvalidSessionIdError):
+        validate_id(bad_id)
+
+
+@pytest.mark.parametrize("good_id", ["../../etc/passwd", "a*", "a?b", "user:42:log", "{tag}", "会话 1", "x" * 256])
+def test_validate_id_accepts_ids_that_stores_escape(good_id: str) -> None:
+    assert validate_id(good_id) == good_id
+
+
+def test_no_store_module_unpickles_or_evaluates_stored_data() -> None:
+    package = Path(convmem.__file__).parent
+    modules = ["_codec.py", "_inmemory_store.py", "_sqlite_store.py", "_redis_store.py", "_store.py"]
+    forbidden = re.compile(r"\bpickle\b|\bmarshal\b|\bshelve\b|(?<![.\w])eval\(|(?<![.\w])exec\(|yaml\.load\(")
+    offenders = {
+        name: forbidden.findall((package / name).read_text(encoding="utf-8")) for name in modules
+    }
+    assert {name: found for name, found in offenders.items() if found} == {}
