@@ -1,0 +1,439 @@
+"""Core facts: rule-based and LLM extraction, and the fact book that supersedes and keeps history."""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import json
+import logging
+import warnings
+
+import pytest
+
+from convmem import ConfigError, InvalidMessageError, Message, StoreError
+from convmem._facts import (
+    FACT_SECTION_HEADERS,
+    Fact,
+    FactBook,
+    FactExtractor,
+    LLMFactExtractor,
+    RuleFactExtractor,
+)
+
+
+def user(text: str, seq: int | None = None, timestamp: float = 1_700_000_000.0) -> Message:
+    return dataclasses.replace(Message.create("user", text, timestamp=timestamp), seq=seq)
+
+
+def pairs(text: str, language: str = "auto") -> list[tuple[str, str]]:
+    return [(fact.key, fact.value) for fact in RuleFactExtractor(language).extract([user(text)])]
+
+
+class FakeLLM:
+    """A scripted model: returns the queued answers in order and records every prompt."""
+
+    def __init__(self, *answers: str) -> None:
+        self.answers = list(answers)
+        self.prompts: list[str] = []
+
+    def __call__(self, prompt: str) -> str:
+        self.prompts.append(prompt)
+        if not self.answers:
+            raise AssertionError(f"unexpected extra prompt: {prompt[:80]!r}")
+        return self.answers.pop(0)
+
+
+class AsyncFakeLLM(FakeLLM):
+    async def __call__(self, prompt: str) -> str:  # type: ignore[override]
+        await asyncio.sleep(0)
+        return FakeLLM.__call__(self, prompt)
+
+
+# --------------------------------------------------------------------------- rule extractor
+
+ENGLISH_CASES = [
+    ("My name is Alice Chen.", [("name", "Alice Chen")]),
+    ("Hi, I'm Bob.", [("name", "Bob")]),
+    ("You can call me Liz.", [("name", "Liz")]),
+    ("I live in New York City now.", [("city", "New York City")]),
+    ("I moved to San Francisco last month.", [("city", "San Francisco")]),
+    ("I'm originally from Hangzhou.", [("hometown", "Hangzhou")]),
+    ("I like green tea and dark chocolate.", [("preference:green tea", "likes"), ("preference:dark chocolate", "likes")]),
+    ("I prefer tea over coffee.", [("preference:tea", "prefers")]),
+    ("I don't like coffee anymore.", [("preference:coffee", "dislikes")]),
+    ("I hate cilantro!", [("preference:cilantro", "hates")]),
+    ("I have a dog named Max.", [("pet", "dog"), ("pet_name", "Max")]),
+    ("My dog's name is Max.", [("pet", "dog"), ("pet_name", "Max")]),
+    ("I have a corgi. Its name is Biscuit.", [("pet", "corgi"), ("pet_name", "Biscuit")]),
+    ("I work as a data scientist.", [("job", "data scientist")]),
+    ("I work at Google.", [("employer", "Google")]),
+    ("I'm 32 years old.", [("age", "32")]),
+    ("My birthday is on March 3rd.", [("birthday", "March 3rd")]),
+]
+CHINESE_CASES = [
+    ("我叫小明。", [("name", "小明")]),
+    ("我叫小明，今年25岁。", [("name", "小明"), ("age", "25")]),
+    ("我的名字是王在明。", [("name", "王在明")]),
+    ("我住在杭州。", [("city", "杭州")]),
+    ("我搬到了北京，已经三年了。", [("city", "北京")]),
+    ("我来自成都。", [("hometown", "成都")]),
+    ("我喜欢吃火锅和看电影。", [("preference:吃火锅", "likes"), ("preference:看电影", "likes")]),
+    ("我不喜欢香菜。", [("preference:香菜", "dislikes")]),
+    ("我养了一只柯基，名字叫多多。", [("pet", "柯基"), ("pet_name", "多多")]),
+    ("我养了一只猫。它叫咪咪。", [("pet", "猫"), ("pet_name", "咪咪")]),
+    ("我的狗叫旺财。", [("pet", "狗"), ("pet_name", "旺财")]),
+    ("我今年三十二岁。", [("age", "32")]),
+    ("我在阿里巴巴工作。", [("workplace", "阿里巴巴")]),
+    ("我是一名程序员。", [("job", "程序员")]),
+]
+NOT_FACTS = [
+    "I'm tired.",
+    "I'm Chinese.",
+    "Call me tomorrow.",
+    "I love you.",
+    "I'd like to book a flight.",
+    "If I lived in Paris I would be happy.",
+    "Do you know where I live?",
+    "I used to live in Boston.",
+    "My sister's name is Anna.",
+    "I have two cats and a lot of work.",
+    "我叫了外卖。",
+    "我以前住在杭州。",
+    "如果我住在北京就好了。",
+    "我很喜欢你的建议。",
+    "我叫什么名字？",
+    "我在家工作。",
+    "我是一个好人。",
+    "我3岁的时候住在乡下。",
+    "我朋友叫小红。",
+]
+
+
+@pytest.mark.parametrize(("text", "expected"), ENGLISH_CASES)
+def test_rule_extractor_finds_english_statements(text: str, expected: list[tuple[str, str]]) -> None:
+    assert pairs(text) == expected
+
+
+@pytest.mark.parametrize(("text", "expected"), CHINESE_CASES)
+def test_rule_extractor_finds_chinese_statements(text: str, expected: list[tuple[str, str]]) -> None:
+    assert pairs(text) == expected
+
+
+@pytest.mark.parametrize("text", NOT_FACTS)
+def test_rule_extractor_ignores_questions_hypotheticals_past_and_other_people(text: str) -> None:
+    assert pairs(text) == []
+
+
+def test_rule_extractor_trims_trailing_punctuation_from_values() -> None:
+    assert pairs("My name is Alice!!!") == [("name", "Alice")]
+    assert pairs("我住在杭州～") == [("city", "杭州")]
+
+
+def test_rule_extractor_reads_only_user_messages() -> None:
+    messages = [
+        Message.create("assistant", "My name is Claude and I live in the cloud."),
+        Message.create("system", "My name is System."),
+        user("My name is Alice."),
+    ]
+    assert [(f.key, f.value) for f in RuleFactExtractor().extract(messages)] == [("name", "Alice")]
+
+
+def test_rule_extractor_records_the_source_message() -> None:
+    [fact] = RuleFactExtractor().extract([user("Hello! I live in Beijing. It is cold.", seq=7, timestamp=123.0)])
+    assert (fact.seq, fact.timestamp, fact.source) == (7, 123.0, "I live in Beijing.")
+
+
+def test_rule_extractor_for_one_language_ignores_the_other() -> None:
+    assert pairs("我住在杭州。I live in Beijing.", language="en") == [("city", "Beijing")]
+    assert pairs("我住在杭州。I live in Beijing.", language="zh") == [("city", "杭州")]
+
+
+def test_rule_extractor_returns_facts_in_the_order_stated() -> None:
+    facts = RuleFactExtractor().extract([user("我住在杭州。", seq=1), user("I moved to Beijing.", seq=2)])
+    assert [(f.seq, f.value) for f in facts] == [(1, "杭州"), (2, "Beijing")]
+
+
+def test_rule_extractor_rejects_items_that_are_not_messages() -> None:
+    with pytest.raises(InvalidMessageError, match=r"messages\[0\] must be a Message"):
+        RuleFactExtractor().extract(["I live in Beijing."])  # type: ignore[list-item]
+
+
+def test_rule_extractor_rejects_an_unknown_language() -> None:
+    with pytest.raises(ConfigError, match="language must be one of"):
+        RuleFactExtractor("fr")
+
+
+async def test_rule_extractor_aextract_matches_extract() -> None:
+    messages = [user("我叫小明。", seq=1)]
+    assert await RuleFactExtractor().aextract(messages) == RuleFactExtractor().extract(messages)
+
+
+def test_extractors_satisfy_the_protocol() -> None:
+    assert isinstance(RuleFactExtractor(), FactExtractor)
+    assert isinstance(LLMFactExtractor(FakeLLM()), FactExtractor)
+
+
+# --------------------------------------------------------------------------- Fact
+
+
+def test_fact_key_is_normalized() -> None:
+    assert Fact("Pet Name", "Duoduo").key == "pet_name"
+    assert Fact(" Preference: Green  Tea ", "likes").key == "preference:green tea"
+
+
+@pytest.mark.parametrize(
+    ("fields", "message"),
+    [
+        ({"key": "", "value": "x"}, "key must be a non-empty str"),
+        ({"key": "name", "value": "  "}, "must be a non-empty str"),
+        ({"key": "name", "value": "x", "seq": -1}, "seq must be a non-negative int"),
+        ({"key": "name", "value": "x", "timestamp": float("nan")}, "timestamp must be epoch seconds"),
+    ],
+)
+def test_fact_rejects_bad_fields(fields: dict[str, object], message: str) -> None:
+    with pytest.raises(InvalidMessageError, match=message):
+        Fact(**fields)  # type: ignore[arg-type]
+
+
+def test_fact_round_trips_through_a_dict() -> None:
+    fact = Fact("city", "Beijing", seq=3, timestamp=5.0, source="I live in Beijing.")
+    assert Fact.from_dict(fact.to_dict()) == fact
+
+
+# --------------------------------------------------------------------------- fact book
+
+
+def test_a_newer_value_supersedes_and_the_history_is_kept() -> None:
+    book = FactBook()
+    book.apply(RuleFactExtractor().extract([user("我住在杭州。", seq=1, timestamp=10.0)]))
+    book.apply(RuleFactExtractor().extract([user("我搬到了北京。", seq=9, timestamp=20.0)]))
+    assert book.get("city") is not None and book.get("city").value == "北京"  # type: ignore[union-attr]
+    assert [fact.value for fact in book.history("city")] == ["杭州", "北京"]
+
+
+def test_an_equal_value_adds_no_history_entry() -> None:
+    book = FactBook([Fact("city", "Beijing", seq=1, timestamp=1.0)])
+    changed = book.apply([Fact("city", "beijing.", seq=5, timestamp=5.0)])
+    assert changed == []
+    assert len(book.history("city")) == 1
+
+
+def test_apply_returns_the_facts_that_became_current() -> None:
+    book = FactBook([Fact("name", "Alice", seq=1, timestamp=1.0)])
+    changed = book.apply(
+        [
+            Fact("name", "Alice", seq=2, timestamp=2.0),
+            Fact("city", "Hangzhou", seq=3, timestamp=3.0),
+            Fact("city", "Beijing", seq=4, timestamp=4.0),
+        ]
+    )
+    assert [(f.key, f.value) for f in changed] == [("city", "Beijing")]
+
+
+def test_current_lists_facts_newest_first() -> None:
+    book = FactBook(
+        [
+            Fact("name", "Alice", seq=1, timestamp=1.0),
+            Fact("city", "Hangzhou", seq=2, timestamp=2.0),
+            Fact("pet", "dog", seq=3, timestamp=3.0),
+            Fact("city", "Beijing", seq=4, timestamp=4.0),
+        ]
+    )
+    assert [(f.key, f.value) for f in book.current()] == [("city", "Beijing"), ("pet", "dog"), ("name", "Alice")]
+
+
+def test_a_fact_from_an_older_message_does_not_supersede() -> None:
+    book = FactBook([Fact("city", "Beijing", seq=9, timestamp=9.0)])
+    assert book.apply([Fact("city", "Hangzhou", seq=2, timestamp=2.0)]) == []
+    assert book.get("city").value == "Beijing"  # type: ignore[union-attr]
+    assert [f.value for f in book.history("city")] == ["Hangzhou", "Beijing"]
+
+
+def test_reapplying_the_same_facts_changes_nothing() -> None:
+    facts = [Fact("city", "Hangzhou", seq=1, timestamp=1.0), Fact("city", "Beijing", seq=2, timestamp=2.0)]
+    book = FactBook(facts)
+    assert book.apply(facts) == []
+    assert [f.value for f in book.history("city")] == ["Hangzhou", "Beijing"]
+
+
+def test_forget_removes_the_key_and_its_history() -> None:
+    book = FactBook([Fact("city", "Beijing", seq=1, timestamp=1.0), Fact("name", "Alice", seq=2, timestamp=2.0)])
+    assert book.forget("City") is True
+    assert book.get("city") is None
+    assert book.history("city") == []
+    assert "city" not in book
+    assert len(book) == 1
+
+
+def test_forget_of_an_unknown_key_returns_false() -> None:
+    assert FactBook().forget("city") is False
+
+
+def test_a_forgotten_fact_stays_forgotten_when_old_messages_are_extracted_again() -> None:
+    old = Fact("city", "Beijing", seq=4, timestamp=4.0)
+    book = FactBook([old])
+    book.forget("city")
+    assert book.apply([old]) == []
+    assert book.get("city") is None
+    newer = Fact("city", "Shanghai", seq=8, timestamp=8.0)
+    assert book.apply([newer]) == [newer]
+
+
+def test_apply_rejects_items_that_are_not_facts() -> None:
+    with pytest.raises(InvalidMessageError, match=r"facts\[0\] must be a Fact, got tuple"):
+        FactBook().apply([("city", "Beijing")])  # type: ignore[list-item]
+
+
+def test_fact_book_round_trips_through_json() -> None:
+    book = FactBook(
+        [
+            Fact("city", "杭州", seq=1, timestamp=1.0, source="我住在杭州。"),
+            Fact("name", "Alice", seq=2, timestamp=2.0),
+            Fact("city", "北京", seq=3, timestamp=3.0),
+        ]
+    )
+    book.apply([Fact("pet", "dog", seq=4, timestamp=4.0)])
+    book.forget("pet")
+    restored = FactBook.from_json(book.to_json())
+    assert restored.current() == book.current()
+    assert restored.history("city") == book.history("city")
+    assert restored.apply([Fact("pet", "dog", seq=4, timestamp=4.0)]) == []
+    assert "杭州" in book.to_json()  # readable, not escaped
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "{not json",
+        "[]",
+        json.dumps({"format": 99, "history": {}}),
+        json.dumps({"format": 1, "history": []}),
+        json.dumps({"format": 1, "history": {"city": [{"key": "city"}]}, "forgotten": {}}),
+        json.dumps({"format": 1, "history": {}, "forgotten": {"city": "x"}}),
+    ],
+)
+def test_fact_book_from_malformed_json_raises_store_error(text: str) -> None:
+    with pytest.raises(StoreError, match="fact book"):
+        FactBook.from_json(text)
+
+
+def test_render_lines_in_english() -> None:
+    book = FactBook(
+        [
+            Fact("name", "Alice", seq=1, timestamp=1.0),
+            Fact("pet_name", "Max", seq=2, timestamp=2.0),
+            Fact("preference:coffee", "dislikes", seq=3, timestamp=3.0),
+            Fact("favorite_color", "green", seq=4, timestamp=4.0),
+        ]
+    )
+    assert book.render_lines("en") == ["favorite color: green", "dislikes: coffee", "pet name: Max", "name: Alice"]
+
+
+def test_render_lines_in_chinese() -> None:
+    book = FactBook(
+        [
+            Fact("name", "小明", seq=1, timestamp=1.0),
+            Fact("city", "北京", seq=2, timestamp=2.0),
+            Fact("preference:火锅", "likes", seq=3, timestamp=3.0),
+        ]
+    )
+    assert book.render_lines("zh") == ["喜欢：火锅", "所在城市：北京", "名字：小明"]
+
+
+def test_render_lines_needs_a_concrete_language() -> None:
+    with pytest.raises(ConfigError, match="got 'auto'"):
+        FactBook().render_lines("auto")
+
+
+def test_section_headers_per_language() -> None:
+    assert FACT_SECTION_HEADERS == {"zh": "【用户档案】", "en": "Known facts about the user"}
+
+
+# --------------------------------------------------------------------------- LLM extractor
+
+
+def test_llm_extractor_turns_a_json_answer_into_facts_of_their_messages() -> None:
+    llm = FakeLLM('[{"key": "city", "value": "Beijing", "seq": 12}, {"key": "Name", "value": "Alice", "seq": 11}]')
+    messages = [user("I'm Alice.", seq=11, timestamp=1.0), user("I moved to Beijing.", seq=12, timestamp=2.0)]
+    facts = LLMFactExtractor(llm).extract(messages)
+    assert [(f.key, f.value, f.seq, f.timestamp) for f in facts] == [
+        ("city", "Beijing", 12, 2.0),
+        ("name", "Alice", 11, 1.0),
+    ]
+    assert facts[0].source == "I moved to Beijing."
+
+
+def test_llm_extractor_prompt_numbers_the_messages_and_asks_for_json() -> None:
+    llm = FakeLLM("[]")
+    LLMFactExtractor(llm).extract([user("I'm Alice.", seq=11), Message.create("assistant", "Hi Alice!")])
+    prompt = llm.prompts[0]
+    assert "[11] User: I'm Alice." in prompt
+    assert "[2] Assistant: Hi Alice!" in prompt
+    assert "JSON array" in prompt
+    assert "Do not guess or invent" in prompt
+
+
+def test_llm_extractor_uses_the_chinese_prompt_for_a_chinese_conversation() -> None:
+    llm = FakeLLM('[{"key": "city", "value": "北京"}]')
+    facts = LLMFactExtractor(llm).extract([user("我搬到了北京。", seq=3)])
+    assert "只回答一个 JSON 数组" in llm.prompts[0]
+    assert "[3] 用户：我搬到了北京。" in llm.prompts[0]
+    assert [(f.key, f.value, f.seq) for f in facts] == [("city", "北京", 3)]
+
+
+def test_llm_extractor_accepts_a_fenced_answer_and_maps_key_synonyms() -> None:
+    llm = FakeLLM('Here you go:\n```json\n[{"key": "location", "value": "Paris"}, {"key": "occupation", "value": "chef"}]\n```')
+    facts = LLMFactExtractor(llm).extract([user("I live in Paris and cook for a living.", seq=1)])
+    assert [(f.key, f.value) for f in facts] == [("city", "Paris"), ("job", "chef")]
+
+
+def test_llm_extractor_skips_items_without_a_usable_key_and_value() -> None:
+    llm = FakeLLM('[{"key": "name"}, "city", {"key": "", "value": "x"}, {"key": "age", "value": 32}]')
+    facts = LLMFactExtractor(llm).extract([user("I'm 32.", seq=1)])
+    assert [(f.key, f.value) for f in facts] == [("age", "32")]
+
+
+def test_llm_extractor_retries_invalid_json_once_with_a_stricter_prompt() -> None:
+    llm = FakeLLM("Sure! The user is called Alice.", '[{"key": "name", "value": "Alice"}]')
+    facts = LLMFactExtractor(llm).extract([user("My name is Alice.", seq=1)])
+    assert [(f.key, f.value) for f in facts] == [("name", "Alice")]
+    assert len(llm.prompts) == 2
+    assert llm.prompts[1].startswith(llm.prompts[0])
+    assert "not valid JSON" in llm.prompts[1]
+
+
+def test_llm_extractor_skips_with_a_warning_after_a_second_invalid_answer(caplog: pytest.LogCaptureFixture) -> None:
+    llm = FakeLLM("not json", "[{broken")
+    with caplog.at_level(logging.WARNING, logger="convmem"):
+        facts = LLMFactExtractor(llm).extract([user("My name is Alice.", seq=1)])
+    assert facts == []
+    assert len(llm.prompts) == 2
+    assert [r.levelname for r in caplog.records] == ["WARNING"]
+    assert "invalid JSON twice" in caplog.text
+
+
+def test_llm_extractor_does_not_call_the_model_without_user_messages() -> None:
+    llm = FakeLLM()
+    assert LLMFactExtractor(llm).extract([Message.create("assistant", "My name is Claude.")]) == []
+    assert llm.prompts == []
+
+
+async def test_llm_extractor_aextract_awaits_an_async_complete() -> None:
+    llm = AsyncFakeLLM("oops", '{"facts": [{"key": "pet_name", "value": "Max"}]}')
+    facts = await LLMFactExtractor(llm).aextract([user("My dog is called Max.", seq=4)])
+    assert [(f.key, f.value, f.seq) for f in facts] == [("pet_name", "Max", 4)]
+
+
+def test_llm_extractor_sync_extract_refuses_an_async_complete() -> None:
+    extractor = LLMFactExtractor(AsyncFakeLLM("[]"))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        with pytest.raises(ConfigError, match=r"call aextract\(\) instead"):
+            extractor.extract([user("My name is Alice.")])
+
+
+def test_llm_extractor_rejects_items_that_are_not_messages() -> None:
+    llm = FakeLLM()
+    with pytest.raises(InvalidMessageError, match=r"messages\[0\] must be a Message"):
+        LLMFactExtractor(llm).extract([{"role": "user", "content": "hi"}])  # type: ignore[list-item]
+    assert llm.prompts == []
