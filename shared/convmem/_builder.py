@@ -24,6 +24,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from ._errors import BudgetError
+from ._facts import FACT_SECTION_HEADERS
 from ._models import Message, Role, Turn
 from ._tokens import REPLY_PRIMING_TOKENS, TokenCounter
 from ._window import Dropped, WindowSelection, select_window
@@ -35,13 +36,13 @@ _SEPARATOR = "\n\n"
 
 HEADERS = {
     "zh": {
-        "facts": "【用户档案】",
+        "facts": FACT_SECTION_HEADERS["zh"],
         "summary": "【对话摘要】",
         "recall": "【相关背景信息】",
         "omitted": "（更早的部分对话未包含在此。）",
     },
     "en": {
-        "facts": "Known facts about the user:",
+        "facts": FACT_SECTION_HEADERS["en"] + ":",
         "summary": "Summary of the earlier conversation:",
         "recall": "Relevant earlier conversation:",
         "omitted": "(Some earlier conversation is not included here.)",
@@ -79,6 +80,8 @@ class ContextRequest:
     """Fact lines, newest first."""
     summary: str | None = None
     summary_covers_through_seq: int = 0
+    condense: Callable[[str, int], str] | None = None
+    """Shortens a summary to a token cap at sentence boundaries, when it is over its share."""
     first_log_seq: int | None = None
     """Seq of the oldest message of the log, to tell whether history was omitted."""
     log_tokens: int = 0
@@ -224,7 +227,12 @@ class ContextBuilder:
         summary_text = (request.summary or "").strip()
         summary_tokens = 0
         if summary_text:
-            summary_tokens = section_cost(headers["summary"]) + section_cost(summary_text)
+            header_cost = section_cost(headers["summary"])
+            summary_tokens = header_cost + section_cost(summary_text)
+            room = summary_cap - header_cost - separator
+            if summary_tokens > summary_cap and request.condense is not None and room > 0:
+                summary_text = request.condense(summary_text, room).strip()
+                summary_tokens = header_cost + section_cost(summary_text) if summary_text else 0
             if summary_tokens > summary_cap:
                 dropped.append(
                     Dropped(

@@ -73,6 +73,8 @@ class MemoryConfig:
     fraction of the summary section's share of the default budget."""
     summary_every_turns: int = 10
     """With trigger "turns": summarize every this many evicted turns."""
+    extract_facts: bool = True
+    """Extract core facts about the user from their messages (the facts section)."""
     background: bool = False
     """Run summarizing, fact extraction and embedding in a background worker."""
     background_timeout: float = 60.0

@@ -14,12 +14,15 @@ from typing import Any
 
 from ._builder import BuiltContext, ContextBuilder, ContextRequest, RecallFn
 from ._config import MemoryConfig, TranscriptTemplate
+from ._derived import DerivedState, Summary
 from ._errors import BudgetError, InvalidMessageError
+from ._facts import Fact, FactExtractor, RuleFactExtractor
 from ._inmemory_store import InMemoryStore
 from ._language import detect_language
 from ._models import Message, Role, Turn, TurnStatus, group_turns
 from ._sqlite_store import SQLiteStore
 from ._store import Store, validate_id
+from ._summarizer import ExtractiveSummarizer, Summarizer
 from ._tokens import REPLY_PRIMING_TOKENS, TokenCounter, default_counter
 from ._transcript import render_transcript
 
@@ -77,6 +80,13 @@ class ConversationMemory:
         context.messages    # [{"role": ..., "content": ...}, ...] within 1024 tokens
         print(context.explain())
 
+    Turns that leave the recent window are folded into a rolling summary and
+    facts about the user are extracted as they are said; both are offline by
+    default (`ExtractiveSummarizer`, `RuleFactExtractor`) and any LLM can do
+    either (`LLMSummarizer`, `LLMFactExtractor`). With ``config.background``
+    that work runs in a worker thread (or asyncio tasks for the async
+    methods), so `add` returns at once; `flush` waits for it.
+
     Every method has an async twin (``aadd``, ``abuild_context``, ...).
     """
 
@@ -88,6 +98,9 @@ class ConversationMemory:
         *,
         user_id: str | None = None,
         counter: TokenCounter | None = None,
+        summarizer: Summarizer | None = None,
+        fact_extractor: FactExtractor | None = None,
+        recall: Any | None = None,
     ) -> None:
         self.session_id = validate_id(session_id, "session_id")
         self.user_id = None if user_id is None else validate_id(user_id, "user_id")
@@ -97,6 +110,21 @@ class ConversationMemory:
         self.store: Store = store if store is not None else InMemoryStore()
         self.counter = counter or default_counter()
         self._builder = ContextBuilder(self.counter)
+        self.summarizer: Summarizer = summarizer or ExtractiveSummarizer(self.counter)
+        self.fact_extractor: FactExtractor | None = (
+            fact_extractor or RuleFactExtractor() if self.config.extract_facts else None
+        )
+        self.recall = recall
+        self._derived = DerivedState(
+            session_id=self.session_id,
+            store=self.store,
+            config=self.config,
+            counter=self.counter,
+            summarizer=self.summarizer,
+            fact_extractor=self.fact_extractor,
+            recall=recall,
+            window_start=self._window_start,
+        )
 
     @classmethod
     def open(
@@ -149,14 +177,18 @@ class ConversationMemory:
         other `Message.create` fields). Returns the stored messages with ``seq``
         and ``token_count`` set.
         """
+        stored = self._append(messages)
+        if stored:
+            self._derived.after_append()
+        return stored
+
+    def _append(self, messages: Iterable[Message | Mapping[str, Any]]) -> list[Message]:
         if isinstance(messages, (str, bytes, Mapping, Message)):
             raise InvalidMessageError("add_messages takes a list of messages; use add() for one")
         prepared = [self._prepare(m) for m in messages]
         if not prepared:
             return []
-        stored = self.store.append(self.session_id, prepared, user_id=self.user_id)
-        self._after_append(stored)
-        return stored
+        return self.store.append(self.session_id, prepared, user_id=self.user_id)
 
     def add(
         self,
@@ -199,23 +231,7 @@ class ConversationMemory:
         Without an answer (``assistant=None``) the turn holds only the question,
         e.g. a RUNNING turn whose answer is being generated.
         """
-        parsed = TurnStatus.parse(status)
-        messages = [
-            Message.create(
-                "user", user, name=user_name, timestamp=timestamp, metadata=metadata, status=parsed
-            )
-        ]
-        if assistant is not None or parsed is not TurnStatus.RUNNING:
-            messages.append(
-                Message.create(
-                    "assistant",
-                    assistant if assistant is not None else "",
-                    name=assistant_name,
-                    timestamp=timestamp,
-                    metadata=metadata,
-                    status=parsed,
-                )
-            )
+        messages = _turn_messages(user, assistant, status, user_name, assistant_name, timestamp, metadata)
         return Turn(tuple(self.add_messages(messages)))
 
     def set_status(self, seq: int, status: TurnStatus | str) -> Message:
@@ -224,7 +240,10 @@ class ConversationMemory:
 
     def clear(self) -> None:
         """Delete this session: its log and everything derived from it."""
+        self._derived.flush()
         self.store.clear(self.session_id)
+        if self.recall is not None:
+            self.recall.forget(self.session_id)
 
     # -- reading ----------------------------------------------------------------
 
@@ -280,11 +299,12 @@ class ConversationMemory:
             raise InvalidMessageError(f"query must be a str or None, got {type(query).__name__}")
         turns = self.recent_turns(self.config.keep_recent_turns, max_tokens=4 * budget)
         stats = self.store.stats(self.session_id)
+        language = self._language(turns, query)
         request = ContextRequest(
             budget=budget,
             turns=turns,
             keep_recent_turns=self.config.keep_recent_turns,
-            language=self._language(turns, query),
+            language=language,
             system_prompt=self.config.system_prompt,
             query=query,
             include_query=include_query,
@@ -294,7 +314,7 @@ class ConversationMemory:
             summary_share=self.config.summary_share,
             recall_share=self.config.recall_share,
             prune_low_information=self.config.prune_low_information,
-            **self._derived_sections(query),
+            **self._derived_sections(query, language),
         )
         return self._builder.build(request)
 
@@ -328,31 +348,129 @@ class ConversationMemory:
         total = stats.total_tokens + (REPLY_PRIMING_TOKENS if stats.message_count else 0)
         return OverflowStatus(total <= budget, total, budget, max(0, total - budget), stats.message_count)
 
-    # -- derived state hooks ------------------------------------------------------
+    # -- summary and facts ---------------------------------------------------------
 
-    def _after_append(self, stored: Sequence[Message]) -> None:
-        """Feed newly stored messages to the summarizer, fact extractor and index."""
+    def _window_start(self) -> int | None:
+        """First seq of the last `keep_recent_turns` turns: what lies before it is evicted."""
+        turns = self.recent_turns(self.config.keep_recent_turns)
+        return turns[0].first_seq if turns else None
 
-    def _derived_sections(self, query: str | None) -> dict[str, Any]:
+    def summary(self) -> Summary:
+        """The rolling summary and the seq it covers through (empty until turns are evicted)."""
+        return self._derived.summary()
+
+    def summarize_now(self) -> bool:
+        """Fold every evicted, unsummarized turn into the summary now, whatever the trigger.
+
+        Returns True if the summary changed. Errors of the summarizer propagate here.
+        """
+        self._derived.flush()
+        return self._derived.update_summary(force=True)
+
+    def facts(self) -> list[Fact]:
+        """Current core facts about the user, newest first."""
+        return self._derived.facts_book().current()
+
+    def forget_fact(self, key: str) -> bool:
+        """Remove the fact `key` and its history; False if there was none."""
+        self._derived.flush()
+        return self._derived.forget_fact(key)
+
+    def flush(self, timeout: float | None = None) -> bool:
+        """Wait until background summarizing, fact extraction and indexing are done.
+
+        Returns False if `timeout` seconds passed first.
+        """
+        return self._derived.flush(timeout)
+
+    def _derived_sections(self, query: str | None, language: str) -> dict[str, Any]:
+        summary = self._derived.summary()
+        facts = self._derived.facts_book().render_lines(language) if self.fact_extractor is not None else []
         recall: RecallFn | None = None
-        return {"facts": (), "summary": None, "summary_covers_through_seq": 0, "recall": recall}
+        return {
+            "facts": facts,
+            "summary": summary.text or None,
+            "summary_covers_through_seq": summary.covers_through_seq,
+            "condense": self._condense,
+            "recall": recall,
+        }
+
+    def _condense(self, text: str, max_tokens: int) -> str:
+        condense = getattr(self.summarizer, "condense", None)
+        if condense is None:
+            condense = ExtractiveSummarizer(self.counter).condense
+        return str(condense(text, max_tokens))
 
     def close(self) -> None:
-        """Release resources held for this memory (the store stays open for others)."""
+        """Finish background work for this memory (the store stays open for others)."""
+        self._derived.close()
 
     # -- async twins --------------------------------------------------------------
 
-    async def aadd(self, role: Role | str, content: Any, **fields: Any) -> Message:
-        return await asyncio.to_thread(lambda: self.add(role, content, **fields))
-
     async def aadd_messages(self, messages: Iterable[Message | Mapping[str, Any]]) -> list[Message]:
+        """Async `add_messages`; summarizer and extractor calls are awaited (in tasks with
+        ``config.background``)."""
         materialized = (
             list(messages) if not isinstance(messages, (str, bytes, Mapping, Message)) else messages
         )
-        return await asyncio.to_thread(self.add_messages, materialized)
+        stored = await asyncio.to_thread(self._append, materialized)
+        if stored:
+            await self._derived.aafter_append()
+        return stored
 
-    async def aadd_turn(self, user: Any, assistant: Any = None, **fields: Any) -> Turn:
-        return await asyncio.to_thread(lambda: self.add_turn(user, assistant, **fields))
+    async def aadd(
+        self,
+        role: Role | str,
+        content: Any,
+        *,
+        name: str | None = None,
+        tool_calls: Sequence[Mapping[str, Any]] | None = None,
+        tool_call_id: str | None = None,
+        metadata: Mapping[str, Any] | None = None,
+        timestamp: float | datetime | None = None,
+        status: TurnStatus | str = TurnStatus.COMPLETED,
+    ) -> Message:
+        message = Message.create(
+            role,
+            content,
+            name=name,
+            tool_calls=tool_calls,
+            tool_call_id=tool_call_id,
+            metadata=metadata,
+            timestamp=timestamp,
+            status=status,
+        )
+        return (await self.aadd_messages([message]))[0]
+
+    async def aadd_turn(
+        self,
+        user: Any,
+        assistant: Any = None,
+        *,
+        status: TurnStatus | str = TurnStatus.COMPLETED,
+        user_name: str | None = None,
+        assistant_name: str | None = None,
+        timestamp: float | datetime | None = None,
+        metadata: Mapping[str, Any] | None = None,
+    ) -> Turn:
+        messages = _turn_messages(user, assistant, status, user_name, assistant_name, timestamp, metadata)
+        return Turn(tuple(await self.aadd_messages(messages)))
+
+    async def aflush(self, timeout: float | None = None) -> bool:
+        return await self._derived.aflush(timeout)
+
+    async def asummarize_now(self) -> bool:
+        await self._derived.aflush()
+        return await self._derived.aupdate_summary(force=True)
+
+    async def asummary(self) -> Summary:
+        return await asyncio.to_thread(self.summary)
+
+    async def afacts(self) -> list[Fact]:
+        return await asyncio.to_thread(self.facts)
+
+    async def aforget_fact(self, key: str) -> bool:
+        return await asyncio.to_thread(self.forget_fact, key)
 
     async def amessages(self) -> list[Message]:
         return await asyncio.to_thread(self.messages)
@@ -370,3 +488,30 @@ class ConversationMemory:
 
     async def aclear(self) -> None:
         await asyncio.to_thread(self.clear)
+
+
+def _turn_messages(
+    user: Any,
+    assistant: Any,
+    status: TurnStatus | str,
+    user_name: str | None,
+    assistant_name: str | None,
+    timestamp: float | datetime | None,
+    metadata: Mapping[str, Any] | None,
+) -> list[Message]:
+    parsed = TurnStatus.parse(status)
+    messages = [
+        Message.create("user", user, name=user_name, timestamp=timestamp, metadata=metadata, status=parsed)
+    ]
+    if assistant is not None or parsed is not TurnStatus.RUNNING:
+        messages.append(
+            Message.create(
+                "assistant",
+                assistant if assistant is not None else "",
+                name=assistant_name,
+                timestamp=timestamp,
+                metadata=metadata,
+                status=parsed,
+            )
+        )
+    return messages

@@ -1,0 +1,374 @@
+"""Keeping a session's derived state (summary, facts, vectors) in step with its log.
+
+Each kind of derived state is updated in three steps: *plan* (read the state
+record and the messages it has not covered yet), *compute* (the summarizer,
+extractor or embedder: the only slow step, sync or async) and *commit* (write
+the new state with compare-and-set on the version that was read). A watermark
+(`covers_through_seq`) is stored in the same record, so no message is folded
+in twice or skipped, whatever the number of writers, restarts or failures:
+a commit that lost the race is discarded and the next trigger starts again
+from the stored watermark.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import json
+import logging
+import time
+from collections.abc import Awaitable, Callable, Sequence
+from typing import Any
+
+from ._background import BackgroundWorker, Backoff
+from ._config import MemoryConfig
+from ._errors import StoreError
+from ._facts import Fact, FactBook, FactExtractor
+from ._models import Message, Role
+from ._store import StateRecord, Store
+from ._summarizer import Summarizer
+from ._tokens import TokenCounter
+
+__all__ = ["FACTS_KEY", "SUMMARY_KEY", "DerivedState", "Summary"]
+
+logger = logging.getLogger("convmem")
+
+SUMMARY_KEY = "summary"
+FACTS_KEY = "facts"
+INDEX_KEY = "index"
+# Room kept free of the summary's share for the system prompt, the section
+# header and separators, so a summary written for the default budget fits.
+_SUMMARY_SLACK_TOKENS = 24
+
+
+@dataclasses.dataclass(frozen=True)
+class Summary:
+    """The rolling summary of a session and the last seq it covers."""
+
+    text: str = ""
+    covers_through_seq: int = 0
+    updated_at: float | None = None
+
+    def to_json(self) -> str:
+        return json.dumps(dataclasses.asdict(self), ensure_ascii=False)
+
+    @classmethod
+    def from_record(cls, record: StateRecord | None, session_id: str) -> Summary:
+        if record is None:
+            return cls()
+        try:
+            data = json.loads(record.value)
+            return cls(str(data["text"]), int(data["covers_through_seq"]), data.get("updated_at"))
+        except (ValueError, KeyError, TypeError) as exc:
+            raise StoreError(f"stored summary of session {session_id!r} is malformed: {exc}") from None
+
+
+@dataclasses.dataclass(frozen=True)
+class _FactsState:
+    book: FactBook
+    covers_through_seq: int
+
+    def to_json(self) -> str:
+        return json.dumps({"covers_through_seq": self.covers_through_seq, "book": self.book.to_json()})
+
+    @classmethod
+    def from_record(cls, record: StateRecord | None, session_id: str) -> _FactsState:
+        if record is None:
+            return cls(FactBook(), 0)
+        try:
+            data = json.loads(record.value)
+            return cls(FactBook.from_json(data["book"]), int(data["covers_through_seq"]))
+        except (ValueError, KeyError, TypeError) as exc:
+            raise StoreError(f"stored facts of session {session_id!r} are malformed: {exc}") from None
+
+
+@dataclasses.dataclass(frozen=True)
+class _SummaryJob:
+    previous: Summary
+    version: int
+    messages: tuple[Message, ...]
+    through_seq: int
+    max_tokens: int
+
+
+class DerivedState:
+    """Summary, facts and vector index of one session, updated after each append."""
+
+    def __init__(
+        self,
+        *,
+        session_id: str,
+        store: Store,
+        config: MemoryConfig,
+        counter: TokenCounter,
+        summarizer: Summarizer | None,
+        fact_extractor: FactExtractor | None,
+        recall: Any | None,
+        window_start: Callable[[], int | None],
+    ) -> None:
+        self.session_id = session_id
+        self.store = store
+        self.config = config
+        self.counter = counter
+        self.summarizer = summarizer
+        self.fact_extractor = fact_extractor
+        self.recall = recall
+        self._window_start = window_start
+        self.backoff = Backoff()
+        self._worker: BackgroundWorker | None = None
+        self._tasks: set[asyncio.Task[None]] = set()
+        self._running: set[str] = set()
+        self._rerun: set[str] = set()
+
+    # -- triggering ---------------------------------------------------------------
+
+    def _jobs(self) -> list[tuple[str, Callable[[], object]]]:
+        jobs: list[tuple[str, Callable[[], object]]] = []
+        if self.fact_extractor is not None:
+            jobs.append((FACTS_KEY, self.update_facts))
+        if self.summarizer is not None and self.config.summary_trigger != "never":
+            jobs.append((SUMMARY_KEY, self.update_summary))
+        if self.recall is not None:
+            jobs.append((INDEX_KEY, self.update_index))
+        return jobs
+
+    def after_append(self) -> None:
+        """Bring derived state up to date: inline, or queued when ``config.background``."""
+        for key, job in self._jobs():
+            if not self.backoff.ready(key):
+                continue
+            if self.config.background:
+                self._worker_instance().submit(key, job, self.backoff.record)
+            else:
+                self._run_inline(key, job)
+
+    def _run_inline(self, key: str, job: Callable[[], object]) -> None:
+        try:
+            job()
+        except Exception as exc:  # derived state must never cost a stored turn
+            logger.warning(
+                "updating the %s of session %r failed; it will be retried: %r", key, self.session_id, exc
+            )
+            self.backoff.record(key, False)
+        else:
+            self.backoff.record(key, True)
+
+    def _worker_instance(self) -> BackgroundWorker:
+        if self._worker is None:
+            self._worker = BackgroundWorker(timeout=self.config.background_timeout)
+        return self._worker
+
+    async def aafter_append(self) -> None:
+        """Async `after_append`: model calls are awaited, in tasks when ``config.background``."""
+        jobs: list[tuple[str, Callable[[], Awaitable[object]]]] = []
+        if self.fact_extractor is not None:
+            jobs.append((FACTS_KEY, self.aupdate_facts))
+        if self.summarizer is not None and self.config.summary_trigger != "never":
+            jobs.append((SUMMARY_KEY, self.aupdate_summary))
+        if self.recall is not None:
+            jobs.append((INDEX_KEY, lambda: asyncio.to_thread(self.update_index)))
+        for key, job in jobs:
+            if not self.backoff.ready(key):
+                continue
+            if not self.config.background:
+                await self._arun(key, job)
+            elif key in self._running:
+                # One task per key: the running one goes round again when it ends,
+                # so concurrent tasks never race each other for the same record.
+                self._rerun.add(key)
+            else:
+                self._running.add(key)
+                task = asyncio.create_task(self._arun_serially(key, job))
+                self._tasks.add(task)
+                task.add_done_callback(self._tasks.discard)
+
+    async def _arun_serially(self, key: str, job: Callable[[], Awaitable[object]]) -> None:
+        try:
+            while True:
+                self._rerun.discard(key)
+                await self._arun(key, job)
+                if key not in self._rerun or not self.backoff.ready(key):
+                    return
+        finally:
+            self._running.discard(key)
+
+    async def _arun(self, key: str, job: Callable[[], Awaitable[object]]) -> None:
+        try:
+            await asyncio.wait_for(job(), timeout=self.config.background_timeout)
+        except Exception as exc:  # includes the timeout
+            logger.warning(
+                "updating the %s of session %r failed; it will be retried: %r", key, self.session_id, exc
+            )
+            self.backoff.record(key, False)
+        else:
+            self.backoff.record(key, True)
+
+    def flush(self, timeout: float | None = None) -> bool:
+        """Wait for queued background work; False if `timeout` passed first."""
+        return self._worker.flush(timeout) if self._worker is not None else True
+
+    async def aflush(self, timeout: float | None = None) -> bool:
+        while self._tasks:
+            _, not_done = await asyncio.wait(list(self._tasks), timeout=timeout)
+            if not_done:
+                return False
+        return await asyncio.to_thread(self.flush, timeout)
+
+    def close(self) -> None:
+        if self._worker is not None:
+            self._worker.close()
+
+    # -- summary ------------------------------------------------------------------
+
+    def summary(self) -> Summary:
+        return Summary.from_record(self.store.get_state(self.session_id, SUMMARY_KEY), self.session_id)
+
+    def summary_max_tokens(self) -> int:
+        """The size a stored summary aims for: its share of the default budget."""
+        prompt = self.counter.count_text(self.config.system_prompt or "")
+        room = int(self.config.summary_share * (self.config.budget - prompt)) - _SUMMARY_SLACK_TOKENS
+        return max(16, room)
+
+    def _due(self, messages: Sequence[Message]) -> bool:
+        if self.config.summary_trigger == "turns":
+            return sum(m.role is Role.USER for m in messages) >= self.config.summary_every_turns
+        if self.config.summary_trigger == "tokens":
+            threshold = self.config.summary_threshold * self.config.summary_share * self.config.budget
+            return sum(m.token_count or 0 for m in messages) > threshold
+        return False
+
+    def _plan_summary(self, force: bool) -> _SummaryJob | None:
+        record = self.store.get_state(self.session_id, SUMMARY_KEY)
+        previous = Summary.from_record(record, self.session_id)
+        start = self._window_start()
+        if start is None or start - 1 <= previous.covers_through_seq:
+            return None
+        evicted = self.store.messages(
+            self.session_id, after_seq=previous.covers_through_seq, through_seq=start - 1
+        )
+        if not evicted or not (force or self._due(evicted)):
+            return None
+        return _SummaryJob(
+            previous=previous,
+            version=record.version if record else 0,
+            messages=tuple(evicted),
+            through_seq=start - 1,
+            max_tokens=self.summary_max_tokens(),
+        )
+
+    def _commit_summary(self, job: _SummaryJob, text: str) -> bool:
+        summary = Summary(text.strip(), job.through_seq, time.time())
+        written = self.store.put_state(
+            self.session_id, SUMMARY_KEY, summary.to_json(), expected_version=job.version
+        )
+        if written is None:
+            logger.debug("summary of %r was updated by another writer; result discarded", self.session_id)
+        return written is not None
+
+    def update_summary(self, *, force: bool = False) -> bool:
+        """Fold evicted, unsummarized turns into the summary when the trigger says so.
+
+        A commit that lost the race to another writer is planned again from the
+        summary that writer stored (up to three times).
+        """
+        if self.summarizer is None:
+            return False
+        for _ in range(3):
+            job = self._plan_summary(force)
+            if job is None:
+                return False
+            text = self.summarizer.summarize(
+                job.previous.text or None, job.messages, max_tokens=job.max_tokens
+            )
+            if self._commit_summary(job, text):
+                return True
+        return False
+
+    async def aupdate_summary(self, *, force: bool = False) -> bool:
+        if self.summarizer is None:
+            return False
+        for _ in range(3):
+            job = await asyncio.to_thread(self._plan_summary, force)
+            if job is None:
+                return False
+            text = await self.summarizer.asummarize(
+                job.previous.text or None, job.messages, max_tokens=job.max_tokens
+            )
+            if await asyncio.to_thread(self._commit_summary, job, text):
+                return True
+        return False
+
+    # -- facts --------------------------------------------------------------------
+
+    def facts_book(self) -> FactBook:
+        return _FactsState.from_record(self.store.get_state(self.session_id, FACTS_KEY), self.session_id).book
+
+    def _plan_facts(self) -> tuple[_FactsState, int, list[Message]] | None:
+        record = self.store.get_state(self.session_id, FACTS_KEY)
+        state = _FactsState.from_record(record, self.session_id)
+        new = self.store.messages(self.session_id, after_seq=state.covers_through_seq)
+        if not new:
+            return None
+        return state, record.version if record else 0, new
+
+    def _commit_facts(self, state: _FactsState, version: int, new: list[Message], facts: list[Fact]) -> bool:
+        book = FactBook.from_json(state.book.to_json())
+        book.apply(facts)
+        updated = _FactsState(book, new[-1].seq or state.covers_through_seq)
+        written = self.store.put_state(
+            self.session_id, FACTS_KEY, updated.to_json(), expected_version=version
+        )
+        return written is not None
+
+    def update_facts(self) -> bool:
+        """Extract facts from messages not seen yet; a lost race is retried with fresh state."""
+        if self.fact_extractor is None:
+            return False
+        for _ in range(3):
+            plan = self._plan_facts()
+            if plan is None:
+                return False
+            state, version, new = plan
+            if self._commit_facts(state, version, new, self.fact_extractor.extract(new)):
+                return True
+        return False
+
+    async def aupdate_facts(self) -> bool:
+        if self.fact_extractor is None:
+            return False
+        for _ in range(3):
+            plan = await asyncio.to_thread(self._plan_facts)
+            if plan is None:
+                return False
+            state, version, new = plan
+            facts = await self.fact_extractor.aextract(new)
+            if await asyncio.to_thread(self._commit_facts, state, version, new, facts):
+                return True
+        return False
+
+    def forget_fact(self, key: str) -> bool:
+        """Remove the fact `key` (and its history); False if there was no such fact."""
+        for _ in range(5):
+            record = self.store.get_state(self.session_id, FACTS_KEY)
+            state = _FactsState.from_record(record, self.session_id)
+            book = FactBook.from_json(state.book.to_json())
+            if not book.forget(key):
+                return False
+            written = self.store.put_state(
+                self.session_id,
+                FACTS_KEY,
+                _FactsState(book, state.covers_through_seq).to_json(),
+                expected_version=record.version if record else 0,
+            )
+            if written is not None:
+                return True
+        raise StoreError(
+            f"could not update the facts of session {self.session_id!r}: too many concurrent writers"
+        )
+
+    # -- vectors ------------------------------------------------------------------
+
+    def update_index(self) -> None:
+        """Index whatever the recall index has not seen yet (it tracks its own watermark)."""
+        if self.recall is not None:
+            self.recall.sync(self.session_id, self.store)
