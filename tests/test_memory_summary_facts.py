@@ -86,7 +86,7 @@ def test_evicted_turns_are_summarized_incrementally_with_an_exact_watermark(stor
     assert summary.covers_through_seq == 8
     assert_exact_cover(summary.text, 8)
     # every call saw the previous summary and only new messages
-    for (previous, seqs), (_, earlier) in zip(summarizer.calls[1:], summarizer.calls):
+    for (previous, seqs), (_, earlier) in zip(summarizer.calls[1:], summarizer.calls[:-1], strict=True):
         assert previous is not None and seqs[0] == earlier[-1] + 1
 
 
