@@ -489,3 +489,25 @@ def test_llm_rejects_bad_inputs_before_calling_the_model() -> None:
     with pytest.raises(InvalidMessageError):
         summarizer.summarize(None, ["hi"])  # type: ignore[list-item]
     assert llm.prompts == []
+
+
+def test_async_summarize_awaits_an_acomplete_method_when_the_callable_has_one() -> None:
+    class Adapter:
+        def __init__(self) -> None:
+            self.sync_calls = 0
+            self.async_calls = 0
+
+        def __call__(self, prompt: str) -> str:
+            self.sync_calls += 1
+            return "Sync summary."
+
+        async def acomplete(self, prompt: str) -> str:
+            self.async_calls += 1
+            return "Async summary."
+
+    adapter = Adapter()
+    summarizer = LLMSummarizer(adapter)
+    messages = [Message.create("user", "My name is Alice and I live in Paris.")]
+    assert asyncio.run(summarizer.asummarize(None, messages)) == "Async summary."
+    assert summarizer.summarize(None, messages) == "Sync summary."
+    assert (adapter.sync_calls, adapter.async_calls) == (1, 1)

@@ -23,6 +23,7 @@ from ._summarizer import CompleteFn, ExtractiveSummarizer, LLMSummarizer, Summar
 from ._tokens import (
     REPLY_PRIMING_TOKENS,
     ApproximateCounter,
+    TextTokenCounter,
     TiktokenCounter,
     TokenCounter,
     count_messages,
@@ -69,6 +70,7 @@ __all__ = [
     "StoreError",
     "Summarizer",
     "Summary",
+    "TextTokenCounter",
     "TiktokenCounter",
     "TokenCounter",
     "TranscriptTemplate",

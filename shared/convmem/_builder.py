@@ -20,6 +20,7 @@ pushed it over, so the budget holds exactly under the configured counter.
 from __future__ import annotations
 
 import dataclasses
+import functools
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -174,9 +175,15 @@ class ContextBuilder:
 
     def __init__(self, counter: TokenCounter) -> None:
         self.counter = counter
+        # The same summary, fact lines, headers and system text come back on
+        # every build of a session: count each distinct text once.
+        self._count: Callable[[str], int] = functools.lru_cache(maxsize=2048)(counter.count_text)
+        self._count_system: Callable[[str], int] = functools.lru_cache(maxsize=256)(
+            lambda text: counter.count_message(Message(role=Role.SYSTEM, content=text))
+        )
 
     def _system_tokens(self, text: str) -> int:
-        return self.counter.count_message(Message(role=Role.SYSTEM, content=text)) if text else 0
+        return self._count_system(text) if text else 0
 
     def build(self, request: ContextRequest) -> BuiltContext:
         budget = request.budget
@@ -199,12 +206,12 @@ class ContextBuilder:
             )
         available = budget - mandatory
         # A system message that carries only sections still costs its overhead.
-        overhead = 0 if system_prompt else self._system_tokens(" ") - self.counter.count_text(" ")
-        separator = self.counter.count_text(_SEPARATOR)
+        overhead = 0 if system_prompt else self._system_tokens(" ") - self._count(" ")
+        separator = self._count(_SEPARATOR)
         dropped: list[Dropped] = self._older_history(request)
 
         def section_cost(text: str) -> int:
-            return self.counter.count_text(text) + separator
+            return self._count(text) + separator
 
         # facts: header + lines, newest first, up to the share
         facts_cap = int(available * request.facts_share)
@@ -214,7 +221,7 @@ class ContextBuilder:
             header_cost = section_cost(headers["facts"])
             used = header_cost
             for line in request.facts:
-                cost = self.counter.count_text(line) + 1  # the newline before it
+                cost = self._count(line) + 1  # the newline before it
                 if used + cost <= facts_cap:
                     facts_lines.append(line)
                     used += cost
@@ -290,18 +297,18 @@ class ContextBuilder:
         if not items:
             return 0
         return (
-            self.counter.count_text(headers["recall"])
-            + self.counter.count_text(_SEPARATOR)
+            self._count(headers["recall"])
+            + self._count(_SEPARATOR)
             + sum(self._item_tokens(item) + 1 for item in items)
         )
 
     def _item_tokens(self, item: RecallItem) -> int:
-        return item.token_count if item.token_count is not None else self.counter.count_text(item.text)
+        return item.token_count if item.token_count is not None else self._count(item.text)
 
     def _fill_recall(
         self, recall: RecallFn, window_seqs: frozenset[int], cap: int, headers: dict[str, str]
     ) -> tuple[list[RecallItem], int]:
-        header = self.counter.count_text(headers["recall"]) + self.counter.count_text(_SEPARATOR)
+        header = self._count(headers["recall"]) + self._count(_SEPARATOR)
         if cap <= header:
             return [], 0
         chosen: list[RecallItem] = []
@@ -403,10 +410,10 @@ class ContextBuilder:
                 dropped.append(Dropped("recall", f"seq {item.seqs[0]}", self._item_tokens(item), "final fit"))
             elif facts_lines:
                 line = facts_lines.pop()
-                dropped.append(Dropped("facts", repr(line[:40]), self.counter.count_text(line), "final fit"))
+                dropped.append(Dropped("facts", repr(line[:40]), self._count(line), "final fit"))
             elif summary_text:
                 dropped.append(
-                    Dropped("summary", "rolling summary", self.counter.count_text(summary_text), "final fit")
+                    Dropped("summary", "rolling summary", self._count(summary_text), "final fit")
                 )
                 summary_text = ""
             elif window_messages:
@@ -497,7 +504,7 @@ class ContextBuilder:
         )
 
     def _block_tokens(self, text: str) -> int:
-        return self.counter.count_text(text) + self.counter.count_text(_SEPARATOR)
+        return self._count(text) + self._count(_SEPARATOR)
 
 
 def _drop_oldest_turn(messages: list[Message]) -> list[Message]:

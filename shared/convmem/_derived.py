@@ -119,6 +119,7 @@ class DerivedState:
         self._tasks: set[asyncio.Task[None]] = set()
         self._running: set[str] = set()
         self._rerun: set[str] = set()
+        self._facts_cache: tuple[str, FactBook] | None = None
 
     # -- triggering ---------------------------------------------------------------
 
@@ -301,7 +302,16 @@ class DerivedState:
     # -- facts --------------------------------------------------------------------
 
     def facts_book(self) -> FactBook:
-        return _FactsState.from_record(self.store.get_state(self.session_id, FACTS_KEY), self.session_id).book
+        """The stored facts; parsed once per stored version (treat the result as read-only)."""
+        record = self.store.get_state(self.session_id, FACTS_KEY)
+        if record is None:
+            return FactBook()
+        cached = self._facts_cache
+        if cached is not None and cached[0] == record.value:
+            return cached[1]
+        book = _FactsState.from_record(record, self.session_id).book
+        self._facts_cache = (record.value, book)
+        return book
 
     def _plan_facts(self) -> tuple[_FactsState, int, list[Message]] | None:
         record = self.store.get_state(self.session_id, FACTS_KEY)

@@ -192,7 +192,14 @@ def call_complete(complete: CompleteFn, prompt: str, *, async_method: str) -> st
 
 
 async def acall_complete(complete: CompleteFn, prompt: str) -> str:
-    """Call `complete` from async code: await an async one, run a sync one in a thread."""
+    """Call `complete` from async code: await an async one, run a sync one in a thread.
+
+    A callable that also has an async ``acomplete(prompt)`` method (as the
+    LangChain and LlamaIndex model adapters do) is awaited through it.
+    """
+    acomplete = getattr(complete, "acomplete", None)
+    if acomplete is not None and inspect.iscoroutinefunction(acomplete):
+        return _check_answer(await acomplete(prompt))
     if _is_async_callable(complete):
         answer = await complete(prompt)  # type: ignore[misc]
     else:

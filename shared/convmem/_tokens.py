@@ -59,8 +59,18 @@ class TokenCounter(Protocol):
     def count_message(self, message: Message) -> int: ...
 
 
-class _MessageCounting:
-    """Shared message arithmetic for counters that can count plain text."""
+class TextTokenCounter:
+    """Base class for a counter that can count plain text.
+
+    Subclass it, set ``name`` and implement ``count_text``; counting messages
+    (per-message overhead, names, tool calls, media parts) comes with it::
+
+        class WordCounter(TextTokenCounter):
+            name = "words"
+
+            def count_text(self, text: str) -> int:
+                return len(text.split())
+    """
 
     name: str
     media_part_tokens: int = DEFAULT_MEDIA_PART_TOKENS
@@ -127,7 +137,7 @@ _CJK = (
 _APPROX_PIECES = re.compile(rf"[{_CJK}]|[A-Za-z]+|[0-9]+|\s+|[\x21-\x7e]|.", re.S)
 
 
-class ApproximateCounter(_MessageCounting):
+class ApproximateCounter(TextTokenCounter):
     """A tokenizer-free estimate that errs on the side of counting too many.
 
     cl100k spends about 1.2 tokens per Chinese character (rare ones take 2-3),
@@ -202,7 +212,7 @@ def _load_encoding(name: str) -> tiktoken.Encoding | None:
         return encoding
 
 
-class TiktokenCounter(_MessageCounting):
+class TiktokenCounter(TextTokenCounter):
     """Exact counts with a tiktoken encoding (``cl100k_base`` by default).
 
     ``TiktokenCounter(model="gpt-4o")`` picks the model's encoding. When no
