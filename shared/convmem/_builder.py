@@ -248,8 +248,10 @@ class ContextBuilder:
                 )
                 summary_text, summary_tokens = "", 0
 
-        recall_cap = int(available * request.recall_share) if request.recall else 0
         fixed = facts_tokens + summary_tokens
+        # Recall's share is of what facts and summary leave, so a share picked
+        # per query (up to nearly all of it) still leaves the window its part.
+        recall_cap = int((available - fixed) * request.recall_share) if request.recall else 0
         sections_present = bool(facts_lines or summary_text)
         window_cap = available - fixed - recall_cap - (overhead if sections_present or recall_cap else 0)
         window = select_window(
@@ -412,9 +414,7 @@ class ContextBuilder:
                 line = facts_lines.pop()
                 dropped.append(Dropped("facts", repr(line[:40]), self._count(line), "final fit"))
             elif summary_text:
-                dropped.append(
-                    Dropped("summary", "rolling summary", self._count(summary_text), "final fit")
-                )
+                dropped.append(Dropped("summary", "rolling summary", self._count(summary_text), "final fit"))
                 summary_text = ""
             elif window_messages:
                 removed = _drop_oldest_turn(window_messages)
@@ -473,7 +473,7 @@ class ContextBuilder:
                 len(recalled),
                 f"share {request.recall_share:.2f} ({request.recall_share_reason})"
                 if request.recall
-                else "no recall configured",
+                else request.recall_share_reason,
             ),
             SectionReport(
                 "window",

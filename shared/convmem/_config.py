@@ -35,9 +35,11 @@ class MemoryConfig:
     """Configuration of a `ConversationMemory`.
 
     Budget shares are fractions of what is left of the budget after the
-    mandatory parts (system prompt, query, per-message overhead). The facts,
-    summary and recall sections take what they need up to their share; the
-    recent window gets everything else, so an empty section costs nothing.
+    mandatory parts (system prompt, query, per-message overhead): facts and
+    summary take what they need up to their share of it, recall up to its share
+    of what they leave (a `Recall` engine may raise or lower that share per
+    query), and the recent window gets everything else, so an empty section
+    costs nothing.
 
     Example::
 

@@ -18,13 +18,13 @@ import json
 import logging
 import time
 from collections.abc import Awaitable, Callable, Sequence
-from typing import Any
 
 from ._background import BackgroundWorker, Backoff
 from ._config import MemoryConfig
 from ._errors import StoreError
 from ._facts import Fact, FactBook, FactExtractor
 from ._models import Message, Role
+from ._recall import Recall
 from ._store import StateRecord, Store
 from ._summarizer import Summarizer
 from ._tokens import TokenCounter
@@ -103,7 +103,7 @@ class DerivedState:
         counter: TokenCounter,
         summarizer: Summarizer | None,
         fact_extractor: FactExtractor | None,
-        recall: Any | None,
+        recall: Recall | None,
         window_start: Callable[[], int | None],
     ) -> None:
         self.session_id = session_id
@@ -167,7 +167,7 @@ class DerivedState:
         if self.summarizer is not None and self.config.summary_trigger != "never":
             jobs.append((SUMMARY_KEY, self.aupdate_summary))
         if self.recall is not None:
-            jobs.append((INDEX_KEY, lambda: asyncio.to_thread(self.update_index)))
+            jobs.append((INDEX_KEY, self.aupdate_index))
         for key, job in jobs:
             if not self.backoff.ready(key):
                 continue
@@ -382,3 +382,7 @@ class DerivedState:
         """Index whatever the recall index has not seen yet (it tracks its own watermark)."""
         if self.recall is not None:
             self.recall.sync(self.session_id, self.store)
+
+    async def aupdate_index(self) -> None:
+        if self.recall is not None:
+            await self.recall.async_(self.session_id, self.store)

@@ -12,14 +12,16 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from ._builder import BuiltContext, ContextBuilder, ContextRequest, RecallFn
+from ._builder import BuiltContext, ContextBuilder, ContextRequest, RecallFn, RecallItem
 from ._config import MemoryConfig, TranscriptTemplate
 from ._derived import DerivedState, Summary
+from ._embedder import Embedder
 from ._errors import BudgetError, InvalidMessageError
 from ._facts import Fact, FactExtractor, RuleFactExtractor
 from ._inmemory_store import InMemoryStore
 from ._language import detect_language
 from ._models import Message, Role, Turn, TurnStatus, group_turns
+from ._recall import Recall, choose_recall_share
 from ._sqlite_store import SQLiteStore
 from ._store import Store, validate_id
 from ._summarizer import ExtractiveSummarizer, Summarizer
@@ -100,7 +102,8 @@ class ConversationMemory:
         counter: TokenCounter | None = None,
         summarizer: Summarizer | None = None,
         fact_extractor: FactExtractor | None = None,
-        recall: Any | None = None,
+        recall: Recall | None = None,
+        embedder: Embedder | None = None,
     ) -> None:
         self.session_id = validate_id(session_id, "session_id")
         self.user_id = None if user_id is None else validate_id(user_id, "user_id")
@@ -114,6 +117,9 @@ class ConversationMemory:
         self.fact_extractor: FactExtractor | None = (
             fact_extractor or RuleFactExtractor() if self.config.extract_facts else None
         )
+        if recall is None and embedder is not None:
+            index_dir = Path(f"{self.store.path}.vectors") if isinstance(self.store, SQLiteStore) else None
+            recall = Recall(embedder, index_dir=index_dir)
         self.recall = recall
         self._derived = DerivedState(
             session_id=self.session_id,
@@ -312,7 +318,6 @@ class ConversationMemory:
             log_tokens=stats.total_tokens,
             facts_share=self.config.facts_share,
             summary_share=self.config.summary_share,
-            recall_share=self.config.recall_share,
             prune_low_information=self.config.prune_low_information,
             **self._derived_sections(query, language),
         )
@@ -386,14 +391,38 @@ class ConversationMemory:
     def _derived_sections(self, query: str | None, language: str) -> dict[str, Any]:
         summary = self._derived.summary()
         facts = self._derived.facts_book().render_lines(language) if self.fact_extractor is not None else []
-        recall: RecallFn | None = None
+        recall, share, reason = self._recall_source(query)
         return {
             "facts": facts,
             "summary": summary.text or None,
             "summary_covers_through_seq": summary.covers_through_seq,
             "condense": self._condense,
             "recall": recall,
+            "recall_share": share,
+            "recall_share_reason": reason,
         }
+
+    def _recall_source(self, query: str | None) -> tuple[RecallFn | None, float, str]:
+        """The recall section's source for `query`, and the share of the budget it gets."""
+        recall = self.recall
+        if recall is None or not query or not query.strip():
+            return None, self.config.recall_share, "no query" if recall is not None else "no recall"
+        share, reason = choose_recall_share(
+            query, None, base_share=self.config.recall_share, config=recall.config
+        )
+
+        def search(window_seqs: frozenset[int], max_tokens: int) -> list[RecallItem]:
+            result = recall.search(
+                self.session_id,
+                query,
+                store=self.store,
+                exclude_seqs=window_seqs,
+                max_tokens=max_tokens,
+                counter=self.counter,
+            )
+            return [RecallItem(item.seqs, item.text, item.score, item.token_count) for item in result.items]
+
+        return search, share, reason
 
     def _condense(self, text: str, max_tokens: int) -> str:
         condense = getattr(self.summarizer, "condense", None)

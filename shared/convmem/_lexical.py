@@ -1,0 +1,177 @@
+"""Lexical matching: a CJK-aware tokenizer and a small incremental BM25 index.
+
+Dense embeddings miss exact names, numbers and rare words; BM25 catches them.
+The index is incremental (a document is added once, when its message is
+stored) because rebuilding a BM25 model for every query costs O(history).
+
+Tokens: Latin words are lowercased, stripped of possessives and a light
+suffix (``running`` -> ``runn``, ``dogs`` -> ``dog``), and English stopwords
+are dropped; Chinese, Japanese and Korean text has no spaces, so every CJK
+character is a token and so is every pair of adjacent characters (``名字``).
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections import Counter
+from collections.abc import Iterable, Sequence
+
+__all__ = ["BM25Index", "tokenize"]
+
+_CJK_RANGES = (
+    "\u3040-\u30ff"  # kana
+    "\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff"  # CJK ideographs
+    "\uac00-\ud7af"  # hangul syllables
+    "\U00020000-\U0003134f"
+)
+_PIECES = re.compile(rf"[{_CJK_RANGES}]+|[^\W_{_CJK_RANGES}]+(?:'[^\W_{_CJK_RANGES}]+)*")
+_CJK_RUN = re.compile(rf"[{_CJK_RANGES}]+")
+
+_STOPWORD_TEXT = """
+    a about above after again against all also am an and any are as at be because been before being
+    below between both but by can could did do does doing done down during each few for from further
+    had has have having he her here hers herself him himself his how i if in into is it its itself
+    just me more most my myself no nor not now of off on once only or other our ours ourselves out
+    over own same she should so some such than that the their theirs them themselves then there these
+    they this those through to too under until up very was we were what when where which while who
+    whom why will with would you your yours yourself yourselves oh ok okay yeah yes hey hi wow um uh
+    really s t d ll m re ve im
+"""
+_STOPWORDS = frozenset(_STOPWORD_TEXT.split())
+# Single characters so common in Chinese that matching them says nothing.
+_CJK_STOP_CHARS = frozenset("的了是吗呢吧啊呀哦嗯也就都还在和与及或")
+
+_SUFFIXES = ("ingly", "edly", "ing", "ies", "ied", "ed", "es", "ly", "s")
+_KEEP_DOUBLE = frozenset("lsz")
+
+
+def _stem(word: str) -> str:
+    """A deliberately light stemmer: one common suffix, a doubled consonant, a final "e".
+
+    ``running``/``run``, ``baked``/``baking``/``bake`` and ``parties``/``party``
+    meet; Porter-style stemming would merge more forms, but also more unrelated
+    words, and BM25 over chat turns only needs the common inflections to meet.
+    """
+    if len(word) <= 3 or not word.isascii() or not word.isalpha():
+        return word
+    stem = word
+    for suffix in _SUFFIXES:
+        if word.endswith(suffix) and len(word) - len(suffix) >= 3:
+            stem = word[: -len(suffix)]
+            if suffix in ("ies", "ied"):
+                stem += "y"
+            elif suffix == "s" and stem.endswith(("s", "u", "i")):
+                stem = word  # "class", "status", "analysis"
+            elif stem[-1] == stem[-2] and stem[-1] not in _KEEP_DOUBLE and stem[-1] not in "aeiou":
+                stem = stem[:-1]  # "running" -> "run"
+            break
+    if len(stem) > 3 and stem.endswith("e"):
+        stem = stem[:-1]
+    return stem
+
+
+def tokenize(text: str) -> list[str]:
+    """Split text into BM25 terms (see the module docstring for the rules).
+
+    >>> tokenize("Caroline's dogs were painting!")
+    ['caroline', 'dog', 'paint']
+    >>> tokenize("我的狗叫多多")
+    ['我', '狗', '叫', '多', '多', '我的', '的狗', '狗叫', '叫多', '多多']
+    """
+    tokens: list[str] = []
+    for piece in _PIECES.findall(text.lower()):
+        if _CJK_RUN.match(piece):
+            tokens.extend(c for c in piece if c not in _CJK_STOP_CHARS)
+            tokens.extend(piece[i : i + 2] for i in range(len(piece) - 1))
+            continue
+        for word in piece.split("'", 1)[:1]:  # "caroline's" -> "caroline"
+            if word not in _STOPWORDS:
+                tokens.append(_stem(word))
+    return tokens
+
+
+class BM25Index:
+    """Okapi BM25 over documents keyed by int ids, updated in place.
+
+    Adding or removing a document costs O(its length); scoring a query costs
+    O(postings of the query's terms). Not thread-safe: the owner serializes
+    access.
+
+    Example::
+
+        index = BM25Index()
+        index.add(1, tokenize("My dog is called Duoduo"))
+        index.search(tokenize("what is my dog called?"), top_k=5)  # [(1, 0.57...)]
+    """
+
+    def __init__(self, *, k1: float = 1.2, b: float = 0.75) -> None:
+        self.k1 = k1
+        self.b = b
+        self._postings: dict[str, dict[int, int]] = {}
+        self._lengths: dict[int, int] = {}
+        self._terms: dict[int, tuple[str, ...]] = {}
+        self._total_length = 0
+
+    def __len__(self) -> int:
+        return len(self._lengths)
+
+    def __contains__(self, doc_id: object) -> bool:
+        return doc_id in self._lengths
+
+    def add(self, doc_id: int, tokens: Sequence[str]) -> None:
+        """Index a document; re-adding an id replaces the old document."""
+        if doc_id in self._lengths:
+            self.remove(doc_id)
+        counts = Counter(tokens)
+        for term, frequency in counts.items():
+            self._postings.setdefault(term, {})[doc_id] = frequency
+        self._terms[doc_id] = tuple(counts)
+        self._lengths[doc_id] = len(tokens)
+        self._total_length += len(tokens)
+
+    def remove(self, doc_id: int) -> None:
+        """Forget a document (unknown ids are ignored)."""
+        length = self._lengths.pop(doc_id, None)
+        if length is None:
+            return
+        self._total_length -= length
+        for term in self._terms.pop(doc_id, ()):
+            docs = self._postings.get(term)
+            if docs is not None:
+                docs.pop(doc_id, None)
+                if not docs:
+                    del self._postings[term]
+
+    def clear(self) -> None:
+        self._postings.clear()
+        self._lengths.clear()
+        self._terms.clear()
+        self._total_length = 0
+
+    def idf(self, term: str) -> float:
+        documents = len(self._lengths)
+        frequency = len(self._postings.get(term, ()))
+        return math.log(1.0 + (documents - frequency + 0.5) / (frequency + 0.5))
+
+    def scores(self, query_tokens: Iterable[str]) -> dict[int, float]:
+        """BM25 score of every document that shares a term with the query."""
+        if not self._lengths:
+            return {}
+        average = self._total_length / len(self._lengths) or 1.0
+        k1, b = self.k1, self.b
+        out: dict[int, float] = {}
+        for term in set(query_tokens):
+            docs = self._postings.get(term)
+            if not docs:
+                continue
+            idf = self.idf(term)
+            for doc_id, frequency in docs.items():
+                norm = k1 * (1.0 - b + b * self._lengths[doc_id] / average)
+                out[doc_id] = out.get(doc_id, 0.0) + idf * frequency * (k1 + 1.0) / (frequency + norm)
+        return out
+
+    def search(self, query_tokens: Iterable[str], top_k: int) -> list[tuple[int, float]]:
+        """The `top_k` best (id, score) pairs, best first."""
+        scored = self.scores(query_tokens)
+        return sorted(scored.items(), key=lambda item: (-item[1], item[0]))[:top_k]

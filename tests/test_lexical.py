@@ -1,0 +1,92 @@
+"""Tokenization and the incremental BM25 index behind keyword recall."""
+
+from __future__ import annotations
+
+from convmem._lexical import BM25Index, tokenize
+
+
+def test_latin_words_are_lowercased_and_stopwords_dropped() -> None:
+    assert tokenize("The Dog and THE Cat") == ["dog", "cat"]
+
+
+def test_common_inflections_meet_on_one_stem() -> None:
+    assert tokenize("running")[0] == tokenize("run")[0]
+    assert tokenize("painted")[0] == tokenize("painting")[0]
+    assert tokenize("parties")[0] == tokenize("party")[0]
+    assert tokenize("dogs")[0] == tokenize("dog")[0]
+
+
+def test_possessives_are_stripped() -> None:
+    assert tokenize("Caroline's") == tokenize("Caroline")
+    assert len(tokenize("Caroline's")) == 1
+
+
+def test_words_that_only_look_plural_keep_their_s() -> None:
+    assert tokenize("class status") == ["class", "status"]
+
+
+def test_cjk_text_becomes_characters_and_character_pairs() -> None:
+    tokens = tokenize("名字叫多多")
+    assert {"名", "字", "叫", "多"} <= set(tokens)
+    assert {"名字", "字叫", "叫多", "多多"} <= set(tokens)
+
+
+def test_common_chinese_particles_are_not_unigram_terms() -> None:
+    assert "的" not in tokenize("我的狗")
+    assert "我的" in tokenize("我的狗")
+
+
+def test_mixed_latin_and_cjk_text_is_split_at_the_script_boundary() -> None:
+    tokens = tokenize("iPhone手机")
+    assert tokenize("iPhone")[0] in tokens
+    assert "手机" in tokens
+
+
+def test_digits_are_kept_as_terms() -> None:
+    assert "2023" in tokenize("back in 2023")
+
+
+def test_bm25_ranks_the_document_sharing_the_rare_term_first() -> None:
+    index = BM25Index()
+    index.add(1, tokenize("I went hiking in the mountains last weekend"))
+    index.add(2, tokenize("My corgi is called Duoduo"))
+    index.add(3, tokenize("I went to the store last weekend"))
+    best_id, _ = index.search(tokenize("what is the corgi called?"), top_k=3)[0]
+    assert best_id == 2
+
+
+def test_bm25_scores_only_documents_that_share_a_term() -> None:
+    index = BM25Index()
+    index.add(1, tokenize("apples and pears"))
+    index.add(2, tokenize("trains and buses"))
+    assert set(index.scores(tokenize("apple"))) == {1}
+
+
+def test_removing_a_document_removes_it_from_results() -> None:
+    index = BM25Index()
+    index.add(1, tokenize("my dog Duoduo"))
+    index.add(2, tokenize("my cat Mimi"))
+    index.remove(1)
+    assert 1 not in index
+    assert index.scores(tokenize("Duoduo")) == {}
+    assert len(index) == 1
+
+
+def test_adding_an_existing_id_replaces_the_document() -> None:
+    index = BM25Index()
+    index.add(1, tokenize("my dog Duoduo"))
+    index.add(1, tokenize("my cat Mimi"))
+    assert index.scores(tokenize("Duoduo")) == {}
+    assert 1 in index.scores(tokenize("Mimi"))
+
+
+def test_an_empty_index_scores_nothing() -> None:
+    assert BM25Index().search(tokenize("anything"), top_k=5) == []
+
+
+def test_clear_empties_the_index() -> None:
+    index = BM25Index()
+    index.add(1, tokenize("hello world"))
+    index.clear()
+    assert len(index) == 0
+    assert index.scores(tokenize("world")) == {}
