@@ -1,0 +1,247 @@
+"""Conversion between LangChain messages and convmem messages, both ways, without loss.
+
+A LangChain message becomes a convmem `Message` with the same role, content
+(a string or a list of content blocks), name, tool calls and tool call id. The
+fields convmem has no column for (``id``, ``additional_kwargs``,
+``response_metadata``, ``usage_metadata``, ``invalid_tool_calls``, a tool
+message's ``artifact`` and ``status``, a `ChatMessage`'s role) travel in the
+message's metadata under ``"langchain"`` and come back when the message is
+converted back, so a message read from the store compares equal to the one
+that was written.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from langchain_core.messages import (
+    AIMessage,
+    BaseMessage,
+    BaseMessageChunk,
+    ChatMessage,
+    HumanMessage,
+    SystemMessage,
+    ToolMessage,
+    message_chunk_to_message,
+)
+
+from convmem import BuiltContext, InvalidMessageError, Message, Role, TurnStatus
+
+__all__ = [
+    "CONTEXT_MESSAGE_ID",
+    "LANGCHAIN_METADATA_KEY",
+    "context_to_langchain",
+    "fallback_message_id",
+    "from_convmem_message",
+    "latest_human_text",
+    "stored_message_id",
+    "to_convmem_message",
+    "to_convmem_messages",
+]
+
+LANGCHAIN_METADATA_KEY = "langchain"
+CONTEXT_MESSAGE_ID = "convmem-context"
+"""Id of the system message that carries facts, summary and recalled turns in agent state."""
+
+_SUPPORTED = "HumanMessage, AIMessage, SystemMessage, ToolMessage or ChatMessage"
+_CHAT_ROLES = {
+    "user": Role.USER,
+    "human": Role.USER,
+    "assistant": Role.ASSISTANT,
+    "ai": Role.ASSISTANT,
+    "system": Role.SYSTEM,
+}
+
+
+def _json_safe(value: Any, where: str) -> Any:
+    try:
+        json.dumps(value, ensure_ascii=False, allow_nan=False)
+    except (TypeError, ValueError) as exc:
+        raise InvalidMessageError(
+            f"{where} is not JSON-serializable ({exc}); convmem stores messages as JSON, "
+            "so convert such values to plain dicts, lists, strings and numbers first"
+        ) from None
+    return value
+
+
+def to_convmem_message(message: BaseMessage, *, status: TurnStatus | str = TurnStatus.COMPLETED) -> Message:
+    """Convert a LangChain message to an unsaved convmem `Message`.
+
+    Chunks (e.g. the ``AIMessageChunk`` a stream adds up to) are stored as the
+    complete message. Raises `InvalidMessageError` for anything that is not a
+    human, AI, system, tool or chat message, and for ``None`` content.
+    """
+    if not isinstance(message, BaseMessage):
+        raise InvalidMessageError(
+            f"expected a LangChain message ({_SUPPORTED}), got {type(message).__name__}: "
+            f"{message!r:.80}; convert dicts, tuples and strings with "
+            "langchain_core.messages.convert_to_messages first"
+        )
+    kind = type(message).__name__
+    if isinstance(message, BaseMessageChunk):
+        message = message_chunk_to_message(message)
+    if message.content is None:
+        raise InvalidMessageError(
+            f"{kind} content is None; use a string (it may be empty for an AI message) "
+            "or a list of content blocks"
+        )
+    extras: dict[str, Any] = {}
+    if message.id is not None:
+        extras["id"] = message.id
+    if message.additional_kwargs:
+        extras["additional_kwargs"] = _json_safe(message.additional_kwargs, f"{kind}.additional_kwargs")
+    if message.response_metadata:
+        extras["response_metadata"] = _json_safe(message.response_metadata, f"{kind}.response_metadata")
+    tool_calls: list[dict[str, Any]] = []
+    tool_call_id: str | None = None
+    if isinstance(message, AIMessage):
+        role = Role.ASSISTANT
+        tool_calls = [{"id": c.get("id"), "name": c["name"], "args": c["args"]} for c in message.tool_calls]
+        if message.invalid_tool_calls:
+            extras["invalid_tool_calls"] = _json_safe(
+                [dict(c) for c in message.invalid_tool_calls], f"{kind}.invalid_tool_calls"
+            )
+        if message.usage_metadata is not None:
+            extras["usage_metadata"] = _json_safe(dict(message.usage_metadata), f"{kind}.usage_metadata")
+    elif isinstance(message, HumanMessage):
+        role = Role.USER
+    elif isinstance(message, SystemMessage):
+        role = Role.SYSTEM
+    elif isinstance(message, ToolMessage):
+        role = Role.TOOL
+        tool_call_id = message.tool_call_id
+        if message.artifact is not None:
+            extras["artifact"] = _json_safe(message.artifact, f"{kind}.artifact")
+        if message.status != "success":
+            extras["status"] = message.status
+    elif isinstance(message, ChatMessage):
+        chat_role = _CHAT_ROLES.get(message.role.strip().lower())
+        if chat_role is None:
+            raise InvalidMessageError(
+                f"ChatMessage role {message.role!r} has no convmem equivalent; use one of "
+                f"{sorted(_CHAT_ROLES)} or a HumanMessage/AIMessage/SystemMessage"
+            )
+        role = chat_role
+        extras["chat_role"] = message.role
+    else:
+        raise InvalidMessageError(
+            f"cannot store a {kind} (type {message.type!r}) in a conversation memory; "
+            f"supported: {_SUPPORTED} (a FunctionMessage is the legacy form of a ToolMessage)"
+        )
+    metadata = {LANGCHAIN_METADATA_KEY: extras} if extras else None
+    try:
+        return Message.create(
+            role,
+            message.content,
+            name=message.name,
+            tool_calls=tool_calls or None,
+            tool_call_id=tool_call_id,
+            metadata=metadata,
+            status=status,
+        )
+    except InvalidMessageError as exc:
+        raise InvalidMessageError(f"{kind} rejected: {exc}") from None
+
+
+def to_convmem_messages(
+    messages: Iterable[BaseMessage], *, status: TurnStatus | str = TurnStatus.COMPLETED
+) -> list[Message]:
+    """Convert several messages; validates all of them before anything is stored."""
+    if isinstance(messages, (BaseMessage, str, bytes, Mapping)):
+        raise InvalidMessageError(
+            f"expected a list of LangChain messages, got a single {type(messages).__name__}; wrap it in a list"
+        )
+    return [to_convmem_message(m, status=status) for m in messages]
+
+
+def from_convmem_message(message: Message) -> BaseMessage:
+    """Convert a convmem `Message` (e.g. read from a store) back to a LangChain message.
+
+    The result shares nothing mutable with `message`, so changing it cannot
+    change what the memory holds.
+    """
+    extras: Mapping[str, Any] = message.metadata.get(LANGCHAIN_METADATA_KEY) or {}
+    fields: dict[str, Any] = {
+        "content": copy.deepcopy(message.content),
+        "name": message.name,
+        "id": extras.get("id"),
+        "additional_kwargs": copy.deepcopy(extras.get("additional_kwargs") or {}),
+        "response_metadata": copy.deepcopy(extras.get("response_metadata") or {}),
+    }
+    chat_role = extras.get("chat_role")
+    if isinstance(chat_role, str):
+        return ChatMessage(role=chat_role, **fields)
+    if message.role is Role.USER:
+        return HumanMessage(**fields)
+    if message.role is Role.SYSTEM:
+        return SystemMessage(**fields)
+    if message.role is Role.TOOL:
+        return ToolMessage(
+            tool_call_id=message.tool_call_id or "",
+            artifact=copy.deepcopy(extras.get("artifact")),
+            status=extras.get("status", "success"),
+            **fields,
+        )
+    ai_fields: dict[str, Any] = {
+        "tool_calls": [
+            {
+                "id": c.get("id"),
+                "name": c["name"],
+                "args": copy.deepcopy(c.get("args", {})),
+                "type": "tool_call",
+            }
+            for c in message.tool_calls
+        ],
+        "invalid_tool_calls": copy.deepcopy(extras.get("invalid_tool_calls") or []),
+    }
+    if extras.get("usage_metadata") is not None:
+        ai_fields["usage_metadata"] = copy.deepcopy(extras["usage_metadata"])
+    return AIMessage(**fields, **ai_fields)
+
+
+def stored_message_id(message: Message) -> str | None:
+    """The LangChain id a stored message was written with, if any."""
+    extras = message.metadata.get(LANGCHAIN_METADATA_KEY) or {}
+    value = extras.get("id")
+    return value if isinstance(value, str) else None
+
+
+def fallback_message_id(seq: int | None) -> str:
+    """A stable id for a stored message written without a LangChain id."""
+    return f"convmem-seq-{seq}"
+
+
+def context_to_langchain(
+    context: BuiltContext, *, system_message_id: str | None = None, stable_ids: bool = False
+) -> list[BaseMessage]:
+    """The managed context as LangChain messages, without the query.
+
+    A leading `SystemMessage` carries the system prompt, facts, summary and
+    recalled turns (when there are any); the recent window follows, each
+    message exactly as it was stored. With ``stable_ids``, a message stored
+    without a LangChain id gets ``convmem-seq-<seq>`` (agent state needs ids
+    that stay the same from one model call to the next).
+    """
+    messages: list[BaseMessage] = []
+    if context.system_text:
+        messages.append(SystemMessage(content=context.system_text, id=system_message_id))
+    for stored in context.window:
+        message = from_convmem_message(stored)
+        if stable_ids and message.id is None:
+            message.id = fallback_message_id(stored.seq)
+        messages.append(message)
+    return messages
+
+
+def latest_human_text(messages: Iterable[BaseMessage]) -> str | None:
+    """The text of the last human message, the query that recall searches for."""
+    text = None
+    for message in messages:
+        if isinstance(message, HumanMessage) or (
+            isinstance(message, ChatMessage) and _CHAT_ROLES.get(message.role.strip().lower()) is Role.USER
+        ):
+            text = str(message.text) or None
+    return text

@@ -1,0 +1,289 @@
+"""`ConvMemChatMessageHistory`: a LangChain chat history whose messages fit a token budget."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import dataclasses
+import os
+import uuid
+from collections.abc import Iterator, Sequence
+from typing import Any
+
+from langchain_core.chat_history import BaseChatMessageHistory
+from langchain_core.messages import BaseMessage
+
+from convmem import (
+    BuiltContext,
+    ConfigError,
+    ConversationMemory,
+    InMemoryStore,
+    MemoryConfig,
+    Store,
+    TokenCounter,
+    open_store,
+)
+
+from ._convert import context_to_langchain, from_convmem_message, to_convmem_messages
+from ._sessions import ConvMemSessions, check_budget
+
+__all__ = ["ConvMemChatMessageHistory"]
+
+
+@contextlib.contextmanager
+def _quiet_base_class_deprecation() -> Iterator[None]:
+    """Silence LangChain's deprecation notice for `BaseChatMessageHistory` while our
+    own instance is initialised, and nowhere else.
+
+    langchain-core marks `BaseChatMessageHistory` deprecated (since 1.6.4) and
+    wraps its ``__init__``; it warns for direct instances only, but versions
+    differ, and a subclass is not what the notice is about. The suppression is
+    a context variable, so other threads and other classes still warn.
+    """
+    try:
+        from langchain_core._api.deprecation import suppress_langchain_deprecation_warning
+    except ImportError:  # older langchain-core: nothing is emitted for subclasses
+        yield
+        return
+    with suppress_langchain_deprecation_warning():
+        yield
+
+
+@dataclasses.dataclass(frozen=True)
+class _Snapshot:
+    log_position: tuple[Any, ...]
+    context: BuiltContext
+    messages: tuple[BaseMessage, ...]
+
+
+class ConvMemChatMessageHistory(BaseChatMessageHistory):
+    """A chat history that hands a model the managed context, not the whole log.
+
+    ``messages`` is what the model should see now, within the token budget: a
+    leading `SystemMessage` with the configured system prompt, known facts, the
+    rolling summary and recalled turns (when there are any), then the recent
+    window of whole turns (tool calls kept with their results). Everything
+    added is kept in the log: ``full_messages`` returns it.
+
+    It works wherever a LangChain chat history does::
+
+        from langchain_core.runnables.history import RunnableWithMessageHistory
+
+        history = ConvMemChatMessageHistory()                      # in memory, new session
+        history = ConvMemChatMessageHistory("s1", path="chat.db")  # SQLite, persistent
+        chain = RunnableWithMessageHistory(
+            prompt | model,
+            ConvMemChatMessageHistory.factory(path="chat.db"),     # session_id -> history
+            input_messages_key="question",
+            history_messages_key="history",
+        )
+
+    ``messages`` must not change between `RunnableWithMessageHistory`'s two
+    reads: one before running the chain, one before writing the new turn, whose
+    input it slices by the length it read. It is built once and kept while the
+    session's log does not change (a summary or facts updated in the background
+    meanwhile do not change it); a write by this object rebuilds it, and so, by
+    default, does a write by anyone else. With ``pin_messages=True`` only this
+    object's own writes (and `refresh`) rebuild it: histories made by `factory`
+    are pinned, one per invocation, so concurrent turns on one session cannot
+    shift each other's slicing.
+
+    Like `InMemoryChatMessageHistory`, it can be created with no arguments or
+    with ``messages=[...]``, and two histories are equal when their messages are.
+
+    Args:
+        session_id: The conversation's id (a new random id when omitted).
+        messages: Messages to add right away.
+        memory: Use this `ConversationMemory` instead of building one.
+        path: Keep the session in this SQLite file (see `convmem.open_store`).
+        store: Keep the session in this convmem `Store` (default: in memory).
+        config: The `MemoryConfig` (budget, system prompt, window size, ...).
+        user_id: The user the session belongs to.
+        counter: The token counter (default: tiktoken cl100k_base).
+        budget: Token budget of ``messages`` (default: ``config.budget``).
+        pin_messages: Keep ``messages`` until this object writes, whatever
+            other writers do (see above).
+        **memory_options: Passed on to `ConversationMemory`.
+    """
+
+    def __init__(
+        self,
+        session_id: str | None = None,
+        *,
+        messages: Sequence[BaseMessage] | None = None,
+        memory: ConversationMemory | None = None,
+        path: str | os.PathLike[str] | None = None,
+        store: Store | None = None,
+        config: MemoryConfig | None = None,
+        user_id: str | None = None,
+        counter: TokenCounter | None = None,
+        budget: int | None = None,
+        pin_messages: bool = False,
+        **memory_options: Any,
+    ) -> None:
+        with _quiet_base_class_deprecation():
+            super().__init__()
+        if memory is not None:
+            given = [
+                name
+                for name, value in (
+                    ("path", path),
+                    ("store", store),
+                    ("config", config),
+                    ("user_id", user_id),
+                    ("counter", counter),
+                )
+                if value is not None
+            ]
+            given += sorted(memory_options)
+            if given:
+                raise ConfigError(
+                    f"pass either memory= or the options to build one, not both (also got {given})"
+                )
+            if not isinstance(memory, ConversationMemory):
+                raise ConfigError(f"memory must be a ConversationMemory, got {type(memory).__name__}")
+            if session_id is not None and session_id != memory.session_id:
+                raise ConfigError(
+                    f"session_id {session_id!r} differs from the memory's session {memory.session_id!r}"
+                )
+            self.memory = memory
+        else:
+            if path is not None and store is not None:
+                raise ConfigError("pass path= (a SQLite file) or store=, not both")
+            resolved: Store = (
+                open_store(path) if path is not None else store if store is not None else InMemoryStore()
+            )
+            self.memory = ConversationMemory(
+                session_id if session_id is not None else uuid.uuid4().hex,
+                resolved,
+                config,
+                user_id=user_id,
+                counter=counter,
+                **memory_options,
+            )
+        self.budget = check_budget(budget)
+        self.pin_messages = bool(pin_messages)
+        self._snapshot: _Snapshot | None = None
+        if messages:
+            self.add_messages(messages)
+
+    @classmethod
+    def factory(
+        cls,
+        path: str | os.PathLike[str] | None = None,
+        *,
+        store: Store | None = None,
+        config: MemoryConfig | None = None,
+        counter: TokenCounter | None = None,
+        budget: int | None = None,
+        **memory_options: Any,
+    ) -> ConvMemSessions:
+        """A ``get_session_history(session_id, user_id=None)`` for `RunnableWithMessageHistory`.
+
+        All sessions share one store (the SQLite file ``path``, ``store``, or one
+        in-memory store); each call returns a new, pinned history (see
+        ``pin_messages``) for the requested session::
+
+            get_session_history = ConvMemChatMessageHistory.factory(path="chat.db")
+            get_session_history("session-1").messages
+        """
+        return ConvMemSessions(
+            path, store=store, config=config, counter=counter, budget=budget, **memory_options
+        )
+
+    # -- identity -------------------------------------------------------------------
+
+    @property
+    def session_id(self) -> str:
+        return self.memory.session_id
+
+    @property
+    def user_id(self) -> str | None:
+        return self.memory.user_id
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}(session_id={self.session_id!r}, store={self.memory.store!r})"
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, BaseChatMessageHistory):
+            return self.messages == other.messages
+        return NotImplemented
+
+    __hash__ = None  # type: ignore[assignment]
+
+    # -- reading --------------------------------------------------------------------
+
+    def _log_position(self) -> tuple[Any, ...]:
+        stats = self.memory.store.stats(self.session_id)
+        return (stats.created_at, stats.last_seq, stats.message_count)
+
+    def _current(self) -> _Snapshot:
+        # Read the position before building: a write that lands in between then
+        # only causes one extra rebuild, never a stale snapshot.
+        snapshot = self._snapshot
+        if snapshot is not None and self.pin_messages:
+            return snapshot
+        position = self._log_position()
+        if snapshot is not None and snapshot.log_position == position:
+            return snapshot
+        context = self.memory.build_context(None, self.budget)
+        snapshot = _Snapshot(position, context, tuple(context_to_langchain(context)))
+        self._snapshot = snapshot
+        return snapshot
+
+    def refresh(self) -> None:
+        """Rebuild ``messages`` at the next read (for a pinned history that should see others' writes)."""
+        self._snapshot = None
+
+    @property
+    def messages(self) -> list[BaseMessage]:  # type: ignore[override]
+        """The managed context as LangChain messages (a new list on every read)."""
+        return list(self._current().messages)
+
+    async def aget_messages(self) -> list[BaseMessage]:
+        """Async ``messages``."""
+        snapshot = await asyncio.to_thread(self._current)
+        return list(snapshot.messages)
+
+    @property
+    def context(self) -> BuiltContext:
+        """The `BuiltContext` behind ``messages``: ``history.context.explain()`` shows
+        where every token went and what was left out."""
+        return self._current().context
+
+    def build_context(self, query: str | None = None, budget: int | None = None) -> BuiltContext:
+        """A fresh context for `query` (recall searches for it), as `ConversationMemory.build_context`."""
+        return self.memory.build_context(query, budget if budget is not None else self.budget)
+
+    @property
+    def full_messages(self) -> list[BaseMessage]:
+        """Every message of the session, oldest first (the raw log, never trimmed)."""
+        return [from_convmem_message(m) for m in self.memory.messages()]
+
+    async def aget_full_messages(self) -> list[BaseMessage]:
+        """Async ``full_messages``."""
+        return [from_convmem_message(m) for m in await self.memory.amessages()]
+
+    # -- writing --------------------------------------------------------------------
+
+    def add_messages(self, messages: Sequence[BaseMessage]) -> None:
+        """Append messages to the log, atomically: all are stored or, on an error, none."""
+        converted = to_convmem_messages(messages)
+        self.memory.add_messages(converted)
+        self._snapshot = None
+
+    async def aadd_messages(self, messages: Sequence[BaseMessage]) -> None:
+        """Async ``add_messages``."""
+        converted = to_convmem_messages(messages)
+        await self.memory.aadd_messages(converted)
+        self._snapshot = None
+
+    def clear(self) -> None:
+        """Delete the session: its log and everything derived from it."""
+        self.memory.clear()
+        self._snapshot = None
+
+    async def aclear(self) -> None:
+        """Async ``clear``."""
+        await self.memory.aclear()
+        self._snapshot = None
