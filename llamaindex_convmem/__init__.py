@@ -1,3 +1,32 @@
-"""LlamaIndex integration for convmem."""
+"""LlamaIndex integration for convmem.
 
-__all__: list[str] = []
+- `ConvMemChatMemoryBuffer`: a `ChatMemoryBuffer` for chat engines and agents.
+- `ConvMemMemoryBlock`: facts, summary and recall as a block of `llama_index.core.memory.Memory`.
+- `ConvMemCondensePlusContextChatEngine`: rewrites questions from convmem's orchestration view.
+- Adapters: `complete_fn_from_llamaindex` (LLM -> summarizer/fact-extractor callable),
+  `LlamaIndexEmbedder` (BaseEmbedding -> embedder), `TokenizerFnCounter` (tokenizer_fn -> counter),
+  and the `ChatMessage` conversions.
+"""
+
+from convmem import LlamaIndexEmbedder
+
+from ._block import ConvMemMemoryBlock
+from ._buffer import ConvMemChatMemoryBuffer
+from ._condense import ConvMemCondensePlusContextChatEngine
+from ._llm import acomplete_fn_from_llamaindex, complete_fn_from_llamaindex
+from ._messages import from_chat_message, from_chat_messages, to_chat_message, to_chat_messages
+from ._tokenizer import TokenizerFnCounter
+
+__all__ = [
+    "ConvMemChatMemoryBuffer",
+    "ConvMemCondensePlusContextChatEngine",
+    "ConvMemMemoryBlock",
+    "LlamaIndexEmbedder",
+    "TokenizerFnCounter",
+    "acomplete_fn_from_llamaindex",
+    "complete_fn_from_llamaindex",
+    "from_chat_message",
+    "from_chat_messages",
+    "to_chat_message",
+    "to_chat_messages",
+]

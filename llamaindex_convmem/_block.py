@@ -1,0 +1,213 @@
+"""`ConvMemMemoryBlock`: convmem's facts, summary and recall inside LlamaIndex's `Memory`."""
+
+from __future__ import annotations
+
+import os
+from collections import defaultdict
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from llama_index.core.base.llms.types import ChatMessage, MessageRole
+from llama_index.core.bridge.pydantic import Field, PrivateAttr, field_validator
+from llama_index.core.memory.memory import BaseMemoryBlock
+
+from convmem import (
+    BudgetError,
+    BuiltContext,
+    ConfigError,
+    ConversationMemory,
+    MemoryConfig,
+    TranscriptTemplate,
+    group_turns,
+    render_transcript,
+    validate_id,
+)
+
+from ._messages import from_chat_message
+from ._sessions import SessionMemories, resolve_counter
+
+__all__ = ["ConvMemMemoryBlock"]
+
+# BaseMemoryBlock.aput tags messages with their session in additional_kwargs.
+_SESSION_KWARG = "session_id"
+
+EARLIER_TURNS = {
+    "en": TranscriptTemplate("Earlier conversation (before the messages below):", "User: ", "Assistant: "),
+    "zh": TranscriptTemplate("【更早的对话】", "用户：", "助手："),
+}
+
+
+def _block_config() -> MemoryConfig:
+    # The Memory's own queue holds the recent turns; the block only bridges the
+    # few flushed turns not summarized yet.
+    return MemoryConfig(keep_recent_turns=2)
+
+
+class ConvMemMemoryBlock(BaseMemoryBlock[str]):
+    """A memory block for `llama_index.core.memory.Memory` that contributes what
+    `Memory` lacks: core facts about the user, a rolling summary of the turns
+    the `Memory` flushed out of its queue, turns recalled for the new input, and
+    the last flushed turns not summarized yet, all within ``token_limit`` tokens::
+
+        block = ConvMemMemoryBlock(path="chat.db", token_limit=800)
+        memory = Memory.from_defaults(session_id="user-42", token_limit=4000, memory_blocks=[block])
+
+    Messages arrive through `Memory` (the ones it flushes) tagged with its
+    ``session_id``, and every read is for the ``session_id`` `Memory` passes:
+    one block may serve any number of `Memory` objects and sessions, and
+    nothing about one call is kept for the next, so sessions never mix.
+    ``session_id`` here is only the fallback for direct calls without one.
+    """
+
+    name: str = Field(default="conversation_memory", description="The name of the memory block.")
+    description: str | None = Field(
+        default="Known facts, a summary and recalled parts of the earlier conversation (convmem).",
+        description="A description of the memory block.",
+    )
+    token_limit: int = Field(default=1024, gt=0, description="Most tokens the block contributes.")
+    session_id: str | None = Field(default=None, description="Session for calls that pass none.")
+    path: str | os.PathLike[str] | None = Field(
+        default=None, description="SQLite file; None keeps sessions in this process."
+    )
+    user_id: str | None = None
+    memory_config: MemoryConfig = Field(default_factory=_block_config, description="convmem settings.")
+    store: Any = Field(default=None, exclude=True)
+    counter: Any = Field(default=None, exclude=True)
+    tokenizer_fn: Callable[[str], list[Any]] | None = Field(default=None, exclude=True)
+    summarizer: Any = Field(default=None, exclude=True)
+    fact_extractor: Any = Field(default=None, exclude=True)
+    embedder: Any = Field(default=None, exclude=True)
+    recall: Any = Field(default=None, exclude=True)
+    memory_kwargs: dict[str, Any] = Field(default_factory=dict, exclude=True)
+
+    _sessions: SessionMemories = PrivateAttr()
+
+    @field_validator("memory_config", mode="before")
+    @classmethod
+    def _memory_config(cls, value: Any) -> MemoryConfig:
+        if value is None:
+            return _block_config()
+        if isinstance(value, dict):
+            return MemoryConfig.from_dict(value)
+        if not isinstance(value, MemoryConfig):
+            raise ConfigError(f"memory_config must be a MemoryConfig or a dict, got {type(value).__name__}")
+        return value
+
+    @field_validator("session_id", mode="after")
+    @classmethod
+    def _session(cls, value: str | None) -> str | None:
+        return None if value is None else validate_id(value, "session_id")
+
+    @field_validator("path", mode="before")
+    @classmethod
+    def _path(cls, value: Any) -> Any:
+        return os.fspath(value) if isinstance(value, os.PathLike) else value
+
+    def model_post_init(self, context: Any, /) -> None:
+        if "memory_config" not in self.model_fields_set:
+            # The summary trigger is a share of the default budget: make it the block's.
+            self.memory_config = self.memory_config.replace(budget=self.token_limit)
+        self._sessions = SessionMemories(
+            path=self.path,
+            store=self.store,
+            config=self.memory_config,
+            counter=resolve_counter(self.counter, self.tokenizer_fn),
+            user_id=self.user_id,
+            summarizer=self.summarizer,
+            fact_extractor=self.fact_extractor,
+            embedder=self.embedder,
+            recall=self.recall,
+            memory_kwargs=self.memory_kwargs,
+        )
+
+    def memory(self, session_id: str | None = None) -> ConversationMemory:
+        """The convmem memory of a session (default: the block's `session_id`)."""
+        return self._sessions.memory(self._session_for(session_id))
+
+    def _session_for(self, session_id: str | None) -> str:
+        chosen = session_id if session_id is not None else self.session_id
+        if chosen is None:
+            raise ConfigError(
+                "ConvMemMemoryBlock needs a session: llama_index Memory passes its session_id; "
+                "called directly, pass session_id=... or create the block with session_id=..."
+            )
+        return validate_id(chosen, "session_id")
+
+    def close(self) -> None:
+        """Finish background work (summaries, facts, vectors) of every session this block served."""
+        self._sessions.close()
+
+    # -- BaseMemoryBlock ---------------------------------------------------------
+
+    async def _aget(
+        self,
+        messages: list[ChatMessage] | None = None,
+        session_id: str | None = None,
+        **block_kwargs: Any,
+    ) -> str:
+        memory = self.memory(session_id)
+        try:
+            context = await memory.abuild_context(_latest_user_text(messages), self.token_limit, include_query=False)
+        except BudgetError:
+            return ""
+        return self._render(context)
+
+    async def aput(
+        self,
+        messages: list[ChatMessage],
+        from_short_term_memory: bool = False,
+        session_id: str | None = None,
+    ) -> None:
+        """Store `messages` in `session_id` (the session `Memory` flushes them from)."""
+        if from_short_term_memory and not self.accept_short_term_memory:
+            return
+        # The base class tags the caller's own message objects with the session;
+        # taking it from the argument leaves them untouched.
+        await self._put(messages, session_id)
+
+    async def _aput(self, messages: list[ChatMessage]) -> None:
+        await self._put(messages, None)
+
+    async def _put(self, messages: list[ChatMessage], session_id: str | None) -> None:
+        by_session: dict[str, list[Any]] = defaultdict(list)
+        for message in messages:
+            kwargs = dict(message.additional_kwargs)
+            tagged = kwargs.pop(_SESSION_KWARG, None)
+            clean = message.model_copy(update={"additional_kwargs": kwargs}) if tagged is not None else message
+            by_session[self._session_for(session_id or tagged)].append(from_chat_message(clean))
+        for session, batch in by_session.items():
+            await self._sessions.memory(session).aadd_messages(batch)
+
+    async def atruncate(self, content: str, tokens_to_truncate: int) -> str | None:
+        """Drop whole lines from the end (the oldest-priority parts) until enough tokens are freed."""
+        lines = content.split("\n")
+        counter = self._sessions.counter
+        freed = 0
+        while lines and freed < tokens_to_truncate:
+            freed += counter.count_text(lines.pop()) + 1
+        text = "\n".join(lines).strip()
+        return text or None
+
+    # -- rendering ---------------------------------------------------------------
+
+    def _render(self, context: BuiltContext) -> str:
+        parts = [context.system_text] if context.system_text else []
+        if context.window:
+            config = self.memory_config
+            earlier = render_transcript(
+                group_turns(context.window),
+                view="orchestration",
+                template=EARLIER_TURNS.get(context.language, EARLIER_TURNS["en"]),
+                max_message_chars=config.transcript_message_chars,
+                max_chars=config.transcript_max_chars,
+            )
+            if earlier:
+                parts.append(earlier)
+        return "\n\n".join(parts)
+
+
+def _latest_user_text(messages: Sequence[ChatMessage] | None) -> str | None:
+    for message in reversed(messages or ()):
+        if message.role == MessageRole.USER and message.content:
+            return message.content
+    return None

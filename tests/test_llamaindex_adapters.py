@@ -1,0 +1,134 @@
+"""LlamaIndex models as convmem's summarizer, fact extractor, embedder and token counter."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pytest
+from llama_index.core.base.llms.types import (
+    ChatMessage,
+    CompletionResponse,
+    CompletionResponseGen,
+    LLMMetadata,
+)
+from llama_index.core.bridge.pydantic import Field
+from llama_index.core.embeddings import MockEmbedding
+from llama_index.core.llms import CustomLLM, MockLLM
+from llama_index.core.llms.callbacks import llm_completion_callback
+
+from convmem import ConfigError, MemoryConfig
+from convmem._facts import LLMFactExtractor
+from convmem._summarizer import LLMSummarizer
+from llamaindex_convmem import (
+    ConvMemChatMemoryBuffer,
+    ConvMemMemoryBlock,
+    LlamaIndexEmbedder,
+    TokenizerFnCounter,
+    acomplete_fn_from_llamaindex,
+    complete_fn_from_llamaindex,
+)
+
+
+class ScriptedLLM(CustomLLM):
+    """Answers every prompt with `answer`; keeps the prompts."""
+
+    answer: str = "Alice lives in Paris and is planning a trip to Rome."
+    prompts: list[str] = Field(default_factory=list)
+
+    @property
+    def metadata(self) -> LLMMetadata:
+        return LLMMetadata()
+
+    @llm_completion_callback()
+    def complete(self, prompt: str, formatted: bool = False, **kwargs: Any) -> CompletionResponse:
+        self.prompts.append(prompt)
+        return CompletionResponse(text=self.answer)
+
+    @llm_completion_callback()
+    def stream_complete(self, prompt: str, formatted: bool = False, **kwargs: Any) -> CompletionResponseGen:
+        raise NotImplementedError
+
+
+def test_complete_fn_returns_the_llm_text() -> None:
+    complete = complete_fn_from_llamaindex(MockLLM())
+    assert complete("echo me") == "echo me"
+
+
+async def test_acomplete_fn_awaits_the_llm() -> None:
+    complete = acomplete_fn_from_llamaindex(MockLLM())
+    assert await complete("echo me") == "echo me"
+
+
+def test_complete_fn_refuses_something_that_is_not_an_llm() -> None:
+    with pytest.raises(ConfigError, match="llama_index LLM"):
+        complete_fn_from_llamaindex("gpt-4o")  # type: ignore[arg-type]
+
+
+def test_an_llm_given_as_summarizer_and_fact_extractor_drives_convmem() -> None:
+    buffer = ConvMemChatMemoryBuffer.from_defaults(summarizer=MockLLM(), fact_extractor=MockLLM())
+    assert isinstance(buffer.memory.summarizer, LLMSummarizer)
+    assert isinstance(buffer.memory.fact_extractor, LLMFactExtractor)
+
+
+def test_the_llm_summary_of_evicted_turns_reaches_get() -> None:
+    llm = ScriptedLLM()
+    buffer = ConvMemChatMemoryBuffer.from_defaults(
+        token_limit=1000, summarizer=llm, config=MemoryConfig(keep_recent_turns=1, summary_trigger="never")
+    )
+    buffer.put_messages(
+        [
+            ChatMessage(role="user", content="I am planning a trip to Rome next month."),
+            ChatMessage(role="assistant", content="Rome is lovely in spring."),
+            ChatMessage(role="user", content="What should I pack?"),
+            ChatMessage(role="assistant", content="Light clothes and good shoes."),
+        ]
+    )
+    assert buffer.memory.summarize_now()
+    assert "trip to Rome" in llm.prompts[-1]
+    system = buffer.get()[0]
+    assert system.role.value == "system"
+    assert llm.answer in (system.content or "")
+
+
+async def test_the_memory_block_takes_an_llm_summarizer_too() -> None:
+    block = ConvMemMemoryBlock(summarizer=ScriptedLLM(), session_id="s")
+    assert isinstance(block.memory().summarizer, LLMSummarizer)
+
+
+def test_an_embedding_model_turns_on_recall_with_the_core_adapter() -> None:
+    buffer = ConvMemChatMemoryBuffer.from_defaults(embedder=MockEmbedding(embed_dim=8))
+    recall = buffer.memory.recall
+    assert recall is not None
+    assert isinstance(recall.embedder, LlamaIndexEmbedder)
+
+
+def test_embedder_vectors_are_normalized_rows() -> None:
+    embedder = LlamaIndexEmbedder(MockEmbedding(embed_dim=8))
+    vectors = embedder.embed_documents(["a", "b"])
+    assert vectors.shape == (2, 8)
+    assert np.allclose(np.linalg.norm(vectors, axis=1), 1.0)
+
+
+def test_embedder_and_recall_together_are_refused() -> None:
+    with pytest.raises(ConfigError, match="not both"):
+        ConvMemChatMemoryBuffer.from_defaults(embedder=MockEmbedding(embed_dim=8), recall=object())
+
+
+def test_memory_kwargs_the_core_does_not_know_are_refused() -> None:
+    with pytest.raises(ConfigError, match="does not accept"):
+        ConvMemChatMemoryBuffer.from_defaults(memory_kwargs={"turbo": True})
+
+
+def test_tokenizer_fn_counter_counts_with_the_function_and_adds_message_overhead() -> None:
+    counter = TokenizerFnCounter(list)
+    assert counter.count_text("abc") == 3
+    assert counter.name.startswith("tokenizer_fn:")
+    buffer = ConvMemChatMemoryBuffer.from_defaults(counter=counter)
+    stored = buffer.memory.add("user", "abcd")
+    assert stored.token_count is not None and stored.token_count > 4
+
+
+def test_tokenizer_fn_counter_refuses_a_non_callable() -> None:
+    with pytest.raises(ConfigError, match="tokenizer_fn must be a callable"):
+        TokenizerFnCounter("cl100k")  # type: ignore[arg-type]

@@ -1,0 +1,76 @@
+"""The notebooks in notebooks/ run top to bottom, offline, on this interpreter."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import pytest
+
+nbformat = pytest.importorskip("nbformat")
+nbclient = pytest.importorskip("nbclient")
+pytest.importorskip("ipykernel")
+
+NOTEBOOKS = Path(__file__).resolve().parent.parent / "notebooks"
+KERNEL_NAME = "convmem-tests"
+
+
+@pytest.fixture
+def kernel_on_this_interpreter(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> str:
+    """A kernelspec that runs ``sys.executable`` itself, found before any installed ``python3``.
+
+    The suite may run as ``/path/to/venv/bin/python -m pytest`` without the venv
+    activated; naming the interpreter keeps the notebook on the same packages.
+    """
+    jupyter = tmp_path / "jupyter"
+    spec_dir = jupyter / "kernels" / KERNEL_NAME
+    spec_dir.mkdir(parents=True)
+    spec = {
+        "argv": [sys.executable, "-m", "ipykernel_launcher", "-f", "{connection_file}"],
+        "display_name": "convmem tests",
+        "language": "python",
+    }
+    (spec_dir / "kernel.json").write_text(json.dumps(spec), encoding="utf-8")
+    monkeypatch.setenv("JUPYTER_PATH", str(jupyter))
+    # Connection files and IPython's profile go to the test's directory, not $HOME.
+    monkeypatch.setenv("JUPYTER_RUNTIME_DIR", str(jupyter / "runtime"))
+    monkeypatch.setenv("IPYTHONDIR", str(tmp_path / "ipython"))
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    monkeypatch.setenv("TRANSFORMERS_OFFLINE", "1")
+    return KERNEL_NAME
+
+
+def run_notebook(name: str, workdir: Path, kernel: str) -> str:
+    """Execute a notebook with `workdir` as its directory; return the text it printed."""
+    notebook = nbformat.read(NOTEBOOKS / name, as_version=4)
+    client = nbclient.NotebookClient(
+        notebook, kernel_name=kernel, timeout=300, resources={"metadata": {"path": str(workdir)}}
+    )
+    client.execute()
+    return "\n".join(
+        output.get("text", "")
+        for cell in notebook.cells
+        if cell.cell_type == "code"
+        for output in cell.get("outputs", [])
+    )
+
+
+@pytest.mark.slow
+def test_langchain_quickstart_notebook_runs(tmp_path: Path, kernel_on_this_interpreter: str) -> None:
+    outputs = run_notebook("langchain_quickstart.ipynb", tmp_path, kernel_on_this_interpreter)
+    assert "section    tokens" in outputs, "the notebook prints an explain() table"
+    assert "failed" in outputs and "completed" in outputs
+    assert "You asked about the weather in Lisbon." in outputs
+
+
+@pytest.mark.slow
+def test_llamaindex_quickstart_notebook_runs(tmp_path: Path, kernel_on_this_interpreter: str) -> None:
+    outputs = run_notebook("llamaindex_quickstart.ipynb", tmp_path, kernel_on_this_interpreter)
+    assert "section    tokens" in outputs, "the notebook prints an explain() table"
+    assert "12 messages stored" in outputs
+    assert "Summary of the earlier conversation" in outputs
+    assert "Here you go: sunny, 21 °C in Lille." in outputs
+    assert "12 messages after reopening" in outputs
+    assert "Bob" in outputs
+    assert (tmp_path / "quickstart.db").exists(), "the notebook writes next to itself, not into the repo"
