@@ -3,6 +3,14 @@
 from ._builder import BuiltContext, RecallItem, SectionReport
 from ._config import MemoryConfig, TranscriptTemplate
 from ._derived import Summary
+from ._embedder import (
+    BaseEmbedder,
+    Embedder,
+    HashingEmbedder,
+    LangChainEmbedder,
+    LlamaIndexEmbedder,
+    SentenceTransformerEmbedder,
+)
 from ._errors import (
     BudgetError,
     ConfigError,
@@ -16,7 +24,17 @@ from ._inmemory_store import InMemoryStore
 from ._language import detect_language, split_sentences
 from ._memory import ConversationMemory, OverflowStatus, open_store
 from ._models import Message, Role, Turn, TurnStatus, group_turns
+from ._recall import Recall, RecallConfig, RecalledItem, RecallFilters, RecallResult, choose_recall_share
 from ._redis_store import AsyncRedisStore, RedisStore
+from ._retention import (
+    Forgettable,
+    aexpire_idle,
+    aforget_session,
+    aforget_user,
+    expire_idle,
+    forget_session,
+    forget_user,
+)
 from ._sqlite_store import SQLiteStore
 from ._store import SessionStats, StateRecord, Store, validate_id
 from ._summarizer import CompleteFn, ExtractiveSummarizer, LLMSummarizer, Summarizer
@@ -30,6 +48,7 @@ from ._tokens import (
     default_counter,
 )
 from ._transcript import render_transcript
+from ._vector_index import FaissIndex, IndexFileError, VectorIndex
 from ._window import Dropped
 
 __version__ = "0.1.0"
@@ -39,6 +58,7 @@ __all__ = [
     "REPLY_PRIMING_TOKENS",
     "ApproximateCounter",
     "AsyncRedisStore",
+    "BaseEmbedder",
     "BudgetError",
     "BuiltContext",
     "CompleteFn",
@@ -46,24 +66,37 @@ __all__ = [
     "ConvMemError",
     "ConversationMemory",
     "Dropped",
+    "Embedder",
     "ExtractiveSummarizer",
     "Fact",
     "FactBook",
     "FactExtractor",
+    "FaissIndex",
+    "Forgettable",
+    "HashingEmbedder",
     "InMemoryStore",
+    "IndexFileError",
     "InvalidMessageError",
     "InvalidSessionIdError",
     "LLMFactExtractor",
     "LLMSummarizer",
+    "LangChainEmbedder",
+    "LlamaIndexEmbedder",
     "MemoryConfig",
     "Message",
     "OverflowStatus",
+    "Recall",
+    "RecallConfig",
+    "RecallFilters",
     "RecallItem",
+    "RecallResult",
+    "RecalledItem",
     "RedisStore",
     "Role",
     "RuleFactExtractor",
     "SQLiteStore",
     "SectionReport",
+    "SentenceTransformerEmbedder",
     "SessionStats",
     "StateRecord",
     "Store",
@@ -76,10 +109,18 @@ __all__ = [
     "TranscriptTemplate",
     "Turn",
     "TurnStatus",
+    "VectorIndex",
     "__version__",
+    "aexpire_idle",
+    "aforget_session",
+    "aforget_user",
+    "choose_recall_share",
     "count_messages",
     "default_counter",
     "detect_language",
+    "expire_idle",
+    "forget_session",
+    "forget_user",
     "group_turns",
     "open_store",
     "render_transcript",
