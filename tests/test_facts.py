@@ -12,6 +12,7 @@ import pytest
 
 from convmem import ConfigError, InvalidMessageError, Message, StoreError
 from convmem._facts import (
+    _RULE_SCAN_CHARS,
     FACT_SECTION_HEADERS,
     Fact,
     FactBook,
@@ -151,6 +152,29 @@ def test_rule_extractor_for_one_language_ignores_the_other() -> None:
 def test_rule_extractor_returns_facts_in_the_order_stated() -> None:
     facts = RuleFactExtractor().extract([user("我住在杭州。", seq=1), user("I moved to Beijing.", seq=2)])
     assert [(f.seq, f.value) for f in facts] == [(1, "杭州"), (2, "Beijing")]
+
+
+FILLER = "The log line reports a routine backup of the shared drive. "
+
+
+def test_rule_extractor_reads_only_the_start_of_a_huge_message() -> None:
+    head = "My name is Alice Chen. I live in Oslo. "
+    body = FILLER * ((2_000_000 - len(head)) // len(FILLER))
+    text = head + body + "I have a dog named Rex."
+    assert len(text) > 1_990_000
+    assert pairs(text) == [("name", "Alice Chen"), ("city", "Oslo")]
+
+
+def test_rule_extractor_ignores_a_sentence_cut_by_the_reading_limit() -> None:
+    statement = "I moved to New York City last year."
+    # The limit falls right after "New": reading the rest of the cut sentence would give city = New.
+    cut_after = statement.index("New") + len("New")
+    head = "Call me Liz. " + FILLER * ((_RULE_SCAN_CHARS - cut_after - 13) // len(FILLER))
+    head += " " * (_RULE_SCAN_CHARS - cut_after - len(head))
+    text = head + statement + " " + FILLER * 10
+    assert text[:_RULE_SCAN_CHARS].endswith("I moved to New")
+    assert pairs(text) == [("name", "Liz")]
+    assert pairs(text[:_RULE_SCAN_CHARS]) == [("name", "Liz"), ("city", "New")]
 
 
 def test_rule_extractor_rejects_items_that_are_not_messages() -> None:

@@ -320,6 +320,40 @@ async def test_async_state_compare_and_set(async_store: AsyncRedisStore) -> None
     assert await async_store.get_state("s", "summary") is None
 
 
+async def test_async_put_state_requiring_a_seq_is_refused_once_the_session_is_gone(
+    async_store: AsyncRedisStore,
+) -> None:
+    await async_store.append("s", [user("a"), user("b")])
+    assert await async_store.put_state("s", "summary", "through 3", requires_seq=3) is None
+    written = await async_store.put_state("s", "summary", "through 2", expected_version=0, requires_seq=2)
+    assert written is not None and written.version == 1
+    await async_store.clear("s")
+    assert await async_store.put_state("s", "summary", "late", expected_version=0, requires_seq=2) is None
+    assert await async_store.get_state("s", "summary") is None
+    assert await async_store.sessions() == []
+
+
+def test_a_state_write_requiring_a_seq_is_refused_after_the_session_expired_by_ttl(
+    redis_url: str, prefix: str
+) -> None:
+    with RedisStore(redis_url, prefix=prefix, ttl_seconds=0.2) as short_lived:
+        short_lived.append("s", [user("a")])
+        time.sleep(0.4)
+        assert short_lived.put_state("s", "summary", "late", expected_version=0, requires_seq=1) is None
+        assert short_lived.get_state("s", "summary") is None
+        assert short_lived.sessions() == []
+
+
+def test_damaged_counters_refuse_a_state_write_requiring_a_seq(
+    store: RedisStore, client: redis.Redis, prefix: str
+) -> None:
+    store.append("s", [user("a")])
+    client.hset(f"{prefix}:session:s:meta", "last_seq", "not a number")
+    with pytest.raises(StoreError, match="damaged"):
+        store.put_state("s", "summary", "x", requires_seq=1)
+    assert store.get_state("s", "summary") is None
+
+
 async def test_async_forget_user_clear_and_expire_idle(async_store: AsyncRedisStore) -> None:
     await async_store.append("s1", [user("a")], user_id="ana")
     await async_store.append("s2", [user("b")], user_id="bob")

@@ -345,6 +345,68 @@ def test_state_values_keep_unicode_and_json_text(store: Store) -> None:
     assert record is not None and record.value == value
 
 
+def test_put_state_requiring_a_seq_is_written_once_the_session_has_reached_it(store: Store) -> None:
+    fill(store, "s", 3)
+    record = store.put_state("s", "summary", "through 3", expected_version=0, requires_seq=3)
+    assert record is not None and record.version == 1
+    assert store.put_state("s", "summary", "through 1", requires_seq=1) is not None
+    stored = store.get_state("s", "summary")
+    assert stored is not None and (stored.value, stored.version) == ("through 1", 2)
+
+
+def test_put_state_requiring_a_seq_beyond_the_last_one_is_refused(store: Store) -> None:
+    fill(store, "s", 2)
+    assert store.put_state("s", "summary", "through 3", requires_seq=3) is None
+    assert store.get_state("s", "summary") is None
+
+
+def test_put_state_requiring_a_seq_is_refused_for_a_session_that_does_not_exist(store: Store) -> None:
+    assert store.put_state("nobody", "summary", "x", expected_version=0, requires_seq=0) is None
+    assert store.put_state("nobody", "facts", "x", requires_seq=1) is None
+    assert store.get_state("nobody", "summary") is None and store.get_state("nobody", "facts") is None
+    assert store.sessions() == []
+
+
+def test_state_planned_before_a_clear_is_not_written_back_after_it(store: Store) -> None:
+    store.append("s", [user("my secret"), assistant("noted")], user_id="ana")
+    planned = store.get_state("s", "summary")  # a summarizer plans from version 0 up to seq 2
+    store.clear("s")
+    late = store.put_state(
+        "s", "summary", "my secret", expected_version=planned.version if planned else 0, requires_seq=2
+    )
+    assert late is None
+    assert store.get_state("s", "summary") is None
+    assert store.sessions() == [] and store.sessions(user_id="ana") == []
+    assert store.stats("s").message_count == 0
+
+
+def test_state_planned_before_forget_user_is_not_written_back_after_it(store: Store) -> None:
+    fill(store, "s", 2)
+    store.append("s", [user("mine")], user_id="ana")
+    store.put_state("s", "facts", "v1", requires_seq=3)
+    store.forget_user("ana")
+    assert store.put_state("s", "facts", "v2", expected_version=1, requires_seq=3) is None
+    assert store.put_state("s", "facts", "v2", expected_version=0, requires_seq=3) is None
+    assert store.get_state("s", "facts") is None
+    assert store.sessions() == []
+
+
+def test_put_state_requiring_a_seq_still_checks_the_version(store: Store) -> None:
+    fill(store, "s", 2)
+    store.put_state("s", "summary", "v1")
+    assert store.put_state("s", "summary", "stale", expected_version=0, requires_seq=2) is None
+    record = store.get_state("s", "summary")
+    assert record is not None and record.value == "v1"
+
+
+def test_a_state_only_session_has_reached_seq_zero_only(store: Store) -> None:
+    store.put_state("s", "summary", "x")
+    assert store.put_state("s", "summary", "y", requires_seq=0) is not None
+    assert store.put_state("s", "summary", "z", requires_seq=1) is None
+    record = store.get_state("s", "summary")
+    assert record is not None and record.value == "y"
+
+
 # -- listing, deleting, retention -----------------------------------------------------------
 
 

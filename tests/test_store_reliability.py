@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import json
 import multiprocessing
 import os
 import re
@@ -284,6 +285,207 @@ def test_sqlite_reopens_with_every_acknowledged_message_after_the_writer_is_kill
             assert [m.seq for m in log] == list(range(1, len(log) + 1))
             assert store.stats(session).message_count == len(log)
             assert [m.seq for m in store.append(session, [Message.create("user", "after")])] == [len(log) + 1]
+
+
+# -- closing a SQLite store that threads are using ----------------------------------------------------
+
+CLOSE_ROUNDS = 10
+READERS = 4
+WRITERS = 2
+CALLS_BEFORE_CLOSE = 20
+
+
+def close_under_threads(path: Path) -> tuple[list[int], list[str]]:
+    """Readers and writers call a store until it is closed under them; return their call
+    counts and how each one stopped."""
+    store = SQLiteStore(path)
+    store.append("s", [Message.create("user", f"line {i} " * 40) for i in range(100)], user_id="ana")
+    calls = [0] * (READERS + WRITERS)
+    stops = [""] * len(calls)
+    go = threading.Barrier(len(calls) + 1)
+
+    def read(index: int) -> None:
+        store.messages("s")
+        store.tail("s", 30)
+        store.stats("s")
+        store.get_state("s", "summary")
+        store.sessions(user_id="ana")
+
+    def write(index: int) -> None:
+        store.append("s", [Message.create("user", f"thread {index} says hi")])
+        store.put_state("s", "summary", f"call {calls[index]}")
+
+    def loop(index: int) -> None:
+        work = read if index < READERS else write
+        go.wait()
+        while True:
+            try:
+                work(index)
+            except StoreError as exc:
+                stops[index] = str(exc)
+                return
+            except BaseException as exc:  # reported, not raised: the report says which thread
+                stops[index] = f"{type(exc).__name__}: {exc}"
+                return
+            calls[index] += 1
+
+    threads = [threading.Thread(target=loop, args=(i,)) for i in range(len(calls))]
+    for thread in threads:
+        thread.start()
+    go.wait()
+    while min(calls) < CALLS_BEFORE_CLOSE and not any(stops):
+        time.sleep(0.001)
+    store.close()
+    for thread in threads:
+        thread.join(timeout=60)
+    return calls, stops
+
+
+def use_while_closing(folder: str, report_path: str) -> None:
+    """Run in a child, which a crash (a connection closed while another thread runs a
+    statement on it) kills; write a JSON report of every round."""
+    report: dict[str, list[Any]] = {"calls": [], "stops": []}
+    for round_index in range(CLOSE_ROUNDS):
+        calls, stops = close_under_threads(Path(folder) / f"round-{round_index}.db")
+        report["calls"].extend(calls)
+        report["stops"].extend(stops)
+    Path(report_path).write_text(json.dumps(report))
+
+
+def test_closing_a_sqlite_store_while_threads_use_it_neither_crashes_nor_fails_them_uncleanly(
+    tmp_path: Path,
+) -> None:
+    report_path = tmp_path / "report.json"
+    child = multiprocessing.get_context("spawn").Process(
+        target=use_while_closing, args=(str(tmp_path), str(report_path))
+    )
+    child.start()
+    child.join(timeout=300)
+    assert child.exitcode == 0, f"the process died (exit code {child.exitcode}) while the store was closed"
+    report = json.loads(report_path.read_text())
+    # Every thread was busy when close() came, and its next call raised StoreError saying why.
+    assert min(report["calls"]) >= CALLS_BEFORE_CLOSE
+    assert [stop for stop in report["stops"] if not re.search(r"SQLiteStore\(.*\) is closed", stop)] == []
+
+
+def test_every_call_on_a_closed_sqlite_store_raises_store_error(tmp_path: Path) -> None:
+    store = SQLiteStore(tmp_path / "memory.db")
+    store.append("s", [Message.create("user", "hi")], user_id="ana")
+    outcomes: list[str] = []
+
+    def call_everything() -> None:
+        calls = {
+            "append": lambda: store.append("s", [Message.create("user", "late")]),
+            "messages": lambda: store.messages("s"),
+            "tail": lambda: store.tail("s", 3),
+            "get": lambda: store.get("s", [1]),
+            "set_status": lambda: store.set_status("s", 1, convmem.TurnStatus.FAILED),
+            "stats": lambda: store.stats("s"),
+            "get_state": lambda: store.get_state("s", "k"),
+            "put_state": lambda: store.put_state("s", "k", "v"),
+            "delete_state": lambda: store.delete_state("s", "k"),
+            "clear": lambda: store.clear("s"),
+            "sessions": lambda: store.sessions(),
+            "forget_user": lambda: store.forget_user("ana"),
+            "expire_idle": lambda: store.expire_idle(0),
+        }
+        for name, call in calls.items():
+            try:
+                call()
+            except StoreError as exc:
+                outcomes.append("closed" if "is closed" in str(exc) else f"{name}: {exc}")
+            else:
+                outcomes.append(f"{name} succeeded")
+
+    # A thread that had its own connection before close, and one that starts afterwards.
+    connected, closed = threading.Event(), threading.Event()
+
+    def connect_then_call_after_close() -> None:
+        store.stats("s")
+        connected.set()
+        closed.wait(30)
+        call_everything()
+
+    had_connection = threading.Thread(target=connect_then_call_after_close)
+    had_connection.start()
+    assert connected.wait(30)
+    store.close()
+    closed.set()
+    had_connection.join()
+    call_everything()
+    late_thread = threading.Thread(target=call_everything)
+    late_thread.start()
+    late_thread.join()
+    store.close()  # closing again does nothing
+    assert outcomes == ["closed"] * 39
+
+
+# -- deleted text on disk (SQLite) ---------------------------------------------------------------------
+
+
+@pytest.fixture
+def insecure_sqlite_default(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Connections that keep deleted bytes unless told otherwise, as many SQLite builds do."""
+    connect = sqlite3.connect
+
+    def connect_keeping_deleted_bytes(*args: Any, **kwargs: Any) -> sqlite3.Connection:
+        conn = connect(*args, **kwargs)
+        conn.execute("PRAGMA secure_delete=OFF")
+        return conn
+
+    monkeypatch.setattr(sqlite3, "connect", connect_keeping_deleted_bytes)
+
+
+def files_holding(path: Path, marker: str) -> list[str]:
+    """The database file and its companions (-wal, -shm, -journal) that contain `marker`."""
+    return sorted(f.name for f in path.parent.glob(path.name + "*") if marker.encode() in f.read_bytes())
+
+
+@pytest.mark.parametrize("deletion", ["clear", "forget_user", "expire_idle"])
+@pytest.mark.usefixtures("insecure_sqlite_default")
+def test_a_sqlite_delete_leaves_no_copy_of_the_deleted_text_in_any_file(tmp_path: Path, deletion: str) -> None:
+    path = tmp_path / "memory.db"
+    with closing(SQLiteStore(path)) as store:
+        secret, kept = "secretmarker" + "7" * 20, "keptmarker" + "3" * 20
+        store.append("doomed", [Message.create("user", f"{secret} number {i}") for i in range(50)], user_id="ana")
+        store.put_state("doomed", "summary", f"the user said {secret}")
+        if deletion == "expire_idle":
+            time.sleep(0.3)
+        store.append("kept", [Message.create("user", f"{kept} stays")], user_id="bob")
+        assert files_holding(path, secret) != []
+
+        if deletion == "clear":
+            store.clear("doomed")
+        elif deletion == "forget_user":
+            assert store.forget_user("ana") == ["doomed"]
+        else:
+            assert store.expire_idle(0.2) == ["doomed"]
+
+        # Checked while the store is still open: the -wal file must not keep the old pages either.
+        assert files_holding(path, secret) == []
+        assert files_holding(path, kept) != []
+        assert store.sessions() == ["kept"]
+
+
+def test_a_checkpoint_held_back_by_a_reader_is_logged_and_a_repeated_clear_finishes_it(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    path = tmp_path / "memory.db"
+    secret = "secretmarker" + "5" * 20
+    with closing(SQLiteStore(path, timeout=0.2)) as store:
+        store.append("doomed", [Message.create("user", f"{secret} {i}") for i in range(20)])
+        reader = sqlite3.connect(path, isolation_level=None)
+        try:
+            reader.execute("BEGIN")
+            reader.execute("SELECT count(*) FROM messages").fetchone()  # holds a snapshot from before the delete
+            with caplog.at_level("WARNING", logger="convmem"):
+                store.clear("doomed")
+            assert f"{path}-wal" in caplog.text
+            assert store.messages("doomed") == []
+        finally:
+            reader.close()
+        store.clear("doomed")
+        assert files_holding(path, secret) == []
 
 
 # -- Redis outages --------------------------------------------------------------------------------

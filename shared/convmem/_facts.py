@@ -53,6 +53,11 @@ FACT_SECTION_HEADERS = {"zh": "【用户档案】", "en": "Known facts about the
 """The heading of the facts section of a context, per language."""
 
 _SOURCE_CHARS = 160
+# The rule extractor reads only this much of each message. The rules cost time
+# in proportion to the text (a 10 MB paste took seconds inside `add`), while
+# facts about the user are stated in conversation, not deep inside a pasted
+# document or log.
+_RULE_SCAN_CHARS = 20_000
 _TRIM = " \t\r\n.,!?;:，。！？；：、…\"'“”‘’()（）[]【】「」『』《》~～"
 
 
@@ -843,6 +848,15 @@ _ZH_RULES: list[_Rule] = [
 ]
 
 
+def _sentences_to_scan(text: str) -> list[str]:
+    """The sentences of the first `_RULE_SCAN_CHARS` characters of `text`."""
+    sentences = split_sentences(text[:_RULE_SCAN_CHARS].replace("’", "'"))
+    if len(text) > _RULE_SCAN_CHARS and sentences:
+        # The cut may fall inside a sentence; half a sentence can state a wrong fact ("I live in New").
+        sentences.pop()
+    return sentences
+
+
 def _rule_pairs(sentence: str, rules: Sequence[_Rule]) -> Pairs:
     pairs: Pairs = []
     for pattern, handle in rules:
@@ -866,7 +880,7 @@ class RuleFactExtractor:
     Precision over recall: questions, hypotheticals ("if I lived in Paris"),
     past states ("I used to live in") and other people ("my sister is called
     Anna") are not facts about the user and are ignored. Only user messages
-    are read.
+    are read, and of each only the first 20,000 characters.
     """
 
     def __init__(self, language: str = "auto") -> None:
@@ -884,7 +898,7 @@ class RuleFactExtractor:
             if message.role is not Role.USER:
                 continue
             pet_without_name = False
-            for sentence in split_sentences(message.text.replace("’", "'")):
+            for sentence in _sentences_to_scan(message.text):
                 if _QUESTION_END.search(sentence):
                     continue
                 pairs = _rule_pairs(sentence, self._rules)

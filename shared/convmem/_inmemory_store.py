@@ -111,9 +111,19 @@ class InMemoryStore:
             return session.state.get(key) if session else None
 
     def put_state(
-        self, session_id: str, key: str, value: str, *, expected_version: int | None = None
+        self,
+        session_id: str,
+        key: str,
+        value: str,
+        *,
+        expected_version: int | None = None,
+        requires_seq: int | None = None,
     ) -> StateRecord | None:
         with self._lock:
+            if requires_seq is not None:
+                existing = self._sessions.get(session_id)
+                if existing is None or (existing.seqs[-1] if existing.seqs else 0) < requires_seq:
+                    return None
             session = self._sessions.setdefault(session_id, _Session())
             current = session.state.get(key)
             current_version = current.version if current else 0

@@ -169,12 +169,22 @@ return 1
 """
 )
 
-# KEYS: meta, log, state, index   ARGV: session, key, value, expected_version|'', ttl_ms
+# KEYS: meta, log, state, index   ARGV: session, key, value, expected_version|'', ttl_ms, requires_seq|''
+# Returns the new version, or -1 when the compare-and-set or the requires_seq check failed.
 _PUT_STATE = (
     _PRELUDE
     + """
 local problem = check_session(KEYS[1], KEYS[2], KEYS[3]) or wrong_type(KEYS[4], 'set')
 if problem then return problem end
+if ARGV[6] ~= '' then
+  -- A deleted (or TTL-expired) session has no meta hash: its derived state must not come back.
+  if redis.call('EXISTS', KEYS[1]) == 0 then return -1 end
+  local last = tonumber(redis.call('HGET', KEYS[1], 'last_seq') or '0')
+  if not last then
+    return redis.error_reply('the counters in ' .. KEYS[1] .. ' are damaged; clear the session')
+  end
+  if last < tonumber(ARGV[6]) then return -1 end
+end
 local version = tonumber(redis.call('HGET', KEYS[3], 'n:' .. ARGV[2]) or '0')
 if not version then
   return redis.error_reply('the version of state ' .. ARGV[2] .. ' in ' .. KEYS[3] .. ' is damaged')
@@ -456,7 +466,12 @@ class _RedisLayout:
             raise StoreError(f"state {key!r} of session {session_id!r:.80} is malformed ({exc})") from None
 
     def put_state(
-        self, session_id: str, key: str, value: str, expected_version: int | None
+        self,
+        session_id: str,
+        key: str,
+        value: str,
+        expected_version: int | None,
+        requires_seq: int | None,
     ) -> _Operation[StateRecord | None]:
         meta, log, state = self.session_keys(session_id)
         version = yield _Script(
@@ -468,6 +483,7 @@ class _RedisLayout:
                 value,
                 "" if expected_version is None else str(int(expected_version)),
                 str(self.ttl_ms),
+                "" if requires_seq is None else str(int(requires_seq)),
             ),
         )
         return None if int(version) < 0 else StateRecord(value, int(version))
@@ -723,10 +739,16 @@ class RedisStore:
         )
 
     def put_state(
-        self, session_id: str, key: str, value: str, *, expected_version: int | None = None
+        self,
+        session_id: str,
+        key: str,
+        value: str,
+        *,
+        expected_version: int | None = None,
+        requires_seq: int | None = None,
     ) -> StateRecord | None:
         return self._run(
-            self._layout.put_state(session_id, key, value, expected_version),
+            self._layout.put_state(session_id, key, value, expected_version, requires_seq),
             f"write of state {key!r} of session {session_id!r:.80}",
         )
 
@@ -873,10 +895,16 @@ class AsyncRedisStore:
         )
 
     async def put_state(
-        self, session_id: str, key: str, value: str, *, expected_version: int | None = None
+        self,
+        session_id: str,
+        key: str,
+        value: str,
+        *,
+        expected_version: int | None = None,
+        requires_seq: int | None = None,
     ) -> StateRecord | None:
         return await self._run(
-            self._layout.put_state(session_id, key, value, expected_version),
+            self._layout.put_state(session_id, key, value, expected_version, requires_seq),
             f"write of state {key!r} of session {session_id!r:.80}",
         )
 

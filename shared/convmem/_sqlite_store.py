@@ -5,11 +5,17 @@ across threads), and every append runs in a ``BEGIN IMMEDIATE`` transaction,
 so threads and processes writing to one file serialize on SQLite's own lock
 and each message gets exactly one seq. The file is a normal SQLite database:
 ``sqlite3 memory.db "select role, content from messages"`` shows a log.
+
+Deleted conversations leave no copy behind: every connection sets
+``secure_delete`` (freed pages are zeroed, on every build of SQLite), and each
+deleting call ends with a checkpoint that empties the ``-wal`` file, which
+would otherwise keep the pages as they were before the delete.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import logging
 import os
 import sqlite3
 import threading
@@ -25,6 +31,8 @@ from ._models import Message, TurnStatus
 from ._store import SessionStats, StateRecord, idle_cutoff
 
 __all__ = ["SQLiteStore"]
+
+logger = logging.getLogger("convmem")
 
 _SCHEMA_VERSION = 1
 _SCHEMA = """
@@ -64,6 +72,22 @@ CREATE TABLE IF NOT EXISTS state (
 """
 _COLUMNS = "seq, role, content, name, tool_calls, tool_call_id, metadata, status, ts, token_count"
 _SYNCHRONOUS = ("OFF", "NORMAL", "FULL", "EXTRA")
+# A checkpoint waits for other processes' writes and reads to finish; a delete has
+# already committed by then, so it should not wait for them as long as a write would.
+_CHECKPOINT_WAIT_SECONDS = 5.0
+
+
+@dataclasses.dataclass(eq=False)
+class _Connection:
+    """One thread's connection, and the lock held while it runs SQL.
+
+    `SQLiteStore.close` takes the lock before closing: closing a connection while
+    another thread is inside a statement on it can crash the process.
+    """
+
+    sqlite: sqlite3.Connection
+    lock: threading.RLock = dataclasses.field(default_factory=threading.RLock)
+    closed: bool = False
 
 
 class SQLiteStore:
@@ -91,65 +115,120 @@ class SQLiteStore:
         self._timeout = timeout
         self._synchronous = synchronous.upper()
         self._local = threading.local()
-        self._all: list[sqlite3.Connection] = []
+        self._all: list[_Connection] = []
         self._all_lock = threading.Lock()
         self._closed = False
-        conn = self._connection()
         try:
-            version = conn.execute("PRAGMA user_version").fetchone()[0]
-            if version > _SCHEMA_VERSION:
-                raise StoreError(
-                    f"{self.path} was written by a newer convmem (schema {version} > "
-                    f"{_SCHEMA_VERSION}); upgrade convmem to open it"
-                )
-            conn.executescript(_SCHEMA + f"PRAGMA user_version = {_SCHEMA_VERSION};")
+            with self._connection() as conn:
+                version = conn.execute("PRAGMA user_version").fetchone()[0]
+                if version > _SCHEMA_VERSION:
+                    raise StoreError(
+                        f"{self.path} was written by a newer convmem (schema {version} > "
+                        f"{_SCHEMA_VERSION}); upgrade convmem to open it"
+                    )
+                conn.executescript(_SCHEMA + f"PRAGMA user_version = {_SCHEMA_VERSION};")
         except sqlite3.DatabaseError as exc:
+            self.close()
             raise StoreError(f"{self.path} is not a usable SQLite database: {exc}") from exc
+        except StoreError:
+            self.close()
+            raise
 
     def __repr__(self) -> str:
         return f"SQLiteStore({str(self.path)!r})"
 
     # -- connections -------------------------------------------------------------
 
-    def _connection(self) -> sqlite3.Connection:
+    def _closed_error(self) -> StoreError:
+        return StoreError(f"{self!r} is closed; open a new SQLiteStore to use the file again")
+
+    def _handle(self) -> _Connection:
+        handle: _Connection | None = getattr(self._local, "handle", None)
+        if handle is not None:
+            return handle
         if self._closed:
-            raise StoreError(f"{self!r} is closed")
-        conn: sqlite3.Connection | None = getattr(self._local, "conn", None)
-        if conn is None:
-            try:
-                conn = sqlite3.connect(
-                    self.path, timeout=self._timeout, isolation_level=None, check_same_thread=False
-                )
-                conn.execute("PRAGMA journal_mode=WAL")
-                conn.execute(f"PRAGMA synchronous={self._synchronous}")
-                conn.execute(f"PRAGMA busy_timeout={int(self._timeout * 1000)}")
-            except sqlite3.Error as exc:
-                raise StoreError(f"cannot open SQLite store {self.path}: {exc}") from exc
-            self._local.conn = conn
-            with self._all_lock:
-                self._all.append(conn)
-        return conn
+            raise self._closed_error()
+        try:
+            conn = sqlite3.connect(
+                self.path, timeout=self._timeout, isolation_level=None, check_same_thread=False
+            )
+        except sqlite3.Error as exc:
+            raise StoreError(f"cannot open SQLite store {self.path}: {exc}") from exc
+        try:
+            conn.execute("PRAGMA journal_mode=WAL")
+            conn.execute(f"PRAGMA synchronous={self._synchronous}")
+            conn.execute(f"PRAGMA busy_timeout={int(self._timeout * 1000)}")
+            # Distributions differ in the compiled-in default; deleted text must be gone on all of them.
+            conn.execute("PRAGMA secure_delete=ON")
+        except sqlite3.Error as exc:
+            conn.close()
+            raise StoreError(f"cannot open SQLite store {self.path}: {exc}") from exc
+        handle = _Connection(conn)
+        with self._all_lock:
+            # Checked again under the lock: a close() that ran meanwhile would never see this one.
+            if not self._closed:
+                self._all.append(handle)
+                self._local.handle = handle
+                return handle
+        conn.close()
+        raise self._closed_error()
+
+    @contextmanager
+    def _connection(self) -> Iterator[sqlite3.Connection]:
+        """This thread's connection, which `close` cannot close while it is in use here."""
+        handle = self._handle()
+        with handle.lock:
+            if handle.closed:
+                raise self._closed_error()
+            yield handle.sqlite
 
     @contextmanager
     def _transaction(self) -> Iterator[sqlite3.Connection]:
-        conn = self._connection()
-        try:
-            conn.execute("BEGIN IMMEDIATE")
-        except sqlite3.Error as exc:
-            raise StoreError(f"cannot start a write on {self.path}: {exc}") from exc
-        try:
-            yield conn
-        except BaseException as exc:
-            self._rollback(conn)
-            if isinstance(exc, sqlite3.Error):
-                raise StoreError(f"write to {self.path} failed and was rolled back: {exc}") from exc
-            raise
-        else:
+        with self._connection() as conn:
             try:
-                conn.execute("COMMIT")
+                conn.execute("BEGIN IMMEDIATE")
             except sqlite3.Error as exc:
+                raise StoreError(f"cannot start a write on {self.path}: {exc}") from exc
+            try:
+                yield conn
+            except BaseException as exc:
                 self._rollback(conn)
-                raise StoreError(f"commit to {self.path} failed: {exc}") from exc
+                if isinstance(exc, sqlite3.Error):
+                    raise StoreError(f"write to {self.path} failed and was rolled back: {exc}") from exc
+                raise
+            else:
+                try:
+                    conn.execute("COMMIT")
+                except sqlite3.Error as exc:
+                    self._rollback(conn)
+                    raise StoreError(f"commit to {self.path} failed: {exc}") from exc
+
+    def _checkpoint(self) -> None:
+        """Empty the write-ahead log after a delete; best effort, logged when held back.
+
+        Until a checkpoint the ``-wal`` file keeps the pages as they were before
+        the delete, so deleted text stays readable on disk. A TRUNCATE checkpoint
+        copies the current pages (deleted rows zeroed by ``secure_delete``) into
+        the database and empties the log. A long read or write in another
+        process can hold it back; the next delete (or the same `clear` again)
+        tries once more.
+        """
+        wait_ms = int(min(self._timeout, _CHECKPOINT_WAIT_SECONDS) * 1000)
+        try:
+            with self._connection() as conn:
+                conn.execute(f"PRAGMA busy_timeout={wait_ms}")
+                try:
+                    busy, _, _ = conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()
+                finally:
+                    conn.execute(f"PRAGMA busy_timeout={int(self._timeout * 1000)}")
+        except (sqlite3.Error, StoreError) as exc:
+            busy, reason = 1, str(exc)
+        else:
+            reason = "another connection is reading or writing"
+        if busy:
+            logger.warning(
+                "deleted conversations may stay in %s-wal until SQLite's next checkpoint (%s)", self.path, reason
+            )
 
     @staticmethod
     def _rollback(conn: sqlite3.Connection) -> None:
@@ -169,7 +248,8 @@ class SQLiteStore:
 
     def _read(self, sql: str, params: Sequence[Any]) -> list[tuple[Any, ...]]:
         try:
-            return self._connection().execute(sql, params).fetchall()
+            with self._connection() as conn:
+                return conn.execute(sql, params).fetchall()
         except sqlite3.Error as exc:
             raise StoreError(f"read from {self.path} failed: {exc}") from exc
 
@@ -287,9 +367,21 @@ class SQLiteStore:
         return StateRecord(rows[0][0], rows[0][1]) if rows else None
 
     def put_state(
-        self, session_id: str, key: str, value: str, *, expected_version: int | None = None
+        self,
+        session_id: str,
+        key: str,
+        value: str,
+        *,
+        expected_version: int | None = None,
+        requires_seq: int | None = None,
     ) -> StateRecord | None:
         with self._transaction() as conn:
+            if requires_seq is not None:
+                session = conn.execute(
+                    "SELECT last_seq FROM sessions WHERE session_id = ?", (session_id,)
+                ).fetchone()
+                if session is None or session[0] < requires_seq:
+                    return None
             row = conn.execute(
                 "SELECT version FROM state WHERE session_id = ? AND key = ?", (session_id, key)
             ).fetchone()
@@ -321,6 +413,8 @@ class SQLiteStore:
         with self._transaction() as conn:
             for table in ("messages", "state", "sessions"):
                 conn.execute(f"DELETE FROM {table} WHERE session_id = ?", (session_id,))
+        # Also when nothing was deleted: a repeated clear retries a checkpoint that was held back.
+        self._checkpoint()
 
     def sessions(self, *, user_id: str | None = None) -> list[str]:
         if user_id is None:
@@ -340,6 +434,8 @@ class SQLiteStore:
                 )
             ]
             self._delete_sessions(conn, doomed)
+        if doomed:
+            self._checkpoint()
         return doomed
 
     def expire_idle(self, older_than_seconds: float) -> list[str]:
@@ -353,6 +449,8 @@ class SQLiteStore:
                 )
             ]
             self._delete_sessions(conn, doomed)
+        if doomed:
+            self._checkpoint()
         return doomed
 
     @staticmethod
@@ -361,10 +459,16 @@ class SQLiteStore:
             conn.executemany(f"DELETE FROM {table} WHERE session_id = ?", [(sid,) for sid in session_ids])
 
     def close(self) -> None:
-        """Close every connection this store opened (from any thread)."""
-        self._closed = True
+        """Close every connection this store opened, from any thread.
+
+        A call in progress on another thread finishes first; every call after
+        `close` raises `StoreError`. Closing twice does nothing.
+        """
         with self._all_lock:
-            for conn in self._all:
+            self._closed = True
+            handles, self._all = self._all, []
+        for handle in handles:
+            with handle.lock:
+                handle.closed = True
                 with suppress(sqlite3.Error):
-                    conn.close()
-            self._all.clear()
+                    handle.sqlite.close()

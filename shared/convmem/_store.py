@@ -132,11 +132,23 @@ class Store(Protocol):
     def get_state(self, session_id: str, key: str) -> StateRecord | None: ...
 
     def put_state(
-        self, session_id: str, key: str, value: str, *, expected_version: int | None = None
+        self,
+        session_id: str,
+        key: str,
+        value: str,
+        *,
+        expected_version: int | None = None,
+        requires_seq: int | None = None,
     ) -> StateRecord | None:
         """Write a state record. With `expected_version` (0 = must not exist yet) the write
         happens only if the stored version still matches; returns the new record, or
-        ``None`` when another writer got there first."""
+        ``None`` when another writer got there first.
+
+        With `requires_seq` the write also happens only if the session exists and its
+        last seq is at least `requires_seq`, checked atomically with the write. State
+        derived from messages up to seq N passes N: if the session was deleted while
+        the state was being computed, nothing is written back (``None``, as for a lost
+        compare-and-set), so forgotten text cannot return through a late write."""
         ...
 
     def delete_state(self, session_id: str, key: str) -> None: ...
