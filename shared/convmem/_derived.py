@@ -259,8 +259,13 @@ class DerivedState:
 
     def _commit_summary(self, job: _SummaryJob, text: str) -> bool:
         summary = Summary(text.strip(), job.through_seq, time.time())
+        # requires_seq: a session forgotten while this job ran stays forgotten.
         written = self.store.put_state(
-            self.session_id, SUMMARY_KEY, summary.to_json(), expected_version=job.version
+            self.session_id,
+            SUMMARY_KEY,
+            summary.to_json(),
+            expected_version=job.version,
+            requires_seq=job.through_seq,
         )
         if written is None:
             logger.debug("summary of %r was updated by another writer; result discarded", self.session_id)
@@ -326,7 +331,11 @@ class DerivedState:
         book.apply(facts)
         updated = _FactsState(book, new[-1].seq or state.covers_through_seq)
         written = self.store.put_state(
-            self.session_id, FACTS_KEY, updated.to_json(), expected_version=version
+            self.session_id,
+            FACTS_KEY,
+            updated.to_json(),
+            expected_version=version,
+            requires_seq=updated.covers_through_seq,
         )
         return written is not None
 
@@ -369,6 +378,7 @@ class DerivedState:
                 FACTS_KEY,
                 _FactsState(book, state.covers_through_seq).to_json(),
                 expected_version=record.version if record else 0,
+                requires_seq=state.covers_through_seq,
             )
             if written is not None:
                 return True
