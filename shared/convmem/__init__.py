@@ -49,6 +49,7 @@ from ._tokens import (
 )
 from ._transcript import render_transcript
 from ._vector_index import FaissIndex, IndexFileError, VectorIndex
+from ._vector_store_index import LangChainVectorIndex, LlamaIndexVectorIndex, PrecomputedEmbeddings
 from ._window import Dropped
 
 __version__ = "0.1.0"
@@ -81,10 +82,13 @@ __all__ = [
     "LLMFactExtractor",
     "LLMSummarizer",
     "LangChainEmbedder",
+    "LangChainVectorIndex",
     "LlamaIndexEmbedder",
+    "LlamaIndexVectorIndex",
     "MemoryConfig",
     "Message",
     "OverflowStatus",
+    "PrecomputedEmbeddings",
     "Recall",
     "RecallConfig",
     "RecallFilters",

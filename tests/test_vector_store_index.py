@@ -1,0 +1,656 @@
+"""`LlamaIndexVectorIndex` and `LangChainVectorIndex`: the `VectorIndex` contract over shared stores."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from typing import Any
+
+import numpy as np
+import pytest
+
+from convmem import ConfigError, InvalidSessionIdError, StoreError
+from convmem._vector_index import FaissIndex, VectorIndex
+from convmem._vector_store_index import (
+    LangChainVectorIndex,
+    LlamaIndexVectorIndex,
+    PrecomputedEmbeddings,
+)
+
+pytest.importorskip("llama_index.core")
+pytest.importorskip("langchain_core")
+
+from langchain_core.documents import Document
+from langchain_core.embeddings import DeterministicFakeEmbedding, Embeddings
+from langchain_core.vectorstores import InMemoryVectorStore, VectorStore
+from llama_index.core.vector_stores import SimpleVectorStore
+from llama_index.core.vector_stores.types import VectorStoreQuery, VectorStoreQueryResult
+
+DIM = 16
+
+
+def unit_vectors(count: int, dimension: int = DIM, seed: int = 0) -> np.ndarray:
+    vectors = np.random.default_rng(seed).standard_normal((count, dimension)).astype(np.float32)
+    return vectors / np.linalg.norm(vectors, axis=1, keepdims=True)
+
+
+class Framework:
+    """How to make a shared store and an adapter over it, for one framework."""
+
+    def __init__(self, name: str, new_store: Callable[[], Any], adapter: Callable[..., Any]) -> None:
+        self.name = name
+        self.new_store = new_store
+        self.adapter = adapter
+
+    def __repr__(self) -> str:
+        return self.name
+
+    def index(self, store: Any = None, session_id: str = "s1", **options: Any) -> Any:
+        return self.adapter(
+            self.new_store() if store is None else store, session_id=session_id, dimension=DIM, **options
+        )
+
+
+FRAMEWORKS = [
+    Framework("llamaindex", SimpleVectorStore, LlamaIndexVectorIndex),
+    Framework("langchain", lambda: InMemoryVectorStore(PrecomputedEmbeddings()), LangChainVectorIndex),
+]
+
+
+@pytest.fixture(params=FRAMEWORKS, ids=repr)
+def framework(request: pytest.FixtureRequest) -> Framework:
+    framework: Framework = request.param
+    return framework
+
+
+def hit_ids(hits: Iterable[tuple[int, float]]) -> list[int]:
+    return [unit for unit, _ in hits]
+
+
+# -- the VectorIndex contract ----------------------------------------------------------------
+
+
+def test_adapter_satisfies_the_protocol(framework: Framework) -> None:
+    assert isinstance(framework.index(), VectorIndex)
+
+
+def test_search_finds_the_vector_itself_first(framework: Framework) -> None:
+    vectors = unit_vectors(50)
+    index = framework.index()
+    index.add(range(100, 150), vectors)
+    best_id, similarity = index.search(vectors[7], 3)[0]
+    assert best_id == 107
+    assert similarity == pytest.approx(1.0, abs=1e-5)
+
+
+def test_search_returns_at_most_what_is_stored(framework: Framework) -> None:
+    index = framework.index()
+    index.add([1, 2], unit_vectors(2))
+    assert len(index.search(unit_vectors(1, seed=1)[0], 10)) == 2
+
+
+def test_search_skips_excluded_ids(framework: Framework) -> None:
+    vectors = unit_vectors(10)
+    index = framework.index()
+    index.add(range(10), vectors)
+    assert 3 not in hit_ids(index.search(vectors[3], 5, exclude=[3]))
+
+
+def test_search_still_returns_k_results_when_some_are_excluded(framework: Framework) -> None:
+    vectors = unit_vectors(10)
+    index = framework.index()
+    index.add(range(10), vectors)
+    assert len(index.search(vectors[3], 5, exclude=[3, 4, 5])) == 5
+
+
+def test_search_results_are_best_first(framework: Framework) -> None:
+    index = framework.index()
+    index.add(range(30), unit_vectors(30))
+    similarities = [s for _, s in index.search(unit_vectors(1, seed=9)[0], 10)]
+    assert similarities == sorted(similarities, reverse=True)
+
+
+def test_search_with_k_zero_returns_nothing(framework: Framework) -> None:
+    index = framework.index()
+    index.add([1], unit_vectors(1))
+    assert index.search(unit_vectors(1)[0], 0) == []
+
+
+def test_removed_ids_are_not_found(framework: Framework) -> None:
+    vectors = unit_vectors(10)
+    index = framework.index()
+    index.add(range(10), vectors)
+    index.remove([3])
+    assert 3 not in index
+    assert 3 not in hit_ids(index.search(vectors[3], 10))
+    assert len(index) == 9
+
+
+def test_removing_unknown_ids_is_ignored(framework: Framework) -> None:
+    index = framework.index()
+    index.add([1, 2], unit_vectors(2))
+    index.remove([7, 8])
+    assert index.ids() == {1, 2}
+
+
+def test_adding_an_existing_id_replaces_its_vector(framework: Framework) -> None:
+    vectors = unit_vectors(3)
+    index = framework.index()
+    index.add([1, 2], vectors[:2])
+    index.add([1], vectors[2:3])
+    assert len(index) == 2
+    np.testing.assert_allclose(index.vectors([1])[1], vectors[2], rtol=1e-5)
+    assert index.search(vectors[2], 1)[0][0] == 1
+    assert index.search(vectors[0], 2)[0][1] < 0.99  # the old vector is gone from the store
+
+
+def test_ids_len_and_contains_follow_add_and_remove(framework: Framework) -> None:
+    index = framework.index()
+    index.add([5, 6, 7], unit_vectors(3))
+    index.remove([6])
+    assert index.ids() == {5, 7}
+    assert len(index) == 2
+    assert 5 in index
+    assert 6 not in index
+
+
+def test_vectors_returns_stored_vectors_of_present_ids_only(framework: Framework) -> None:
+    vectors = unit_vectors(4)
+    index = framework.index()
+    index.add([10, 11, 12, 13], vectors)
+    found = index.vectors([11, 99])
+    assert set(found) == {11}
+    np.testing.assert_allclose(found[11], vectors[1], rtol=1e-5)
+
+
+def test_vectors_are_stored_normalized(framework: Framework) -> None:
+    vector = unit_vectors(1)
+    index = framework.index()
+    index.add([1], 7.5 * vector)
+    np.testing.assert_allclose(index.vectors([1])[1], vector[0], rtol=1e-5)
+
+
+def test_similarity_is_the_cosine_of_the_vectors(framework: Framework) -> None:
+    stored, query = unit_vectors(2)
+    index = framework.index()
+    index.add([1], 3.0 * stored)
+    [(_, similarity)] = index.search(0.5 * query, 1)
+    assert similarity == pytest.approx(float(stored @ query), abs=1e-5)
+
+
+def test_results_match_the_faiss_index(framework: Framework) -> None:
+    pytest.importorskip("faiss")
+    vectors = unit_vectors(40)
+    faiss_index = FaissIndex(DIM)
+    faiss_index.add(range(40), vectors)
+    index = framework.index()
+    index.add(range(40), vectors)
+    for query in unit_vectors(5, seed=3):
+        expected = faiss_index.search(query, 5, exclude=[1, 2])
+        got = index.search(query, 5, exclude=[1, 2])
+        assert hit_ids(got) == hit_ids(expected)
+        np.testing.assert_allclose([s for _, s in got], [s for _, s in expected], atol=1e-5)
+
+
+def test_memory_per_vector_covers_the_vector_and_its_id(framework: Framework) -> None:
+    index = framework.index()
+    index.add(range(10), unit_vectors(10))
+    assert index.bytes_per_vector() >= DIM * 4 + 8
+
+
+def test_kind_names_the_framework_and_store(framework: Framework) -> None:
+    assert framework.index().kind.startswith(f"{framework.name}:")
+
+
+# -- sessions are walls ----------------------------------------------------------------------
+
+
+def test_sessions_sharing_a_store_never_see_each_others_units(framework: Framework) -> None:
+    store = framework.new_store()
+    alice = framework.index(store, "alice")
+    bob = framework.index(store, "bob")
+    vectors = unit_vectors(10)
+    alice.add(range(10), vectors)
+    bob.add(range(10, 20), vectors + 1e-4)  # near-identical content, other ids
+    for query in vectors:
+        assert set(hit_ids(alice.search(query, 20))) <= set(range(10))
+        assert set(hit_ids(bob.search(query, 20))) <= set(range(10, 20))
+    assert alice.ids() == set(range(10))
+    assert alice.vectors(range(10, 20)) == {}
+
+
+def test_the_same_unit_id_in_two_sessions_is_two_units(framework: Framework) -> None:
+    store = framework.new_store()
+    alice = framework.index(store, "alice")
+    bob = framework.index(store, "bob")
+    vectors = unit_vectors(2)
+    alice.add([1], vectors[:1])
+    bob.add([1], vectors[1:])
+    np.testing.assert_allclose(alice.vectors([1])[1], vectors[0], rtol=1e-5)
+    np.testing.assert_allclose(bob.vectors([1])[1], vectors[1], rtol=1e-5)
+
+
+def test_removing_a_unit_leaves_the_same_unit_of_another_session(framework: Framework) -> None:
+    store = framework.new_store()
+    alice = framework.index(store, "alice")
+    bob = framework.index(store, "bob")
+    vectors = unit_vectors(3)
+    alice.add(range(3), vectors)
+    bob.add(range(3), vectors)
+    alice.remove([1])
+    assert hit_ids(bob.search(vectors[1], 1)) == [1]
+    assert 1 not in hit_ids(alice.search(vectors[1], 3))
+
+
+def test_clear_deletes_this_session_only(framework: Framework) -> None:
+    store = framework.new_store()
+    alice = framework.index(store, "alice")
+    bob = framework.index(store, "bob")
+    vectors = unit_vectors(5)
+    alice.add(range(5), vectors)
+    bob.add(range(5), vectors)
+    alice.clear()
+    assert len(alice) == 0
+    assert alice.search(vectors[0], 5) == []
+    assert len(bob.search(vectors[0], 5)) == 5
+    assert framework.index(store, "alice").ids() == set()
+
+
+def test_clear_deletes_units_another_adapter_of_the_session_wrote(framework: Framework) -> None:
+    store = framework.new_store()
+    first = framework.index(store, "alice")
+    second = framework.index(store, "alice")
+    second.add(range(4), unit_vectors(4))
+    first.clear()
+    assert framework.index(store, "alice").ids() == set()
+
+
+@pytest.mark.parametrize("other", ["a", "a:1", "a\\", "../a", "*", "a:1:2"])
+def test_look_alike_session_ids_are_separate(framework: Framework, other: str) -> None:
+    store = framework.new_store()
+    mine = framework.index(store, "a:1")
+    theirs = framework.index(store, other)
+    vectors = unit_vectors(4)
+    theirs.add(range(4), vectors)
+    if other == "a:1":
+        assert hit_ids(mine.search(vectors[0], 1)) == [0]
+    else:
+        assert mine.search(vectors[0], 4) == []
+
+
+# -- several adapters, one session -----------------------------------------------------------
+
+
+def test_a_new_adapter_knows_the_units_already_in_the_store(framework: Framework) -> None:
+    store = framework.new_store()
+    vectors = unit_vectors(6)
+    framework.index(store, "alice").add(range(6), vectors)
+    later = framework.index(store, "alice")
+    assert later.ids() == set(range(6))
+    np.testing.assert_allclose(later.vectors([2])[2], vectors[2], rtol=1e-5)
+
+
+def test_refresh_reads_units_another_adapter_wrote_since(framework: Framework) -> None:
+    store = framework.new_store()
+    first = framework.index(store, "alice")
+    second = framework.index(store, "alice")
+    second.add([1, 2], unit_vectors(2))
+    assert first.ids() == set()
+    assert first.refresh() == 2
+    assert first.ids() == {1, 2}
+
+
+def test_search_finds_units_another_adapter_wrote_and_learns_them(framework: Framework) -> None:
+    store = framework.new_store()
+    first = framework.index(store, "alice")
+    second = framework.index(store, "alice")
+    vectors = unit_vectors(3)
+    second.add(range(3), vectors)
+    assert hit_ids(first.search(vectors[2], 1)) == [2]
+    assert 2 in first
+    np.testing.assert_allclose(first.vectors([2])[2], vectors[2], rtol=1e-5)
+
+
+def test_without_the_local_copy_vectors_are_read_from_the_store(framework: Framework) -> None:
+    vectors = unit_vectors(3)
+    index = framework.index(cache_vectors=False)
+    index.add(range(3), vectors)
+    np.testing.assert_allclose(index.vectors([1])[1], vectors[1], rtol=1e-5)
+    assert hit_ids(index.search(vectors[1], 1)) == [1]
+
+
+# -- bad input --------------------------------------------------------------------------------
+
+
+def test_add_rejects_mismatched_ids_and_vectors(framework: Framework) -> None:
+    with pytest.raises(ConfigError, match="3 ids for 2 vectors"):
+        framework.index().add([1, 2, 3], unit_vectors(2))
+
+
+def test_add_rejects_the_same_id_twice(framework: Framework) -> None:
+    with pytest.raises(ConfigError, match="same id twice"):
+        framework.index().add([1, 1], unit_vectors(2))
+
+
+def test_add_rejects_vectors_of_the_wrong_dimension(framework: Framework) -> None:
+    with pytest.raises(ConfigError, match=f"{DIM} dimensions"):
+        framework.index().add([1], unit_vectors(1, dimension=DIM + 1))
+
+
+def test_add_rejects_a_zero_vector(framework: Framework) -> None:
+    with pytest.raises(ConfigError, match="zero vector"):
+        framework.index().add([1], np.zeros((1, DIM), dtype=np.float32))
+
+
+def test_add_rejects_nan(framework: Framework) -> None:
+    vectors = unit_vectors(1)
+    vectors[0, 3] = np.nan
+    with pytest.raises(ConfigError, match="NaN"):
+        framework.index().add([1], vectors)
+
+
+def test_add_rejects_ids_that_are_not_ints(framework: Framework) -> None:
+    with pytest.raises(ConfigError, match="ints"):
+        framework.index().add(["1"], unit_vectors(1))
+
+
+def test_a_rejected_add_stores_nothing(framework: Framework) -> None:
+    store = framework.new_store()
+    index = framework.index(store)
+    with pytest.raises(ConfigError):
+        index.add([1, 1], unit_vectors(2))
+    assert framework.index(store).ids() == set()
+
+
+def test_search_rejects_a_query_of_the_wrong_dimension(framework: Framework) -> None:
+    index = framework.index()
+    index.add([1], unit_vectors(1))
+    with pytest.raises(ConfigError, match=f"{DIM} dimensions"):
+        index.search(unit_vectors(1, dimension=4)[0], 1)
+
+
+def test_an_invalid_session_id_is_rejected(framework: Framework) -> None:
+    with pytest.raises(InvalidSessionIdError):
+        framework.index(session_id="bad\x00id")
+
+
+@pytest.mark.parametrize("dimension", [0, -3, 2.5, True])
+def test_a_bad_dimension_is_rejected(framework: Framework, dimension: Any) -> None:
+    with pytest.raises(ConfigError, match="dimension"):
+        framework.adapter(framework.new_store(), session_id="s1", dimension=dimension)
+
+
+# -- LlamaIndex specifics ---------------------------------------------------------------------
+
+
+def test_llamaindex_nodes_carry_the_session_and_unit() -> None:
+    store = SimpleVectorStore()
+    index = LlamaIndexVectorIndex(store, session_id="alice", dimension=DIM)
+    index.add([42], unit_vectors(1))
+    metadata = store.data.metadata_dict[index.node_id(42)]
+    assert metadata["convmem_session"] == "alice"
+    assert metadata["convmem_unit"] == 42
+    assert index.node_id(42).endswith(":42")
+
+
+class _DistanceReportingStore(SimpleVectorStore):
+    """Reports cosine distances, as some stores do, instead of similarities."""
+
+    def query(self, query: VectorStoreQuery, **kwargs: Any) -> VectorStoreQueryResult:
+        result = super().query(query, **kwargs)
+        result.similarities = [1.0 - s for s in result.similarities or []]
+        return result
+
+
+def test_llamaindex_store_scores_are_converted_to_similarities() -> None:
+    stored, query = unit_vectors(2)
+    index = LlamaIndexVectorIndex(
+        _DistanceReportingStore(),
+        session_id="s1",
+        dimension=DIM,
+        score_to_similarity=lambda distance: 1.0 - distance,
+        cache_vectors=False,
+    )
+    index.add([1], stored)
+    [(_, similarity)] = index.search(query, 1)
+    assert similarity == pytest.approx(float(stored @ query), abs=1e-5)
+
+
+class _FilterIgnoringStore(SimpleVectorStore):
+    def query(self, query: VectorStoreQuery, **kwargs: Any) -> VectorStoreQueryResult:
+        query.filters = None
+        return super().query(query, **kwargs)
+
+
+def test_llamaindex_walls_hold_even_if_the_store_ignores_filters() -> None:
+    store = _FilterIgnoringStore()
+    alice = LlamaIndexVectorIndex(store, session_id="alice", dimension=DIM)
+    bob = LlamaIndexVectorIndex(store, session_id="bob", dimension=DIM)
+    vectors = unit_vectors(4)
+    bob.add(range(4), vectors)
+    alice.add([9], unit_vectors(1, seed=5))
+    assert hit_ids(alice.search(vectors[0], 5)) == [9]
+
+
+class _TextEmbeddingStore:
+    is_embedding_query = False
+
+    def add(self, nodes: Any) -> list[str]:
+        return []
+
+    def query(self, query: Any) -> Any:
+        return None
+
+    def delete(self, ref_doc_id: str) -> None:
+        return None
+
+
+def test_llamaindex_store_that_embeds_text_itself_is_rejected() -> None:
+    with pytest.raises(ConfigError, match="precomputed embeddings"):
+        LlamaIndexVectorIndex(_TextEmbeddingStore(), session_id="s1", dimension=DIM)
+
+
+def test_llamaindex_adapter_rejects_something_that_is_not_a_vector_store() -> None:
+    with pytest.raises(ConfigError, match="LlamaIndex vector store"):
+        LlamaIndexVectorIndex(object(), session_id="s1", dimension=DIM)
+
+
+class _BrokenStore(SimpleVectorStore):
+    def query(self, query: VectorStoreQuery, **kwargs: Any) -> VectorStoreQueryResult:
+        raise ConnectionError("vector database unreachable")
+
+
+def test_llamaindex_store_failure_is_a_store_error() -> None:
+    index = LlamaIndexVectorIndex(_BrokenStore(), session_id="s1", dimension=DIM)
+    index.add([1], unit_vectors(1))
+    with pytest.raises(StoreError, match="unreachable"):
+        index.search(unit_vectors(1)[0], 1)
+
+
+# -- LangChain specifics ----------------------------------------------------------------------
+
+
+def test_langchain_documents_carry_the_session_unit_and_vector() -> None:
+    store = InMemoryVectorStore(PrecomputedEmbeddings())
+    index = LangChainVectorIndex(store, session_id="alice", dimension=DIM)
+    vectors = unit_vectors(1)
+    index.add([42], vectors)
+    record = store.store[index.node_id(42)]
+    assert record["metadata"]["convmem_session"] == "alice"
+    assert record["metadata"]["convmem_unit"] == 42
+    np.testing.assert_allclose(record["vector"], vectors[0], rtol=1e-6)
+
+
+def test_langchain_store_that_cannot_take_vectors_is_rejected() -> None:
+    store = InMemoryVectorStore(DeterministicFakeEmbedding(size=DIM))
+    with pytest.raises(ConfigError, match="PrecomputedEmbeddings"):
+        LangChainVectorIndex(store, session_id="s1", dimension=DIM)
+
+
+def test_langchain_adapter_rejects_something_that_is_not_a_vector_store() -> None:
+    with pytest.raises(ConfigError, match="similarity_search_with_score_by_vector"):
+        LangChainVectorIndex(object(), session_id="s1", dimension=DIM)
+
+
+def test_precomputed_embeddings_are_langchain_embeddings() -> None:
+    assert isinstance(PrecomputedEmbeddings(), Embeddings)
+
+
+def test_precomputed_embeddings_refuse_to_embed_a_query_text() -> None:
+    with pytest.raises(ConfigError, match="by vector"):
+        PrecomputedEmbeddings().embed_query("hello")
+
+
+def test_precomputed_embeddings_refuse_documents_nobody_staged() -> None:
+    store = InMemoryVectorStore(PrecomputedEmbeddings())
+    with pytest.raises(ConfigError, match="only serves vectors staged"):
+        store.add_documents([Document(page_content="hello")])
+
+
+def test_precomputed_embeddings_forget_vectors_once_added() -> None:
+    embeddings = PrecomputedEmbeddings()
+    with embeddings.staged(["a"], [[1.0, 0.0]]), embeddings.staged(["a"], [[1.0, 0.0]]):
+        pass
+    with pytest.raises(ConfigError):
+        embeddings.embed_documents(["a"])
+
+
+def test_langchain_walls_hold_even_without_a_filter() -> None:
+    store = InMemoryVectorStore(PrecomputedEmbeddings())
+    alice = LangChainVectorIndex(store, session_id="alice", dimension=DIM, session_filter=lambda sid: None)
+    bob = LangChainVectorIndex(store, session_id="bob", dimension=DIM)
+    vectors = unit_vectors(4)
+    bob.add(range(4), vectors)
+    alice.add([9], unit_vectors(1, seed=5))
+    assert hit_ids(alice.search(vectors[0], 5)) == [9]
+
+
+class FaissLikeStore(VectorStore):
+    """Behaves like community FAISS: ``add_embeddings`` of (text, vector) pairs, squared L2
+    distances as scores, dict filters, refuses existing ids on add and unknown ids on delete,
+    cannot list or return documents by id."""
+
+    def __init__(self) -> None:
+        self.rows: dict[str, tuple[np.ndarray, Document]] = {}
+        self.filters: list[Any] = []
+
+    def add_embeddings(
+        self,
+        text_embeddings: Iterable[tuple[str, list[float]]],
+        metadatas: list[dict[str, Any]] | None = None,
+        ids: list[str] | None = None,
+        **kwargs: Any,
+    ) -> list[str]:
+        pairs = list(text_embeddings)
+        assert ids is not None and metadatas is not None
+        if any(i in self.rows for i in ids):
+            raise ValueError(f"Tried to add ids that already exist: {ids}")
+        for (text, vector), metadata, id_ in zip(pairs, metadatas, ids, strict=True):
+            self.rows[id_] = (np.asarray(vector), Document(id=id_, page_content=text, metadata=metadata))
+        return ids
+
+    def delete(self, ids: list[str] | None = None, **kwargs: Any) -> bool | None:
+        missing = [i for i in ids or [] if i not in self.rows]
+        if missing:
+            raise ValueError(f"Some specified ids do not exist in the current store: {missing}")
+        for id_ in ids or []:
+            del self.rows[id_]
+        return True
+
+    def similarity_search_with_score_by_vector(
+        self, embedding: list[float], k: int = 4, filter: dict[str, Any] | None = None, **kwargs: Any
+    ) -> list[tuple[Document, float]]:
+        self.filters.append(filter)
+        query = np.asarray(embedding)
+        scored = [
+            (document, float(np.sum((vector - query) ** 2)))
+            for vector, document in self.rows.values()
+            if filter is None or all(document.metadata.get(key) == value for key, value in filter.items())
+        ]
+        return sorted(scored, key=lambda pair: pair[1])[:k]
+
+    def similarity_search(self, query: str, k: int = 4, **kwargs: Any) -> list[Document]:
+        raise NotImplementedError
+
+    @classmethod
+    def from_texts(cls, texts: list[str], embedding: Embeddings, metadatas: Any = None, **kwargs: Any) -> Any:
+        raise NotImplementedError
+
+
+def test_store_with_add_embeddings_gets_convmems_vectors() -> None:
+    store = FaissLikeStore()
+    index = LangChainVectorIndex(store, session_id="s1", dimension=DIM)
+    vectors = unit_vectors(5)
+    index.add(range(5), vectors)
+    np.testing.assert_allclose(store.rows[index.node_id(3)][0], vectors[3], rtol=1e-6)
+
+
+def test_distance_scores_become_cosine_similarities() -> None:
+    stored, query = unit_vectors(2)
+    index = LangChainVectorIndex(FaissLikeStore(), session_id="s1", dimension=DIM, cache_vectors=False)
+    index.add([1], stored)
+    [(_, similarity)] = index.search(query, 1)
+    assert similarity == pytest.approx(float(stored @ query), abs=1e-5)
+
+
+def test_replacing_works_on_a_store_that_refuses_existing_ids() -> None:
+    vectors = unit_vectors(2)
+    index = LangChainVectorIndex(FaissLikeStore(), session_id="s1", dimension=DIM)
+    index.add([1], vectors[:1])
+    index.add([1], vectors[1:])
+    assert hit_ids(index.search(vectors[1], 2)) == [1]
+    assert index.search(vectors[1], 1)[0][1] == pytest.approx(1.0, abs=1e-5)
+
+
+def test_removing_unknown_ids_works_on_a_store_that_refuses_them() -> None:
+    index = LangChainVectorIndex(FaissLikeStore(), session_id="s1", dimension=DIM)
+    index.add([1, 2], unit_vectors(2))
+    index.remove([2, 77])
+    assert index.ids() == {1}
+
+
+def test_default_filter_is_a_metadata_dict_for_other_stores() -> None:
+    store = FaissLikeStore()
+    index = LangChainVectorIndex(store, session_id="alice", dimension=DIM)
+    index.add([1], unit_vectors(1))
+    index.search(unit_vectors(1)[0], 1)
+    assert store.filters == [{"convmem_session": "alice"}]
+
+
+def test_session_filter_builds_the_stores_filter() -> None:
+    store = FaissLikeStore()
+    index = LangChainVectorIndex(
+        store, session_id="alice", dimension=DIM, session_filter=lambda sid: {"convmem_session": sid}
+    )
+    index.add([1], unit_vectors(1))
+    assert hit_ids(index.search(unit_vectors(1)[0], 1)) == [1]
+    assert store.filters == [{"convmem_session": "alice"}]
+
+
+def test_sessions_are_walls_on_a_store_with_dict_filters() -> None:
+    store = FaissLikeStore()
+    alice = LangChainVectorIndex(store, session_id="alice", dimension=DIM)
+    bob = LangChainVectorIndex(store, session_id="bob", dimension=DIM)
+    vectors = unit_vectors(4)
+    alice.add(range(4), vectors)
+    bob.add(range(4), vectors + 1e-4)
+    assert set(hit_ids(alice.search(vectors[0], 8))) == set(range(4))
+    assert len(store.rows) == 8
+
+
+def test_a_store_that_cannot_list_starts_with_no_known_ids() -> None:
+    store = FaissLikeStore()
+    LangChainVectorIndex(store, session_id="s1", dimension=DIM).add([1], unit_vectors(1))
+    later = LangChainVectorIndex(store, session_id="s1", dimension=DIM)
+    assert later.ids() == set()
+    with pytest.raises(ConfigError, match="cannot list"):
+        later.refresh()
+
+
+def test_a_session_filter_that_is_not_a_function_is_rejected() -> None:
+    with pytest.raises(ConfigError, match="session_filter"):
+        LangChainVectorIndex(
+            FaissLikeStore(),
+            session_id="s1",
+            dimension=DIM,
+            session_filter={"convmem_session": "s1"},  # type: ignore[arg-type]
+        )
