@@ -6,7 +6,10 @@ timestamp, the first speaker as "user" and the other as "assistant"). For
 each question a context is built with ``build_context(query=question,
 budget=B)`` and a question's evidence recall is the fraction of its evidence
 turns whose text appears in the built messages. Headline: categories 1-4
-(category 5 is adversarial and reported apart).
+(category 5 is adversarial and reported apart). The memory runs with the
+facts and summary sections off, so the budget is split between the recent
+window and recall, as `choose_recall_share` decides for each question; every
+context is checked to be within its budget.
 
 Baselines, in the same run and under the same budget and counter:
   last turns     LangChain ``trim_messages(strategy="last")`` with a tiktoken counter
@@ -39,9 +42,15 @@ from typing import Any
 
 import numpy as np
 
-from convmem import ConversationMemory, MemoryConfig, RecallItem, SQLiteStore, TiktokenCounter
-from convmem._embedder import SentenceTransformerEmbedder
-from convmem._recall import Recall, RecallConfig, choose_recall_share
+from convmem import (
+    ConversationMemory,
+    MemoryConfig,
+    Recall,
+    RecallConfig,
+    SentenceTransformerEmbedder,
+    SQLiteStore,
+    TiktokenCounter,
+)
 
 BUDGETS = (1024, 2048)
 HEADLINE_CATEGORIES = (1, 2, 3, 4)
@@ -148,75 +157,6 @@ def context_text(messages: Sequence[dict[str, Any]]) -> str:
     return "\n".join(parts)
 
 
-# -- the memory under test -----------------------------------------------------------
-
-
-class WiredMemory(ConversationMemory):
-    """`ConversationMemory` with recall connected the way the facade is meant to connect it.
-
-    Used only while the facade does not pass a recall function to its builder
-    itself: the share is chosen by `choose_recall_share`, and the builder's
-    recall function calls `Recall.search` with the window's seqs excluded.
-    """
-
-    def build_context(self, query: str | None = None, budget: int | None = None, **kwargs: Any) -> Any:
-        recall = self.recall
-        base = self.config
-        if recall is None or query is None:
-            return super().build_context(query, budget, **kwargs)
-        share, self._share_reason = choose_recall_share(
-            query, None, base_share=base.recall_share, config=recall.config
-        )
-        limit = 0.999 - base.facts_share - base.summary_share
-        self.config = base.replace(recall_share=min(share, limit))
-        try:
-            return super().build_context(query, budget, **kwargs)
-        finally:
-            self.config = base
-
-    def _derived_sections(self, query: str | None, language: str) -> dict[str, Any]:
-        sections = super()._derived_sections(query, language)
-        recall = self.recall
-        if recall is None or query is None:
-            return sections
-
-        def recall_fn(window_seqs: frozenset[int], max_tokens: int) -> list[RecallItem]:
-            result = recall.search(
-                self.session_id,
-                query,
-                store=self.store,
-                exclude_seqs=window_seqs,
-                max_tokens=max_tokens,
-                counter=self.counter,
-            )
-            return [RecallItem(i.seqs, i.text, i.score, i.token_count) for i in result.items]
-
-        sections["recall"] = recall_fn
-        sections["recall_share_reason"] = getattr(self, "_share_reason", "configured")
-        return sections
-
-
-def facade_wires_recall() -> bool:
-    """True when `ConversationMemory` itself puts recalled items into its contexts."""
-    from convmem import InMemoryStore
-    from convmem._embedder import HashingEmbedder
-
-    recall = Recall(HashingEmbedder())
-    memory = ConversationMemory(
-        "probe",
-        InMemoryStore(),
-        MemoryConfig(keep_recent_turns=1, summary_trigger="never", extract_facts=False),
-        recall=recall,
-    )
-    memory.add("user", "My dog is a corgi called Duoduo.")
-    memory.add("assistant", "Nice!")
-    for i in range(4):
-        memory.add("user", f"Unrelated question number {i} about the weather?")
-        memory.add("assistant", f"Unrelated answer number {i}.")
-    context = memory.build_context(query="What is my dog called?", budget=400)
-    return "Duoduo" in context_text(context.messages)
-
-
 # -- runs ----------------------------------------------------------------------------
 
 
@@ -231,7 +171,6 @@ def run_memory(
     recall_config: RecallConfig,
     variants: Sequence[dict[str, Any]],
     workdir: Path,
-    memory_class: type[ConversationMemory],
 ) -> tuple[dict[str, dict[int, Scores]], dict[str, float]]:
     results: dict[str, dict[int, Scores]] = {
         name: {b: Scores() for b in BUDGETS} for name in ["convmem"] + [_variant_name(v) for v in variants]
@@ -243,7 +182,7 @@ def run_memory(
         db = workdir / f"{conversation.sample_id}.db"
         store = SQLiteStore(db)
         recall = Recall(embedder, config=recall_config, index_dir=Path(f"{db}.vectors"))
-        memory = memory_class(
+        memory = ConversationMemory(
             conversation.sample_id,
             store,
             MemoryConfig(
@@ -425,17 +364,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     embedder.embed_query("warm up")
     recall_config = RecallConfig().replace(**args.set)
 
-    native = facade_wires_recall()
-    memory_class: type[ConversationMemory] = ConversationMemory if native else WiredMemory
-    print(
-        "recall wiring: "
-        + ("ConversationMemory's own" if native else "benchmark's WiredMemory (facade hook not in place yet)")
-    )
     print(f"RecallConfig overrides: {args.set or 'none'}")
 
     with tempfile.TemporaryDirectory(prefix="locomo-") as tmp:
         results, info = run_memory(
-            conversations, embedder, counter, recall_config, args.variant, Path(tmp), memory_class
+            conversations, embedder, counter, recall_config, args.variant, Path(tmp)
         )
     rows: list[tuple[str, dict[int, Scores]]] = [
         ("convmem (ConversationMemory.build_context)", results["convmem"])

@@ -165,6 +165,25 @@ def test_exchange_granularity_recalls_the_question_with_its_answer(store: SQLite
     assert result.items[0].seqs == (stored[0].seq, stored[1].seq)
 
 
+def test_a_long_run_without_questions_is_split_into_bounded_exchanges(store: SQLiteStore) -> None:
+    recall = Recall(HashingEmbedder(), config=RecallConfig(granularity="exchange"))
+    notes = [("assistant", f"Log line {i} about the deployment.") for i in range(40)]
+    recall.add("s1", store_messages(store, "s1", notes))
+    result = search(recall, store, "s1", "log line 39 deployment", max_tokens=4000)
+    assert result.items
+    assert max(len(item.seqs) for item in result.items) <= 16
+
+
+def test_rebuild_indexes_the_log_again(store: SQLiteStore) -> None:
+    counting = CountingEmbedder(HashingEmbedder())
+    recall = Recall(counting)
+    dog_session(recall, store)
+    before = counting.documents
+    recall.rebuild("s1", store)
+    assert counting.documents == 2 * before
+    assert "Duoduo" in search(recall, store, "s1", "corgi Duoduo").text
+
+
 def test_neighbour_radius_brings_the_surrounding_messages(store: SQLiteStore) -> None:
     recall = Recall(HashingEmbedder(), config=RecallConfig(neighbour_radius=1))
     stored = store_messages(store, "s1", FILLER)

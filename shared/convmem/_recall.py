@@ -73,6 +73,7 @@ Fusion = Literal["weighted", "rrf"]
 _EXCHANGE_FLAG = 1 << 62
 _SEQ_BITS = 40
 _MAX_SPAN = 255
+_MAX_EXCHANGE_MESSAGES = 16
 _MANIFEST_FORMAT = 1
 _CJK = re.compile(r"[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af]")
 _MONTHS = (
@@ -152,11 +153,11 @@ class RecallConfig:
     """Text beyond this is not embedded (most models read 256-512 tokens anyway)."""
     language: Literal["auto", "zh", "en"] = "auto"
     header_zh: str = "【相关背景信息】"
-    header_en: str = "Relevant earlier conversation"
+    header_en: str = "Relevant earlier conversation:"
     time_zone: tzinfo = timezone.utc
     """Time zone of the date lines."""
     # Budget allocation (see `choose_recall_share`).
-    past_share: float = 0.85
+    past_share: float = 0.9
     """Recall share when the query points to the past (names, dates, "when did", 上次...)."""
     followup_share: float = 0.1
     """Recall share for a short follow-up ("and why?", "为什么？")."""
@@ -394,7 +395,7 @@ def choose_recall_share(
     Otherwise `base_share` stands. Returns the share and a reason for ``explain()``.
 
     >>> choose_recall_share("When did I adopt the dog?", None, base_share=0.25)[0]
-    0.85
+    0.9
     """
     cfg = config or RecallConfig()
     share = base_share
@@ -704,8 +705,13 @@ class Recall:
             state.lexical_messages.add(seq, tokenize(line))
             if cfg.granularity != "exchange":
                 state.pending[seq] = line[: cfg.max_unit_chars]
-            # Exchanges: a user message opens one; what follows joins it.
-            if message.role is Role.USER or state.open_exchange is None:
+            # Exchanges: a user message opens one; what follows joins it (up to a cap, so
+            # a long run of messages without a question does not become one giant unit).
+            if (
+                message.role is Role.USER
+                or state.open_exchange is None
+                or len(state.exchanges[state.open_exchange]) >= _MAX_EXCHANGE_MESSAGES
+            ):
                 state.open_exchange = seq
                 state.exchanges[seq] = [seq]
             else:
@@ -717,8 +723,6 @@ class Recall:
             if cfg.granularity == "message":
                 continue
             old_unit = state.exchange_units.get(first)
-            if len(members) > _MAX_SPAN:
-                continue
             # A lone message's exchange is the message itself: with "both" it needs no
             # vector of its own; with "exchange" it does.
             if len(members) == 1 and cfg.granularity == "both":
