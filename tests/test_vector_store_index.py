@@ -3,12 +3,22 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pytest
 
-from convmem import ConfigError, InvalidSessionIdError, StoreError
+from convmem import (
+    ConfigError,
+    ConversationMemory,
+    HashingEmbedder,
+    InMemoryStore,
+    InvalidSessionIdError,
+    Recall,
+    StoreError,
+    TiktokenCounter,
+)
 from convmem._vector_index import FaissIndex, VectorIndex
 from convmem._vector_store_index import (
     LangChainVectorIndex,
@@ -654,3 +664,57 @@ def test_a_session_filter_that_is_not_a_function_is_rejected() -> None:
             dimension=DIM,
             session_filter={"convmem_session": "s1"},  # type: ignore[arg-type]
         )
+
+
+# -- Recall over a shared store ------------------------------------------------------
+
+
+class CountingEmbedder(HashingEmbedder):
+    """Counts documents embedded, to show a second server reuses the shared vectors."""
+
+    def __init__(self) -> None:
+        super().__init__(64)
+        self.documents = 0
+
+    def embed_documents(self, texts: list[str]) -> np.ndarray:  # type: ignore[override]
+        self.documents += len(texts)
+        return super().embed_documents(texts)
+
+
+def test_recall_on_two_servers_shares_one_vector_store_and_forget_erases_it() -> None:
+    from llama_index.core.vector_stores import SimpleVectorStore
+
+    shared, log = SimpleVectorStore(), InMemoryStore()
+
+    def factory(session_id: str, dimension: int) -> LlamaIndexVectorIndex:
+        return LlamaIndexVectorIndex(shared, session_id=session_id, dimension=dimension)
+
+    first_embedder, second_embedder = CountingEmbedder(), CountingEmbedder()
+    first = Recall(first_embedder, index_factory=factory)
+    memory = ConversationMemory("alice", log, recall=first)
+    memory.add_turn("My dog is called Rex and he loves the beach.", "Rex sounds lovely.")
+    memory.add_turn("I work as a nurse in Oslo.", "Thank you for your work.")
+    ConversationMemory("bob", log, recall=first).add_turn("My dog is called Rex too.", "Two Rexes!")
+    assert first_embedder.documents > 0
+
+    second = Recall(second_embedder, index_factory=factory)
+    result = second.search(
+        "alice",
+        "what is my dog called?",
+        store=log,
+        exclude_seqs=(),
+        max_tokens=200,
+        counter=TiktokenCounter(),
+    )
+    assert "Rex" in result.text and "too" not in result.text
+    assert second_embedder.documents == 0, "the second server reused the vectors in the shared store"
+
+    second.forget("alice")
+    assert len(LlamaIndexVectorIndex(shared, session_id="alice", dimension=64)) == 0
+    assert len(LlamaIndexVectorIndex(shared, session_id="bob", dimension=64)) > 0
+
+
+def test_recall_refuses_both_an_index_dir_and_an_index_factory(tmp_path: Path) -> None:
+
+    with pytest.raises(ConfigError, match="not both"):
+        Recall(HashingEmbedder(8), index_dir=tmp_path, index_factory=lambda session, dimension: None)  # type: ignore[arg-type,return-value]

@@ -36,7 +36,7 @@ import re
 import threading
 import urllib.parse
 import zlib
-from collections.abc import Collection, Iterable, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from datetime import datetime, timezone, tzinfo
 from hashlib import sha256
 from pathlib import Path
@@ -50,7 +50,7 @@ from ._lexical import BM25Index, tokenize
 from ._models import Message, Role, TurnStatus
 from ._store import Store
 from ._tokens import TokenCounter
-from ._vector_index import FaissIndex, IndexFileError
+from ._vector_index import FaissIndex, IndexFileError, VectorIndex
 from ._window import Dropped
 
 __all__ = [
@@ -431,7 +431,7 @@ class _Session:
     def __init__(self, session_id: str) -> None:
         self.session_id = session_id
         self.lock = threading.RLock()
-        self.index: FaissIndex | None = None
+        self.index: VectorIndex | None = None
         self.messages: dict[int, Message] = {}
         self.order: list[int] = []
         self.position: dict[int, int] = {}
@@ -534,11 +534,22 @@ class Recall:
     """
 
     def __init__(
-        self, embedder: Embedder, *, config: RecallConfig | None = None, index_dir: str | Path | None = None
+        self,
+        embedder: Embedder,
+        *,
+        config: RecallConfig | None = None,
+        index_dir: str | Path | None = None,
+        index_factory: Callable[[str, int], VectorIndex] | None = None,
     ) -> None:
+        if index_dir is not None and index_factory is not None:
+            raise ConfigError(
+                "give Recall an index_dir (FAISS files on this server) or an index_factory "
+                "(a shared vector store), not both"
+            )
         self.embedder = embedder
         self.config = config or RecallConfig()
         self.index_dir = None if index_dir is None else Path(index_dir)
+        self.index_factory = index_factory
         self._sessions: dict[str, _Session] = {}
         self._lock = threading.Lock()
 
@@ -557,7 +568,9 @@ class Recall:
         path = self.index_path(session_id)
         return None if path is None else path.with_suffix(".json")
 
-    def _new_index(self, dimension: int) -> FaissIndex:
+    def _new_index(self, session_id: str, dimension: int) -> VectorIndex:
+        if self.index_factory is not None:
+            return self.index_factory(session_id, dimension)
         return FaissIndex(dimension, hnsw_threshold=self.config.hnsw_threshold)
 
     def _load_persisted(self, state: _Session) -> None:
@@ -606,8 +619,8 @@ class Recall:
         if path is None or manifest_path is None:
             return
         with state.lock:
-            if state.forgotten or state.index is None:
-                return
+            if state.forgotten or not isinstance(state.index, FaissIndex):
+                return  # nothing yet, or vectors that live in a shared store
             index = state.index
             embedded = [u for u in index.ids() if not _is_exchange_unit(u)]
             manifest: dict[str, Any] = {
@@ -657,7 +670,11 @@ class Recall:
                 created = False
         if created:
             with state.lock:
-                self._load_persisted(state)
+                if self.index_factory is not None:
+                    # A shared store may already hold units other servers embedded.
+                    state.index = self.index_factory(session_id, self.embedder.dimension)
+                else:
+                    self._load_persisted(state)
         return state
 
     def _ingest(self, state: _Session, messages: Sequence[Message]) -> list[int]:
@@ -791,7 +808,7 @@ class Recall:
             if not keep:
                 return
             if state.index is None:
-                state.index = self._new_index(int(vectors.shape[1]))
+                state.index = self._new_index(state.session_id, int(vectors.shape[1]))
             state.index.add([ids[i] for i in keep], vectors[keep])
             for i in keep:
                 state.pending.pop(ids[i], None)
@@ -900,14 +917,24 @@ class Recall:
                 state.needs_sync = True  # the log shrank: it was cleared or replaced
 
     def forget(self, session_id: str) -> None:
-        """Remove a session's vectors and lexical index, in memory and on disk."""
+        """Remove a session's vectors and lexical index: in memory, on disk, or in the shared store."""
         with self._lock:
             state = self._sessions.pop(session_id, None)
+        index = None
         if state is not None:
             with state.lock:
                 state.forgotten = True
-                state.index = None
+                index, state.index = state.index, None
                 state.reset_log_view()
+        if self.index_factory is not None:
+            # Vectors in a shared store outlive this process's view of them.
+            if index is None:
+                index = self.index_factory(session_id, self.embedder.dimension)
+            clear = getattr(index, "clear", None)
+            if clear is None:
+                index.remove(index.ids())
+            else:
+                clear()
         self._delete_files(session_id)
 
     def stats(self, session_id: str) -> dict[str, Any]:
