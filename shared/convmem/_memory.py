@@ -46,7 +46,7 @@ def open_store(path: str | os.PathLike[str] | None = None) -> SQLiteStore:
     resolved = Path(path if path is not None else os.environ.get(DEFAULT_DB_ENV, DEFAULT_DB_PATH)).resolve()
     with _stores_lock:
         store = _stores.get(resolved)
-        if store is None or store._closed:
+        if store is None or store.closed:
             store = SQLiteStore(resolved)
             _stores[resolved] = store
         return store

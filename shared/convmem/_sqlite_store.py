@@ -137,6 +137,11 @@ class SQLiteStore:
     def __repr__(self) -> str:
         return f"SQLiteStore({str(self.path)!r})"
 
+    @property
+    def closed(self) -> bool:
+        """True once `close` was called; every call then raises `StoreError`."""
+        return self._closed
+
     # -- connections -------------------------------------------------------------
 
     def _closed_error(self) -> StoreError:
