@@ -59,7 +59,10 @@ ENGLISH_CASES = [
     ("I live in New York City now.", [("city", "New York City")]),
     ("I moved to San Francisco last month.", [("city", "San Francisco")]),
     ("I'm originally from Hangzhou.", [("hometown", "Hangzhou")]),
-    ("I like green tea and dark chocolate.", [("preference:green tea", "likes"), ("preference:dark chocolate", "likes")]),
+    (
+        "I like green tea and dark chocolate.",
+        [("preference:green tea", "likes"), ("preference:dark chocolate", "likes")],
+    ),
     ("I prefer tea over coffee.", [("preference:tea", "prefers")]),
     ("I don't like coffee anymore.", [("preference:coffee", "dislikes")]),
     ("I hate cilantro!", [("preference:cilantro", "hates")]),
@@ -140,7 +143,9 @@ def test_rule_extractor_reads_only_user_messages() -> None:
 
 
 def test_rule_extractor_records_the_source_message() -> None:
-    [fact] = RuleFactExtractor().extract([user("Hello! I live in Beijing. It is cold.", seq=7, timestamp=123.0)])
+    [fact] = RuleFactExtractor().extract(
+        [user("Hello! I live in Beijing. It is cold.", seq=7, timestamp=123.0)]
+    )
     assert (fact.seq, fact.timestamp, fact.source) == (7, 123.0, "I live in Beijing.")
 
 
@@ -263,7 +268,11 @@ def test_current_lists_facts_newest_first() -> None:
             Fact("city", "Beijing", seq=4, timestamp=4.0),
         ]
     )
-    assert [(f.key, f.value) for f in book.current()] == [("city", "Beijing"), ("pet", "dog"), ("name", "Alice")]
+    assert [(f.key, f.value) for f in book.current()] == [
+        ("city", "Beijing"),
+        ("pet", "dog"),
+        ("name", "Alice"),
+    ]
 
 
 def test_a_fact_from_an_older_message_does_not_supersede() -> None:
@@ -281,7 +290,9 @@ def test_reapplying_the_same_facts_changes_nothing() -> None:
 
 
 def test_forget_removes_the_key_and_its_history() -> None:
-    book = FactBook([Fact("city", "Beijing", seq=1, timestamp=1.0), Fact("name", "Alice", seq=2, timestamp=2.0)])
+    book = FactBook(
+        [Fact("city", "Beijing", seq=1, timestamp=1.0), Fact("name", "Alice", seq=2, timestamp=2.0)]
+    )
     assert book.forget("City") is True
     assert book.get("city") is None
     assert book.history("city") == []
@@ -350,7 +361,12 @@ def test_render_lines_in_english() -> None:
             Fact("favorite_color", "green", seq=4, timestamp=4.0),
         ]
     )
-    assert book.render_lines("en") == ["favorite color: green", "dislikes: coffee", "pet name: Max", "name: Alice"]
+    assert book.render_lines("en") == [
+        "favorite color: green",
+        "dislikes: coffee",
+        "pet name: Max",
+        "name: Alice",
+    ]
 
 
 def test_render_lines_in_chinese() -> None:
@@ -377,7 +393,9 @@ def test_section_headers_per_language() -> None:
 
 
 def test_llm_extractor_turns_a_json_answer_into_facts_of_their_messages() -> None:
-    llm = FakeLLM('[{"key": "city", "value": "Beijing", "seq": 12}, {"key": "Name", "value": "Alice", "seq": 11}]')
+    llm = FakeLLM(
+        '[{"key": "city", "value": "Beijing", "seq": 12}, {"key": "Name", "value": "Alice", "seq": 11}]'
+    )
     messages = [user("I'm Alice.", seq=11, timestamp=1.0), user("I moved to Beijing.", seq=12, timestamp=2.0)]
     facts = LLMFactExtractor(llm).extract(messages)
     assert [(f.key, f.value, f.seq, f.timestamp) for f in facts] == [
@@ -406,7 +424,9 @@ def test_llm_extractor_uses_the_chinese_prompt_for_a_chinese_conversation() -> N
 
 
 def test_llm_extractor_accepts_a_fenced_answer_and_maps_key_synonyms() -> None:
-    llm = FakeLLM('Here you go:\n```json\n[{"key": "location", "value": "Paris"}, {"key": "occupation", "value": "chef"}]\n```')
+    llm = FakeLLM(
+        'Here you go:\n```json\n[{"key": "location", "value": "Paris"}, {"key": "occupation", "value": "chef"}]\n```'
+    )
     facts = LLMFactExtractor(llm).extract([user("I live in Paris and cook for a living.", seq=1)])
     assert [(f.key, f.value) for f in facts] == [("city", "Paris"), ("job", "chef")]
 
@@ -426,7 +446,9 @@ def test_llm_extractor_retries_invalid_json_once_with_a_stricter_prompt() -> Non
     assert "not valid JSON" in llm.prompts[1]
 
 
-def test_llm_extractor_skips_with_a_warning_after_a_second_invalid_answer(caplog: pytest.LogCaptureFixture) -> None:
+def test_llm_extractor_skips_with_a_warning_after_a_second_invalid_answer(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
     llm = FakeLLM("not json", "[{broken")
     with caplog.at_level(logging.WARNING, logger="convmem"):
         facts = LLMFactExtractor(llm).extract([user("My name is Alice.", seq=1)])
@@ -461,3 +483,15 @@ def test_llm_extractor_rejects_items_that_are_not_messages() -> None:
     with pytest.raises(InvalidMessageError, match=r"messages\[0\] must be a Message"):
         LLMFactExtractor(llm).extract([{"role": "user", "content": "hi"}])  # type: ignore[list-item]
     assert llm.prompts == []
+
+
+def test_preference_stops_at_adverbs_and_prefer_x_to_y_keeps_x() -> None:
+    message = dataclasses.replace(
+        Message.create(
+            "user",
+            "I prefer green tea to coffee, especially in the afternoon. I like hiking, usually on weekends.",
+        ),
+        seq=1,
+    )
+    facts = {(f.key, f.value) for f in RuleFactExtractor().extract([message])}
+    assert facts == {("preference:green tea", "prefers"), ("preference:hiking", "likes")}

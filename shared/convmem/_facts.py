@@ -197,7 +197,8 @@ _EN_PRONOUN_OBJECTS = frozenset(
 )
 _EN_OBJECT_STOP = re.compile(
     r"(?i)\s*(?:[.!?;:]|\b(?:but|because|since|though|although|when|whenever|if|while|so|as|than|over|more"
-    r"|better|rather|very much|a lot|too|anymore|any more|nowadays|these days|lately)\b)"
+    r"|better|rather|very much|a lot|too|anymore|any more|nowadays|these days|lately"
+    r"|especially|particularly|mostly|usually|often|sometimes|always|every)\b)"
 )
 _EN_ARTICLES = re.compile(r"(?i)^(?:a|an|the|my|some|all|most|good|to)\s+")
 _SPECIES_EN = (
@@ -274,7 +275,10 @@ def _en_preference(value: str) -> Callable[[re.Match[str]], Pairs]:
     def handle(match: re.Match[str]) -> Pairs:
         verb = (match.groupdict().get("verb") or "").lower()
         said = canonical.get(verb, value) if value != "dislikes" else value
-        return [(f"preference:{thing}", said) for thing in _en_objects(match.group("object"))]
+        wanted = match.group("object")
+        if said == "prefers":  # "prefer tea to coffee": the preference is tea
+            wanted = re.split(r"\s+to\s+", wanted, maxsplit=1)[0]
+        return [(f"preference:{thing}", said) for thing in _en_objects(wanted)]
 
     return handle
 
