@@ -40,3 +40,11 @@ def test_show_and_context_read_a_sqlite_session(tmp_path: Path, capsys: pytest.C
 def test_cli_reports_bad_input_as_an_error_not_a_traceback(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["demo", "--budget", "5"]) == 2
     assert "error" in capsys.readouterr().err
+
+
+def test_demo_with_recall_brings_back_the_pet_from_early_turns(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["demo", "--recall"]) == 0
+    out = capsys.readouterr().out
+    recalled = out.split("Relevant earlier conversation")[1].split("== explain() ==")[0]
+    assert "名字叫多多" in recalled
+    assert "query points to the past" in out

@@ -41,11 +41,16 @@ def _demo(args: argparse.Namespace) -> int:
         keep_recent_turns=args.keep_recent_turns,
         budget=args.budget,
     )
+    embedder = None
+    if args.recall:
+        from ._embedder import SentenceTransformerEmbedder
+
+        embedder = SentenceTransformerEmbedder()
     if args.db:
-        memory = ConversationMemory.open(DEMO_SESSION, args.db, config=config)
+        memory = ConversationMemory.open(DEMO_SESSION, args.db, config=config, embedder=embedder)
         memory.clear()
     else:
-        memory = ConversationMemory(DEMO_SESSION, config=config)
+        memory = ConversationMemory(DEMO_SESSION, config=config, embedder=embedder)
     print(
         f"Playing {len(DEMO_TURNS)} scripted turns "
         f"(keep_recent_turns={args.keep_recent_turns}, budget={args.budget})"
@@ -100,13 +105,18 @@ def build_parser() -> argparse.ArgumentParser:
         description="Plays a scripted conversation of 24 turns (offline, no model needed) in which early "
         "facts fall out of the recent window, then prints the context built for a late question "
         "and its explain() table.",
-        epilog="Example: convmem demo --budget 600 --keep-recent-turns 4",
+        epilog="Example: convmem demo --budget 600 --keep-recent-turns 4 --recall",
     )
     demo.add_argument("--budget", type=int, default=700, help="token budget of the context (default 700)")
     demo.add_argument(
         "--keep-recent-turns", type=int, default=6, help="turns in the recent window (default 6)"
     )
     demo.add_argument("--db", help="SQLite file to keep the demo session in (default: in memory)")
+    demo.add_argument(
+        "--recall",
+        action="store_true",
+        help="also recall earlier turns by meaning (sentence-transformers, convmem[retrieval])",
+    )
     demo.set_defaults(run=_demo)
 
     sessions = commands.add_parser(
