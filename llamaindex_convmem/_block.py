@@ -24,7 +24,7 @@ from convmem import (
 )
 
 from ._messages import from_chat_message
-from ._sessions import SessionMemories, resolve_counter
+from ._sessions import SessionMemories, coerce_memory_config, resolve_counter
 
 __all__ = ["ConvMemMemoryBlock"]
 
@@ -85,13 +85,7 @@ class ConvMemMemoryBlock(BaseMemoryBlock[str]):
     @field_validator("memory_config", mode="before")
     @classmethod
     def _memory_config(cls, value: Any) -> MemoryConfig:
-        if value is None:
-            return _block_config()
-        if isinstance(value, dict):
-            return MemoryConfig.from_dict(value)
-        if not isinstance(value, MemoryConfig):
-            raise ConfigError(f"memory_config must be a MemoryConfig or a dict, got {type(value).__name__}")
-        return value
+        return coerce_memory_config(value, _block_config)
 
     @field_validator("session_id", mode="after")
     @classmethod
@@ -147,7 +141,9 @@ class ConvMemMemoryBlock(BaseMemoryBlock[str]):
     ) -> str:
         memory = self.memory(session_id)
         try:
-            context = await memory.abuild_context(_latest_user_text(messages), self.token_limit, include_query=False)
+            context = await memory.abuild_context(
+                _latest_user_text(messages), self.token_limit, include_query=False
+            )
         except BudgetError:
             return ""
         return self._render(context)
@@ -173,7 +169,9 @@ class ConvMemMemoryBlock(BaseMemoryBlock[str]):
         for message in messages:
             kwargs = dict(message.additional_kwargs)
             tagged = kwargs.pop(_SESSION_KWARG, None)
-            clean = message.model_copy(update={"additional_kwargs": kwargs}) if tagged is not None else message
+            clean = (
+                message.model_copy(update={"additional_kwargs": kwargs}) if tagged is not None else message
+            )
             by_session[self._session_for(session_id or tagged)].append(from_chat_message(clean))
         for session, batch in by_session.items():
             await self._sessions.memory(session).aadd_messages(batch)

@@ -36,7 +36,14 @@ from convmem import (
 )
 
 from ._messages import from_chat_message, from_chat_messages, to_chat_message, to_chat_messages
-from ._sessions import STORE_CUSTOM, STORE_MEMORY, SessionMemories, counter_from_name, resolve_counter
+from ._sessions import (
+    STORE_CUSTOM,
+    STORE_MEMORY,
+    SessionMemories,
+    coerce_memory_config,
+    counter_from_name,
+    resolve_counter,
+)
 
 __all__ = ["ConvMemChatMemoryBuffer"]
 
@@ -124,13 +131,7 @@ class ConvMemChatMemoryBuffer(ChatMemoryBuffer):
     @field_validator("memory_config", mode="before")
     @classmethod
     def _memory_config(cls, value: Any) -> MemoryConfig:
-        if value is None:
-            return MemoryConfig()
-        if isinstance(value, dict):
-            return MemoryConfig.from_dict(value)
-        if not isinstance(value, MemoryConfig):
-            raise ConfigError(f"memory_config must be a MemoryConfig or a dict, got {type(value).__name__}")
-        return value
+        return coerce_memory_config(value, MemoryConfig)
 
     @field_validator("chat_store_key", mode="after")
     @classmethod
@@ -205,7 +206,11 @@ class ConvMemChatMemoryBuffer(ChatMemoryBuffer):
                 "ConvMemChatMemoryBuffer keeps its history in a convmem store, not a chat_store; "
                 "pass path='chat.db' (SQLite) or store=... instead"
             )
-        if session_id is not None and chat_store_key != DEFAULT_CHAT_STORE_KEY and session_id != chat_store_key:
+        if (
+            session_id is not None
+            and chat_store_key != DEFAULT_CHAT_STORE_KEY
+            and session_id != chat_store_key
+        ):
             raise ConfigError(
                 f"session_id {session_id!r} and chat_store_key {chat_store_key!r} disagree; give one of them"
             )
@@ -429,7 +434,11 @@ class ConvMemChatMemoryBuffer(ChatMemoryBuffer):
             raise ConfigError(
                 "this buffer was saved with a custom convmem store; pass it again: from_dict(data, store=...)"
             )
-        if isinstance(counter_name, str) and values.get("counter") is None and values.get("tokenizer_fn") is None:
+        if (
+            isinstance(counter_name, str)
+            and values.get("counter") is None
+            and values.get("tokenizer_fn") is None
+        ):
             counter = counter_from_name(counter_name)
             if counter is None:
                 warnings.warn(
@@ -483,7 +492,12 @@ class ConvMemChatMemoryBuffer(ChatMemoryBuffer):
     def __setstate__(self, state: dict[str, Any]) -> None:
         data = state["data"]
         restored = type(self).from_dict(data, **{k: v for k, v in state.items() if k != "data"})
-        for attribute in ("__dict__", "__pydantic_fields_set__", "__pydantic_extra__", "__pydantic_private__"):
+        for attribute in (
+            "__dict__",
+            "__pydantic_fields_set__",
+            "__pydantic_extra__",
+            "__pydantic_private__",
+        ):
             object.__setattr__(self, attribute, getattr(restored, attribute))
 
 
@@ -508,7 +522,9 @@ def _query(input: str | ChatMessage | None) -> str | None:
 
 
 def _messages(context: BuiltContext) -> list[ChatMessage]:
-    messages = [ChatMessage(role=MessageRole.SYSTEM, content=context.system_text)] if context.system_text else []
+    messages = (
+        [ChatMessage(role=MessageRole.SYSTEM, content=context.system_text)] if context.system_text else []
+    )
     messages.extend(to_chat_messages(context.window))
     return messages
 

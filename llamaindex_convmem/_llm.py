@@ -15,7 +15,9 @@ __all__ = ["acomplete_fn_from_llamaindex", "complete_fn_from_llamaindex", "model
 
 def _check_llm(llm: Any) -> BaseLLM:
     if not isinstance(llm, BaseLLM):
-        raise ConfigError(f"llm must be a llama_index LLM (e.g. OpenAI(), MockLLM()), got {type(llm).__name__}")
+        raise ConfigError(
+            f"llm must be a llama_index LLM (e.g. OpenAI(), MockLLM()), got {type(llm).__name__}"
+        )
     return llm
 
 

@@ -43,6 +43,18 @@ STORE_SQLITE = "sqlite"
 STORE_CUSTOM = "custom"
 
 
+def coerce_memory_config(value: Any, default: Callable[[], MemoryConfig]) -> MemoryConfig:
+    """A `MemoryConfig` from a field value: None (the default), a dict (as saved by
+    `to_dict`) or a `MemoryConfig`; anything else is a `ConfigError`."""
+    if value is None:
+        return default()
+    if isinstance(value, dict):
+        return MemoryConfig.from_dict(value)
+    if not isinstance(value, MemoryConfig):
+        raise ConfigError(f"memory_config must be a MemoryConfig or a dict, got {type(value).__name__}")
+    return value
+
+
 def resolve_counter(
     counter: TokenCounter | None, tokenizer_fn: Callable[[str], Sequence[Any]] | None
 ) -> TokenCounter:
