@@ -7,6 +7,9 @@ import pytest
 
 from convmem import InMemoryStore, SQLiteStore, Store
 
+# Redis fixtures (a private server a test may kill and restart) live with the server helpers.
+pytest_plugins = ("redis_server",)
+
 
 @pytest.fixture(params=["memory", "sqlite"])
 def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Store]:

@@ -19,9 +19,13 @@ import tempfile
 import threading
 import time
 import uuid
+from collections.abc import Iterator
 from pathlib import Path
 
+import pytest
 import redis
+
+from convmem import RedisStore, SQLiteStore, Store
 
 __all__ = [
     "RedisServer",
@@ -29,6 +33,8 @@ __all__ = [
     "delete_prefix",
     "free_port",
     "new_prefix",
+    "open_shared_store",
+    "private_redis",
     "shared_redis_url",
 ]
 
@@ -182,3 +188,23 @@ def shared_redis_url() -> str:
             atexit.register(server.remove)
             _shared["url"] = server.url
         return _shared["url"]
+
+
+@pytest.fixture
+def private_redis() -> Iterator[RedisServer]:
+    """A server of the test's own (append-only file, fsync per write) that it may kill and restart."""
+    try:
+        server = RedisServer(persistent=True).start()
+    except RedisUnavailable as exc:
+        pytest.skip(f"Redis cannot be started at all: {exc}")
+    yield server
+    server.remove()
+
+
+def open_shared_store(kind: str, location: str, prefix: str) -> Store:
+    """A store of `kind` that every process given the same `location` and `prefix` shares."""
+    if kind == "sqlite":
+        return SQLiteStore(location)
+    if kind == "redis":
+        return RedisStore(location, prefix=prefix)
+    raise ValueError(f"{kind} stores cannot be shared between processes")

@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-import asyncio
 import dataclasses
 import json
 import logging
 import warnings
 
 import pytest
+from scripted_llm import AsyncFakeLLM, FakeLLM
 
 from convmem import ConfigError, InvalidMessageError, Message, StoreError
 from convmem._facts import (
@@ -28,26 +28,6 @@ def user(text: str, seq: int | None = None, timestamp: float = 1_700_000_000.0) 
 
 def pairs(text: str, language: str = "auto") -> list[tuple[str, str]]:
     return [(fact.key, fact.value) for fact in RuleFactExtractor(language).extract([user(text)])]
-
-
-class FakeLLM:
-    """A scripted model: returns the queued answers in order and records every prompt."""
-
-    def __init__(self, *answers: str) -> None:
-        self.answers = list(answers)
-        self.prompts: list[str] = []
-
-    def __call__(self, prompt: str) -> str:
-        self.prompts.append(prompt)
-        if not self.answers:
-            raise AssertionError(f"unexpected extra prompt: {prompt[:80]!r}")
-        return self.answers.pop(0)
-
-
-class AsyncFakeLLM(FakeLLM):
-    async def __call__(self, prompt: str) -> str:  # type: ignore[override]
-        await asyncio.sleep(0)
-        return FakeLLM.__call__(self, prompt)
 
 
 # --------------------------------------------------------------------------- rule extractor

@@ -25,7 +25,14 @@ import pytest
 import redis
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from redis_server import RedisServer, RedisUnavailable, delete_prefix, new_prefix, shared_redis_url
+from redis_server import (
+    RedisServer,
+    RedisUnavailable,
+    delete_prefix,
+    new_prefix,
+    open_shared_store,
+    shared_redis_url,
+)
 
 from convmem import (
     AsyncRedisStore,
@@ -70,26 +77,6 @@ def redis_url() -> str:
         pytest.skip(f"Redis cannot be started at all: {exc}")
 
 
-@pytest.fixture
-def private_redis() -> Iterator[RedisServer]:
-    """A server of this test's own (append-only file, fsync per write) that it may kill and restart."""
-    try:
-        server = RedisServer(persistent=True).start()
-    except RedisUnavailable as exc:
-        pytest.skip(f"Redis cannot be started at all: {exc}")
-    yield server
-    server.remove()
-
-
-def open_store(kind: str, location: str, prefix: str) -> Store:
-    """A store of `kind` that every process given the same `location` and `prefix` shares."""
-    if kind == "sqlite":
-        return SQLiteStore(location)
-    if kind == "redis":
-        return RedisStore(location, prefix=prefix)
-    raise ValueError(f"{kind} stores cannot be shared between processes")
-
-
 class Backend:
     """One store of one kind, plus raw access to what it keeps underneath."""
 
@@ -98,7 +85,7 @@ class Backend:
         self.prefix = new_prefix()
         self.location = redis_url if kind == "redis" and redis_url else str(folder / "memory.db")
         self.store: Store = (
-            InMemoryStore() if kind == "memory" else open_store(kind, self.location, self.prefix)
+            InMemoryStore() if kind == "memory" else open_shared_store(kind, self.location, self.prefix)
         )
 
     def close(self) -> None:
@@ -348,7 +335,7 @@ def wait_for_each_other(barrier: Any) -> None:
 
 
 def converse_in_child(kind: str, location: str, prefix: str, process: int) -> list[Ack]:
-    store = open_store(kind, location, prefix)
+    store = open_shared_store(kind, location, prefix)
     # Children start one by one; without this the first would be done before the last began.
     _start_together.wait(timeout=60)
     try:
@@ -420,7 +407,7 @@ def test_processes_and_threads_sharing_a_session_keep_every_turn_and_exact_water
 
 def talk_until_killed(kind: str, location: str, prefix: str, ack_path: str, marker: str) -> None:
     """Run in a child: add turns, logging each acknowledged one, until the summarizer stalls."""
-    store = open_store(kind, location, prefix)
+    store = open_shared_store(kind, location, prefix)
     memory = ConversationMemory("crash", store, summarizing(), summarizer=StallingSummarizer(6, Path(marker)))
     acks = os.open(ack_path, os.O_WRONLY | os.O_APPEND | os.O_CREAT)
     step = 0
@@ -463,7 +450,7 @@ def test_a_writer_killed_while_summarizing_leaves_every_acknowledged_turn_and_a_
     stalled = json.loads(marker.read_text())
 
     shared_backend.store.close()
-    store = open_store(shared_backend.kind, shared_backend.location, shared_backend.prefix)
+    store = open_shared_store(shared_backend.kind, shared_backend.location, shared_backend.prefix)
     shared_backend.store = store
     log = store.messages("crash")
     by_seq = {m.seq: m.text for m in log}

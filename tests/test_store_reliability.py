@@ -19,7 +19,14 @@ from typing import Any
 
 import pytest
 import redis
-from redis_server import RedisServer, RedisUnavailable, delete_prefix, new_prefix, shared_redis_url
+from redis_server import (
+    RedisServer,
+    RedisUnavailable,
+    delete_prefix,
+    new_prefix,
+    open_shared_store,
+    shared_redis_url,
+)
 
 import convmem
 from convmem import InMemoryStore, InvalidSessionIdError, Message, SQLiteStore, StoreError, validate_id
@@ -46,29 +53,14 @@ def redis_url() -> str:
         pytest.skip(f"Redis cannot be started at all: {exc}")
 
 
-@pytest.fixture
-def private_redis(tmp_path: Path) -> Iterator[RedisServer]:
-    """A server of this test's own, with an fsync'ed append-only file, that it may kill and restart."""
-    try:
-        server = RedisServer(persistent=True).start()
-    except RedisUnavailable as exc:
-        pytest.skip(f"Redis cannot be started at all: {exc}")
-    yield server
-    server.remove()
-
-
-def open_store(kind: str, location: str, prefix: str) -> Store:
-    if kind == "sqlite":
-        return SQLiteStore(location)
-    return RedisStore(location, prefix=prefix)
-
-
 # -- concurrency: 8 processes x 4 threads ------------------------------------------------------
 
 
-def append_from_threads(kind: str, location: str, prefix: str, process: int, sessions: list[str]) -> list[Ack]:
+def append_from_threads(
+    kind: str, location: str, prefix: str, process: int, sessions: list[str]
+) -> list[Ack]:
     """Run in a child process: THREADS_PER_PROCESS threads append; return every acknowledged message."""
-    store = open_store(kind, location, prefix)
+    store = open_shared_store(kind, location, prefix)
     acks: list[Ack] = []
     lock = threading.Lock()
     failures: list[BaseException] = []
@@ -277,7 +269,11 @@ def test_sqlite_reopens_with_every_acknowledged_message_after_the_writer_is_kill
     with closing(SQLiteStore(path)) as store:
         for session, first_seq, step in acks:
             stored = store.get(session, [int(first_seq), int(first_seq) + 1, int(first_seq) + 2])
-            assert [m.text for m in stored] == [f"{session} q{step}", f"{session} a{step}", f"{session} thanks{step}"]
+            assert [m.text for m in stored] == [
+                f"{session} q{step}",
+                f"{session} a{step}",
+                f"{session} thanks{step}",
+            ]
         for session in ("session-0", "session-1"):
             log = store.messages(session)
             # Whole batches only (the append in flight at the kill is all there or absent).
@@ -443,11 +439,15 @@ def files_holding(path: Path, marker: str) -> list[str]:
 
 @pytest.mark.parametrize("deletion", ["clear", "forget_user", "expire_idle"])
 @pytest.mark.usefixtures("insecure_sqlite_default")
-def test_a_sqlite_delete_leaves_no_copy_of_the_deleted_text_in_any_file(tmp_path: Path, deletion: str) -> None:
+def test_a_sqlite_delete_leaves_no_copy_of_the_deleted_text_in_any_file(
+    tmp_path: Path, deletion: str
+) -> None:
     path = tmp_path / "memory.db"
     with closing(SQLiteStore(path)) as store:
         secret, kept = "secretmarker" + "7" * 20, "keptmarker" + "3" * 20
-        store.append("doomed", [Message.create("user", f"{secret} number {i}") for i in range(50)], user_id="ana")
+        store.append(
+            "doomed", [Message.create("user", f"{secret} number {i}") for i in range(50)], user_id="ana"
+        )
         store.put_state("doomed", "summary", f"the user said {secret}")
         if deletion == "expire_idle":
             time.sleep(0.3)
@@ -477,7 +477,9 @@ def test_a_checkpoint_held_back_by_a_reader_is_logged_and_a_repeated_clear_finis
         reader = sqlite3.connect(path, isolation_level=None)
         try:
             reader.execute("BEGIN")
-            reader.execute("SELECT count(*) FROM messages").fetchone()  # holds a snapshot from before the delete
+            reader.execute(
+                "SELECT count(*) FROM messages"
+            ).fetchone()  # holds a snapshot from before the delete
             with caplog.at_level("WARNING", logger="convmem"):
                 store.clear("doomed")
             assert f"{path}-wal" in caplog.text
@@ -502,7 +504,10 @@ def test_redis_killed_mid_run_fails_cleanly_and_recovers_after_restart(private_r
     def work(thread: int) -> None:
         step = 0
         while not stop.is_set():
-            batch = [Message.create("user", f"t{thread} q{step}"), Message.create("assistant", f"t{thread} a{step}")]
+            batch = [
+                Message.create("user", f"t{thread} q{step}"),
+                Message.create("assistant", f"t{thread} a{step}"),
+            ]
             try:
                 stored = store.append("shared", batch, user_id="ana")
             except StoreError as exc:
@@ -652,7 +657,9 @@ def test_validate_id_rejects_unusable_ids(bad_id: object) -> None:
         validate_id(bad_id)
 
 
-@pytest.mark.parametrize("good_id", ["../../etc/passwd", "a*", "a?b", "user:42:log", "{tag}", "会话 1", "x" * 256])
+@pytest.mark.parametrize(
+    "good_id", ["../../etc/passwd", "a*", "a?b", "user:42:log", "{tag}", "会话 1", "x" * 256]
+)
 def test_validate_id_accepts_ids_that_stores_escape(good_id: str) -> None:
     assert validate_id(good_id) == good_id
 
@@ -660,8 +667,8 @@ def test_validate_id_accepts_ids_that_stores_escape(good_id: str) -> None:
 def test_no_store_module_unpickles_or_evaluates_stored_data() -> None:
     package = Path(convmem.__file__).parent
     modules = ["_codec.py", "_inmemory_store.py", "_sqlite_store.py", "_redis_store.py", "_store.py"]
-    forbidden = re.compile(r"\bpickle\b|\bmarshal\b|\bshelve\b|(?<![.\w])eval\(|(?<![.\w])exec\(|yaml\.load\(")
-    offenders = {
-        name: forbidden.findall((package / name).read_text(encoding="utf-8")) for name in modules
-    }
+    forbidden = re.compile(
+        r"\bpickle\b|\bmarshal\b|\bshelve\b|(?<![.\w])eval\(|(?<![.\w])exec\(|yaml\.load\("
+    )
+    offenders = {name: forbidden.findall((package / name).read_text(encoding="utf-8")) for name in modules}
     assert {name: found for name, found in offenders.items() if found} == {}

@@ -7,6 +7,7 @@ import logging
 import warnings
 
 import pytest
+from scripted_llm import AsyncFakeLLM, FakeLLM
 
 from convmem import BudgetError, ConfigError, InvalidMessageError, Message, TiktokenCounter
 from convmem._language import split_sentences
@@ -18,14 +19,16 @@ COUNTER = TiktokenCounter()
 # English and Chinese, with small talk around the facts that matter later.
 CONVERSATION: list[tuple[str, str]] = [
     ("Hi there!", "Hello! How can I help you today?"),
-    ("My name is Alice Chen and I work as a data scientist at Stripe.",
-     "Nice to meet you, Alice. What would you like to work on?"),
-    ("I'm planning a trip to Japan with my husband.",
-     "That sounds exciting. Do you have dates in mind?"),
-    ("We fly out on June 12 and come back on June 26.",
-     "Great, that gives you two full weeks in Japan."),
-    ("Our total budget is 5000 dollars, flights included.",
-     "A budget of 5000 dollars for two weeks is workable if we plan carefully."),
+    (
+        "My name is Alice Chen and I work as a data scientist at Stripe.",
+        "Nice to meet you, Alice. What would you like to work on?",
+    ),
+    ("I'm planning a trip to Japan with my husband.", "That sounds exciting. Do you have dates in mind?"),
+    ("We fly out on June 12 and come back on June 26.", "Great, that gives you two full weeks in Japan."),
+    (
+        "Our total budget is 5000 dollars, flights included.",
+        "A budget of 5000 dollars for two weeks is workable if we plan carefully.",
+    ),
     ("Thanks!", "You're welcome!"),
     ("你好，我们换成中文聊吧。", "好的，没问题。"),
     ("我住在杭州，平时在西湖边跑步。", "杭州是个很美的城市，西湖边跑步一定很舒服。"),
@@ -33,53 +36,75 @@ CONVERSATION: list[tuple[str, str]] = [
     ("我妈妈会帮我照顾多多两周。", "太好了，这样你就可以放心出行了。"),
     ("谢谢你！", "不客气！"),
     ("ok", "Anything else I can help with?"),
-    ("I'm allergic to peanuts, so restaurants matter a lot.",
-     "Noted: you are allergic to peanuts. I will keep that in mind for restaurant suggestions."),
+    (
+        "I'm allergic to peanuts, so restaurants matter a lot.",
+        "Noted: you are allergic to peanuts. I will keep that in mind for restaurant suggestions.",
+    ),
     ("We want to spend four nights in Kyoto.", "Kyoto is lovely in June, though it can be rainy."),
-    ("Let's book the Hotel Granvia in Kyoto for June 14 to June 18.",
-     "Good choice, the Hotel Granvia is right above Kyoto Station."),
+    (
+        "Let's book the Hotel Granvia in Kyoto for June 14 to June 18.",
+        "Good choice, the Hotel Granvia is right above Kyoto Station.",
+    ),
     ("好的", "嗯嗯"),
     ("我们决定在东京住六个晚上。", "东京的住宿选择很多，新宿和银座都很方便。"),
     ("我们选新宿的酒店，每晚预算不超过200美元。", "明白，我会按每晚200美元以内来推荐新宿的酒店。"),
     ("Cool.", "Great!"),
-    ("What is the weather like in Tokyo in June?",
-     "June is the rainy season in Tokyo, so expect frequent showers and around 25 degrees."),
+    (
+        "What is the weather like in Tokyo in June?",
+        "June is the rainy season in Tokyo, so expect frequent showers and around 25 degrees.",
+    ),
     ("Sounds good.", "Let me know if you need anything else."),
-    ("Please remind me to renew my passport before May 30.",
-     "I will remind you to renew your passport before May 30."),
+    (
+        "Please remind me to renew my passport before May 30.",
+        "I will remind you to renew your passport before May 30.",
+    ),
     ("我的护照号码以E开头，明年三月到期。", "护照明年三月到期的话，一定要在出发前续签。"),
     ("好的，明白了。", "好的！"),
-    ("I also want to visit Nara for one day to see the deer.",
-     "A day trip to Nara from Kyoto takes about 45 minutes by train."),
+    (
+        "I also want to visit Nara for one day to see the deer.",
+        "A day trip to Nara from Kyoto takes about 45 minutes by train.",
+    ),
     ("Thank you so much!", "Happy to help!"),
     ("我老公不吃生鱼片，所以寿司店要少安排。", "了解，我会少安排寿司店，多推荐拉面和烤肉。"),
     ("我们想在大阪吃一次神户牛肉，预算大概300美元。", "大阪有几家很好的神户牛肉餐厅，300美元两人足够。"),
     ("Nice!", "Glad you like it."),
-    ("Can you recommend a JR Pass?",
-     "A 14-day JR Pass costs about 500 dollars per person and covers the Shinkansen between Tokyo and Kyoto."),
+    (
+        "Can you recommend a JR Pass?",
+        "A 14-day JR Pass costs about 500 dollars per person and covers the Shinkansen between Tokyo and Kyoto.",
+    ),
     ("We will buy two 14-day JR Passes next week.", "Good plan, buy them before you leave for Japan."),
     ("OK thanks", "Anytime!"),
     ("我下周三要去上海出差三天。", "出差顺利！回来后我们再继续规划日本行程。"),
     ("出差回来了，继续吧。", "欢迎回来！我们上次讨论到JR Pass。"),
-    ("Actually I moved to Beijing last month, so we fly from Beijing now.",
-     "Thanks for the update: you now live in Beijing and will fly from Beijing Capital Airport."),
+    (
+        "Actually I moved to Beijing last month, so we fly from Beijing now.",
+        "Thanks for the update: you now live in Beijing and will fly from Beijing Capital Airport.",
+    ),
     ("嗯", "好的。"),
-    ("The flight from Beijing to Tokyo leaves at 9:30 on June 12.",
-     "A 9:30 departure on June 12 gets you to Tokyo in the early afternoon."),
+    (
+        "The flight from Beijing to Tokyo leaves at 9:30 on June 12.",
+        "A 9:30 departure on June 12 gets you to Tokyo in the early afternoon.",
+    ),
     ("我们要订一个去机场的出租车，早上六点半出发。", "好的，六点半出发去机场时间很充裕。"),
     ("Great.", "Great!"),
-    ("My husband's birthday is on June 20, and I want to plan a surprise dinner in Kyoto.",
-     "A surprise dinner in Kyoto on June 20 is a lovely idea; a kaiseki restaurant would be special."),
+    (
+        "My husband's birthday is on June 20, and I want to plan a surprise dinner in Kyoto.",
+        "A surprise dinner in Kyoto on June 20 is a lovely idea; a kaiseki restaurant would be special.",
+    ),
     ("记得餐厅不能有花生，我对花生过敏。", "当然，我会确保推荐的餐厅都能避开花生。"),
     ("谢谢", "不客气"),
-    ("Do we need a visa for Japan?",
-     "With Chinese passports you need a tourist visa; apply at least 3 weeks before June 12."),
+    (
+        "Do we need a visa for Japan?",
+        "With Chinese passports you need a tourist visa; apply at least 3 weeks before June 12.",
+    ),
     ("We will apply for the visa on May 15.", "May 15 leaves enough time before your June 12 flight."),
     ("Okay.", "Okay!"),
     ("我们还需要买旅行保险，预算每人500元。", "旅行保险很重要，每人500元的预算可以买到不错的保障。"),
     ("Hmm, let me think.", "Take your time."),
-    ("Please list our open tasks.",
-     "Open tasks: renew passport before May 30, apply for visa on May 15, buy JR Passes, buy travel insurance."),
+    (
+        "Please list our open tasks.",
+        "Open tasks: renew passport before May 30, apply for visa on May 15, buy JR Passes, buy travel insurance.",
+    ),
     ("Perfect, thanks a lot!", "You're welcome, have a great trip!"),
     ("Bye!", "Goodbye!"),
 ]
@@ -88,7 +113,9 @@ assert len(CONVERSATION) == 50
 MESSAGES = [
     Message.create(role, text, timestamp=1_700_000_000 + index)
     for index, (role, text) in enumerate(
-        (role, text) for user, assistant in CONVERSATION for role, text in (("user", user), ("assistant", assistant))
+        (role, text)
+        for user, assistant in CONVERSATION
+        for role, text in (("user", user), ("assistant", assistant))
     )
 ]
 
@@ -115,26 +142,6 @@ def summarize_in_batches(summarizer: ExtractiveSummarizer, cap: int, batch: int 
         summary = summarizer.summarize(summary, MESSAGES[start : start + batch], max_tokens=cap)
         summaries.append(summary)
     return summaries
-
-
-class FakeLLM:
-    """A scripted model: returns the queued answers in order and records every prompt."""
-
-    def __init__(self, *answers: str) -> None:
-        self.answers = list(answers)
-        self.prompts: list[str] = []
-
-    def __call__(self, prompt: str) -> str:
-        self.prompts.append(prompt)
-        if not self.answers:
-            raise AssertionError(f"unexpected extra prompt: {prompt[:80]!r}")
-        return self.answers.pop(0)
-
-
-class AsyncFakeLLM(FakeLLM):
-    async def __call__(self, prompt: str) -> str:  # type: ignore[override]
-        await asyncio.sleep(0)
-        return FakeLLM.__call__(self, prompt)
 
 
 def user(text: str) -> Message:
@@ -174,7 +181,12 @@ def test_extractive_drops_greetings_thanks_and_filler() -> None:
 def test_extractive_keeps_sentences_in_their_original_order() -> None:
     summary = ExtractiveSummarizer(COUNTER).summarize(
         None,
-        [user("I live in Hangzhou."), assistant("OK."), user("We fly to Tokyo on June 12."), user("我养了一只猫。")],
+        [
+            user("I live in Hangzhou."),
+            assistant("OK."),
+            user("We fly to Tokyo on June 12."),
+            user("我养了一只猫。"),
+        ],
     )
     positions = [summary.index(s) for s in ("Hangzhou", "June 12", "我养了一只猫")]
     assert positions == sorted(positions)
@@ -187,7 +199,10 @@ def test_extractive_prefixes_each_line_with_a_compact_speaker_label() -> None:
     chinese = ExtractiveSummarizer(COUNTER).summarize(
         None, [user("我叫小明，住在杭州。"), assistant("你的航班周五早上九点半起飞。")]
     )
-    assert english.splitlines() == ["User: My name is Alice.", "Assistant: Your flight leaves at 9:30 on Friday."]
+    assert english.splitlines() == [
+        "User: My name is Alice.",
+        "Assistant: Your flight leaves at 9:30 on Friday.",
+    ]
     assert chinese.splitlines() == ["用户：我叫小明，住在杭州。", "助手：你的航班周五早上九点半起飞。"]
 
 
@@ -221,7 +236,9 @@ def test_extractive_returns_the_previous_summary_when_nothing_new_is_worth_keepi
 
 
 def test_extractive_summary_of_small_talk_only_is_empty() -> None:
-    summary = ExtractiveSummarizer(COUNTER).summarize(None, [user("Hi!"), assistant("Hello! How can I help?")])
+    summary = ExtractiveSummarizer(COUNTER).summarize(
+        None, [user("Hi!"), assistant("Hello! How can I help?")]
+    )
     assert summary == ""
 
 
@@ -333,7 +350,11 @@ def test_llm_prompt_carries_the_previous_summary_and_only_the_new_turns() -> Non
     llm = FakeLLM("User Alice lives in Hangzhou.", "Alice moved to Beijing; she flies on June 12.")
     summarizer = LLMSummarizer(llm, counter=COUNTER)
     first_batch = [user("I live in Hangzhou."), assistant("Hangzhou is beautiful.")]
-    second_batch = [user("I moved to Beijing."), assistant("Noted, you live in Beijing now."), user("We fly June 12.")]
+    second_batch = [
+        user("I moved to Beijing."),
+        assistant("Noted, you live in Beijing now."),
+        user("We fly June 12."),
+    ]
 
     first = summarizer.summarize(None, first_batch)
     second = summarizer.summarize(first, second_batch)
@@ -349,7 +370,9 @@ def test_llm_prompt_carries_the_previous_summary_and_only_the_new_turns() -> Non
 
 def test_llm_prompt_labels_the_new_turns_by_speaker() -> None:
     llm = FakeLLM("summary")
-    LLMSummarizer(llm, counter=COUNTER).summarize(None, [user("I live in Hangzhou."), assistant("Nice city.")])
+    LLMSummarizer(llm, counter=COUNTER).summarize(
+        None, [user("I live in Hangzhou."), assistant("Nice city.")]
+    )
     assert "User: I live in Hangzhou.\nAssistant: Nice city." in llm.prompts[0]
 
 
@@ -364,10 +387,19 @@ def test_llm_english_prompt_asks_to_keep_facts_and_forbids_inventing() -> None:
 
 def test_llm_chinese_conversation_gets_the_chinese_prompt() -> None:
     llm = FakeLLM("用户住在杭州。")
-    summary = LLMSummarizer(llm, counter=COUNTER).summarize("用户叫小明。", [user("我住在杭州，养了一只柯基。")])
+    summary = LLMSummarizer(llm, counter=COUNTER).summarize(
+        "用户叫小明。", [user("我住在杭州，养了一只柯基。")]
+    )
     prompt = llm.prompts[0]
     assert summary == "用户住在杭州。"
-    for phrase in ("事实、决定、待办事项", "数字、日期和名字", "不要编造", "用中文书写", "用户叫小明。", "用户：我住在杭州"):
+    for phrase in (
+        "事实、决定、待办事项",
+        "数字、日期和名字",
+        "不要编造",
+        "用中文书写",
+        "用户叫小明。",
+        "用户：我住在杭州",
+    ):
         assert phrase in prompt
 
 
@@ -404,7 +436,9 @@ def test_llm_falls_back_to_dropping_whole_sentences_when_still_too_long() -> Non
 
 def test_llm_without_new_turns_keeps_the_previous_summary_without_a_call() -> None:
     llm = FakeLLM()
-    summary = LLMSummarizer(llm, counter=COUNTER).summarize("Alice lives in Beijing.", [Message.create("system", "x")])
+    summary = LLMSummarizer(llm, counter=COUNTER).summarize(
+        "Alice lives in Beijing.", [Message.create("system", "x")]
+    )
     assert summary == "Alice lives in Beijing."
     assert llm.prompts == []
 
@@ -425,12 +459,15 @@ def test_llm_answer_that_is_not_text_is_a_config_error() -> None:
 def test_llm_custom_prompt_template_is_used() -> None:
     llm = FakeLLM("ok")
     template = "Old: {previous_summary}\nNew:\n{new_messages}\n{{json}}{length_hint}"
-    LLMSummarizer(llm, counter=COUNTER, prompt_template=template).summarize("S0", [user("I live in Beijing.")])
+    LLMSummarizer(llm, counter=COUNTER, prompt_template=template).summarize(
+        "S0", [user("I live in Beijing.")]
+    )
     assert llm.prompts[0] == "Old: S0\nNew:\nUser: I live in Beijing.\n{json}"
 
 
 @pytest.mark.parametrize(
-    "template", ["{previous_summary} only", "{previous_summary} {new_messages} {secret}", "{previous_summary {"]
+    "template",
+    ["{previous_summary} only", "{previous_summary} {new_messages} {secret}", "{previous_summary {"],
 )
 def test_llm_rejects_a_prompt_template_without_the_required_fields(template: str) -> None:
     with pytest.raises(ConfigError, match="prompt_template"):
