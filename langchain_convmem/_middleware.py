@@ -40,7 +40,7 @@ from ._convert import (
     stored_message_id,
     to_convmem_message,
 )
-from ._sessions import ConvMemSessions, check_budget
+from ._sessions import ConvMemSessions, check_budget, sessions_from_options
 
 __all__ = ["ConvMemMiddleware"]
 
@@ -117,25 +117,26 @@ class ConvMemMiddleware(AgentMiddleware):
         if _IMPORT_ERROR is not None:  # pragma: no cover - exercised in a subprocess test
             raise ImportError(_INSTALL_HINT) from _IMPORT_ERROR
         super().__init__()
-        options_given = [
-            n
-            for n, v in (("path", path), ("store", store), ("config", config), ("counter", counter))
-            if v is not None
-        ] + sorted(memory_options)
-        if memory is not None and (sessions is not None or options_given):
-            raise ConfigError("pass memory= alone, without sessions= or store options")
-        if sessions is not None and options_given:
-            raise ConfigError(
-                f"pass sessions= or the options to build them, not both (also got {options_given})"
-            )
-        if memory is not None and not isinstance(memory, ConversationMemory):
-            raise ConfigError(f"memory must be a ConversationMemory, got {type(memory).__name__}")
         self.fixed_memory = memory
-        self.sessions = (
-            sessions
-            if sessions is not None or memory is not None
-            else ConvMemSessions(path, store=store, config=config, counter=counter, **memory_options)
-        )
+        if memory is not None:
+            if (
+                sessions is not None
+                or any(v is not None for v in (path, store, config, counter))
+                or memory_options
+            ):
+                raise ConfigError("pass memory= alone, without sessions= or store options")
+            if not isinstance(memory, ConversationMemory):
+                raise ConfigError(f"memory must be a ConversationMemory, got {type(memory).__name__}")
+            self.sessions: ConvMemSessions | None = None
+        else:
+            self.sessions = sessions_from_options(
+                sessions,
+                path=path,
+                store=store,
+                config=config,
+                counter=counter,
+                memory_options=memory_options,
+            )
         self.budget = check_budget(budget)
         self.session_id_key = session_id_key
         self.user_id_key = user_id_key

@@ -24,7 +24,6 @@ from langchain_core.runnables.base import coerce_to_runnable
 from langchain_core.runnables.utils import AddableDict, ConfigurableFieldSpec
 
 from convmem import (
-    ConfigError,
     ConversationMemory,
     InvalidMessageError,
     InvalidSessionIdError,
@@ -36,7 +35,7 @@ from convmem import (
 )
 
 from ._convert import context_to_langchain, latest_human_text, to_convmem_messages
-from ._sessions import ConvMemSessions, check_budget
+from ._sessions import ConvMemSessions, check_budget, sessions_from_options
 
 __all__ = ["ConvMemRunnable", "with_convmem"]
 
@@ -114,20 +113,10 @@ class ConvMemRunnable(Runnable[Any, Any]):
         counter: TokenCounter | None = None,
         **memory_options: Any,
     ) -> None:
-        if sessions is not None:
-            given = [
-                n
-                for n, v in (("path", path), ("store", store), ("config", config), ("counter", counter))
-                if v is not None
-            ] + sorted(memory_options)
-            if given:
-                raise ConfigError(f"pass sessions= or the options to build them, not both (also got {given})")
-            if not isinstance(sessions, ConvMemSessions):
-                raise ConfigError(f"sessions must be a ConvMemSessions, got {type(sessions).__name__}")
-        else:
-            sessions = ConvMemSessions(path, store=store, config=config, counter=counter, **memory_options)
+        self.sessions = sessions_from_options(
+            sessions, path=path, store=store, config=config, counter=counter, memory_options=memory_options
+        )
         self.runnable = coerce_to_runnable(runnable)
-        self.sessions = sessions
         self.input_messages_key = input_messages_key
         self.history_messages_key = history_messages_key
         self.output_messages_key = output_messages_key

@@ -23,7 +23,7 @@ from convmem import (
 if TYPE_CHECKING:
     from ._history import ConvMemChatMessageHistory
 
-__all__ = ["ConvMemSessions", "check_budget", "storage_session_id"]
+__all__ = ["ConvMemSessions", "check_budget", "sessions_from_options", "storage_session_id"]
 
 DEFAULT_MAX_CACHED_SESSIONS = 1024
 
@@ -145,3 +145,28 @@ class ConvMemSessions:
     def __call__(self, session_id: str, user_id: str | None = None) -> ConvMemChatMessageHistory:
         """`get_session_history` for `RunnableWithMessageHistory` (see `history`)."""
         return self.history(session_id, user_id)
+
+
+def sessions_from_options(
+    sessions: ConvMemSessions | None,
+    *,
+    path: str | os.PathLike[str] | None,
+    store: Store | None,
+    config: MemoryConfig | None,
+    counter: TokenCounter | None,
+    memory_options: dict[str, Any],
+) -> ConvMemSessions:
+    """The `ConvMemSessions` a wrapper serves: the one given, or one built from the
+    store options; giving both is a `ConfigError`."""
+    given = [
+        name
+        for name, value in (("path", path), ("store", store), ("config", config), ("counter", counter))
+        if value is not None
+    ] + sorted(memory_options)
+    if sessions is None:
+        return ConvMemSessions(path, store=store, config=config, counter=counter, **memory_options)
+    if given:
+        raise ConfigError(f"pass sessions= or the options to build them, not both (also got {given})")
+    if not isinstance(sessions, ConvMemSessions):
+        raise ConfigError(f"sessions must be a ConvMemSessions, got {type(sessions).__name__}")
+    return sessions
