@@ -13,8 +13,9 @@ agent middleware, and model adapters.
   embedder of a memory.
 """
 
-from ._adapters import ChatModelTokenCounter, LangChainComplete, LangChainEmbedder, complete_fn_from_langchain
+from ._adapters import ChatModelTokenCounter, LangChainComplete, complete_fn_from_langchain
 from ._convert import from_convmem_message, to_convmem_message, to_convmem_messages
+from ._embeddings import LangChainEmbedder
 from ._history import ConvMemChatMessageHistory
 from ._middleware import ConvMemMiddleware
 from ._runnable import ConvMemRunnable, with_convmem

@@ -1,4 +1,4 @@
-"""LangChain models as convmem parts: a ``complete`` callable, a token counter, an embedder."""
+"""LangChain models as convmem parts: a ``complete`` callable and a token counter."""
 
 from __future__ import annotations
 
@@ -10,16 +10,13 @@ from typing import Any
 from langchain_core.language_models import BaseLanguageModel
 from langchain_core.messages import BaseMessage
 
-# The embedder adapter lives in the core next to the other embedders; it is
-# re-exported here so that every LangChain adapter imports from one place.
-from convmem import ConfigError, LangChainEmbedder, Message
+from convmem import ConfigError, Message
 
 from ._convert import from_convmem_message
 
 __all__ = [
     "ChatModelTokenCounter",
     "LangChainComplete",
-    "LangChainEmbedder",
     "complete_fn_from_langchain",
 ]
 

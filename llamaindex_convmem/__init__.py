@@ -8,11 +8,10 @@
   and the `ChatMessage` conversions.
 """
 
-from convmem import LlamaIndexEmbedder
-
 from ._block import ConvMemMemoryBlock
 from ._buffer import ConvMemChatMemoryBuffer
 from ._condense import ConvMemCondensePlusContextChatEngine
+from ._embeddings import LlamaIndexEmbedder
 from ._llm import acomplete_fn_from_llamaindex, complete_fn_from_llamaindex
 from ._messages import from_chat_message, from_chat_messages, to_chat_message, to_chat_messages
 from ._tokenizer import TokenizerFnCounter

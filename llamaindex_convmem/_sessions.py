@@ -22,7 +22,6 @@ from convmem import (
     ConfigError,
     ConversationMemory,
     InMemoryStore,
-    LlamaIndexEmbedder,
     MemoryConfig,
     Recall,
     Store,
@@ -33,6 +32,7 @@ from convmem import (
     validate_id,
 )
 
+from ._embeddings import LlamaIndexEmbedder
 from ._llm import model_component
 from ._tokenizer import TokenizerFnCounter
 

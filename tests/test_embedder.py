@@ -1,6 +1,11 @@
-"""Embedders: the model-free hashing embedder, the MiniLM default and the framework adapters."""
+"""Embedders: the base class, the model-free hashing embedder and the MiniLM default.
+
+The LangChain and LlamaIndex adapters are tested with their wrappers
+(test_langchain_adapters.py, test_llamaindex_adapters.py)."""
 
 from __future__ import annotations
+
+from typing import Any
 
 import numpy as np
 import pytest
@@ -8,10 +13,9 @@ import pytest
 from convmem import ConfigError
 from convmem._embedder import (
     DEFAULT_MODEL,
+    BaseEmbedder,
     Embedder,
     HashingEmbedder,
-    LangChainEmbedder,
-    LlamaIndexEmbedder,
     SentenceTransformerEmbedder,
     normalize_rows,
 )
@@ -80,49 +84,75 @@ def test_normalize_rows_rejects_the_wrong_width() -> None:
         normalize_rows([[1.0, 2.0, 3.0]], 2)
 
 
-def test_langchain_embeddings_are_adapted_and_normalized() -> None:
-    from langchain_core.embeddings import DeterministicFakeEmbedding
+class ListEmbedder(BaseEmbedder):
+    """A remote-API-like model: returns plain lists, says nothing about its width up front."""
 
-    embedder = LangChainEmbedder(DeterministicFakeEmbedding(size=24))
+    def __init__(self, width: int = 6, **options: Any) -> None:
+        super().__init__(name="list-model", **options)
+        self.width = width
+        self.calls: list[tuple[int, bool]] = []
+
+    def _embed(self, texts: list[str], *, query: bool) -> list[list[float]]:
+        self.calls.append((len(texts), query))
+        return [[float(len(text) + i) for i in range(self.width)] for text in texts]
+
+
+class ClassAttributeEmbedder(BaseEmbedder):
+    name = "fixed-v1"
+    dimension = 3
+    batch_size = 2
+
+    def _embed(self, texts: list[str], *, query: bool) -> list[list[float]]:
+        return [[1.0, 2.0, 2.0] for _ in texts]
+
+
+def test_a_base_embedder_learns_its_dimension_from_the_first_vectors() -> None:
+    embedder = ListEmbedder(width=6)
     vectors = embedder.embed_documents(["one", "two"])
-    assert embedder.dimension == 24
-    assert vectors.shape == (2, 24)
-    np.testing.assert_allclose(np.linalg.norm(vectors, axis=1), 1.0, rtol=1e-5)
-    assert embedder.name.startswith("langchain:DeterministicFakeEmbedding")
-
-
-async def test_langchain_adapter_uses_the_async_api() -> None:
-    from langchain_core.embeddings import DeterministicFakeEmbedding
-
-    embedder = LangChainEmbedder(DeterministicFakeEmbedding(size=8))
-    np.testing.assert_allclose(await embedder.aembed_query("x"), embedder.embed_query("x"), rtol=1e-6)
-
-
-def test_langchain_adapter_rejects_an_object_without_embedding_methods() -> None:
-    with pytest.raises(ConfigError, match="embed_documents"):
-        LangChainEmbedder(object())
-
-
-def test_llamaindex_embeddings_are_adapted_and_normalized() -> None:
-    from llama_index.core.embeddings import MockEmbedding
-
-    embedder = LlamaIndexEmbedder(MockEmbedding(embed_dim=16))
-    vectors = embedder.embed_documents(["one", "two", "three"])
-    assert embedder.dimension == 16
-    assert vectors.shape == (3, 16)
+    assert embedder.dimension == 6
+    assert embedder.calls == [(2, False)]
     np.testing.assert_allclose(np.linalg.norm(vectors, axis=1), 1.0, rtol=1e-5)
 
 
-async def test_llamaindex_adapter_uses_the_async_api() -> None:
-    from llama_index.core.embeddings import MockEmbedding
+def test_asking_a_base_embedder_its_dimension_first_embeds_one_probe_text() -> None:
+    embedder = ListEmbedder(width=5)
+    assert embedder.dimension == 5
+    assert embedder.calls == [(1, True)]
 
-    embedder = LlamaIndexEmbedder(MockEmbedding(embed_dim=16))
-    assert (await embedder.aembed_query("x")).shape == (16,)
+
+def test_a_given_dimension_is_checked_against_the_models_vectors() -> None:
+    embedder = ListEmbedder(width=5, dimension=4)
+    assert embedder.dimension == 4
+    with pytest.raises(ConfigError, match="expected"):
+        embedder.embed_query("hello")
 
 
-def test_llamaindex_adapter_rejects_an_object_without_embedding_methods() -> None:
-    with pytest.raises(ConfigError, match="BaseEmbedding"):
-        LlamaIndexEmbedder(object())
+def test_a_base_embedder_batches_documents() -> None:
+    embedder = ListEmbedder(batch_size=2)
+    assert embedder.embed_documents(["a", "b", "c", "d", "e"]).shape == (5, 6)
+    assert embedder.calls == [(2, False), (2, False), (1, False)]
+
+
+async def test_a_base_embedder_runs_the_sync_model_for_async_callers() -> None:
+    embedder = ListEmbedder()
+    np.testing.assert_array_equal(await embedder.aembed_query("hi"), embedder.embed_query("hi"))
+
+
+def test_a_base_embedder_names_itself_in_its_repr() -> None:
+    assert repr(ListEmbedder()) == "ListEmbedder('list-model')"
+
+
+def test_name_and_dimension_can_be_class_attributes() -> None:
+    embedder = ClassAttributeEmbedder()
+    assert (embedder.name, embedder.dimension, embedder.batch_size) == ("fixed-v1", 3, 2)
+    np.testing.assert_allclose(embedder.embed_query("x"), [1 / 3, 2 / 3, 2 / 3], rtol=1e-6)
+    assert isinstance(embedder, Embedder)
+
+
+@pytest.mark.parametrize("options", [{"dimension": 0}, {"dimension": "384"}, {"batch_size": 0}])
+def test_a_base_embedder_rejects_a_bad_dimension_or_batch_size(options: dict[str, Any]) -> None:
+    with pytest.raises(ConfigError, match="must be a positive int"):
+        ListEmbedder(**options)
 
 
 def test_sentence_transformer_embedder_loads_lazily() -> None:

