@@ -11,6 +11,8 @@ agent middleware, and model adapters.
 - `complete_fn_from_langchain`, `ChatModelTokenCounter`, `LangChainEmbedder`:
   LangChain models as the summarizer/fact-extractor model, token counter and
   embedder of a memory.
+- `LangChainVectorIndex` (with `PrecomputedEmbeddings`): a session's recall
+  vectors in a LangChain vector store that several servers share.
 """
 
 from ._adapters import ChatModelTokenCounter, LangChainComplete, complete_fn_from_langchain
@@ -20,6 +22,7 @@ from ._history import ConvMemChatMessageHistory
 from ._middleware import ConvMemMiddleware
 from ._runnable import ConvMemRunnable, with_convmem
 from ._sessions import ConvMemSessions
+from ._vector_store import LangChainVectorIndex, PrecomputedEmbeddings
 
 __all__ = [
     "ChatModelTokenCounter",
@@ -29,6 +32,8 @@ __all__ = [
     "ConvMemSessions",
     "LangChainComplete",
     "LangChainEmbedder",
+    "LangChainVectorIndex",
+    "PrecomputedEmbeddings",
     "complete_fn_from_langchain",
     "from_convmem_message",
     "to_convmem_message",

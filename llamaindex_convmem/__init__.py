@@ -6,6 +6,8 @@
 - Adapters: `complete_fn_from_llamaindex` (LLM -> summarizer/fact-extractor callable),
   `LlamaIndexEmbedder` (BaseEmbedding -> embedder), `TokenizerFnCounter` (tokenizer_fn -> counter),
   and the `ChatMessage` conversions.
+- `LlamaIndexVectorIndex`: a session's recall vectors in a LlamaIndex vector store
+  that several servers share.
 """
 
 from ._block import ConvMemMemoryBlock
@@ -15,12 +17,14 @@ from ._embeddings import LlamaIndexEmbedder
 from ._llm import acomplete_fn_from_llamaindex, complete_fn_from_llamaindex
 from ._messages import from_chat_message, from_chat_messages, to_chat_message, to_chat_messages
 from ._tokenizer import TokenizerFnCounter
+from ._vector_store import LlamaIndexVectorIndex
 
 __all__ = [
     "ConvMemChatMemoryBuffer",
     "ConvMemCondensePlusContextChatEngine",
     "ConvMemMemoryBlock",
     "LlamaIndexEmbedder",
+    "LlamaIndexVectorIndex",
     "TokenizerFnCounter",
     "acomplete_fn_from_llamaindex",
     "complete_fn_from_llamaindex",

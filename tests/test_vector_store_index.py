@@ -20,11 +20,6 @@ from convmem import (
     TiktokenCounter,
 )
 from convmem._vector_index import FaissIndex, VectorIndex
-from convmem._vector_store_index import (
-    LangChainVectorIndex,
-    LlamaIndexVectorIndex,
-    PrecomputedEmbeddings,
-)
 
 pytest.importorskip("llama_index.core")
 pytest.importorskip("langchain_core")
@@ -34,6 +29,9 @@ from langchain_core.embeddings import DeterministicFakeEmbedding, Embeddings
 from langchain_core.vectorstores import InMemoryVectorStore, VectorStore
 from llama_index.core.vector_stores import SimpleVectorStore
 from llama_index.core.vector_stores.types import VectorStoreQuery, VectorStoreQueryResult
+
+from langchain_convmem import LangChainVectorIndex, PrecomputedEmbeddings
+from llamaindex_convmem import LlamaIndexVectorIndex
 
 DIM = 16
 

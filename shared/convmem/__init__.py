@@ -42,7 +42,6 @@ from ._tokens import (
 )
 from ._transcript import render_transcript
 from ._vector_index import FaissIndex, IndexFileError, VectorIndex
-from ._vector_store_index import LangChainVectorIndex, LlamaIndexVectorIndex, PrecomputedEmbeddings
 from ._window import Dropped
 
 __version__ = "0.1.0"
@@ -74,12 +73,9 @@ __all__ = [
     "InvalidSessionIdError",
     "LLMFactExtractor",
     "LLMSummarizer",
-    "LangChainVectorIndex",
-    "LlamaIndexVectorIndex",
     "MemoryConfig",
     "Message",
     "OverflowStatus",
-    "PrecomputedEmbeddings",
     "Recall",
     "RecallConfig",
     "RecallFilters",
