@@ -13,7 +13,17 @@ agent middleware, and model adapters.
   embedder of a memory.
 - `LangChainVectorIndex` (with `PrecomputedEmbeddings`): a session's recall
   vectors in a LangChain vector store that several servers share.
+
+Needs langchain-core: ``pip install "convmem[langchain]"``.
 """
+
+try:
+    import langchain_core  # noqa: F401  # every module here needs it: say how to get it, once
+except ModuleNotFoundError as exc:
+    raise ModuleNotFoundError(
+        f'langchain_convmem needs {exc.name}, which is not installed: pip install "convmem[langchain]"',
+        name=exc.name,
+    ) from exc
 
 from ._adapters import ChatModelTokenCounter, LangChainComplete, complete_fn_from_langchain
 from ._convert import from_convmem_message, to_convmem_message, to_convmem_messages

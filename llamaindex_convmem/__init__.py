@@ -8,7 +8,17 @@
   and the `ChatMessage` conversions.
 - `LlamaIndexVectorIndex`: a session's recall vectors in a LlamaIndex vector store
   that several servers share.
+
+Needs llama-index-core: ``pip install "convmem[llamaindex]"``.
 """
+
+try:
+    import llama_index.core  # noqa: F401  # every module here needs it: say how to get it, once
+except ModuleNotFoundError as exc:
+    raise ModuleNotFoundError(
+        f'llamaindex_convmem needs {exc.name}, which is not installed: pip install "convmem[llamaindex]"',
+        name=exc.name,
+    ) from exc
 
 from ._block import ConvMemMemoryBlock
 from ._buffer import ConvMemChatMemoryBuffer
