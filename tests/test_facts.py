@@ -10,10 +10,9 @@ import warnings
 import pytest
 from scripted_llm import AsyncFakeLLM, FakeLLM
 
-from convmem import ConfigError, InvalidMessageError, Message, StoreError
+from convmem import FACT_SECTION_HEADERS, ConfigError, InvalidMessageError, Message, StoreError
 from convmem._facts import (
     _RULE_SCAN_CHARS,
-    FACT_SECTION_HEADERS,
     Fact,
     FactBook,
     FactExtractor,

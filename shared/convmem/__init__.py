@@ -19,9 +19,9 @@ from ._errors import (
     InvalidSessionIdError,
     StoreError,
 )
-from ._facts import FACT_SECTION_HEADERS, Fact, FactBook, FactExtractor, LLMFactExtractor, RuleFactExtractor
+from ._facts import Fact, FactBook, FactExtractor, LLMFactExtractor, RuleFactExtractor
 from ._inmemory_store import InMemoryStore
-from ._language import detect_language, split_sentences
+from ._language import FACT_SECTION_HEADERS, detect_language, split_sentences
 from ._memory import ConversationMemory, OverflowStatus, open_store
 from ._models import Message, Role, Turn, TurnStatus, group_turns
 from ._recall import Recall, RecallConfig, RecalledItem, RecallFilters, RecallResult, choose_recall_share

@@ -25,7 +25,7 @@ from collections.abc import Callable, Iterable, Sequence
 from typing import Any, Protocol, runtime_checkable
 
 from ._errors import InvalidMessageError, StoreError
-from ._language import check_language, resolve_language, split_sentences
+from ._language import check_language, resolve_language, speaker_prefix, split_sentences
 from ._models import Message, Role
 from ._summarizer import (
     CompleteFn,
@@ -34,12 +34,10 @@ from ._summarizer import (
     check_complete,
     check_messages,
     conversation_messages,
-    role_label,
     run_dialogue,
 )
 
 __all__ = [
-    "FACT_SECTION_HEADERS",
     "Fact",
     "FactBook",
     "FactExtractor",
@@ -48,9 +46,6 @@ __all__ = [
 ]
 
 logger = logging.getLogger("convmem")
-
-FACT_SECTION_HEADERS = {"zh": "【用户档案】", "en": "Known facts about the user"}
-"""The heading of the facts section of a context, per language."""
 
 _SOURCE_CHARS = 160
 # The rule extractor reads only this much of each message. The rules cost time
@@ -1033,7 +1028,7 @@ class LLMFactExtractor:
         language = resolve_language(self.language, "\n".join(m.text for m in conversation))
         numbered = {(m.seq if m.seq is not None else index + 1): m for index, m in enumerate(conversation)}
         transcript = "\n".join(
-            f"[{number}] {role_label(m.role, language)}{m.text.strip()}" for number, m in numbered.items()
+            f"[{number}] {speaker_prefix(m.role, language)}{m.text.strip()}" for number, m in numbered.items()
         )
         prompt = FACT_PROMPTS[language].replace("{messages}", transcript)
         items = _parse_json_list((yield prompt))

@@ -31,7 +31,17 @@ from collections.abc import Awaitable, Callable, Generator, Sequence
 from typing import Protocol, TypeVar, runtime_checkable
 
 from ._errors import BudgetError, ConfigError, InvalidMessageError
-from ._language import check_language, detect_language, resolve_language, split_sentences
+from ._language import (
+    HAN,
+    LABEL_SEPARATORS,
+    LANGUAGES,
+    check_language,
+    detect_language,
+    resolve_language,
+    speaker_label,
+    speaker_prefix,
+    split_sentences,
+)
 from ._models import Message, Role, TurnStatus
 from ._tokens import TokenCounter, default_counter
 
@@ -131,23 +141,20 @@ def conversation_messages(messages: Sequence[Message]) -> list[Message]:
     return kept
 
 
-ROLE_LABELS = {
-    "en": {Role.USER: "User", Role.ASSISTANT: "Assistant", Role.TOOL: "Tool"},
-    "zh": {Role.USER: "用户", Role.ASSISTANT: "助手", Role.TOOL: "工具"},
+# A summary labels the sentences of users, assistants and tools; reading a
+# summary back, a line that starts with one of their labels is theirs.
+_ROLE_BY_LABEL = {
+    speaker_label(role, language): role
+    for language in LANGUAGES
+    for role in (Role.USER, Role.ASSISTANT, Role.TOOL)
 }
-LABEL_SEPARATORS = {"en": ": ", "zh": "："}
-_LABEL_PREFIX = re.compile(r"^(User|Assistant|Tool|用户|助手|工具)\s*[:：]\s*")
-_ROLE_BY_LABEL = {label: role for labels in ROLE_LABELS.values() for role, label in labels.items()}
-
-
-def role_label(role: Role, language: str) -> str:
-    """``"User: "`` / ``"用户："``: the compact speaker prefix used in summaries and prompts."""
-    return ROLE_LABELS[language].get(role, role.value) + LABEL_SEPARATORS[language]
+_LABEL_MARKS = "".join(separator.strip() for separator in LABEL_SEPARATORS.values())
+_LABEL_PREFIX = re.compile(rf"^({'|'.join(map(re.escape, _ROLE_BY_LABEL))})\s*[{_LABEL_MARKS}]\s*")
 
 
 def transcript_lines(messages: Sequence[Message], language: str) -> str:
     """Messages as ``"User: ..."`` lines for a prompt."""
-    return "\n".join(role_label(m.role, language) + m.text.strip() for m in messages)
+    return "\n".join(speaker_prefix(m.role, language) + m.text.strip() for m in messages)
 
 
 # --------------------------------------------------------------------------- complete callables
@@ -320,7 +327,6 @@ _FACT_CUE = re.compile(
 _SELF = re.compile(r"(?i:\b(?:i|i'm|i've|i'd|i'll|my|me|mine|we|our)\b)|我")
 _QUESTION = re.compile(r"[?？]\W*$|[吗呢么]\W*$")
 _LATIN_WORDS = re.compile(r"[A-Za-z0-9]+")
-_HAN = re.compile(r"[\u3400-\u9fff]")
 
 _ROLE_WEIGHT = {Role.USER: 1.0, Role.ASSISTANT: 0.7, Role.TOOL: 0.5}
 _UNKNOWN_ROLE_WEIGHT = 0.9
@@ -387,7 +393,7 @@ def information_value(sentence: str, role: Role | None) -> float:
         value += 4.0 if about_facts else 2.0
     if role is Role.USER and _QUESTION.search(sentence):
         value += 1.0
-    content_units = len(_LATIN_WORDS.findall(sentence)) + len(_HAN.findall(sentence)) / 2
+    content_units = len(_LATIN_WORDS.findall(sentence)) + len(HAN.findall(sentence)) / 2
     value += min(content_units / 20, 1.0)
     weight = _ROLE_WEIGHT.get(role, _UNKNOWN_ROLE_WEIGHT) if role is not None else _UNKNOWN_ROLE_WEIGHT
     return value * weight
@@ -418,13 +424,13 @@ def _terminated(sentence: str) -> str:
     stripped = sentence.rstrip(",:;，：、")
     if not stripped:
         return sentence
-    return stripped + ("。" if _HAN.match(stripped[-1]) else ".")
+    return stripped + ("。" if HAN.match(stripped[-1]) else ".")
 
 
 def _join_sentences(sentences: Sequence[str]) -> str:
     out = ""
     for sentence in sentences:
-        if out and not (_HAN.match(out[-1]) or out[-1] in "。！？；…" or _HAN.match(sentence[0])):
+        if out and not (HAN.match(out[-1]) or out[-1] in "。！？；…" or HAN.match(sentence[0])):
             out += " "
         out += sentence
     return out
@@ -590,7 +596,7 @@ class ExtractiveSummarizer:
             while index < len(units) and units[index].group == group:
                 sentences.append(_terminated(units[index].text))
                 index += 1
-            prefix = role_label(role, language) if role is not None else ""
+            prefix = speaker_prefix(role, language) if role is not None else ""
             lines.append(prefix + _join_sentences(sentences))
         return "\n".join(lines)
 
