@@ -16,9 +16,9 @@ from convmem._facts import (
     Fact,
     FactBook,
     FactExtractor,
-    LLMFactExtractor,
     RuleFactExtractor,
 )
+from convmem._llm import LLMFactExtractor
 
 
 def user(text: str, seq: int | None = None, timestamp: float = 1_700_000_000.0) -> Message:

@@ -6,17 +6,16 @@ A :class:`FactExtractor` turns messages into :class:`Fact` objects
 the older one (a user who moved from Hangzhou to Beijing lives in Beijing) and
 every value stays in the key's history.
 
-Two extractors: :class:`RuleFactExtractor` (the offline default, English and
-Chinese patterns over the user's own messages, precision over recall) and
-:class:`LLMFactExtractor` (any model behind a ``complete(prompt) -> str``
-callable, answering in JSON).
+Two extractors: :class:`RuleFactExtractor` (here, the offline default: English
+and Chinese patterns from :mod:`convmem._fact_rules` over the user's own
+messages, precision over recall) and :class:`~convmem._llm.LLMFactExtractor`
+(any model behind a ``complete(prompt) -> str`` callable, answering in JSON).
 """
 
 from __future__ import annotations
 
 import dataclasses
 import json
-import logging
 import math
 import re
 import threading
@@ -33,29 +32,17 @@ from ._fact_rules import (
     is_question,
     pet_name_following,
     rule_pairs,
-    trim_value,
 )
-from ._language import check_language, resolve_language, speaker_prefix, split_sentences
+from ._language import LABEL_SEPARATORS, check_language, split_sentences
 from ._models import Message, Role
-from ._summarizer import (
-    CompleteFn,
-    Dialogue,
-    arun_dialogue,
-    check_complete,
-    check_messages,
-    conversation_messages,
-    run_dialogue,
-)
+from ._salience import check_messages
 
 __all__ = [
     "Fact",
     "FactBook",
     "FactExtractor",
-    "LLMFactExtractor",
     "RuleFactExtractor",
 ]
-
-logger = logging.getLogger("convmem")
 
 _SOURCE_CHARS = 160
 # The rule extractor reads only this much of each message. The rules cost time
@@ -65,7 +52,7 @@ _SOURCE_CHARS = 160
 _RULE_SCAN_CHARS = 20_000
 
 
-def _normalize_key(key: str) -> str:
+def normalize_key(key: str) -> str:
     """``"Pet Name"`` -> ``"pet_name"``; ``"Preference: Green Tea"`` -> ``"preference:green tea"``."""
     key = key.strip().lower()
     if ":" in key:
@@ -74,10 +61,12 @@ def _normalize_key(key: str) -> str:
     return re.sub(r"[\s\-]+", "_", key)
 
 
+def _comparable(value: str) -> str:
+    return " ".join(value.casefold().split()).strip(TRIM_CHARS)
+
+
 def _same_value(first: str, second: str) -> bool:
-    return " ".join(first.casefold().split()).strip(TRIM_CHARS) == " ".join(second.casefold().split()).strip(
-        TRIM_CHARS
-    )
+    return _comparable(first) == _comparable(second)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -100,7 +89,7 @@ class Fact:
     source: str | None = None
 
     def __post_init__(self) -> None:
-        if not isinstance(self.key, str) or not _normalize_key(self.key).strip(":_"):
+        if not isinstance(self.key, str) or not normalize_key(self.key).strip(":_"):
             raise InvalidMessageError(f"a fact key must be a non-empty str, got {self.key!r}")
         if not isinstance(self.value, str) or not self.value.strip():
             raise InvalidMessageError(
@@ -118,7 +107,7 @@ class Fact:
             raise InvalidMessageError(f"a fact's timestamp must be epoch seconds, got {self.timestamp!r}")
         if self.source is not None and not isinstance(self.source, str):
             raise InvalidMessageError(f"a fact's source must be a str or None, got {self.source!r}")
-        object.__setattr__(self, "key", _normalize_key(self.key))
+        object.__setattr__(self, "key", normalize_key(self.key))
         object.__setattr__(self, "value", self.value.strip())
         object.__setattr__(self, "timestamp", float(self.timestamp))
 
@@ -154,14 +143,15 @@ class FactExtractor(Protocol):
     async def aextract(self, messages: Sequence[Message]) -> list[Fact]: ...
 
 
-def _source_of(text: str) -> str:
+def source_quote(text: str) -> str:
+    """`text` on one line, cut to a short quote: where a fact came from."""
     flat = " ".join(text.split())
     return flat if len(flat) <= _SOURCE_CHARS else flat[: _SOURCE_CHARS - 1] + "…"
 
 
 def _facts_from(message: Message, pairs: Iterable[tuple[str, str]], source: str) -> list[Fact]:
     return [
-        Fact(key, value, seq=message.seq, timestamp=message.timestamp, source=_source_of(source))
+        Fact(key, value, seq=message.seq, timestamp=message.timestamp, source=source_quote(source))
         for key, value in pairs
     ]
 
@@ -224,167 +214,6 @@ class RuleFactExtractor:
     async def aextract(self, messages: Sequence[Message]) -> list[Fact]:
         """Same as :meth:`extract`; it does no I/O, so it runs inline."""
         return self.extract(messages)
-
-
-# --------------------------------------------------------------------------- LLM extractor
-
-FACT_PROMPTS = {
-    "en": """Extract facts that the user states about themselves from the conversation below.
-
-Conversation (each message starts with its number in brackets):
-{messages}
-
-Answer with a JSON array only, no other text. Each item is an object {"key": ..., "value": ..., "seq": ...}:
-- key: a short snake_case name. Use these keys when they fit: name, age, city (where the user lives now), \
-hometown, job, employer, pet, pet_name, birthday. For likes and dislikes use "preference:<thing>" with the \
-value "likes" or "dislikes".
-- value: the fact, short, in the words of the conversation.
-- seq: the number of the message the fact comes from.
-Only include facts the user stated or confirmed about themselves. Do not guess or invent anything.
-If there are none, answer [].""",
-    "zh": """从下面的对话中提取用户关于自己陈述的事实。
-
-对话（每条消息前的方括号里是它的编号）：
-{messages}
-
-只回答一个 JSON 数组，不要任何其他文字。每一项是一个对象 {"key": ..., "value": ..., "seq": ...}：
-- key：简短的英文 snake_case 名称。合适时使用这些 key：name、age、city（用户现在住的城市）、hometown、job、\
-employer、pet、pet_name、birthday。喜欢和不喜欢的东西用 "preference:<东西>"，value 为 "likes" 或 "dislikes"。
-- value：事实本身，简短，使用对话中的原词。
-- seq：事实所在消息的编号。
-只包括用户陈述或确认的关于自己的事实。不要猜测或编造任何内容。
-如果没有，回答 []。""",
-}
-STRICT_RETRY_SUFFIXES = {
-    "en": "\n\nYour previous answer was not valid JSON. Answer again with ONLY the JSON array, starting with [ "
-    'and ending with ], for example [{"key": "name", "value": "Alice", "seq": 3}]. No explanation, no code fence.',
-    "zh": "\n\n你上一次的回答不是有效的 JSON。请重新回答，只输出 JSON 数组，以 [ 开头、以 ] 结尾，例如 "
-    '[{"key": "name", "value": "小明", "seq": 3}]。不要解释，不要代码块。',
-}
-_KEY_SYNONYMS = {
-    "user_name": "name",
-    "username": "name",
-    "first_name": "name",
-    "location": "city",
-    "current_city": "city",
-    "residence": "city",
-    "lives_in": "city",
-    "home_city": "city",
-    "occupation": "job",
-    "profession": "job",
-    "company": "employer",
-    "dog_name": "pet_name",
-    "cat_name": "pet_name",
-    "pet_type": "pet",
-}
-
-
-def _parse_json_list(answer: str) -> list[Any] | None:
-    text = answer.strip()
-    fence = re.search(r"```(?:json)?\s*(.*?)\s*```", text, re.S)
-    if fence:
-        text = fence.group(1)
-    candidates = [text]
-    if "[" in text and "]" in text:
-        candidates.append(text[text.index("[") : text.rindex("]") + 1])
-    for candidate in candidates:
-        try:
-            data = json.loads(candidate)
-        except ValueError:
-            continue
-        if isinstance(data, dict) and isinstance(data.get("facts"), list):
-            data = data["facts"]
-        if isinstance(data, list):
-            return data
-    return None
-
-
-class LLMFactExtractor:
-    """Facts extracted by any language model behind a ``complete(prompt) -> str`` callable.
-
-    The model sees the numbered messages (English or Chinese prompt, after the
-    conversation's language; see :data:`FACT_PROMPTS`) and answers with a JSON
-    array of ``{"key", "value", "seq"}`` objects. An answer that is not valid
-    JSON is retried once with a stricter prompt; if that fails too, a warning
-    is logged (logger ``"convmem"``) and no facts are returned. Items without a
-    usable key or value are skipped.
-
-    ``complete`` may be sync or async: :meth:`aextract` awaits an async one and
-    runs a sync one in a worker thread; :meth:`extract` raises
-    :class:`ConfigError` for an async one (use ``aextract``).
-    """
-
-    def __init__(self, complete: CompleteFn, *, language: str = "auto") -> None:
-        self.complete = check_complete(complete)
-        self.language = check_language(language)
-
-    def extract(self, messages: Sequence[Message]) -> list[Fact]:
-        """Facts the user states in `messages`; one model call (two if the first answer is not JSON)."""
-        return run_dialogue(self._dialogue(messages), self.complete, async_method="aextract")
-
-    async def aextract(self, messages: Sequence[Message]) -> list[Fact]:
-        """Async :meth:`extract`."""
-        return await arun_dialogue(self._dialogue(messages), self.complete)
-
-    def _dialogue(self, messages: Sequence[Message]) -> Dialogue[list[Fact]]:
-        conversation = conversation_messages(check_messages(messages))
-        return self._steps(conversation)
-
-    def _steps(self, conversation: list[Message]) -> Dialogue[list[Fact]]:
-        if not any(m.role is Role.USER for m in conversation):
-            return []
-        language = resolve_language(self.language, "\n".join(m.text for m in conversation))
-        numbered = {(m.seq if m.seq is not None else index + 1): m for index, m in enumerate(conversation)}
-        transcript = "\n".join(
-            f"[{number}] {speaker_prefix(m.role, language)}{m.text.strip()}" for number, m in numbered.items()
-        )
-        prompt = FACT_PROMPTS[language].replace("{messages}", transcript)
-        items = _parse_json_list((yield prompt))
-        if items is None:
-            items = _parse_json_list((yield prompt + STRICT_RETRY_SUFFIXES[language]))
-        if items is None:
-            logger.warning(
-                "the fact-extraction model answered with invalid JSON twice; skipping facts of "
-                "%d messages (seqs %s..%s)",
-                len(conversation),
-                conversation[0].seq,
-                conversation[-1].seq,
-            )
-            return []
-        return self._facts(items, numbered)
-
-    @staticmethod
-    def _facts(items: list[Any], numbered: dict[int, Message]) -> list[Fact]:
-        user_messages = [m for m in numbered.values() if m.role is Role.USER]
-        fallback = user_messages[-1]
-        facts = []
-        for item in items:
-            if not isinstance(item, dict):
-                continue
-            key, value = item.get("key"), item.get("value")
-            if isinstance(value, (int, float)) and not isinstance(value, bool):
-                value = str(value)
-            if not isinstance(key, str) or not isinstance(value, str) or not key.strip() or not value.strip():
-                logger.debug("skipping fact item without a usable key and value: %r", item)
-                continue
-            key = _normalize_key(key)
-            key = _KEY_SYNONYMS.get(key, key)
-            seq = item.get("seq")
-            message = (
-                numbered.get(seq, fallback)
-                if isinstance(seq, int) and not isinstance(seq, bool)
-                else fallback
-            )
-            facts.append(
-                Fact(
-                    key,
-                    trim_value(value) or value.strip(),
-                    seq=message.seq,
-                    timestamp=message.timestamp,
-                    source=_source_of(message.text),
-                )
-            )
-        return facts
 
 
 # --------------------------------------------------------------------------- fact book
@@ -497,17 +326,17 @@ class FactBook:
     def get(self, key: str) -> Fact | None:
         """The current fact for `key`, or ``None``."""
         with self._lock:
-            history = self._history.get(_normalize_key(key))
+            history = self._history.get(normalize_key(key))
             return history[-1] if history else None
 
     def history(self, key: str) -> list[Fact]:
         """Every value `key` has had, oldest first (empty for an unknown key)."""
         with self._lock:
-            return list(self._history.get(_normalize_key(key), ()))
+            return list(self._history.get(normalize_key(key), ()))
 
     def forget(self, key: str) -> bool:
         """Remove `key` and its history; ``False`` when there was no such key."""
-        key = _normalize_key(key)
+        key = normalize_key(key)
         with self._lock:
             history = self._history.pop(key, None)
             self._updated.pop(key, None)
@@ -530,7 +359,7 @@ class FactBook:
         ``"likes: coffee"`` / ``"喜欢：咖啡"``. `language` is ``"en"`` or ``"zh"``."""
         language = check_language(language, allow_auto=False)
         zh = language == "zh"
-        separator = "：" if zh else ": "
+        separator = LABEL_SEPARATORS[language]
         lines = []
         for fact in self.current():
             if fact.key.startswith("preference:"):
@@ -582,13 +411,13 @@ class FactBook:
                     raise InvalidMessageError(f"history of {key!r} must be a list")
                 facts = [Fact.from_dict(entry) for entry in entries]
                 if facts:
-                    book._history[_normalize_key(key)] = facts
+                    book._history[normalize_key(key)] = facts
                     book._clock += 1
-                    book._updated[_normalize_key(key)] = book._clock
+                    book._updated[normalize_key(key)] = book._clock
             for key, seq in forgotten.items():
                 if isinstance(seq, bool) or not isinstance(seq, int):
                     raise InvalidMessageError(f"forgotten seq of {key!r} must be an int, got {seq!r}")
-                book._forgotten[_normalize_key(key)] = seq
+                book._forgotten[normalize_key(key)] = seq
         except InvalidMessageError as exc:
             raise StoreError(f"the stored fact book holds a malformed fact: {exc}") from None
         return book

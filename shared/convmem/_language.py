@@ -26,6 +26,7 @@ __all__ = [
     "HAN_RANGES",
     "LABEL_SEPARATORS",
     "LANGUAGES",
+    "LANGUAGE_NAMES",
     "SECTION_HEADERS",
     "SPEAKER_LABELS",
     "WIDE_CJK",
@@ -40,6 +41,8 @@ __all__ = [
 
 LANGUAGES = ("zh", "en")
 _LANGUAGE_CHOICES = ("auto", *LANGUAGES)
+LANGUAGE_NAMES = {"en": "English", "zh": "中文"}
+"""Each language's name for itself, as a prompt mentions it ("Write in 中文")."""
 
 # --------------------------------------------------------------------------- scripts
 
