@@ -10,16 +10,15 @@ import warnings
 import pytest
 from scripted_llm import AsyncFakeLLM, FakeLLM
 
-from convmem import ConfigError, InvalidMessageError, Message, StoreError
+from convmem import FACT_SECTION_HEADERS, ConfigError, InvalidMessageError, Message, StoreError
 from convmem._facts import (
     _RULE_SCAN_CHARS,
-    FACT_SECTION_HEADERS,
     Fact,
     FactBook,
     FactExtractor,
-    LLMFactExtractor,
     RuleFactExtractor,
 )
+from convmem._llm import LLMFactExtractor
 
 
 def user(text: str, seq: int | None = None, timestamp: float = 1_700_000_000.0) -> Message:

@@ -1,4 +1,5 @@
-"""Language detection and sentence splitting (Chinese and English)."""
+"""Language knowledge in one place: scripts, detection, sentence splitting, speaker labels
+and section headers (Chinese and English)."""
 
 from __future__ import annotations
 
@@ -8,8 +9,21 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from convmem import ConfigError
-from convmem._language import check_language, detect_language, resolve_language, split_sentences
+from convmem import ConfigError, InvalidMessageError, Role
+from convmem._language import (
+    CJK,
+    FACT_SECTION_HEADERS,
+    HAN,
+    LANGUAGES,
+    SECTION_HEADERS,
+    WIDE_CJK,
+    check_language,
+    detect_language,
+    resolve_language,
+    speaker_label,
+    speaker_prefix,
+    split_sentences,
+)
 
 
 def test_detect_language_is_chinese_when_han_characters_dominate() -> None:
@@ -35,6 +49,18 @@ def test_detect_language_without_letters_returns_the_default() -> None:
 def test_detect_language_rejects_non_text() -> None:
     with pytest.raises(ConfigError, match="needs a str"):
         detect_language(None)  # type: ignore[arg-type]
+
+
+def test_han_matches_chinese_characters_only() -> None:
+    assert all(HAN.match(char) for char in "我爱北京豈𠀀")
+    assert not any(HAN.match(char) for char in "aあア한。，")
+
+
+def test_cjk_adds_kana_and_hangul_and_wide_cjk_adds_cjk_punctuation() -> None:
+    assert all(CJK.match(char) for char in "我あア한")
+    assert not any(CJK.match(char) for char in "a。，！")
+    assert all(WIDE_CJK.match(char) for char in "我あ한。，！　ㄅ")
+    assert not any(WIDE_CJK.match(char) for char in "a.,!1 ")
 
 
 def test_check_language_rejects_an_unknown_language() -> None:
@@ -138,3 +164,26 @@ def test_split_sentences_returns_stripped_single_line_sentences(text: str) -> No
         assert sentence == sentence.strip()
         assert sentence
         assert "\n" not in sentence
+
+
+def test_speaker_labels_and_prefixes_per_language() -> None:
+    assert speaker_label("user", "zh") == "用户"
+    assert speaker_label(Role.TOOL, "en") == "Tool"
+    assert speaker_prefix(Role.ASSISTANT, "zh") == "助手："
+    assert speaker_prefix("system", "en") == "System: "
+
+
+def test_speaker_label_rejects_an_unknown_role() -> None:
+    with pytest.raises(InvalidMessageError):
+        speaker_label("narrator", "en")
+
+
+def test_every_language_names_the_same_sections() -> None:
+    assert set(SECTION_HEADERS) == set(LANGUAGES)
+    assert SECTION_HEADERS["zh"].keys() == SECTION_HEADERS["en"].keys()
+    assert SECTION_HEADERS["en"]["recall"] == "Relevant earlier conversation:"
+
+
+def test_fact_section_headers_are_the_facts_headings_without_the_english_colon() -> None:
+    assert FACT_SECTION_HEADERS["zh"] == SECTION_HEADERS["zh"]["facts"]
+    assert FACT_SECTION_HEADERS["en"] + ":" == SECTION_HEADERS["en"]["facts"]

@@ -18,8 +18,7 @@ from llama_index.core.llms import CustomLLM, MockLLM
 from llama_index.core.llms.callbacks import llm_completion_callback
 
 from convmem import ConfigError, MemoryConfig
-from convmem._facts import LLMFactExtractor
-from convmem._summarizer import LLMSummarizer
+from convmem._llm import LLMFactExtractor, LLMSummarizer
 from llamaindex_convmem import (
     ConvMemChatMemoryBuffer,
     ConvMemMemoryBlock,

@@ -11,7 +11,8 @@ from scripted_llm import AsyncFakeLLM, FakeLLM
 
 from convmem import BudgetError, ConfigError, InvalidMessageError, Message, TiktokenCounter
 from convmem._language import split_sentences
-from convmem._summarizer import ExtractiveSummarizer, LLMSummarizer, Summarizer
+from convmem._llm import LLMSummarizer
+from convmem._summarizer import ExtractiveSummarizer, Summarizer
 
 COUNTER = TiktokenCounter()
 

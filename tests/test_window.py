@@ -3,7 +3,8 @@ from __future__ import annotations
 import dataclasses
 
 from convmem import Message, Role, TiktokenCounter, group_turns
-from convmem._window import is_low_information, select_window, split_units
+from convmem._salience import is_low_information
+from convmem._window import select_window, split_units
 
 COUNTER = TiktokenCounter()
 

@@ -12,9 +12,10 @@ from ._errors import (
     InvalidSessionIdError,
     StoreError,
 )
-from ._facts import FACT_SECTION_HEADERS, Fact, FactBook, FactExtractor, LLMFactExtractor, RuleFactExtractor
+from ._facts import Fact, FactBook, FactExtractor, RuleFactExtractor
 from ._inmemory_store import InMemoryStore
-from ._language import detect_language, split_sentences
+from ._language import FACT_SECTION_HEADERS, detect_language, split_sentences
+from ._llm import CompleteFn, LLMFactExtractor, LLMSummarizer
 from ._memory import ConversationMemory, OverflowStatus, open_store
 from ._models import Message, Role, Turn, TurnStatus, group_turns
 from ._recall import Recall, RecallConfig, RecalledItem, RecallFilters, RecallResult, choose_recall_share
@@ -30,7 +31,7 @@ from ._retention import (
 )
 from ._sqlite_store import SQLiteStore
 from ._store import SessionStats, StateRecord, Store, validate_id
-from ._summarizer import CompleteFn, ExtractiveSummarizer, LLMSummarizer, Summarizer
+from ._summarizer import ExtractiveSummarizer, Summarizer
 from ._tokens import (
     REPLY_PRIMING_TOKENS,
     ApproximateCounter,

@@ -25,7 +25,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from ._errors import BudgetError
-from ._facts import FACT_SECTION_HEADERS
+from ._language import SECTION_HEADERS as HEADERS
 from ._models import Message, Role, Turn
 from ._tokens import REPLY_PRIMING_TOKENS, TokenCounter
 from ._window import Dropped, WindowSelection, select_window
@@ -34,21 +34,6 @@ __all__ = ["BuiltContext", "ContextBuilder", "ContextRequest", "RecallItem", "Se
 
 SECTION_ORDER = ("system", "facts", "summary", "recall", "window", "query")
 _SEPARATOR = "\n\n"
-
-HEADERS = {
-    "zh": {
-        "facts": FACT_SECTION_HEADERS["zh"],
-        "summary": "【对话摘要】",
-        "recall": "【相关背景信息】",
-        "omitted": "（更早的部分对话未包含在此。）",
-    },
-    "en": {
-        "facts": FACT_SECTION_HEADERS["en"] + ":",
-        "summary": "Summary of the earlier conversation:",
-        "recall": "Relevant earlier conversation:",
-        "omitted": "(Some earlier conversation is not included here.)",
-    },
-}
 
 
 @dataclasses.dataclass(frozen=True)

@@ -6,6 +6,8 @@ import dataclasses
 from typing import Any, Literal
 
 from ._errors import ConfigError
+from ._language import SECTION_HEADERS, speaker_prefix
+from ._models import Role
 
 __all__ = ["MemoryConfig", "TranscriptTemplate"]
 
@@ -23,11 +25,20 @@ class TranscriptTemplate:
 
     @classmethod
     def for_language(cls, language: str) -> TranscriptTemplate:
+        """The built-in template for ``"zh"``; the English one for any other language."""
         return TRANSCRIPT_ZH if language == "zh" else TRANSCRIPT_EN
 
+    @classmethod
+    def _builtin(cls, language: str) -> TranscriptTemplate:
+        return cls(
+            SECTION_HEADERS[language]["transcript"],
+            speaker_prefix(Role.USER, language),
+            speaker_prefix(Role.ASSISTANT, language),
+        )
 
-TRANSCRIPT_ZH = TranscriptTemplate("【最近对话原文】", "用户：", "助手：")
-TRANSCRIPT_EN = TranscriptTemplate("Recent conversation", "User: ", "Assistant: ")
+
+TRANSCRIPT_ZH = TranscriptTemplate._builtin("zh")
+TRANSCRIPT_EN = TranscriptTemplate._builtin("en")
 
 
 @dataclasses.dataclass(frozen=True)

@@ -1,9 +1,13 @@
-"""Which language a conversation is in, and where its sentences end.
+"""Everything convmem knows about the languages it writes: which scripts are
+Chinese (or CJK), which language a text is in, where its sentences end, what
+speakers and context sections are called in Chinese and English.
 
 Summaries, fact labels and prompts come in Chinese and English; everything
 that has to choose between them asks :func:`detect_language`. Everything that
 shortens text does so at the boundaries :func:`split_sentences` finds, so no
-summary ever ends in the middle of a sentence.
+summary ever ends in the middle of a sentence. Every module that needs a CJK
+character class, a speaker label or a section header takes it from here, so
+the two languages stay consistent across the context.
 """
 
 from __future__ import annotations
@@ -12,19 +16,52 @@ import re
 import unicodedata
 
 from ._errors import ConfigError
+from ._models import Role
 
 __all__ = [
+    "CJK",
+    "CJK_RANGES",
+    "FACT_SECTION_HEADERS",
+    "HAN",
+    "HAN_RANGES",
+    "LABEL_SEPARATORS",
     "LANGUAGES",
+    "LANGUAGE_NAMES",
+    "SECTION_HEADERS",
+    "SPEAKER_LABELS",
+    "WIDE_CJK",
+    "WIDE_CJK_RANGES",
     "check_language",
     "detect_language",
     "resolve_language",
+    "speaker_label",
+    "speaker_prefix",
     "split_sentences",
 ]
 
 LANGUAGES = ("zh", "en")
 _LANGUAGE_CHOICES = ("auto", *LANGUAGES)
+LANGUAGE_NAMES = {"en": "English", "zh": "中文"}
+"""Each language's name for itself, as a prompt mentions it ("Write in 中文")."""
 
-_HAN = re.compile(r"[\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\U00020000-\U0002ebef\U00030000-\U0003134f]")
+# --------------------------------------------------------------------------- scripts
+
+# Character classes (the inside of a regex [...]), from narrow to wide; build
+# any other pattern from them rather than spelling ranges out again.
+HAN_RANGES = "\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\U00020000-\U0003134f"
+"""Chinese characters: CJK ideographs, their extensions and compatibility forms."""
+CJK_RANGES = "\u3040-\u30ff" + HAN_RANGES + "\uac00-\ud7af"
+"""Han plus kana and hangul: the scripts written without spaces between words."""
+WIDE_CJK_RANGES = CJK_RANGES + "\u2e80-\u2fdf\u3000-\u303f\u3100-\u318f\u31a0-\u31ff\uff00-\uffef"
+"""CJK plus CJK radicals, punctuation, bopomofo, jamo and fullwidth forms: every
+character that a tokenizer or a sentence splitter treats as a CJK character."""
+
+HAN = re.compile(f"[{HAN_RANGES}]")
+CJK = re.compile(f"[{CJK_RANGES}]")
+WIDE_CJK = re.compile(f"[{WIDE_CJK_RANGES}]")
+
+# --------------------------------------------------------------------------- detection
+
 _LATIN_WORD = re.compile(r"[A-Za-z]+(?:['’][A-Za-z]+)?")
 
 
@@ -38,7 +75,7 @@ def detect_language(text: str, *, default: str = "en") -> str:
     """
     if not isinstance(text, str):
         raise ConfigError(f"detect_language needs a str, got {type(text).__name__}")
-    han = len(_HAN.findall(text))
+    han = len(HAN.findall(text))
     latin_words = len(_LATIN_WORD.findall(text))
     if han == 0 and latin_words == 0:
         return default
@@ -58,6 +95,8 @@ def resolve_language(language: str, text: str) -> str:
     return detect_language(text) if check_language(language) == "auto" else language
 
 
+# --------------------------------------------------------------------------- sentences
+
 # Sentence ends. Chinese marks end a sentence wherever they stand; ASCII marks
 # only before whitespace, a Chinese character or the end, so decimals, URLs,
 # versions and e-mail addresses stay whole.
@@ -68,10 +107,6 @@ _CLOSERS = "\"'”’」』）)]】》〉"
 _TITLES = frozenset({"mr", "mrs", "ms", "dr", "prof", "sr", "jr", "st", "mt", "vs", "gen", "col", "capt"})
 # Abbreviations that may end a sentence; they do unless a lowercase word follows.
 _SOFT_ABBREVIATIONS = frozenset({"etc", "inc", "ltd", "co", "corp", "approx", "dept", "est"})
-
-
-def _is_cjk(char: str) -> bool:
-    return bool(_HAN.match(char)) or "\u3000" <= char <= "\u30ff" or "\uff00" <= char <= "\uffef"
 
 
 def _is_punctuation_only(text: str) -> bool:
@@ -144,7 +179,7 @@ def split_sentences(text: str) -> list[str]:
             if any(c in _CJK_TERMINATORS for c in run):
                 ends = True
             else:
-                ends = end >= length or text[end].isspace() or _is_cjk(text[end])
+                ends = end >= length or text[end].isspace() or bool(WIDE_CJK.match(text[end]))
                 if ends and run == ".":
                     ends = _period_ends_sentence(text, start, index, end)
             if ends:
@@ -155,3 +190,51 @@ def split_sentences(text: str) -> list[str]:
         index += 1
     emit(text[start:])
     return sentences
+
+
+# --------------------------------------------------------------------------- speakers
+
+SPEAKER_LABELS: dict[str, dict[str, str]] = {
+    "en": {"user": "User", "assistant": "Assistant", "system": "System", "tool": "Tool"},
+    "zh": {"user": "用户", "assistant": "助手", "system": "系统", "tool": "工具"},
+}
+"""What each role is called in a transcript, a summary or a prompt, per language."""
+LABEL_SEPARATORS = {"en": ": ", "zh": "："}
+
+
+def speaker_label(role: Role | str, language: str) -> str:
+    """``"User"`` / ``"用户"``: what `role` is called in `language` (``"zh"`` or ``"en"``)."""
+    return SPEAKER_LABELS[language][Role.parse(role).value]
+
+
+def speaker_prefix(role: Role | str, language: str) -> str:
+    """``"User: "`` / ``"用户："``: the compact speaker prefix of a line of conversation."""
+    return speaker_label(role, language) + LABEL_SEPARATORS[language]
+
+
+# --------------------------------------------------------------------------- section headers
+
+SECTION_HEADERS: dict[str, dict[str, str]] = {
+    "zh": {
+        "facts": "【用户档案】",
+        "summary": "【对话摘要】",
+        "recall": "【相关背景信息】",
+        "omitted": "（更早的部分对话未包含在此。）",
+        "transcript": "【最近对话原文】",
+    },
+    "en": {
+        "facts": "Known facts about the user:",
+        "summary": "Summary of the earlier conversation:",
+        "recall": "Relevant earlier conversation:",
+        "omitted": "(Some earlier conversation is not included here.)",
+        "transcript": "Recent conversation",
+    },
+}
+"""The headings of a context's sections (and of the transcript view), per language.
+``omitted`` is the line that says earlier conversation was left out."""
+
+# The public name predates the table and never carried the English colon.
+FACT_SECTION_HEADERS = {
+    language: headers["facts"].removesuffix(":") for language, headers in SECTION_HEADERS.items()
+}
+"""The heading of the facts section of a context, per language."""

@@ -10,12 +10,12 @@ assistant tool-call message together with its tool results.
 from __future__ import annotations
 
 import dataclasses
-import re
 from collections.abc import Sequence
 
 from ._models import Message, Role, Turn
+from ._salience import is_low_information
 
-__all__ = ["Dropped", "WindowSelection", "is_low_information", "select_window", "split_units"]
+__all__ = ["Dropped", "WindowSelection", "select_window", "split_units"]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -64,121 +64,6 @@ def split_units(turn: Turn) -> list[tuple[Message, ...]]:
     if pending:
         units.append(tuple(pending))
     return units
-
-
-_FILLER = {
-    # English
-    "hi",
-    "hello",
-    "hey",
-    "hiya",
-    "yo",
-    "thanks",
-    "thank you",
-    "thank you so much",
-    "thanks a lot",
-    "thx",
-    "ty",
-    "ok",
-    "okay",
-    "k",
-    "kk",
-    "ok thanks",
-    "okay thanks",
-    "got it",
-    "cool",
-    "great",
-    "nice",
-    "sure",
-    "yes",
-    "yep",
-    "yeah",
-    "no problem",
-    "np",
-    "bye",
-    "goodbye",
-    "see you",
-    "good morning",
-    "good night",
-    "good evening",
-    "lol",
-    "haha",
-    "alright",
-    "fine",
-    "perfect",
-    "awesome",
-    "sounds good",
-    "i see",
-    "understood",
-    "noted",
-    # Chinese
-    "你好",
-    "您好",
-    "嗨",
-    "哈喽",
-    "早",
-    "早上好",
-    "晚上好",
-    "晚安",
-    "谢谢",
-    "谢谢你",
-    "谢谢您",
-    "多谢",
-    "感谢",
-    "好的",
-    "好",
-    "好吧",
-    "嗯",
-    "嗯嗯",
-    "哦",
-    "噢",
-    "哈哈",
-    "哈哈哈",
-    "收到",
-    "明白",
-    "明白了",
-    "知道了",
-    "了解",
-    "没问题",
-    "可以",
-    "行",
-    "再见",
-    "拜拜",
-    "ok谢谢",
-    "好的谢谢",
-    "谢啦",
-}
-_STRIP = re.compile(r"[\s\W_]+", re.UNICODE)
-_FILLER_ANSWER_CHARS = 80
-
-
-def _normalized(text: str) -> str:
-    return _STRIP.sub(" ", text.lower()).strip()
-
-
-def _is_filler(text: str) -> bool:
-    normalized = _normalized(text)
-    if not normalized:
-        return True
-    if normalized in _FILLER or normalized.replace(" ", "") in _FILLER:
-        return True
-    # "thanks!! ok" or "好的，谢谢": every piece is filler.
-    pieces = [p for p in re.split(r"[\s,，。.!！?？~～]+", text.lower()) if p]
-    return bool(pieces) and all(_normalized(p).replace(" ", "") in _FILLER for p in pieces)
-
-
-def is_low_information(turn: Turn) -> bool:
-    """A turn without content worth keeping: a greeting, thanks or "ok" with a short reply.
-
-    Turns with tool calls, or without a user question, are never low-information.
-    """
-    question = turn.question
-    if question is None or any(m.tool_calls or m.role is Role.TOOL for m in turn.messages):
-        return False
-    if not _is_filler(question.text):
-        return False
-    answer = turn.answer
-    return answer is None or len(answer.text) <= _FILLER_ANSWER_CHARS or _is_filler(answer.text)
 
 
 def _describe(messages: Sequence[Message]) -> str:

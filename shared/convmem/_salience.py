@@ -1,0 +1,289 @@
+"""What in a conversation is worth keeping: which messages are conversation at all,
+which texts are small talk, and how much information a sentence carries.
+
+The recent window asks :func:`is_low_information` before it prunes a turn; the
+extractive summarizer asks :func:`information_value` of every sentence it might
+keep. Both rest on one small-talk lexicon (English and Chinese) and one
+:func:`is_filler`, which answers at the granularity each caller needs.
+"""
+
+from __future__ import annotations
+
+import re
+import unicodedata
+from collections.abc import Sequence
+
+from ._errors import InvalidMessageError
+from ._language import HAN
+from ._models import Message, Role, Turn, TurnStatus
+
+__all__ = [
+    "check_messages",
+    "conversation_messages",
+    "information_value",
+    "is_filler",
+    "is_low_information",
+]
+
+# --------------------------------------------------------------------------- messages
+
+
+def check_messages(messages: object) -> list[Message]:
+    """Return `messages` as a list, or raise `InvalidMessageError` naming the bad item."""
+    if isinstance(messages, (str, bytes)) or not isinstance(messages, Sequence):
+        raise InvalidMessageError(
+            f"messages must be a sequence of Message objects, got {type(messages).__name__}"
+        )
+    for index, item in enumerate(messages):
+        if not isinstance(item, Message):
+            raise InvalidMessageError(
+                f"messages[{index}] must be a Message (build one with Message.create), "
+                f"got {type(item).__name__}: {item!r:.60}"
+            )
+    return list(messages)
+
+
+def conversation_messages(messages: Sequence[Message]) -> list[Message]:
+    """The messages worth summarizing: user, assistant and tool messages with text.
+
+    System messages are instructions, not conversation. An assistant answer
+    that did not complete (running, failed, cancelled) may be partial or
+    wrong, so it is left out; the user's question always counts.
+    """
+    kept = []
+    for message in messages:
+        if message.role is Role.SYSTEM or not message.text.strip():
+            continue
+        if message.role is Role.ASSISTANT and message.status is not TurnStatus.COMPLETED:
+            continue
+        kept.append(message)
+    return kept
+
+
+# --------------------------------------------------------------------------- small talk
+
+# Whole replies that carry nothing, compared after lowercasing and collapsing
+# punctuation ("Thanks!!" is "thanks"); a reply made of several of them in a
+# row ("ok, thanks") counts too.
+_STOCK_REPLIES = frozenset(
+    phrase.strip()
+    for phrase in """
+    hi | hello | hey | hiya | yo | thanks | thank you | thank you so much | thanks a lot | thx | ty | ok
+    | okay | k | kk | ok thanks | okay thanks | got it | cool | great | nice | sure | yes | yep | yeah
+    | no problem | np | bye | goodbye | see you | good morning | good night | good evening | lol | haha
+    | alright | fine | perfect | awesome | sounds good | i see | understood | noted
+    | 你好 | 您好 | 嗨 | 哈喽 | 早 | 早上好 | 晚上好 | 晚安 | 谢谢 | 谢谢你 | 谢谢您 | 多谢 | 感谢 | 好的
+    | 好 | 好吧 | 嗯 | 嗯嗯 | 哦 | 噢 | 哈哈 | 哈哈哈 | 收到 | 明白 | 明白了 | 知道了 | 了解 | 没问题 | 可以
+    | 行 | 再见 | 拜拜 | ok谢谢 | 好的谢谢 | 谢啦
+    """.split("|")  # noqa: SIM905 - a phrase list reads better as text
+)
+# Words and pieces of small talk: a text made only of these says nothing.
+_EN_SMALL_TALK_WORDS = frozenset(
+    """
+    hi hello hey hiya yo thanks thank thx ty tks cheers ok okay k kk sure great cool nice awesome
+    perfect got it bye goodbye see ya later good morning afternoon evening night yes yeah yep yup
+    no nope nah so much a lot very really alright right fine welcome you're youre you np problem
+    lol haha hah hmm um uh oh ah wow i understood noted sounds that makes sense that's thats please
+    appreciate appreciated all the best again too for help your of course absolutely definitely
+    indeed glad to happy anytime there dear wonderful excellent
+    """.split()  # noqa: SIM905 - a word list reads better as text
+)
+# Matched longest first; text made only of these (and English small-talk words) is small talk.
+_ZH_SMALL_TALK_PIECES = tuple(
+    sorted(
+        """
+        你好 您好 大家好 哈喽 嗨 谢谢 多谢 感谢 谢啦 辛苦了 辛苦 好的 好滴 好吧 好嘞 好 行 嗯 恩 哦 噢 喔
+        啊 呀 哈 嘿 呵 了 的 啦 吧 呢 嘛 哇 收到 明白 知道 了解 懂 没问题 没事 不客气 不用谢 客气 再见
+        拜拜 回头见 晚安 早安 早上好 下午好 晚上好 太棒 真棒 棒 太好 不错 可以 对 是 是的 没错 你 您
+        非常 很 真 太 帮助 帮忙 我 也 们 一下
+        """.split(),  # noqa: SIM905 - a word list reads better as text
+        key=len,
+        reverse=True,
+    )
+)
+_BOILERPLATE = tuple(
+    re.compile(pattern)
+    for pattern in (
+        r"(how|what) (else )?(can|may) i (help|assist|do for)( you)?( with)?( today)?",
+        r"(is there )?anything else (i can (help|assist)( you)? with|you need|you'?d like( to know)?)",
+        r"(i'?m |i am )?(happy|glad) (to|i could|i can) help( you)?( with (that|this))?",
+        r"let me know if you (need|have|want) .*",
+        r"feel free to .*",
+        r"(i )?hope (this|that|it) helps.*",
+        r"(that'?s a )?(great|good) question",
+        r"((hmm|um|ok|okay|well) )*let me (think|see|check)( about it| again)?",
+        r"(sure|certainly|of course|absolutely)( i can help( you)?( with (that|this))?| let me help( you)?)?",
+        r"有什么(我)?(可以|能)(为你|为您|帮你|帮您|帮到你|帮到您)?(做|帮忙|效劳|帮助)?的?(吗)?",
+        r"还有(什么|其他|别的)(问题|需要|需要帮忙|要帮忙|可以帮你)?的?(地方)?(吗)?",
+        r"(很)?高兴(能)?(为你|为您|帮到你|帮到您|帮助你|帮助您|帮忙).*",
+        r"希望(这|以上)(些)?(对你|对您)?有(所)?帮助.*",
+        r"(当然|没问题)(可以)?",
+        r"(嗯|好)?(让我|我)(再)?想想(看)?",
+    )
+)
+
+_STRIP = re.compile(r"[\s\W_]+", re.UNICODE)
+
+
+def is_filler(text: str, *, stock_phrases_only: bool = False) -> bool:
+    """Whether `text` says nothing worth keeping: a greeting, thanks, an acknowledgement.
+
+    By default `text` is filler when it is made only of small-talk words
+    ("thanks so much for your help!", "好的，谢谢你") or is assistant boilerplate
+    ("How can I help you today?", "希望这对你有帮助"); the summarizer asks this of
+    each sentence, where dropping one costs little.
+
+    With ``stock_phrases_only=True`` only whole stock replies count: "thanks",
+    "ok", "好的，谢谢", or a few of them in a row. The window asks this of a
+    whole message, because pruning drops the entire turn; "thank you very
+    much", "no" or "对" are kept there, while the summarizer drops them.
+    """
+    return _is_stock_reply(text) if stock_phrases_only else _is_small_talk(text)
+
+
+def _normalized(text: str) -> str:
+    return _STRIP.sub(" ", text.lower()).strip()
+
+
+def _is_stock_reply(text: str) -> bool:
+    normalized = _normalized(text)
+    if not normalized:
+        return True
+    if normalized in _STOCK_REPLIES or normalized.replace(" ", "") in _STOCK_REPLIES:
+        return True
+    # "thanks!! ok" or "好的，谢谢": every piece is a stock reply.
+    pieces = [p for p in re.split(r"[\s,，。.!！?？~～]+", text.lower()) if p]
+    return bool(pieces) and all(_normalized(p).replace(" ", "") in _STOCK_REPLIES for p in pieces)
+
+
+def _is_small_talk(sentence: str) -> bool:
+    flat = " ".join(re.sub(r"[^\w'\s]", " ", sentence.lower().replace("’", "'")).split())
+    if any(pattern.fullmatch(flat) or pattern.fullmatch(flat.replace(" ", "")) for pattern in _BOILERPLATE):
+        return True
+    others: list[str] = []
+    for token in re.findall(r"[a-z']+|[^a-z'\s]+", flat):
+        if token[0] in "abcdefghijklmnopqrstuvwxyz'":
+            if token.strip("'") not in _EN_SMALL_TALK_WORDS and token not in _EN_SMALL_TALK_WORDS:
+                return False
+        else:
+            others.append(token)
+    remaining = "".join(c for c in "".join(others) if unicodedata.category(c)[0] not in "PSZC")
+    position = 0
+    while position < len(remaining):
+        for piece in _ZH_SMALL_TALK_PIECES:
+            if remaining.startswith(piece, position):
+                position += len(piece)
+                break
+        else:
+            return False
+    return True
+
+
+# A stock question with an answer longer than this may hold something worth keeping.
+_FILLER_ANSWER_CHARS = 80
+
+
+def is_low_information(turn: Turn) -> bool:
+    """A turn without content worth keeping: a greeting, thanks or "ok" with a short reply.
+
+    Turns with tool calls, or without a user question, are never low-information.
+    """
+    question = turn.question
+    if question is None or any(m.tool_calls or m.role is Role.TOOL for m in turn.messages):
+        return False
+    if not is_filler(question.text, stock_phrases_only=True):
+        return False
+    answer = turn.answer
+    return (
+        answer is None
+        or len(answer.text) <= _FILLER_ANSWER_CHARS
+        or is_filler(answer.text, stock_phrases_only=True)
+    )
+
+
+# --------------------------------------------------------------------------- information value
+
+_NUMBER = re.compile(
+    r"\d|(?:[零一二两三四五六七八九十百千万亿]{2,}|[二两三四五六七八九十百千万亿])"
+    r"(?=[个只条岁年月日号点块元天周次本张位名度%％]|分钟|小时|公里|米)"
+)
+_DATE = re.compile(
+    r"\bMarch\b|\bMay\s+\d|\b\d{1,2}(?:st|nd|rd|th)?\s+May\b"
+    r"|(?i:\b(?:jan(?:uary)?|feb(?:ruary)?|apr(?:il)?|june?|july?|aug(?:ust)?"
+    r"|sept?(?:ember)?|oct(?:ober)?|nov(?:ember)?|dec(?:ember)?|monday|tuesday|wednesday|thursday"
+    r"|friday|saturday|sunday|today|tonight|tomorrow|yesterday|weekend|next (?:week|month|year)"
+    r"|last (?:week|month|year)|o'clock|[ap]\.m\.?)\b)"
+    r"|\d{1,2}:\d{2}|\d{4}-\d{1,2}-\d{1,2}"
+    r"|今天|明天|后天|昨天|前天|今晚|明晚|周[一二三四五六日末]|星期[一二三四五六日天]|礼拜[一二三四五六日天]"
+    r"|下周|上周|下个月|上个月|月底|月初|年底|年初|\d+月|\d+[日号]|上午|下午|晚上|早上|中午|凌晨"
+)
+_OPENING_MARKS = " \t\"'“‘(「-*•"
+_CAPITALIZED = re.compile(r"\b[A-Z][A-Za-z0-9'’-]+")
+_NOT_NAMES = frozenset(
+    """
+    I I'm I've I'll I'd OK Okay Ok Yes No Hi Hello Hey Thanks Sure The A An And But So It This That
+    Monday Tuesday Wednesday Thursday Friday Saturday Sunday January February March April May June
+    July August September October November December User Assistant Tool
+    """.split()  # noqa: SIM905 - a word list reads better as text
+)
+_ZH_NAME_CUE = re.compile(r"叫|名叫|名字|姓|《[^》]+》|“[^”]+”")
+_DECISION = re.compile(
+    r"(?i:\b(?:decid\w*|agree[ds]?|plan(?:s|ned|ning)?|will|going to|let'?s|must|need(?:s)? to|have to"
+    r"|should|deadline|due|schedul\w*|book(?:ed)?|remind\w*|todo|to-do|confirm\w*|promis\w*"
+    r"|appointment|meeting|budget|cancel\w*|order(?:ed)?|reserv\w*|choose|chose|pick(?:ed)?)\b)"
+    r"|决定|确定|定了|同意|计划|打算|准备|安排|预约|预订|订了|约了|会议|截止|期限|提醒|记得|必须|需要|一定要"
+    r"|待办|任务|答应|承诺|取消|预算|下单|选了|选择"
+)
+_FACT_CUE = re.compile(
+    r"(?i:\b(?:name[sd]?|live[sd]?|moved?|(?:i|we|don't|do not)\s+(?:really\s+)?(?:like|love|prefer|hate|enjoy)"
+    r"|allerg\w*|work(?:s|ed|ing)?|job|born|birthday|years old|married|wife|husband|son|daughter|kids?"
+    r"|children|dog|cat|pets?|vegetarian|vegan|favou?rite|address|email|phone)\b)"
+    r"|叫|名字|住|搬|来自|喜欢|爱|讨厌|过敏|工作|职业|出生|生日|岁|结婚|老婆|老公|妻子|丈夫|儿子|女儿"
+    r"|孩子|狗|猫|宠物|养了|柯基|金毛|泰迪|柴犬|素食|最爱|地址|电话|邮箱"
+)
+_SELF = re.compile(r"(?i:\b(?:i|i'm|i've|i'd|i'll|my|me|mine|we|our)\b)|我")
+_QUESTION = re.compile(r"[?？]\W*$|[吗呢么]\W*$")
+_LATIN_WORDS = re.compile(r"[A-Za-z0-9]+")
+
+_ROLE_WEIGHT = {Role.USER: 1.0, Role.ASSISTANT: 0.7, Role.TOOL: 0.5}
+_UNKNOWN_ROLE_WEIGHT = 0.9
+
+
+def information_value(sentence: str, role: Role | None) -> float:
+    """How much a sentence is worth keeping in a summary (0 for small talk).
+
+    Counts what a later turn may need: numbers, dates and times, names,
+    decisions and tasks, and what the user says about themselves. Users'
+    sentences weigh more than the assistant's, which often restate or explain.
+    """
+    if is_filler(sentence):
+        return 0.0
+    value = 0.0
+    if _NUMBER.search(sentence):
+        value += 2.0
+    if _DATE.search(sentence):
+        value += 2.0
+    opening = len(sentence) - len(sentence.lstrip(_OPENING_MARKS))
+    names = [
+        match.group()
+        for match in _CAPITALIZED.finditer(sentence)
+        if match.start() > opening and match.group() not in _NOT_NAMES
+    ]
+    value += 1.5 * min(len(names), 3)
+    if _ZH_NAME_CUE.search(sentence):
+        value += 1.5
+    if _DECISION.search(sentence):
+        value += 2.0
+    about_facts = bool(_FACT_CUE.search(sentence))
+    if about_facts:
+        value += 2.0
+    if role is Role.USER and _SELF.search(sentence):
+        # What users say about themselves (name, home, pets, allergies) stays
+        # true for the whole session; it outranks any one-off detail.
+        value += 4.0 if about_facts else 2.0
+    if role is Role.USER and _QUESTION.search(sentence):
+        value += 1.0
+    content_units = len(_LATIN_WORDS.findall(sentence)) + len(HAN.findall(sentence)) / 2
+    value += min(content_units / 20, 1.0)
+    weight = _ROLE_WEIGHT.get(role, _UNKNOWN_ROLE_WEIGHT) if role is not None else _UNKNOWN_ROLE_WEIGHT
+    return value * weight
