@@ -17,16 +17,12 @@ import re
 from collections import Counter
 from collections.abc import Iterable, Sequence
 
+from ._language import CJK_RANGES
+
 __all__ = ["BM25Index", "tokenize"]
 
-_CJK_RANGES = (
-    "\u3040-\u30ff"  # kana
-    "\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff"  # CJK ideographs
-    "\uac00-\ud7af"  # hangul syllables
-    "\U00020000-\U0003134f"
-)
-_PIECES = re.compile(rf"[{_CJK_RANGES}]+|[^\W_{_CJK_RANGES}]+(?:'[^\W_{_CJK_RANGES}]+)*")
-_CJK_RUN = re.compile(rf"[{_CJK_RANGES}]+")
+_PIECES = re.compile(rf"[{CJK_RANGES}]+|[^\W_{CJK_RANGES}]+(?:'[^\W_{CJK_RANGES}]+)*")
+_CJK_RUN = re.compile(rf"[{CJK_RANGES}]+")
 
 _STOPWORD_TEXT = """
     a about above after again against all also am an and any are as at be because been before being

@@ -18,6 +18,7 @@ import warnings
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from ._errors import ConfigError
+from ._language import WIDE_CJK, WIDE_CJK_RANGES
 
 if TYPE_CHECKING:
     import tiktoken
@@ -129,12 +130,7 @@ class TextTokenCounter:
         return total
 
 
-_CJK = (
-    r"\u2e80-\u2fdf\u3000-\u303f\u3040-\u30ff\u3100-\u312f\u3130-\u318f\u31a0-\u31ff"
-    r"\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff\uff00-\uffef"
-    r"\U00020000-\U0003134f"
-)
-_APPROX_PIECES = re.compile(rf"[{_CJK}]|[A-Za-z]+|[0-9]+|\s+|[\x21-\x7e]|.", re.S)
+_APPROX_PIECES = re.compile(rf"[{WIDE_CJK_RANGES}]|[A-Za-z]+|[0-9]+|\s+|[\x21-\x7e]|.", re.S)
 
 
 class ApproximateCounter(TextTokenCounter):
@@ -163,7 +159,7 @@ class ApproximateCounter(TextTokenCounter):
                 total += math.ceil(len(piece) / 3)
             elif first.isascii():
                 total += 1.0
-            elif re.match(f"[{_CJK}]", first):
+            elif WIDE_CJK.match(first):
                 total += 2.0
             else:
                 total += 2.0
