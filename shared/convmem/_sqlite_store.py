@@ -32,7 +32,7 @@ from typing import Any
 from ._codec import message_from_record, message_to_record
 from ._errors import ConfigError, InvalidMessageError, StoreError
 from ._models import Message, TurnStatus
-from ._store import SessionStats, StateRecord, idle_cutoff
+from ._store import SessionStats, StateRecord, idle_cutoff, validate_messages
 
 __all__ = ["SQLiteStore"]
 
@@ -340,6 +340,7 @@ class SQLiteStore:
     def append(
         self, session_id: str, messages: Sequence[Message], *, user_id: str | None = None
     ) -> list[Message]:
+        messages = validate_messages(messages)
         now = time.time()
         try:
             with self._transaction() as conn:
