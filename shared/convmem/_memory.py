@@ -167,14 +167,10 @@ class ConversationMemory:
             raise InvalidMessageError(
                 f"expected a Message or a dict with 'role' and 'content', got {type(item).__name__}"
             )
-        validate_message(message, max_bytes=self.config.max_message_bytes)  # before counting: it is cheap
-        size = len(message.content) if isinstance(message.content, str) else len(message.text)
-        if size > self.config.max_message_chars:
-            raise InvalidMessageError(
-                f"message is {size} characters long; the limit is max_message_chars="
-                f"{self.config.max_message_chars} (raise it in MemoryConfig, or store large "
-                "documents elsewhere and keep a reference)"
-            )
+        # Before counting, which is the slow part for a huge message.
+        validate_message(
+            message, max_chars=self.config.max_message_chars, max_bytes=self.config.max_message_bytes
+        )
         return dataclasses.replace(message, seq=None, token_count=self.counter.count_message(message))
 
     def add_messages(self, messages: Iterable[Message | Mapping[str, Any]]) -> list[Message]:

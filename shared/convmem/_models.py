@@ -266,7 +266,9 @@ def content_text(content: Content) -> str:
     return "\n".join(texts)
 
 
-def validate_message(message: object, *, max_bytes: int | None = None) -> Message:
+def validate_message(
+    message: object, *, max_chars: int | None = None, max_bytes: int | None = None
+) -> Message:
     """Return `message` if a store can keep it and give it back unchanged; else raise `InvalidMessageError`.
 
     `Message.create` ends with this check, and every store's ``append`` runs it
@@ -285,9 +287,12 @@ def validate_message(message: object, *, max_bytes: int | None = None) -> Messag
     - ``metadata`` is a dict with str keys; ``token_count`` is None or an int >= 0;
     - everything is JSON (no NaN, sets or objects) and valid UTF-8 (no lone surrogates).
 
-    With `max_bytes`, the message serialized as a store keeps it (content,
-    tool calls and metadata as UTF-8 JSON, plus name and ids) must be at most
-    that many bytes; an oversized message is refused before it is encoded in full.
+    The limits (``MemoryConfig.max_message_chars`` and ``max_message_bytes``):
+    with `max_chars`, the text (`Message.text`) must be at most that many
+    characters; with `max_bytes`, the message serialized as a store keeps it
+    (content, tool calls and metadata as UTF-8 JSON, plus name and ids) must be
+    at most that many bytes. An oversized message is refused before it is
+    encoded in full.
 
         validate_message(Message.create("user", "hi"))  # returns the message
     """
@@ -354,6 +359,14 @@ def validate_message(message: object, *, max_bytes: int | None = None) -> Messag
     if any(not isinstance(key, str) for key in message.metadata):
         raise InvalidMessageError("metadata keys must be strings")
 
+    if max_chars is not None:
+        chars = len(content) if isinstance(content, str) else len(content_text(content))
+        if chars > max_chars:
+            raise InvalidMessageError(
+                f"a {role} message is {chars} characters long; the limit is max_message_chars="
+                f"{max_chars} (raise it in MemoryConfig, or store large documents elsewhere and "
+                "keep a reference)"
+            )
     fields: tuple[tuple[str, Any], ...] = (
         ("content", content),
         ("tool_calls", list(calls)),
