@@ -6,13 +6,18 @@ and shrink); nothing convmem holds per thread may outlive the thread.
 
 from __future__ import annotations
 
+import logging
 import os
 import threading
+import time
+from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 import pytest
 
-from convmem import Message, SQLiteStore
+from convmem import ConversationMemory, MemoryConfig, Message, SQLiteStore
+from convmem._background import DEFAULT_WORKERS, WorkerPool, shared_pool
 
 pytestmark = pytest.mark.skipif(not Path("/proc/self/fd").is_dir(), reason="counts /proc/self/fd")
 
@@ -82,3 +87,109 @@ def test_close_releases_every_pooled_connection(tmp_path: Path) -> None:
     run_in_new_threads(20, lambda n: store.append("s", [Message.create("user", f"m{n}")]))
     store.close()
     assert open_fds() <= before
+
+
+# -- background threads -----------------------------------------------------------------------------------
+
+
+class HangingSummarizer:
+    """Hangs on every call until released, like a model endpoint that stopped answering."""
+
+    def __init__(self) -> None:
+        self.release = threading.Event()
+        self.calls = 0
+        self._lock = threading.Lock()
+
+    def summarize(
+        self, previous_summary: str | None, messages: Sequence[Message], *, max_tokens: int | None = None
+    ) -> str:
+        with self._lock:
+            self.calls += 1
+        self.release.wait(60)
+        return "a summary"
+
+    async def asummarize(
+        self, previous_summary: str | None, messages: Sequence[Message], *, max_tokens: int | None = None
+    ) -> str:
+        return self.summarize(previous_summary, messages, max_tokens=max_tokens)
+
+
+def summarizing_every_turn(**changes: Any) -> MemoryConfig:
+    return MemoryConfig(
+        keep_recent_turns=1, summary_trigger="turns", summary_every_turns=1, language="en", **changes
+    )
+
+
+def settle(pool: WorkerPool) -> None:
+    """Wait (bounded) until jobs abandoned by a test have returned, so the next test starts clean."""
+    deadline = time.monotonic() + 60
+    while pool.stats()["abandoned"] and time.monotonic() < deadline:
+        time.sleep(0.05)
+
+
+def test_two_thousand_background_memories_share_a_few_threads(tmp_path: Path) -> None:
+    store = SQLiteStore(tmp_path / "memory.db")
+    threads_before, fds_before = threading.active_count(), open_fds()
+    memories = []
+    for index in range(2_000):
+        memory = ConversationMemory(f"s{index}", store, MemoryConfig(background=True))
+        memory.add_turn("My name is Quill.", f"Nice to meet you ({index}).")
+        memories.append(memory)
+    for memory in memories:
+        assert memory.flush(timeout=60)
+    assert threading.active_count() - threads_before <= 10
+    assert abs(open_fds() - fds_before) <= 10
+    assert {f.key: f.value for f in memories[1_999].facts()} == {"name": "Quill"}
+    for memory in memories:
+        memory.close()
+    store.close()
+
+
+def test_retries_against_a_hung_summarizer_do_not_start_more_threads(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    store = SQLiteStore(tmp_path / "memory.db")
+    summarizer = HangingSummarizer()
+    config = summarizing_every_turn(background=True, background_timeout=0.2, extract_facts=False)
+    threads_before = threading.active_count()
+    try:
+        with caplog.at_level(logging.WARNING, logger="convmem"):
+            for step in range(20):
+                # A new memory each time has no backoff left, so every one of them retries at once.
+                memory = ConversationMemory("s", store, config, summarizer=summarizer)
+                memory.add_turn(f"question {step}?", f"answer {step}.")
+                assert memory.flush(timeout=30)
+        assert summarizer.calls == 1
+        assert "still running" in caplog.text
+        assert threading.active_count() - threads_before <= 10
+        assert len(store.messages("s")) == 40
+    finally:
+        summarizer.release.set()
+        settle(shared_pool())
+        store.close()
+
+
+def test_a_hung_summarizer_in_many_sessions_holds_a_bounded_number_of_threads(tmp_path: Path) -> None:
+    store = SQLiteStore(tmp_path / "memory.db")
+    summarizer = HangingSummarizer()
+    config = summarizing_every_turn(background=True, background_timeout=0.2, extract_facts=False)
+    threads_before = threading.active_count()
+    try:
+        memories = [ConversationMemory(f"s{n}", store, config, summarizer=summarizer) for n in range(40)]
+        for memory in memories:
+            memory.add_turn("first question?", "first answer.")
+            memory.add_turn("second question?", "second answer.")
+        for memory in memories:
+            assert memory.flush(timeout=30)
+        # Two threads per worker slot at most (the stuck ones and their replacements), and the watchdog.
+        assert threading.active_count() - threads_before <= 2 * DEFAULT_WORKERS + 1
+        assert summarizer.calls <= 2 * DEFAULT_WORKERS
+        assert all(len(m.messages()) == 4 for m in memories)
+    finally:
+        summarizer.release.set()
+        settle(shared_pool())
+    # Once the model answers again, the threads it held come back and the sessions catch up.
+    later = ConversationMemory("s0", store, summarizing_every_turn(), summarizer=summarizer)
+    later.add_turn("third question?", "third answer.")
+    assert later.summary().covers_through_seq >= 4
+    store.close()

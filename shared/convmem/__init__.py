@@ -1,5 +1,6 @@
 """convmem: conversation memory that fits a token budget."""
 
+from ._background import set_background_workers
 from ._builder import BuiltContext, RecallItem, SectionReport
 from ._config import MemoryConfig, TranscriptTemplate
 from ._derived import Summary
@@ -23,7 +24,7 @@ from ._facts import FACT_SECTION_HEADERS, Fact, FactBook, FactExtractor, LLMFact
 from ._inmemory_store import InMemoryStore
 from ._language import detect_language, split_sentences
 from ._memory import ConversationMemory, OverflowStatus, open_store
-from ._models import Message, Role, Turn, TurnStatus, group_turns
+from ._models import Message, Role, Turn, TurnStatus, group_turns, validate_message
 from ._recall import Recall, RecallConfig, RecalledItem, RecallFilters, RecallResult, choose_recall_share
 from ._redis_store import AsyncRedisStore, RedisStore
 from ._retention import (
@@ -36,7 +37,7 @@ from ._retention import (
     forget_user,
 )
 from ._sqlite_store import SQLiteStore
-from ._store import SessionStats, StateRecord, Store, validate_id
+from ._store import SessionStats, StateRecord, Store, validate_id, validate_messages
 from ._summarizer import CompleteFn, ExtractiveSummarizer, LLMSummarizer, Summarizer
 from ._tokens import (
     REPLY_PRIMING_TOKENS,
@@ -128,6 +129,9 @@ __all__ = [
     "group_turns",
     "open_store",
     "render_transcript",
+    "set_background_workers",
     "split_sentences",
     "validate_id",
+    "validate_message",
+    "validate_messages",
 ]

@@ -88,7 +88,8 @@ class MemoryConfig:
     extract_facts: bool = True
     """Extract core facts about the user from their messages (the facts section)."""
     background: bool = False
-    """Run summarizing, fact extraction and embedding in a background worker."""
+    """Run summarizing, fact extraction and embedding off the hot path: on the process's
+    shared worker threads (see `set_background_workers`), or in asyncio tasks for ``aadd``."""
     background_timeout: float = 60.0
     """Seconds one background job may take before it is abandoned and retried later."""
 
