@@ -125,7 +125,7 @@ def from_chat_message(message: ChatMessage) -> Message:
     """A convmem `Message` for a LlamaIndex `ChatMessage` (unsaved: no seq, no token count).
 
     Raises `InvalidMessageError` (a `ValueError`) for what convmem cannot store:
-    an unknown role, an empty user or system message.
+    an unknown role, or content convmem cannot store (see `Message.create`).
     """
     if not isinstance(message, ChatMessage):
         raise InvalidMessageError(

@@ -120,9 +120,8 @@ def test_none_content_is_refused() -> None:
         to_convmem_message(broken)
 
 
-def test_empty_human_message_is_refused() -> None:
-    with pytest.raises(InvalidMessageError, match="HumanMessage"):
-        to_convmem_message(HumanMessage(""))
+def test_empty_human_message_is_kept_as_langchain_allows_it() -> None:
+    assert to_convmem_message(HumanMessage("")).content == ""
 
 
 def test_non_json_extras_are_refused_naming_the_field() -> None:

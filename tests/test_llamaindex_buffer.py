@@ -240,8 +240,9 @@ def test_a_message_with_an_unknown_role_is_rejected_and_nothing_is_stored() -> N
 
 def test_set_with_an_invalid_message_keeps_the_old_history() -> None:
     buffer = ConvMemChatMemoryBuffer.from_defaults(chat_history=[USER])
+    wizard = ChatMessage.model_construct(role="wizard", blocks=[TextBlock(text="hi")], additional_kwargs={})
     with pytest.raises(InvalidMessageError):
-        buffer.set([ChatMessage(role="user", content="")])
+        buffer.set([wizard])
     assert buffer.get_all() == [USER]
 
 

@@ -194,9 +194,8 @@ def test_an_unknown_role_is_an_invalid_message_error() -> None:
         from_chat_message(message)
 
 
-def test_an_empty_user_message_is_rejected() -> None:
-    with pytest.raises(InvalidMessageError, match="must not be empty"):
-        from_chat_message(ChatMessage(role="user", content=""))
+def test_an_empty_user_message_is_kept() -> None:
+    assert from_chat_message(ChatMessage(role="user", content="")).text == ""
 
 
 def test_something_other_than_a_chat_message_is_rejected() -> None:

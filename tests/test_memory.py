@@ -72,7 +72,7 @@ def test_explain_lists_every_section_and_the_reason_for_each_drop() -> None:
 
 @pytest.mark.parametrize(
     ("role", "content"),
-    [("user", None), ("user", ""), ("robot", "hi"), ("user", 42), ("tool", "no id")],
+    [("user", None), ("user", {"a": "b"}), ("robot", "hi"), ("user", 42), ("tool", "no id")],
 )
 def test_rejected_write_leaves_the_store_unchanged(store: Store, role: str, content: object) -> None:
     memory = ConversationMemory("s", store)

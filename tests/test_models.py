@@ -51,11 +51,15 @@ def test_tool_call_with_invalid_json_arguments_is_rejected() -> None:
 
 
 @pytest.mark.parametrize("role", ["user", "system"])
-def test_none_or_blank_content_is_rejected_for_user_and_system(role: str) -> None:
-    with pytest.raises(InvalidMessageError):
+def test_none_content_is_rejected_for_user_and_system(role: str) -> None:
+    with pytest.raises(InvalidMessageError, match="must not be None"):
         Message.create(role, None)
-    with pytest.raises(InvalidMessageError, match="must not be empty"):
-        Message.create(role, "   ")
+
+
+@pytest.mark.parametrize("role", ["user", "system", "assistant"])
+@pytest.mark.parametrize("content", ["", "   ", []])
+def test_empty_content_is_accepted_as_langchain_accepts_it(role: str, content: object) -> None:
+    assert Message.create(role, content).content == content
 
 
 def test_assistant_may_be_empty_only_with_tool_calls_or_unfinished() -> None:

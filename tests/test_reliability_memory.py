@@ -886,7 +886,12 @@ def test_a_10_mb_message_is_rejected_by_default_and_nothing_is_stored(backend: B
 def test_a_10_mb_message_is_stored_once_when_the_limit_is_raised(backend: Backend) -> None:
     huge = huge_text(10_000_000)
     # Fact rules and summaries are off: this test is about the log, not about the rules' speed.
-    config = MemoryConfig(max_message_chars=10_000_000, extract_facts=False, summary_trigger="never")
+    config = MemoryConfig(
+        max_message_chars=10_000_000,
+        max_message_bytes=20_000_000,
+        extract_facts=False,
+        summary_trigger="never",
+    )
     memory = ConversationMemory("s", backend.store, config)
     memory.add("user", "before")
     memory.add("user", huge)

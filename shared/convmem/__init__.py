@@ -1,5 +1,6 @@
 """convmem: conversation memory that fits a token budget."""
 
+from ._background import set_background_workers
 from ._builder import BuiltContext, RecallItem, SectionReport
 from ._config import MemoryConfig, TranscriptTemplate
 from ._derived import Summary
@@ -17,7 +18,7 @@ from ._inmemory_store import InMemoryStore
 from ._language import FACT_SECTION_HEADERS, detect_language, split_sentences
 from ._llm import CompleteFn, LLMFactExtractor, LLMSummarizer
 from ._memory import ConversationMemory, OverflowStatus, open_store
-from ._models import Message, Role, Turn, TurnStatus, group_turns
+from ._models import Message, Role, Turn, TurnStatus, group_turns, validate_message
 from ._recall import Recall, RecallConfig, RecalledItem, RecallFilters, RecallResult, choose_recall_share
 from ._redis_store import AsyncRedisStore, RedisStore
 from ._retention import (
@@ -30,7 +31,7 @@ from ._retention import (
     forget_user,
 )
 from ._sqlite_store import SQLiteStore
-from ._store import SessionStats, StateRecord, Store, validate_id
+from ._store import SessionStats, StateRecord, Store, validate_id, validate_messages
 from ._summarizer import ExtractiveSummarizer, Summarizer
 from ._tokens import (
     REPLY_PRIMING_TOKENS,
@@ -116,6 +117,9 @@ __all__ = [
     "group_turns",
     "open_store",
     "render_transcript",
+    "set_background_workers",
     "split_sentences",
     "validate_id",
+    "validate_message",
+    "validate_messages",
 ]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import math
 from typing import Any, Literal
 
 from ._errors import ConfigError
@@ -10,6 +11,12 @@ from ._language import SECTION_HEADERS, speaker_prefix
 from ._models import Role
 
 __all__ = ["MemoryConfig", "TranscriptTemplate"]
+
+# Integer options are counts and sizes; beyond 32 bits they are typos, and they
+# would overflow the float arithmetic that shares out a budget.
+MAX_INT_OPTION = 2**31 - 1
+# A background job that runs longer than a day is hung; larger values overflow thread waits.
+MAX_BACKGROUND_TIMEOUT = 86_400.0
 
 Language = Literal["auto", "zh", "en"]
 SummaryTrigger = Literal["tokens", "turns", "never"]
@@ -71,6 +78,9 @@ class MemoryConfig:
     """Language of section headers and transcript labels; "auto" detects it from the conversation."""
     max_message_chars: int = 1_000_000
     """Messages longer than this are rejected on `add` (nothing is stored)."""
+    max_message_bytes: int = 4 * 1024 * 1024
+    """Messages larger than this (4 MiB) serialized, counting images, tool-call arguments
+    and metadata, are rejected on `add` before anything is counted or stored."""
 
     # Transcript views
     transcript_turns: int = 10
@@ -89,32 +99,52 @@ class MemoryConfig:
     extract_facts: bool = True
     """Extract core facts about the user from their messages (the facts section)."""
     background: bool = False
-    """Run summarizing, fact extraction and embedding in a background worker."""
+    """Run summarizing, fact extraction and embedding off the hot path: on the process's
+    shared worker threads (see `set_background_workers`), or in asyncio tasks for ``aadd``."""
     background_timeout: float = 60.0
     """Seconds one background job may take before it is abandoned and retried later."""
 
     def __post_init__(self) -> None:
-        _positive_int("budget", self.budget)
-        _positive_int("keep_recent_turns", self.keep_recent_turns)
-        _positive_int("max_message_chars", self.max_message_chars)
-        _positive_int("transcript_turns", self.transcript_turns)
-        _positive_int("transcript_message_chars", self.transcript_message_chars)
-        _positive_int("transcript_max_chars", self.transcript_max_chars)
-        _positive_int("summary_every_turns", self.summary_every_turns)
+        for name in (
+            "budget",
+            "keep_recent_turns",
+            "max_message_chars",
+            "max_message_bytes",
+            "transcript_turns",
+            "transcript_message_chars",
+            "transcript_max_chars",
+            "summary_every_turns",
+        ):
+            _positive_int(name, getattr(self, name))
         for name in ("facts_share", "summary_share", "recall_share"):
-            value = getattr(self, name)
-            if not isinstance(value, (int, float)) or isinstance(value, bool) or not 0 <= value < 1:
-                raise ConfigError(f"{name} must be a fraction in [0, 1), got {value!r}")
+            _number(
+                name, getattr(self, name), low=0.0, high=1.0, allowed="a fraction in [0, 1)", high_open=True
+            )
         total = self.facts_share + self.summary_share + self.recall_share
         if total >= 1:
             raise ConfigError(
                 f"facts_share + summary_share + recall_share must leave room for the recent "
                 f"window (sum < 1), got {total:.2f}"
             )
-        if not 0 < self.summary_threshold <= 1:
-            raise ConfigError(f"summary_threshold must be in (0, 1], got {self.summary_threshold!r}")
-        if self.background_timeout <= 0:
-            raise ConfigError(f"background_timeout must be positive, got {self.background_timeout!r}")
+        _number(
+            "summary_threshold",
+            self.summary_threshold,
+            low=0.0,
+            high=1.0,
+            allowed="a number in (0, 1]",
+            low_open=True,
+        )
+        _number(
+            "background_timeout",
+            self.background_timeout,
+            low=0.0,
+            high=MAX_BACKGROUND_TIMEOUT,
+            allowed=f"a number of seconds in (0, {MAX_BACKGROUND_TIMEOUT:.0f}]",
+            low_open=True,
+        )
+        for name in ("prune_low_information", "extract_facts", "background"):
+            if not isinstance(getattr(self, name), bool):
+                raise ConfigError(f"{name} must be True or False, got {getattr(self, name)!r}")
         _choice("language", self.language, ("auto", "zh", "en"))
         _choice("summary_trigger", self.summary_trigger, ("tokens", "turns", "never"))
         if self.system_prompt is not None and not isinstance(self.system_prompt, str):
@@ -142,8 +172,31 @@ class MemoryConfig:
 
 
 def _positive_int(name: str, value: object) -> None:
-    if not isinstance(value, int) or isinstance(value, bool) or value <= 0:
-        raise ConfigError(f"{name} must be a positive int, got {value!r}")
+    if not isinstance(value, int) or isinstance(value, bool) or not 0 < value <= MAX_INT_OPTION:
+        raise ConfigError(f"{name} must be an int from 1 to {MAX_INT_OPTION}, got {value!r}")
+
+
+def _number(
+    name: str,
+    value: object,
+    *,
+    low: float,
+    high: float,
+    allowed: str,
+    low_open: bool = False,
+    high_open: bool = False,
+) -> None:
+    """Refuse anything but a finite int or float within [low, high] (ends excluded when open)."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise ConfigError(f"{name} must be {allowed}, got {type(value).__name__}: {value!r:.60}")
+    if (
+        not math.isfinite(value)
+        or value < low
+        or value > high
+        or (low_open and value == low)
+        or (high_open and value == high)
+    ):
+        raise ConfigError(f"{name} must be {allowed}, got {value!r}")
 
 
 def _choice(name: str, value: object, allowed: tuple[str, ...]) -> None:

@@ -14,12 +14,13 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import functools
 import json
 import logging
 import time
 from collections.abc import Awaitable, Callable, Sequence
 
-from ._background import BackgroundWorker, Backoff
+from ._background import Backoff, shared_pool
 from ._config import MemoryConfig
 from ._errors import StoreError
 from ._facts import Fact, FactBook, FactExtractor
@@ -115,7 +116,7 @@ class DerivedState:
         self.recall = recall
         self._window_start = window_start
         self.backoff = Backoff()
-        self._worker: BackgroundWorker | None = None
+        self._closed = False
         self._tasks: set[asyncio.Task[None]] = set()
         self._running: set[str] = set()
         self._rerun: set[str] = set()
@@ -139,9 +140,30 @@ class DerivedState:
             if not self.backoff.ready(key):
                 continue
             if self.config.background:
-                self._worker_instance().submit(key, job, self.backoff.record)
+                self._submit(key, job)
             else:
                 self._run_inline(key, job)
+
+    def _submit(self, kind: str, job: Callable[[], object]) -> None:
+        """Queue `job` on the process's worker pool, keyed by what it updates."""
+        if self._closed:
+            return
+        accepted = shared_pool().submit(
+            (id(self.store), self.session_id, kind),
+            job,
+            owner=self,
+            timeout=self.config.background_timeout,
+            on_done=functools.partial(self.backoff.record, kind),
+            name=f"{kind} of session {self.session_id!r}",
+        )
+        if not accepted:
+            logger.warning(
+                "the %s of session %r is not updated now: its last update timed out and is still "
+                "running (or every background thread is stuck); it will be retried",
+                kind,
+                self.session_id,
+            )
+            self.backoff.record(kind, False)
 
     def _run_inline(self, key: str, job: Callable[[], object]) -> None:
         try:
@@ -153,11 +175,6 @@ class DerivedState:
             self.backoff.record(key, False)
         else:
             self.backoff.record(key, True)
-
-    def _worker_instance(self) -> BackgroundWorker:
-        if self._worker is None:
-            self._worker = BackgroundWorker(timeout=self.config.background_timeout)
-        return self._worker
 
     async def aafter_append(self) -> None:
         """Async `after_append`: model calls are awaited, in tasks when ``config.background``."""
@@ -205,8 +222,11 @@ class DerivedState:
             self.backoff.record(key, True)
 
     def flush(self, timeout: float | None = None) -> bool:
-        """Wait for queued background work; False if `timeout` passed first."""
-        return self._worker.flush(timeout) if self._worker is not None else True
+        """Wait for this session's queued background work; False if `timeout` passed first.
+
+        A job that timed out no longer counts: it was reported failed and is retried later.
+        """
+        return shared_pool().flush(self, timeout)
 
     async def aflush(self, timeout: float | None = None) -> bool:
         while self._tasks:
@@ -215,9 +235,16 @@ class DerivedState:
                 return False
         return await asyncio.to_thread(self.flush, timeout)
 
-    def close(self) -> None:
-        if self._worker is not None:
-            self._worker.close()
+    def close(self, timeout: float = 5.0) -> None:
+        """Finish queued background work (up to `timeout`), then take no more.
+
+        Jobs still queued after that are cancelled: the log keeps every turn, and
+        the next memory opened on the session brings its derived state up to date.
+        """
+        self._closed = True
+        pool = shared_pool()
+        if not pool.flush(self, timeout):
+            pool.cancel(self)
 
     # -- summary ------------------------------------------------------------------
 

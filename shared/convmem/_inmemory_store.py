@@ -10,7 +10,7 @@ from collections.abc import Sequence
 
 from ._errors import InvalidMessageError
 from ._models import Message, TurnStatus
-from ._store import SessionStats, StateRecord, idle_cutoff
+from ._store import SessionStats, StateRecord, idle_cutoff, validate_messages
 
 __all__ = ["InMemoryStore"]
 
@@ -36,6 +36,7 @@ class InMemoryStore:
     def append(
         self, session_id: str, messages: Sequence[Message], *, user_id: str | None = None
     ) -> list[Message]:
+        messages = validate_messages(messages)
         with self._lock:
             session = self._sessions.setdefault(session_id, _Session(user_id=user_id))
             if user_id is not None and session.user_id is None:

@@ -20,7 +20,7 @@ from ._errors import BudgetError, InvalidMessageError
 from ._facts import Fact, FactExtractor, RuleFactExtractor
 from ._inmemory_store import InMemoryStore
 from ._language import detect_language
-from ._models import Message, Role, Turn, TurnStatus, group_turns
+from ._models import Message, Role, Turn, TurnStatus, group_turns, validate_message
 from ._recall import Recall, choose_recall_share
 from ._sqlite_store import SQLiteStore
 from ._store import Store, validate_id
@@ -167,13 +167,10 @@ class ConversationMemory:
             raise InvalidMessageError(
                 f"expected a Message or a dict with 'role' and 'content', got {type(item).__name__}"
             )
-        size = len(message.content) if isinstance(message.content, str) else len(message.text)
-        if size > self.config.max_message_chars:
-            raise InvalidMessageError(
-                f"message is {size} characters long; the limit is max_message_chars="
-                f"{self.config.max_message_chars} (raise it in MemoryConfig, or store large "
-                "documents elsewhere and keep a reference)"
-            )
+        # Before counting, which is the slow part for a huge message.
+        validate_message(
+            message, max_chars=self.config.max_message_chars, max_bytes=self.config.max_message_bytes
+        )
         return dataclasses.replace(message, seq=None, token_count=self.counter.count_message(message))
 
     def add_messages(self, messages: Iterable[Message | Mapping[str, Any]]) -> list[Message]:

@@ -1,8 +1,11 @@
 """The domain model: roles, turn statuses, messages and turns.
 
-A `Message` is immutable. It is validated when it is created, so anything that
-reaches a store is already well formed; the store only adds `seq` (its position
-in the session's log) and `token_count` (counted once, on write).
+A `Message` is immutable. `Message.create` normalizes and validates its
+fields; `validate_message` holds the rules themselves, and every store runs it
+again on append, because a `Message` built with its constructor or changed with
+`dataclasses.replace` never went through `create`. The store only adds `seq`
+(its position in the session's log); the memory adds `token_count` (counted
+once, on write).
 """
 
 from __future__ import annotations
@@ -27,6 +30,7 @@ __all__ = [
     "Turn",
     "TurnStatus",
     "group_turns",
+    "validate_message",
 ]
 
 ContentPart = str | dict[str, Any]
@@ -101,35 +105,8 @@ def _timestamp(value: float | int | datetime | None) -> float:
     )
 
 
-def _check_depth(value: Any, depth: int = 0) -> None:
-    if depth > MAX_CONTENT_DEPTH:
-        raise InvalidMessageError(
-            f"content is nested more than {MAX_CONTENT_DEPTH} levels deep; flatten the parts"
-        )
-    if isinstance(value, Mapping):
-        for item in value.values():
-            _check_depth(item, depth + 1)
-    elif isinstance(value, (list, tuple)):
-        for item in value:
-            _check_depth(item, depth + 1)
-
-
-def _check_encodable(value: Any, what: str) -> None:
-    """Reject what a store could not write back faithfully (lone surrogates, non-JSON)."""
-    try:
-        json.dumps(value, ensure_ascii=False, allow_nan=False).encode("utf-8")
-    except UnicodeEncodeError as exc:
-        raise InvalidMessageError(
-            f"{what} contains text that is not valid Unicode (a lone UTF-16 surrogate at "
-            f"position {exc.start}); decode the source with errors='replace' first"
-        ) from None
-    except (TypeError, ValueError) as exc:
-        raise InvalidMessageError(f"{what} must be JSON-serializable: {exc}") from None
-
-
 def _normalize_content(content: Any) -> Content:
     if isinstance(content, str):
-        _check_encodable(content, "content")
         return content
     if isinstance(content, (list, tuple)):
         parts: list[ContentPart] = []
@@ -142,8 +119,6 @@ def _normalize_content(content: Any) -> Content:
                 raise InvalidMessageError(
                     f"content part {index} must be a str or a dict, got {type(part).__name__}"
                 )
-        _check_depth(parts)
-        _check_encodable(parts, "content")
         return parts
     raise InvalidMessageError(
         "content must be a str or a list of parts (str or dict), "
@@ -179,10 +154,7 @@ def _normalize_tool_call(call: Any, index: int) -> ToolCall:
         raise InvalidMessageError(f"tool_calls[{index}]['id'] must be a str, got {call_id!r}")
     if not isinstance(args, Mapping):
         raise InvalidMessageError(f"tool_calls[{index}] args must be a dict, got {type(args).__name__}")
-    normalized: ToolCall = {"id": call_id, "name": name, "args": dict(args)}
-    _check_depth(normalized)
-    _check_encodable(normalized, f"tool_calls[{index}]")
-    return normalized
+    return {"id": call_id, "name": name, "args": dict(args)}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -224,51 +196,40 @@ class Message:
     ) -> Message:
         """Validate the fields and return a new, unsaved message.
 
-        Rules: user and system messages need non-empty content; an assistant
-        message may have empty (or ``None``) content only when it carries tool
-        calls or did not complete; a tool message needs ``tool_call_id``.
-        Raises :class:`InvalidMessageError` naming the field that is wrong.
+        Rules (checked by `validate_message`): content is text, a str or a list
+        of parts (str, or dict such as ``{"type": "image_url", ...}``); it may be
+        empty for every role, as in LangChain (``HumanMessage("")``) and the chat
+        APIs. ``None`` content is accepted only for an assistant message that
+        carries tool calls or did not complete (it becomes ``""``). A tool message
+        needs ``tool_call_id``. Raises :class:`InvalidMessageError` naming the
+        field that is wrong.
         """
         parsed_role = Role.parse(role)
         parsed_status = TurnStatus.parse(status)
         if tool_calls is not None and not isinstance(tool_calls, (list, tuple)):
             raise InvalidMessageError(f"tool_calls must be a list of dicts, got {type(tool_calls).__name__}")
         calls = tuple(_normalize_tool_call(c, i) for i, c in enumerate(tool_calls or ()))
-        if calls and parsed_role is not Role.ASSISTANT:
-            raise InvalidMessageError(f"only assistant messages carry tool_calls, not {parsed_role.value}")
         if content is None:
             if not (parsed_role is Role.ASSISTANT and (calls or parsed_status is not TurnStatus.COMPLETED)):
                 raise InvalidMessageError(
-                    f"content of a {parsed_role.value} message must not be None "
-                    "(only an assistant message with tool_calls, or an unfinished one, may be empty)"
+                    f'content of a {parsed_role.value} message must not be None; use "" for an empty '
+                    "message (None stands for no content only on an assistant message with tool_calls, "
+                    "or an unfinished one)"
                 )
             content = ""
-        normalized = _normalize_content(content)
-        if parsed_role in (Role.USER, Role.SYSTEM) and not _has_substance(normalized):
-            raise InvalidMessageError(f"content of a {parsed_role.value} message must not be empty")
-        if parsed_role is Role.TOOL:
-            if not isinstance(tool_call_id, str) or not tool_call_id:
-                raise InvalidMessageError(
-                    f"a tool message needs the tool_call_id of the call it answers, got {tool_call_id!r}"
-                )
-        elif tool_call_id is not None and not isinstance(tool_call_id, str):
-            raise InvalidMessageError(f"tool_call_id must be a str, got {tool_call_id!r}")
-        if name is not None and (not isinstance(name, str) or not name):
-            raise InvalidMessageError(f"name must be a non-empty str or None, got {name!r}")
-        meta = dict(metadata or {})
-        if any(not isinstance(k, str) for k in meta):
-            raise InvalidMessageError("metadata keys must be strings")
-        _check_depth(meta)
-        _check_encodable(meta, "metadata")
-        return cls(
-            role=parsed_role,
-            content=normalized,
-            name=name,
-            tool_calls=calls,
-            tool_call_id=tool_call_id,
-            metadata=meta,
-            timestamp=_timestamp(timestamp),
-            status=parsed_status,
+        if metadata is not None and not isinstance(metadata, Mapping):
+            raise InvalidMessageError(f"metadata must be a dict or None, got {type(metadata).__name__}")
+        return validate_message(
+            cls(
+                role=parsed_role,
+                content=_normalize_content(content),
+                name=name,
+                tool_calls=calls,
+                tool_call_id=tool_call_id,
+                metadata=dict(metadata or {}),
+                timestamp=_timestamp(timestamp),
+                status=parsed_status,
+            )
         )
 
     @property
@@ -305,10 +266,159 @@ def content_text(content: Content) -> str:
     return "\n".join(texts)
 
 
-def _has_substance(content: Content) -> bool:
-    if isinstance(content, str):
-        return bool(content.strip())
-    return any(not isinstance(p, str) or p.strip() for p in content)
+def validate_message(
+    message: object, *, max_chars: int | None = None, max_bytes: int | None = None
+) -> Message:
+    """Return `message` if a store can keep it and give it back unchanged; else raise `InvalidMessageError`.
+
+    `Message.create` ends with this check, and every store's ``append`` runs it
+    again before writing anything: a `Message` built with its constructor or
+    changed with `dataclasses.replace` skipped `create`, and one bad row would
+    make every later read of its session fail. Nothing is normalized here
+    (build messages with `Message.create` for that). The rules:
+
+    - ``role`` is a `Role`, ``status`` a `TurnStatus`, ``timestamp`` finite epoch seconds;
+    - ``content`` is a str (possibly empty) or a list of parts, each a str or a
+      dict (e.g. ``{"type": "image_url", ...}``), nested at most
+      ``MAX_CONTENT_DEPTH`` levels;
+    - only an assistant message has ``tool_calls``, each ``{"id": str | None,
+      "name": str, "args": dict}``; a tool message has a non-empty
+      ``tool_call_id``; ``name`` is None or a non-empty str;
+    - ``metadata`` is a dict with str keys; ``token_count`` is None or an int >= 0;
+    - everything is JSON (no NaN, sets or objects) and valid UTF-8 (no lone surrogates).
+
+    The limits (``MemoryConfig.max_message_chars`` and ``max_message_bytes``):
+    with `max_chars`, the text (`Message.text`) must be at most that many
+    characters; with `max_bytes`, the message serialized as a store keeps it
+    (content, tool calls and metadata as UTF-8 JSON, plus name and ids) must be
+    at most that many bytes. An oversized message is refused before it is
+    encoded in full.
+
+        validate_message(Message.create("user", "hi"))  # returns the message
+    """
+    if not isinstance(message, Message):
+        raise InvalidMessageError(
+            f"expected a convmem Message, got {type(message).__name__}: {message!r:.80}"
+        )
+    if not isinstance(message.role, Role):
+        raise InvalidMessageError(
+            f"role must be a Role, got {message.role!r:.80}; build it with Message.create"
+        )
+    role = message.role.value
+    if not isinstance(message.status, TurnStatus):
+        raise InvalidMessageError(f"status must be a TurnStatus, got {message.status!r:.80}")
+    timestamp = message.timestamp
+    if isinstance(timestamp, bool) or not isinstance(timestamp, (int, float)) or not math.isfinite(timestamp):
+        raise InvalidMessageError(f"timestamp must be finite epoch seconds, got {timestamp!r:.80}")
+    token_count = message.token_count
+    if token_count is not None and (
+        isinstance(token_count, bool) or not isinstance(token_count, int) or token_count < 0
+    ):
+        raise InvalidMessageError(f"token_count must be None or an int >= 0, got {token_count!r:.80}")
+    if message.name is not None and (not isinstance(message.name, str) or not message.name):
+        raise InvalidMessageError(f"name must be a non-empty str or None, got {message.name!r:.80}")
+    if message.role is Role.TOOL:
+        if not isinstance(message.tool_call_id, str) or not message.tool_call_id:
+            raise InvalidMessageError(
+                f"a tool message needs the tool_call_id of the call it answers, got {message.tool_call_id!r:.80}"
+            )
+    elif message.tool_call_id is not None and not isinstance(message.tool_call_id, str):
+        raise InvalidMessageError(f"tool_call_id must be a str, got {message.tool_call_id!r:.80}")
+
+    content = message.content
+    if isinstance(content, list):
+        for index, part in enumerate(content):
+            if not isinstance(part, (str, dict)):
+                raise InvalidMessageError(
+                    f"content part {index} of a {role} message must be a str or a dict, got {type(part).__name__}"
+                )
+    elif not isinstance(content, str):
+        raise InvalidMessageError(
+            f"content of a {role} message must be a str or a list of parts (str or dict), "
+            f"got {type(content).__name__}: {content!r:.80}"
+        )
+    calls = message.tool_calls
+    if not isinstance(calls, (tuple, list)):
+        raise InvalidMessageError(f"tool_calls must be a tuple of dicts, got {type(calls).__name__}")
+    if calls and message.role is not Role.ASSISTANT:
+        raise InvalidMessageError(f"only assistant messages carry tool_calls, not {role}")
+    for index, call in enumerate(calls):
+        if (
+            not isinstance(call, dict)
+            or not isinstance(call.get("name"), str)
+            or not call["name"]
+            or not isinstance(call.get("id"), (str, type(None)))
+            or not isinstance(call.get("args"), dict)
+        ):
+            raise InvalidMessageError(
+                f"tool_calls[{index}] must be a dict {{'id': str | None, 'name': str, 'args': dict}}, "
+                f"got {call!r:.80}; build tool calls with Message.create"
+            )
+    if not isinstance(message.metadata, dict):
+        raise InvalidMessageError(f"metadata must be a dict, got {type(message.metadata).__name__}")
+    if any(not isinstance(key, str) for key in message.metadata):
+        raise InvalidMessageError("metadata keys must be strings")
+
+    if max_chars is not None:
+        chars = len(content) if isinstance(content, str) else len(content_text(content))
+        if chars > max_chars:
+            raise InvalidMessageError(
+                f"a {role} message is {chars} characters long; the limit is max_message_chars="
+                f"{max_chars} (raise it in MemoryConfig, or store large documents elsewhere and "
+                "keep a reference)"
+            )
+    fields: tuple[tuple[str, Any], ...] = (
+        ("content", content),
+        ("tool_calls", list(calls)),
+        ("metadata", message.metadata),
+        ("name", message.name),
+        ("tool_call_id", message.tool_call_id),
+    )
+    # Every character takes at least one byte, so the characters counted while
+    # checking the nesting refuse a huge message before any JSON is built.
+    size = sum(_scan(value, what, depth=0) for what, value in fields)
+    if max_bytes is not None and size > max_bytes:
+        raise _too_large(role, f"at least {size}", max_bytes)
+    size = sum(_encoded_size(value, what) for what, value in fields)
+    if max_bytes is not None and size > max_bytes:
+        raise _too_large(role, str(size), max_bytes)
+    return message
+
+
+def _scan(value: Any, what: str, depth: int) -> int:
+    """Characters in `value`'s strings and keys; refuses nesting deeper than `MAX_CONTENT_DEPTH`."""
+    if isinstance(value, str):
+        return len(value)
+    if depth > MAX_CONTENT_DEPTH:
+        raise InvalidMessageError(
+            f"{what} is nested more than {MAX_CONTENT_DEPTH} levels deep; flatten the parts"
+        )
+    if isinstance(value, dict):
+        return sum(len(str(key)) + _scan(item, what, depth + 1) for key, item in value.items())
+    if isinstance(value, (list, tuple)):
+        return sum(_scan(item, what, depth + 1) for item in value)
+    return 1
+
+
+def _encoded_size(value: Any, what: str) -> int:
+    """Bytes of `value` as a store writes it (UTF-8 JSON); refuses what could not be read back."""
+    try:
+        return len(json.dumps(value, ensure_ascii=False, allow_nan=False).encode("utf-8"))
+    except UnicodeEncodeError as exc:
+        raise InvalidMessageError(
+            f"{what} contains text that is not valid UTF-8 (a lone UTF-16 surrogate at "
+            f"position {exc.start}); decode the source with errors='replace' first"
+        ) from None
+    except (TypeError, ValueError, RecursionError) as exc:
+        raise InvalidMessageError(f"{what} must be JSON-serializable: {exc}") from None
+
+
+def _too_large(role: str, size: str, max_bytes: int) -> InvalidMessageError:
+    return InvalidMessageError(
+        f"a {role} message is {size} bytes serialized (content, tool calls and metadata); the limit "
+        f"is max_message_bytes={max_bytes}. Raise it in MemoryConfig, or store large files "
+        "elsewhere and keep a reference (a URL or an id) in the message"
+    )
 
 
 @dataclasses.dataclass(frozen=True)

@@ -1,10 +1,13 @@
 """`SQLiteStore`: the embedded, durable default. One file, WAL journal.
 
-Each thread gets its own connection (sqlite3 connections must not be shared
-across threads), and every append runs in a ``BEGIN IMMEDIATE`` transaction,
-so threads and processes writing to one file serialize on SQLite's own lock
-and each message gets exactly one seq. The file is a normal SQLite database:
-``sqlite3 memory.db "select role, content from messages"`` shows a log.
+Connections come from a small pool: each call borrows one, runs its SQL and
+gives it back, so a server that starts and ends threads for months keeps at
+most ``pool_size`` idle connections open, not one per thread it ever had. A
+connection is used by one thread at a time. Every append runs in a ``BEGIN
+IMMEDIATE`` transaction, so threads and processes writing to one file
+serialize on SQLite's own lock and each message gets exactly one seq. The file
+is a normal SQLite database: ``sqlite3 memory.db "select role, content from
+messages"`` shows a log.
 
 Deleted conversations leave no copy behind: every connection sets
 ``secure_delete`` (freed pages are zeroed, on every build of SQLite), and each
@@ -16,6 +19,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+import math
 import os
 import sqlite3
 import threading
@@ -28,7 +32,7 @@ from typing import Any
 from ._codec import message_from_record, message_to_record
 from ._errors import ConfigError, InvalidMessageError, StoreError
 from ._models import Message, TurnStatus
-from ._store import SessionStats, StateRecord, idle_cutoff
+from ._store import SessionStats, StateRecord, idle_cutoff, validate_messages
 
 __all__ = ["SQLiteStore"]
 
@@ -77,16 +81,25 @@ _SYNCHRONOUS = ("OFF", "NORMAL", "FULL", "EXTRA")
 _CHECKPOINT_WAIT_SECONDS = 5.0
 
 
+DEFAULT_POOL_SIZE = 4
+_MAX_POOL_SIZE = 256
+# SQLite's busy timeout is a 32-bit count of milliseconds; a day is far more than any writer should wait.
+_MAX_TIMEOUT_SECONDS = 86_400.0
+# Connections a forked child inherited: used by the parent, so the child neither uses
+# nor closes them (closing could checkpoint or unlink the parent's WAL under it).
+_inherited_from_parent: list[object] = []
+
+
 @dataclasses.dataclass(eq=False)
 class _Connection:
-    """One thread's connection, and the lock held while it runs SQL.
+    """One pooled connection, and the lock held while a call runs SQL on it.
 
     `SQLiteStore.close` takes the lock before closing: closing a connection while
     another thread is inside a statement on it can crash the process.
     """
 
     sqlite: sqlite3.Connection
-    lock: threading.RLock = dataclasses.field(default_factory=threading.RLock)
+    lock: threading.Lock = dataclasses.field(default_factory=threading.Lock)
     closed: bool = False
 
 
@@ -95,28 +108,57 @@ class SQLiteStore:
 
     Args:
         path: the database file; parent folders are created. ``":memory:"`` is
-            refused (each thread would see a different database): use
+            refused (each connection would see a different database): use
             `InMemoryStore` instead.
-        timeout: seconds a writer waits for another writer's lock.
+        timeout: seconds (0 to 86400) a writer waits for another writer's lock.
         synchronous: SQLite's ``PRAGMA synchronous``. ``"NORMAL"`` (default) keeps
             every committed append across a process crash; ``"FULL"`` also
             across power loss, at the price of an fsync per append.
+        pool_size: connections kept open between calls (default 4, at most 256).
+            More threads than that may use the store at once: each extra one
+            opens a connection for its call and closes it afterwards.
     """
 
     def __init__(
-        self, path: str | os.PathLike[str], *, timeout: float = 30.0, synchronous: str = "NORMAL"
+        self,
+        path: str | os.PathLike[str],
+        *,
+        timeout: float = 30.0,
+        synchronous: str = "NORMAL",
+        pool_size: int = DEFAULT_POOL_SIZE,
     ) -> None:
         if str(path) == ":memory:":
             raise ConfigError("SQLiteStore needs a file path; for a memory-only store use InMemoryStore()")
-        if synchronous.upper() not in _SYNCHRONOUS:
-            raise ConfigError(f"synchronous must be one of {_SYNCHRONOUS}, got {synchronous!r}")
+        if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or not math.isfinite(timeout):
+            raise ConfigError(
+                f"SQLiteStore timeout must be a finite number of seconds (0 to {_MAX_TIMEOUT_SECONDS:.0f}), "
+                f"got {timeout!r}"
+            )
+        if not 0 <= timeout <= _MAX_TIMEOUT_SECONDS:
+            raise ConfigError(
+                f"SQLiteStore timeout must be between 0 and {_MAX_TIMEOUT_SECONDS:.0f} seconds, got {timeout!r}"
+            )
+        if not isinstance(synchronous, str) or synchronous.upper() not in _SYNCHRONOUS:
+            raise ConfigError(
+                f"SQLiteStore synchronous must be one of {_SYNCHRONOUS} (a str), got {synchronous!r}"
+            )
+        if (
+            isinstance(pool_size, bool)
+            or not isinstance(pool_size, int)
+            or not 1 <= pool_size <= _MAX_POOL_SIZE
+        ):
+            raise ConfigError(
+                f"SQLiteStore pool_size must be an int from 1 to {_MAX_POOL_SIZE}, got {pool_size!r}"
+            )
         self.path = Path(path)
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        self._timeout = timeout
+        self._timeout = float(timeout)
         self._synchronous = synchronous.upper()
-        self._local = threading.local()
-        self._all: list[_Connection] = []
-        self._all_lock = threading.Lock()
+        self._pool_size = pool_size
+        self._idle: list[_Connection] = []
+        self._open: set[_Connection] = set()
+        self._pool_lock = threading.Lock()
+        self._pid = os.getpid()
         self._closed = False
         try:
             with self._connection() as conn:
@@ -147,12 +189,25 @@ class SQLiteStore:
     def _closed_error(self) -> StoreError:
         return StoreError(f"{self!r} is closed; open a new SQLiteStore to use the file again")
 
-    def _handle(self) -> _Connection:
-        handle: _Connection | None = getattr(self._local, "handle", None)
-        if handle is not None:
-            return handle
-        if self._closed:
-            raise self._closed_error()
+    def _borrow(self) -> _Connection:
+        with self._pool_lock:
+            if self._closed:
+                raise self._closed_error()
+            if self._pid != os.getpid():
+                _inherited_from_parent.extend(handle.sqlite for handle in self._open)
+                self._idle, self._open, self._pid = [], set(), os.getpid()
+            if self._idle:
+                return self._idle.pop()
+        handle = _Connection(self._connect())
+        with self._pool_lock:
+            # Checked again under the lock: a close() that ran meanwhile would never see this one.
+            if not self._closed:
+                self._open.add(handle)
+                return handle
+        handle.sqlite.close()
+        raise self._closed_error()
+
+    def _connect(self) -> sqlite3.Connection:
         try:
             conn = sqlite3.connect(
                 self.path, timeout=self._timeout, isolation_level=None, check_same_thread=False
@@ -168,24 +223,39 @@ class SQLiteStore:
         except sqlite3.Error as exc:
             conn.close()
             raise StoreError(f"cannot open SQLite store {self.path}: {exc}") from exc
-        handle = _Connection(conn)
-        with self._all_lock:
-            # Checked again under the lock: a close() that ran meanwhile would never see this one.
-            if not self._closed:
-                self._all.append(handle)
-                self._local.handle = handle
-                return handle
-        conn.close()
-        raise self._closed_error()
+        return conn
+
+    def _give_back(self, handle: _Connection, reusable: bool) -> None:
+        """Return a borrowed connection to the pool, or close it when the pool is full."""
+        with self._pool_lock:
+            if handle not in self._open:  # closed by close(), or inherited across a fork
+                return
+            if reusable and not self._closed and len(self._idle) < self._pool_size:
+                self._idle.append(handle)
+                return
+            self._open.discard(handle)
+        with handle.lock:
+            handle.closed = True
+            with suppress(sqlite3.Error):
+                handle.sqlite.close()
 
     @contextmanager
     def _connection(self) -> Iterator[sqlite3.Connection]:
-        """This thread's connection, which `close` cannot close while it is in use here."""
-        handle = self._handle()
-        with handle.lock:
-            if handle.closed:
-                raise self._closed_error()
-            yield handle.sqlite
+        """A connection for this call alone, which `close` cannot close while it is in use."""
+        handle = self._borrow()
+        reusable = False
+        try:
+            with handle.lock:
+                if handle.closed:
+                    raise self._closed_error()
+                try:
+                    yield handle.sqlite
+                finally:
+                    # The next borrower must never inherit an open transaction.
+                    self._rollback(handle.sqlite)
+                    reusable = not handle.sqlite.in_transaction
+        finally:
+            self._give_back(handle, reusable)
 
     @contextmanager
     def _transaction(self) -> Iterator[sqlite3.Connection]:
@@ -232,7 +302,9 @@ class SQLiteStore:
             reason = "another connection is reading or writing"
         if busy:
             logger.warning(
-                "deleted conversations may stay in %s-wal until SQLite's next checkpoint (%s)", self.path, reason
+                "deleted conversations may stay in %s-wal until SQLite's next checkpoint (%s)",
+                self.path,
+                reason,
             )
 
     @staticmethod
@@ -268,6 +340,7 @@ class SQLiteStore:
     def append(
         self, session_id: str, messages: Sequence[Message], *, user_id: str | None = None
     ) -> list[Message]:
+        messages = validate_messages(messages)
         now = time.time()
         try:
             with self._transaction() as conn:
@@ -469,9 +542,9 @@ class SQLiteStore:
         A call in progress on another thread finishes first; every call after
         `close` raises `StoreError`. Closing twice does nothing.
         """
-        with self._all_lock:
+        with self._pool_lock:
             self._closed = True
-            handles, self._all = self._all, []
+            handles, self._open, self._idle = self._open, set(), []
         for handle in handles:
             with handle.lock:
                 handle.closed = True

@@ -20,8 +20,8 @@ import unicodedata
 from collections.abc import Sequence
 from typing import Protocol, runtime_checkable
 
-from ._errors import ConfigError, InvalidSessionIdError
-from ._models import Message, TurnStatus
+from ._errors import ConfigError, InvalidMessageError, InvalidSessionIdError
+from ._models import Message, TurnStatus, validate_message
 
 __all__ = [
     "MAX_ID_LENGTH",
@@ -30,6 +30,7 @@ __all__ = [
     "Store",
     "idle_cutoff",
     "validate_id",
+    "validate_messages",
 ]
 
 MAX_ID_LENGTH = 256
@@ -59,6 +60,27 @@ def validate_id(value: object, what: str = "session_id") -> str:
                 "ids may not contain NUL, newlines or other control characters"
             )
     return value
+
+
+def validate_messages(messages: object) -> list[Message]:
+    """The messages of one `Store.append` call, each checked by `validate_message`.
+
+    Every store calls this first in ``append``, before it writes anything, so a
+    malformed message (built without `Message.create`) raises
+    `InvalidMessageError` and leaves the log as it was, instead of being stored
+    and breaking every later read of its session.
+    """
+    if isinstance(messages, (Message, str, bytes)) or not isinstance(messages, Sequence):
+        raise InvalidMessageError(
+            f"append takes a list of Message objects, got {type(messages).__name__}: {messages!r:.80}"
+        )
+    checked: list[Message] = []
+    for index, message in enumerate(messages):
+        try:
+            checked.append(validate_message(message))
+        except InvalidMessageError as exc:
+            raise InvalidMessageError(f"message {index} of the append: {exc}; nothing was stored") from None
+    return checked
 
 
 def idle_cutoff(older_than_seconds: float, now: float) -> float:
@@ -99,6 +121,7 @@ class Store(Protocol):
 
     Every method takes an already validated ``session_id``. Messages come back
     oldest first. Writing is all-or-nothing: a failed `append` stores nothing.
+    An implementation's ``append`` starts with `validate_messages`.
     """
 
     def append(

@@ -1,0 +1,172 @@
+"""Every path into a store validates a message, and a message has a serialized size cap.
+
+`Message.create` is not the only way to get a `Message`: the dataclass
+constructor and `dataclasses.replace` skip it. Stores therefore check each
+message again (`validate_messages`) before writing anything.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+import pytest
+
+from convmem import ConversationMemory, InvalidMessageError, MemoryConfig, Message, Role, Store, TurnStatus
+from convmem._models import validate_message
+from convmem._store import validate_messages
+from convmem._tokens import ApproximateCounter
+
+GOOD = Message.create("user", "hello")
+CALL = {"id": "c1", "name": "weather", "args": {"city": "Paris"}}
+
+MALFORMED: dict[str, Message] = {
+    "dict content": dataclasses.replace(GOOD, content={"a": "b"}),  # type: ignore[arg-type]
+    "int content": dataclasses.replace(GOOD, content=42),  # type: ignore[arg-type]
+    "None content": dataclasses.replace(GOOD, content=None),  # type: ignore[arg-type]
+    "bytes part": dataclasses.replace(GOOD, content=[b"raw"]),  # type: ignore[list-item]
+    "role as a str": dataclasses.replace(GOOD, role="user"),  # type: ignore[arg-type]
+    "status as a str": dataclasses.replace(GOOD, status="completed"),  # type: ignore[arg-type]
+    "tool message without tool_call_id": Message(role=Role.TOOL, content="sunny"),
+    "tool message with empty tool_call_id": Message(role=Role.TOOL, content="sunny", tool_call_id=""),
+    "tool calls on a user message": dataclasses.replace(GOOD, tool_calls=(CALL,)),
+    "tool call without a name": Message(
+        role=Role.ASSISTANT, content="", tool_calls=({"id": "c", "args": {}},)
+    ),
+    "tool call args as a JSON string": Message(
+        role=Role.ASSISTANT, content="", tool_calls=({"id": "c", "name": "f", "args": "{}"},)
+    ),
+    "metadata as a list": dataclasses.replace(GOOD, metadata=[("k", "v")]),  # type: ignore[arg-type]
+    "metadata with an int key": dataclasses.replace(GOOD, metadata={1: "v"}),  # type: ignore[dict-item]
+    "NaN in metadata": dataclasses.replace(GOOD, metadata={"score": float("nan")}),
+    "an object in metadata": dataclasses.replace(GOOD, metadata={"when": object()}),
+    "lone surrogate in name": dataclasses.replace(GOOD, name="bad \ud800"),
+    "empty name": dataclasses.replace(GOOD, name=""),
+    "NaN timestamp": dataclasses.replace(GOOD, timestamp=float("nan")),
+    "negative token count": dataclasses.replace(GOOD, token_count=-1),
+}
+
+
+@pytest.mark.parametrize("bad", list(MALFORMED.values()), ids=list(MALFORMED))
+def test_a_malformed_message_built_without_create_is_refused_and_nothing_changes(
+    store: Store, bad: Message
+) -> None:
+    store.append("s", [Message.create("user", "before")])
+    with pytest.raises(InvalidMessageError, match="nothing was stored"):
+        store.append("s", [Message.create("user", "fine"), bad])
+    assert [m.text for m in store.messages("s")] == ["before"]
+    assert store.stats("s").message_count == 1
+    assert [m.seq for m in store.append("s", [Message.create("user", "after")])] == [2]
+
+
+def test_dict_content_never_reaches_the_log_so_later_reads_still_work(store: Store) -> None:
+    with pytest.raises(InvalidMessageError, match="content of a user message must be a str or a list"):
+        store.append("s", [dataclasses.replace(GOOD, content={"a": "b"})])  # type: ignore[arg-type]
+    store.append("s", [Message.create("user", "next")])
+    assert [m.text for m in store.messages("s")] == ["next"]
+    assert [m.text for m in store.tail("s", 5)] == ["next"]
+
+
+def test_append_takes_a_list_not_a_single_message(store: Store) -> None:
+    with pytest.raises(InvalidMessageError, match="list of Message"):
+        store.append("s", GOOD)  # type: ignore[arg-type]
+    assert store.messages("s") == []
+
+
+def test_a_message_built_directly_and_well_formed_is_stored(store: Store) -> None:
+    direct = Message(role=Role.ASSISTANT, content="", tool_calls=(CALL,), status=TurnStatus.COMPLETED)
+    [stored] = store.append("s", [direct])
+    assert store.messages("s") == [stored]
+    assert stored.tool_calls == (CALL,)
+
+
+@pytest.mark.parametrize("role", ["user", "system", "assistant"])
+def test_empty_text_is_stored_for_every_role(store: Store, role: str) -> None:
+    store.append("s", [Message.create(role, "")])
+    assert [m.content for m in store.messages("s")] == [""]
+
+
+def test_a_memory_keeps_an_empty_user_message_and_still_builds_a_context() -> None:
+    memory = ConversationMemory("s", config=MemoryConfig(language="en"))
+    memory.add_turn("", "You sent an empty message; what did you mean?")
+    memory.add_turn("My dog is called Duoduo.", "Nice name!")
+    assert memory.messages()[0].text == ""
+    context = memory.build_context(query="what is my dog called?", budget=500)
+    assert context.token_count <= 500
+    assert "Duoduo" in "\n".join(str(m["content"]) for m in context.messages)
+
+
+def test_the_validation_message_names_the_message_and_the_field() -> None:
+    with pytest.raises(
+        InvalidMessageError, match=r"message 1 of the append: a tool message needs the tool_call_id"
+    ):
+        validate_messages([GOOD, Message(role=Role.TOOL, content="x")])
+
+
+# -- the serialized size cap -----------------------------------------------------------------------------
+
+MB = 1_000_000
+
+
+class CountingCounter(ApproximateCounter):
+    """Records how often a message was counted: an oversized message must be refused before that."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.counted = 0
+
+    def count_message(self, message: Message) -> int:
+        self.counted += 1
+        return super().count_message(message)
+
+
+def image_part(size: int) -> dict[str, Any]:
+    return {"type": "image_url", "image_url": {"url": "data:image/png;base64," + "A" * size}}
+
+
+OVERSIZED: dict[str, dict[str, Any]] = {
+    "a 50 MB image part": {"role": "user", "content": ["what is this?", image_part(50 * MB)]},
+    "50 MB of metadata": {"role": "user", "content": "hi", "metadata": {"blob": "x" * (50 * MB)}},
+    "50 MB of tool-call arguments": {
+        "role": "assistant",
+        "content": "",
+        "tool_calls": [{"id": "c1", "name": "upload", "args": {"data": "y" * (50 * MB)}}],
+    },
+    "6 MB of Chinese text in 2 M characters": {
+        "role": "user",
+        "content": [{"type": "note", "body": "长" * (2 * MB)}],
+    },
+}
+
+
+@pytest.mark.parametrize("fields", list(OVERSIZED.values()), ids=list(OVERSIZED))
+def test_an_oversized_message_is_refused_before_counting_and_nothing_is_stored(
+    store: Store, fields: dict[str, Any]
+) -> None:
+    counter = CountingCounter()
+    memory = ConversationMemory("s", store, MemoryConfig(max_message_bytes=4 * MB), counter=counter)
+    memory.add("user", "before")
+    counted = counter.counted
+    with pytest.raises(InvalidMessageError, match="max_message_bytes=4000000"):
+        memory.add(**fields)
+    assert counter.counted == counted
+    assert [m.text for m in memory.messages()] == ["before"]
+
+
+def test_the_cap_counts_utf8_bytes_not_characters() -> None:
+    text_part = {"type": "note", "body": "长" * 1000}  # 3,000 bytes in 1,000 characters
+    message = Message.create("user", [text_part])
+    validate_message(message, max_bytes=3100)
+    with pytest.raises(InvalidMessageError, match="bytes serialized"):
+        validate_message(message, max_bytes=2900)
+
+
+def test_a_message_under_the_cap_is_stored_whole(store: Store) -> None:
+    memory = ConversationMemory("s", store, MemoryConfig(max_message_bytes=2 * MB))
+    image = image_part(MB)
+    memory.add("user", ["what is this?", image])
+    assert memory.messages()[0].content == ["what is this?", image]
+
+
+def test_the_default_cap_is_a_few_megabytes() -> None:
+    assert 1 * MB <= MemoryConfig().max_message_bytes <= 16 * MB

@@ -1,0 +1,195 @@
+"""A server that runs for months keeps its file descriptors and threads flat.
+
+Threads come and go in a server (a thread per request, executors that grow
+and shrink); nothing convmem holds per thread may outlive the thread.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from convmem import ConversationMemory, MemoryConfig, Message, SQLiteStore
+from convmem._background import DEFAULT_WORKERS, WorkerPool, shared_pool
+
+pytestmark = pytest.mark.skipif(not Path("/proc/self/fd").is_dir(), reason="counts /proc/self/fd")
+
+
+def open_fds() -> int:
+    return len(os.listdir("/proc/self/fd"))
+
+
+def run_in_new_threads(count: int, work: object) -> None:
+    for index in range(count):
+        thread = threading.Thread(target=work, args=(index,))  # type: ignore[arg-type]
+        thread.start()
+        thread.join()
+
+
+# -- SQLite connections ---------------------------------------------------------------------------------
+
+
+def test_short_lived_threads_leave_no_sqlite_connections_open(tmp_path: Path) -> None:
+    store = SQLiteStore(tmp_path / "memory.db")
+    store.append("warm-up", [Message.create("user", "hi")])
+    before = open_fds()
+
+    def append_and_read(index: int) -> None:
+        session = f"s{index % 50}"
+        store.append(session, [Message.create("user", f"message {index}")])
+        assert store.tail(session, 1)[0].text == f"message {index}"
+
+    run_in_new_threads(5_000, append_and_read)
+    assert abs(open_fds() - before) <= 10
+    assert sum(store.stats(f"s{n}").message_count for n in range(50)) == 5_000
+    store.close()
+
+
+def test_bursts_of_concurrent_threads_do_not_accumulate_connections(tmp_path: Path) -> None:
+    store = SQLiteStore(tmp_path / "memory.db", pool_size=2)
+
+    def burst() -> None:
+        barrier = threading.Barrier(16)
+
+        def append_together(index: int) -> None:
+            barrier.wait()
+            store.append("s", [Message.create("user", f"message {index}")])
+
+        threads = [threading.Thread(target=append_together, args=(n,)) for n in range(16)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+
+    # Up to 16 connections (two descriptors each: the database and its -wal) are open
+    # during a burst. Afterwards the pool keeps two; SQLite keeps the descriptors of the
+    # others for its next opens of the file. So the count follows the peak number of
+    # threads inside the store at once, never the number of threads there ever were.
+    before = open_fds()
+    for _ in range(33):
+        burst()
+    assert open_fds() - before <= 16 * 2 + 10
+    assert store.stats("s").message_count == 33 * 16
+    assert len(store._idle) <= 2
+    store.close()
+
+
+def test_close_releases_every_pooled_connection(tmp_path: Path) -> None:
+    before = open_fds()
+    store = SQLiteStore(tmp_path / "memory.db")
+    run_in_new_threads(20, lambda n: store.append("s", [Message.create("user", f"m{n}")]))
+    store.close()
+    assert open_fds() <= before
+
+
+# -- background threads -----------------------------------------------------------------------------------
+
+
+class HangingSummarizer:
+    """Hangs on every call until released, like a model endpoint that stopped answering."""
+
+    def __init__(self) -> None:
+        self.release = threading.Event()
+        self.calls = 0
+        self._lock = threading.Lock()
+
+    def summarize(
+        self, previous_summary: str | None, messages: Sequence[Message], *, max_tokens: int | None = None
+    ) -> str:
+        with self._lock:
+            self.calls += 1
+        self.release.wait(60)
+        return "a summary"
+
+    async def asummarize(
+        self, previous_summary: str | None, messages: Sequence[Message], *, max_tokens: int | None = None
+    ) -> str:
+        return self.summarize(previous_summary, messages, max_tokens=max_tokens)
+
+
+def summarizing_every_turn(**changes: Any) -> MemoryConfig:
+    return MemoryConfig(
+        keep_recent_turns=1, summary_trigger="turns", summary_every_turns=1, language="en", **changes
+    )
+
+
+def settle(pool: WorkerPool) -> None:
+    """Wait (bounded) until jobs abandoned by a test have returned, so the next test starts clean."""
+    deadline = time.monotonic() + 60
+    while pool.stats()["abandoned"] and time.monotonic() < deadline:
+        time.sleep(0.05)
+
+
+def test_two_thousand_background_memories_share_a_few_threads(tmp_path: Path) -> None:
+    store = SQLiteStore(tmp_path / "memory.db")
+    threads_before, fds_before = threading.active_count(), open_fds()
+    memories = []
+    for index in range(2_000):
+        memory = ConversationMemory(f"s{index}", store, MemoryConfig(background=True))
+        memory.add_turn("My name is Quill.", f"Nice to meet you ({index}).")
+        memories.append(memory)
+    for memory in memories:
+        assert memory.flush(timeout=60)
+    assert threading.active_count() - threads_before <= 10
+    assert abs(open_fds() - fds_before) <= 10
+    assert {f.key: f.value for f in memories[1_999].facts()} == {"name": "Quill"}
+    for memory in memories:
+        memory.close()
+    store.close()
+
+
+def test_retries_against_a_hung_summarizer_do_not_start_more_threads(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    store = SQLiteStore(tmp_path / "memory.db")
+    summarizer = HangingSummarizer()
+    config = summarizing_every_turn(background=True, background_timeout=0.2, extract_facts=False)
+    threads_before = threading.active_count()
+    try:
+        with caplog.at_level(logging.WARNING, logger="convmem"):
+            for step in range(20):
+                # A new memory each time has no backoff left, so every one of them retries at once.
+                memory = ConversationMemory("s", store, config, summarizer=summarizer)
+                memory.add_turn(f"question {step}?", f"answer {step}.")
+                assert memory.flush(timeout=30)
+        assert summarizer.calls == 1
+        assert "still running" in caplog.text
+        assert threading.active_count() - threads_before <= 10
+        assert len(store.messages("s")) == 40
+    finally:
+        summarizer.release.set()
+        settle(shared_pool())
+        store.close()
+
+
+def test_a_hung_summarizer_in_many_sessions_holds_a_bounded_number_of_threads(tmp_path: Path) -> None:
+    store = SQLiteStore(tmp_path / "memory.db")
+    summarizer = HangingSummarizer()
+    config = summarizing_every_turn(background=True, background_timeout=0.2, extract_facts=False)
+    threads_before = threading.active_count()
+    try:
+        memories = [ConversationMemory(f"s{n}", store, config, summarizer=summarizer) for n in range(40)]
+        for memory in memories:
+            memory.add_turn("first question?", "first answer.")
+            memory.add_turn("second question?", "second answer.")
+        for memory in memories:
+            assert memory.flush(timeout=30)
+        # Two threads per worker slot at most (the stuck ones and their replacements), and the watchdog.
+        assert threading.active_count() - threads_before <= 2 * DEFAULT_WORKERS + 1
+        assert summarizer.calls <= 2 * DEFAULT_WORKERS
+        assert all(len(m.messages()) == 4 for m in memories)
+    finally:
+        summarizer.release.set()
+        settle(shared_pool())
+    # Once the model answers again, the threads it held come back and the sessions catch up.
+    later = ConversationMemory("s0", store, summarizing_every_turn(), summarizer=summarizer)
+    later.add_turn("third question?", "third answer.")
+    assert later.summary().covers_through_seq >= 4
+    store.close()
