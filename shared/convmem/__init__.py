@@ -1,6 +1,6 @@
 """convmem: conversation memory that fits a token budget."""
 
-from ._builder import BuiltContext, RecallItem, SectionReport
+from ._builder import BuiltContext, SectionReport
 from ._config import MemoryConfig, TranscriptTemplate
 from ._derived import Summary
 from ._embedder import (
@@ -92,7 +92,6 @@ __all__ = [
     "Recall",
     "RecallConfig",
     "RecallFilters",
-    "RecallItem",
     "RecallResult",
     "RecalledItem",
     "RedisStore",

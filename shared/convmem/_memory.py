@@ -12,7 +12,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from ._builder import BuiltContext, ContextBuilder, ContextRequest, RecallFn, RecallItem
+from ._builder import BuiltContext, ContextBuilder, ContextPlan, ContextRequest
 from ._config import MemoryConfig, TranscriptTemplate
 from ._derived import DerivedState, Summary
 from ._embedder import Embedder
@@ -21,7 +21,8 @@ from ._facts import Fact, FactExtractor, RuleFactExtractor
 from ._inmemory_store import InMemoryStore
 from ._language import detect_language
 from ._models import Message, Role, Turn, TurnStatus, group_turns
-from ._recall import Recall, choose_recall_share
+from ._recall import Recall, RecalledItem, choose_recall_share
+from ._recent import recent_turns
 from ._sqlite_store import SQLiteStore
 from ._store import Store, validate_id
 from ._summarizer import ExtractiveSummarizer, Summarizer
@@ -112,7 +113,7 @@ class ConversationMemory:
         self.config = config or MemoryConfig()
         self.store: Store = store if store is not None else InMemoryStore()
         self.counter = counter or default_counter()
-        self._builder = ContextBuilder(self.counter)
+        self._builder = ContextBuilder(self.config, self.counter)
         self.summarizer: Summarizer = summarizer or ExtractiveSummarizer(self.counter)
         self.fact_extractor: FactExtractor | None = (
             fact_extractor or RuleFactExtractor() if self.config.extract_facts else None
@@ -129,7 +130,6 @@ class ConversationMemory:
             summarizer=self.summarizer,
             fact_extractor=self.fact_extractor,
             recall=recall,
-            window_start=self._window_start,
         )
 
     @classmethod
@@ -266,23 +266,7 @@ class ConversationMemory:
 
         Reading stops early once the turns read hold more than `max_tokens`.
         """
-        if not isinstance(max_turns, int) or isinstance(max_turns, bool) or max_turns <= 0:
-            raise InvalidMessageError(f"max_turns must be a positive int, got {max_turns!r}")
-        chunk = 2 * max_turns + 2  # a turn is usually a question and an answer
-        messages = self.store.tail(self.session_id, chunk)
-        reached_start = len(messages) < chunk
-        while messages:
-            users = [i for i, m in enumerate(messages) if m.role is Role.USER]
-            enough_tokens = max_tokens is not None and sum(m.token_count or 0 for m in messages) > max_tokens
-            if users and (len(users) >= max_turns or enough_tokens):
-                return group_turns(messages[users[-min(max_turns, len(users))] :])
-            if reached_start:
-                break
-            chunk *= 2
-            older = self.store.tail(self.session_id, chunk, before_seq=messages[0].seq)
-            reached_start = len(older) < chunk
-            messages = older + messages
-        return group_turns(messages)[-max_turns:]
+        return recent_turns(self.store, self.session_id, max_turns, max_tokens=max_tokens)
 
     def _language(self, turns: Sequence[Turn], query: str | None) -> str:
         if self.config.language != "auto":
@@ -303,25 +287,66 @@ class ConversationMemory:
             raise BudgetError(f"budget must be a positive int, got {budget!r}")
         if query is not None and not isinstance(query, str):
             raise InvalidMessageError(f"query must be a str or None, got {type(query).__name__}")
+        request = self._fit_summary(self._request(query, budget, include_query))
+        plan = self._builder.plan(request)
+        return self._builder.assemble(plan, self._recalled(request, plan))
+
+    def _request(self, query: str | None, budget: int, include_query: bool) -> ContextRequest:
+        """What the builder needs from the log and the derived state, in one language."""
         turns = self.recent_turns(self.config.keep_recent_turns, max_tokens=4 * budget)
         stats = self.store.stats(self.session_id)
         language = self._language(turns, query)
-        request = ContextRequest(
+        facts = self._derived.facts_book().render_lines(language) if self.fact_extractor is not None else ()
+        recall_share, recall_reason = self._recall_share(query)
+        return ContextRequest(
             budget=budget,
             turns=turns,
-            keep_recent_turns=self.config.keep_recent_turns,
             language=language,
-            system_prompt=self.config.system_prompt,
             query=query,
             include_query=include_query,
+            facts=facts,
+            summary=self._derived.summary(),
             first_log_seq=1 if stats.last_seq else None,
             log_tokens=stats.total_tokens,
-            facts_share=self.config.facts_share,
-            summary_share=self.config.summary_share,
-            prune_low_information=self.config.prune_low_information,
-            **self._derived_sections(query, language),
+            recall_share=recall_share,
+            recall_reason=recall_reason,
         )
-        return self._builder.build(request)
+
+    def _fit_summary(self, request: ContextRequest) -> ContextRequest:
+        """The request with its summary shortened by the summarizer when it is over its
+        share of this budget (the stored summary is written for the default budget)."""
+        room = self._builder.summary_room(request)
+        if room is None:
+            return request
+        condense = getattr(self.summarizer, "condense", None)
+        if condense is None:  # a summarizer without condense: shorten extractively
+            condense = ExtractiveSummarizer(self.counter).condense
+        text = str(condense(request.summary.text.strip(), room))
+        return dataclasses.replace(request, summary=dataclasses.replace(request.summary, text=text))
+
+    def _recall_share(self, query: str | None) -> tuple[float | None, str]:
+        """Recall's share of the budget for `query` (None: nothing to recall), and why."""
+        if self.recall is None:
+            return None, "no recall"
+        if not query or not query.strip():
+            return None, "no query"
+        return choose_recall_share(
+            query, None, base_share=self.config.recall_share, config=self.recall.config
+        )
+
+    def _recalled(self, request: ContextRequest, plan: ContextPlan) -> tuple[RecalledItem, ...]:
+        """Earlier turns relevant to the query, outside the planned window, within recall's room."""
+        if self.recall is None or request.query is None or plan.recall_room <= 0:
+            return ()
+        result = self.recall.search(
+            self.session_id,
+            request.query,
+            store=self.store,
+            exclude_seqs=plan.window_seqs,
+            max_tokens=plan.recall_room,
+            counter=self.counter,
+        )
+        return result.items
 
     def render_transcript(self, view: str = "orchestration", *, max_turns: int | None = None) -> str:
         """The recent conversation as text for another prompt.
@@ -355,11 +380,6 @@ class ConversationMemory:
 
     # -- summary and facts ---------------------------------------------------------
 
-    def _window_start(self) -> int | None:
-        """First seq of the last `keep_recent_turns` turns: what lies before it is evicted."""
-        turns = self.recent_turns(self.config.keep_recent_turns)
-        return turns[0].first_seq if turns else None
-
     def summary(self) -> Summary:
         """The rolling summary and the seq it covers through (empty until turns are evicted)."""
         return self._derived.summary()
@@ -387,48 +407,6 @@ class ConversationMemory:
         Returns False if `timeout` seconds passed first.
         """
         return self._derived.flush(timeout)
-
-    def _derived_sections(self, query: str | None, language: str) -> dict[str, Any]:
-        summary = self._derived.summary()
-        facts = self._derived.facts_book().render_lines(language) if self.fact_extractor is not None else []
-        recall, share, reason = self._recall_source(query)
-        return {
-            "facts": facts,
-            "summary": summary.text or None,
-            "summary_covers_through_seq": summary.covers_through_seq,
-            "condense": self._condense,
-            "recall": recall,
-            "recall_share": share,
-            "recall_share_reason": reason,
-        }
-
-    def _recall_source(self, query: str | None) -> tuple[RecallFn | None, float, str]:
-        """The recall section's source for `query`, and the share of the budget it gets."""
-        recall = self.recall
-        if recall is None or not query or not query.strip():
-            return None, self.config.recall_share, "no query" if recall is not None else "no recall"
-        share, reason = choose_recall_share(
-            query, None, base_share=self.config.recall_share, config=recall.config
-        )
-
-        def search(window_seqs: frozenset[int], max_tokens: int) -> list[RecallItem]:
-            result = recall.search(
-                self.session_id,
-                query,
-                store=self.store,
-                exclude_seqs=window_seqs,
-                max_tokens=max_tokens,
-                counter=self.counter,
-            )
-            return [RecallItem(item.seqs, item.text, item.score, item.token_count) for item in result.items]
-
-        return search, share, reason
-
-    def _condense(self, text: str, max_tokens: int) -> str:
-        condense = getattr(self.summarizer, "condense", None)
-        if condense is None:
-            condense = ExtractiveSummarizer(self.counter).condense
-        return str(condense(text, max_tokens))
 
     def close(self) -> None:
         """Finish background work for this memory (the store stays open for others)."""
