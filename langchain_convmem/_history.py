@@ -202,7 +202,7 @@ class ConvMemChatMessageHistory(BaseChatMessageHistory):
         return self.memory.user_id
 
     def __repr__(self) -> str:
-        return f"{type(self).__name__}(session_id={self.session_id!r}, store={self.memory.store!r})"
+        return f"{type(self).__name__}({self.memory!r})"
 
     def __eq__(self, other: object) -> bool:
         if isinstance(other, BaseChatMessageHistory):
@@ -214,7 +214,7 @@ class ConvMemChatMessageHistory(BaseChatMessageHistory):
     # -- reading --------------------------------------------------------------------
 
     def _log_position(self) -> tuple[Any, ...]:
-        stats = self.memory.store.stats(self.session_id)
+        stats = self.memory.stats()
         return (stats.created_at, stats.last_seq, stats.message_count)
 
     def _current(self) -> _Snapshot:

@@ -180,7 +180,7 @@ class ConvMemMiddleware(AgentMiddleware):
         if not messages:
             return []
         recent = [m for turn in memory.recent_turns(memory.config.keep_recent_turns) for m in turn.messages]
-        recent += memory.store.tail(memory.session_id, len(messages))
+        recent += memory.tail(len(messages))
         known = {stored_message_id(m) or fallback_message_id(m.seq) for m in recent}
         return [m for m in messages if m.id != CONTEXT_MESSAGE_ID and (m.id is None or m.id not in known)]
 

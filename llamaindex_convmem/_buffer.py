@@ -452,7 +452,7 @@ class ConvMemChatMemoryBuffer(ChatMemoryBuffer):
             values["memory_config"] = values.pop("config")
         buffer = _construct(cls, values)
         messages = _saved_history(history, chat_store, buffer.chat_store_key)
-        if messages and not buffer.memory.store.stats(buffer.chat_store_key).message_count:
+        if messages and not buffer.memory.stats().message_count:
             buffer.set(messages)
         return buffer
 
@@ -530,7 +530,7 @@ def _messages(context: BuiltContext) -> list[ChatMessage]:
 
 
 def _newest_turn(memory: ConversationMemory) -> list[Any]:
-    return memory.recent_turns(1) if memory.store.stats(memory.session_id).message_count else []
+    return memory.recent_turns(1) if memory.stats().message_count else []
 
 
 def _newest_question_alone(context: BuiltContext | None, newest: Sequence[Any]) -> list[ChatMessage]:

@@ -24,7 +24,7 @@ from ._models import Message, Role, Turn, TurnStatus, group_turns
 from ._recall import Recall, RecalledItem, choose_recall_share
 from ._recent import recent_turns
 from ._sqlite_store import SQLiteStore
-from ._store import Store, validate_id
+from ._store import SessionStats, Store, validate_id
 from ._summarizer import ExtractiveSummarizer, Summarizer
 from ._tokens import REPLY_PRIMING_TOKENS, TokenCounter, default_counter
 from ._transcript import render_transcript
@@ -268,6 +268,19 @@ class ConversationMemory:
         """
         return recent_turns(self.store, self.session_id, max_turns, max_tokens=max_tokens)
 
+    def tail(self, n: int) -> list[Message]:
+        """The newest `n` stored messages of the session, oldest first, read in O(n)
+        (``memory.tail(2)``: usually the last question and its answer)."""
+        if not isinstance(n, int) or isinstance(n, bool) or n <= 0:
+            raise InvalidMessageError(f"n must be a positive int, got {n!r}")
+        return self.store.tail(self.session_id, n)
+
+    def stats(self) -> SessionStats:
+        """What the store knows about the session without reading its log, in O(1):
+        ``message_count``, ``last_seq``, ``total_tokens``, ``user_id``, ``created_at``
+        and ``updated_at`` (zero messages for a session never written)."""
+        return self.store.stats(self.session_id)
+
     def _language(self, turns: Sequence[Turn], query: str | None) -> str:
         if self.config.language != "auto":
             return self.config.language
@@ -294,7 +307,7 @@ class ConversationMemory:
     def _request(self, query: str | None, budget: int, include_query: bool) -> ContextRequest:
         """What the builder needs from the log and the derived state, in one language."""
         turns = self.recent_turns(self.config.keep_recent_turns, max_tokens=4 * budget)
-        stats = self.store.stats(self.session_id)
+        stats = self.stats()
         language = self._language(turns, query)
         facts = self._derived.facts_book().render_lines(language) if self.fact_extractor is not None else ()
         recall_share, recall_reason = self._recall_share(query)
@@ -374,7 +387,7 @@ class ConversationMemory:
         budget = self.config.budget if budget is None else budget
         if not isinstance(budget, int) or isinstance(budget, bool) or budget <= 0:
             raise BudgetError(f"budget must be a positive int, got {budget!r}")
-        stats = self.store.stats(self.session_id)
+        stats = self.stats()
         total = stats.total_tokens + (REPLY_PRIMING_TOKENS if stats.message_count else 0)
         return OverflowStatus(total <= budget, total, budget, max(0, total - budget), stats.message_count)
 
@@ -481,6 +494,14 @@ class ConversationMemory:
 
     async def amessages(self) -> list[Message]:
         return await asyncio.to_thread(self.messages)
+
+    async def atail(self, n: int) -> list[Message]:
+        """Async `tail`."""
+        return await asyncio.to_thread(self.tail, n)
+
+    async def astats(self) -> SessionStats:
+        """Async `stats`."""
+        return await asyncio.to_thread(self.stats)
 
     async def abuild_context(
         self, query: str | None = None, budget: int | None = None, *, include_query: bool = True
