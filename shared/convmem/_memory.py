@@ -16,7 +16,7 @@ from ._builder import BuiltContext, ContextBuilder, ContextPlan, ContextRequest
 from ._config import MemoryConfig, TranscriptTemplate
 from ._derived import DerivedState, Summary
 from ._embedder import Embedder
-from ._errors import BudgetError, InvalidMessageError
+from ._errors import BudgetError, ConfigError, InvalidMessageError
 from ._facts import Fact, FactExtractor, RuleFactExtractor
 from ._inmemory_store import InMemoryStore
 from ._language import detect_language
@@ -90,6 +90,14 @@ class ConversationMemory:
     that work runs in a worker thread (or asyncio tasks for the async
     methods), so `add` returns at once; `flush` waits for it.
 
+    Components: a `summarizer`, `fact_extractor` or `counter` left None is
+    the offline default; recall is on only with ``recall=`` (a configured
+    `Recall`, which may serve many sessions) or ``embedder=`` (recall with
+    default settings), not both. Each part has one switch: facts are turned
+    off by ``MemoryConfig(extract_facts=False)`` (then ``fact_extractor=`` is
+    refused), automatic summarizing by ``summary_trigger="never"``, recall by
+    giving neither ``recall`` nor ``embedder``.
+
     Every method has an async twin (``aadd``, ``abuild_context``, ...).
     """
 
@@ -111,6 +119,13 @@ class ConversationMemory:
         if config is not None and not isinstance(config, MemoryConfig):
             raise TypeError(f"config must be a MemoryConfig, got {type(config).__name__}")
         self.config = config or MemoryConfig()
+        if fact_extractor is not None and not self.config.extract_facts:
+            raise ConfigError(
+                "fact_extractor was given but config.extract_facts is False; extract_facts=False "
+                "switches facts off, so pass one or the other"
+            )
+        if recall is not None and embedder is not None:
+            raise ConfigError("pass embedder= (recall with default settings) or recall=, not both")
         self.store: Store = store if store is not None else InMemoryStore()
         self.counter = counter or default_counter()
         self._builder = ContextBuilder(self.config, self.counter)
@@ -118,7 +133,7 @@ class ConversationMemory:
         self.fact_extractor: FactExtractor | None = (
             fact_extractor or RuleFactExtractor() if self.config.extract_facts else None
         )
-        if recall is None and embedder is not None:
+        if embedder is not None:
             index_dir = Path(f"{self.store.path}.vectors") if isinstance(self.store, SQLiteStore) else None
             recall = Recall(embedder, index_dir=index_dir)
         self.recall = recall
