@@ -35,6 +35,7 @@ from ._retention import (
     forget_session,
     forget_user,
 )
+from ._sessions import DEFAULT_MAX_CACHED_SESSIONS, SessionRegistry, memory_from_options
 from ._sqlite_store import SQLiteStore
 from ._store import SessionStats, StateRecord, Store, validate_id
 from ._summarizer import CompleteFn, ExtractiveSummarizer, LLMSummarizer, Summarizer
@@ -55,6 +56,7 @@ from ._window import Dropped
 __version__ = "0.1.0"
 
 __all__ = [
+    "DEFAULT_MAX_CACHED_SESSIONS",
     "FACT_SECTION_HEADERS",
     "REPLY_PRIMING_TOKENS",
     "ApproximateCounter",
@@ -100,6 +102,7 @@ __all__ = [
     "SQLiteStore",
     "SectionReport",
     "SentenceTransformerEmbedder",
+    "SessionRegistry",
     "SessionStats",
     "StateRecord",
     "Store",
@@ -125,6 +128,7 @@ __all__ = [
     "forget_session",
     "forget_user",
     "group_turns",
+    "memory_from_options",
     "open_store",
     "render_transcript",
     "split_sentences",
