@@ -15,10 +15,9 @@ agent middleware, and model adapters.
 
 from ._adapters import ChatModelTokenCounter, LangChainComplete, LangChainEmbedder, complete_fn_from_langchain
 from ._convert import from_convmem_message, to_convmem_message, to_convmem_messages
-from ._history import ConvMemChatMessageHistory
+from ._history import ConvMemChatMessageHistory, ConvMemSessions
 from ._middleware import ConvMemMiddleware
 from ._runnable import ConvMemRunnable, with_convmem
-from ._sessions import ConvMemSessions
 
 __all__ = [
     "ChatModelTokenCounter",
