@@ -120,7 +120,8 @@ class ConvMemChatMessageHistory(BaseChatMessageHistory):
     Args:
         session_id: The conversation's id (a new random id when omitted).
         messages: Messages to add right away.
-        memory: Use this `ConversationMemory` instead of building one.
+        memory: Use this `ConversationMemory` instead of building one (then
+            give none of the options below that build one).
         path: Keep the session in this SQLite file (see `convmem.open_store`).
         store: Keep the session in this convmem `Store` (default: in memory).
         config: The `MemoryConfig` (budget, system prompt, window size, ...).
