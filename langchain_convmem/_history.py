@@ -15,7 +15,6 @@ from langchain_core.chat_history import BaseChatMessageHistory
 from langchain_core.messages import BaseMessage
 
 from convmem import (
-    DEFAULT_MAX_CACHED_SESSIONS,
     BudgetError,
     BuiltContext,
     ConversationMemory,
@@ -170,16 +169,11 @@ class ConvMemChatMessageHistory(BaseChatMessageHistory):
 
     @classmethod
     def factory(
-        cls,
-        path: str | os.PathLike[str] | None = None,
-        *,
-        store: Store | None = None,
-        config: MemoryConfig | None = None,
-        counter: TokenCounter | None = None,
-        budget: int | None = None,
-        **memory_options: Any,
+        cls, path: str | os.PathLike[str] | None = None, *, budget: int | None = None, **options: Any
     ) -> ConvMemSessions:
-        """A ``get_session_history(session_id, user_id=None)`` for `RunnableWithMessageHistory`.
+        """A ``get_session_history(session_id, user_id=None)`` for `RunnableWithMessageHistory`:
+        ``ConvMemSessions(path, budget=budget, **options)`` (``store``, ``config``,
+        ``counter``, ``max_cached_sessions`` and `ConversationMemory` options).
 
         All sessions share one store (the SQLite file ``path``, ``store``, or one
         in-memory store); each call returns a new, pinned history (see
@@ -188,9 +182,7 @@ class ConvMemChatMessageHistory(BaseChatMessageHistory):
             get_session_history = ConvMemChatMessageHistory.factory(path="chat.db")
             get_session_history("session-1").messages
         """
-        return ConvMemSessions(
-            path, store=store, config=config, counter=counter, budget=budget, **memory_options
-        )
+        return ConvMemSessions(path, budget=budget, **options)
 
     # -- identity -------------------------------------------------------------------
 
@@ -303,32 +295,20 @@ class ConvMemSessions(SessionRegistry):
 
     With ``history_factory_config`` listing ``session_id`` and ``user_id``,
     LangChain passes both; a user's sessions are stored as ``user/session``.
-    Extra keyword arguments (e.g. ``summarizer``) go to every `ConversationMemory`.
-    It is convmem's `SessionRegistry`: memories are kept for the most recent
+
+    It is convmem's `SessionRegistry` and takes its arguments (``store``,
+    ``config``, ``counter``, ``max_cached_sessions``, and `ConversationMemory`
+    options such as ``summarizer`` for every memory), plus the ``budget`` of
+    the histories it hands out. Memories are kept for the most recent
     ``max_cached_sessions`` sessions (1024 by default) so their derived state
     is not rebuilt on every call, and the least recently used is closed
     beyond that.
     """
 
     def __init__(
-        self,
-        path: str | os.PathLike[str] | None = None,
-        *,
-        store: Store | None = None,
-        config: MemoryConfig | None = None,
-        counter: TokenCounter | None = None,
-        budget: int | None = None,
-        max_cached_sessions: int = DEFAULT_MAX_CACHED_SESSIONS,
-        **memory_options: Any,
+        self, path: str | os.PathLike[str] | None = None, *, budget: int | None = None, **options: Any
     ) -> None:
-        super().__init__(
-            path,
-            store=store,
-            config=config,
-            counter=counter,
-            max_cached_sessions=max_cached_sessions,
-            **memory_options,
-        )
+        super().__init__(path, **options)
         self.budget = check_budget(budget)
 
     def memory(self, session_id: str, user_id: str | None = None) -> ConversationMemory:
