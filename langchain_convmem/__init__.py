@@ -28,10 +28,9 @@ except ModuleNotFoundError as exc:
 from ._adapters import ChatModelTokenCounter, LangChainComplete, complete_fn_from_langchain
 from ._convert import from_convmem_message, to_convmem_message, to_convmem_messages
 from ._embeddings import LangChainEmbedder
-from ._history import ConvMemChatMessageHistory
+from ._history import ConvMemChatMessageHistory, ConvMemSessions
 from ._middleware import ConvMemMiddleware
 from ._runnable import ConvMemRunnable, with_convmem
-from ._sessions import ConvMemSessions
 from ._vector_store import LangChainVectorIndex, PrecomputedEmbeddings
 
 __all__ = [

@@ -1,4 +1,5 @@
-"""`ConvMemChatMessageHistory`: a LangChain chat history whose messages fit a token budget."""
+"""`ConvMemChatMessageHistory`, a LangChain chat history whose messages fit a token
+budget, and `ConvMemSessions`, the ``get_session_history`` that hands them out."""
 
 from __future__ import annotations
 
@@ -14,20 +15,44 @@ from langchain_core.chat_history import BaseChatMessageHistory
 from langchain_core.messages import BaseMessage
 
 from convmem import (
+    BudgetError,
     BuiltContext,
-    ConfigError,
     ConversationMemory,
-    InMemoryStore,
+    InvalidSessionIdError,
     MemoryConfig,
+    SessionRegistry,
     Store,
     TokenCounter,
-    open_store,
+    memory_from_options,
+    validate_id,
 )
 
 from ._convert import context_to_langchain, from_convmem_message, to_convmem_messages
-from ._sessions import ConvMemSessions, check_budget
 
-__all__ = ["ConvMemChatMessageHistory"]
+__all__ = ["ConvMemChatMessageHistory", "ConvMemSessions", "check_budget", "storage_session_id"]
+
+
+def check_budget(budget: object) -> int | None:
+    if budget is None:
+        return None
+    if not isinstance(budget, int) or isinstance(budget, bool) or budget <= 0:
+        raise BudgetError(f"budget must be a positive int or None (use the config's budget), got {budget!r}")
+    return budget
+
+
+def storage_session_id(session_id: object, user_id: object = None) -> str:
+    """The id a session is stored under: ``session_id``, or ``user/session`` for a user.
+
+    LangChain factories often key a conversation by ``(user_id, conversation_id)``,
+    where two users may both have a conversation ``"1"``; keeping the user in the
+    stored id keeps those conversations apart. ``/`` and ``%`` in a user id are
+    escaped so that two different pairs never map to the same id.
+    """
+    session = validate_id(session_id, "session_id")
+    if user_id is None:
+        return session
+    user = validate_id(user_id, "user_id").replace("%", "%25").replace("/", "%2F")
+    return validate_id(f"{user}/{session}", "user_id + session_id")
 
 
 @contextlib.contextmanager
@@ -94,7 +119,8 @@ class ConvMemChatMessageHistory(BaseChatMessageHistory):
     Args:
         session_id: The conversation's id (a new random id when omitted).
         messages: Messages to add right away.
-        memory: Use this `ConversationMemory` instead of building one.
+        memory: Use this `ConversationMemory` instead of building one (then
+            give none of the options below that build one).
         path: Keep the session in this SQLite file (see `convmem.open_store`).
         store: Keep the session in this convmem `Store` (default: in memory).
         config: The `MemoryConfig` (budget, system prompt, window size, ...).
@@ -123,44 +149,18 @@ class ConvMemChatMessageHistory(BaseChatMessageHistory):
     ) -> None:
         with _quiet_base_class_deprecation():
             super().__init__()
-        if memory is not None:
-            given = [
-                name
-                for name, value in (
-                    ("path", path),
-                    ("store", store),
-                    ("config", config),
-                    ("user_id", user_id),
-                    ("counter", counter),
-                )
-                if value is not None
-            ]
-            given += sorted(memory_options)
-            if given:
-                raise ConfigError(
-                    f"pass either memory= or the options to build one, not both (also got {given})"
-                )
-            if not isinstance(memory, ConversationMemory):
-                raise ConfigError(f"memory must be a ConversationMemory, got {type(memory).__name__}")
-            if session_id is not None and session_id != memory.session_id:
-                raise ConfigError(
-                    f"session_id {session_id!r} differs from the memory's session {memory.session_id!r}"
-                )
-            self.memory = memory
-        else:
-            if path is not None and store is not None:
-                raise ConfigError("pass path= (a SQLite file) or store=, not both")
-            resolved: Store = (
-                open_store(path) if path is not None else store if store is not None else InMemoryStore()
-            )
-            self.memory = ConversationMemory(
-                session_id if session_id is not None else uuid.uuid4().hex,
-                resolved,
-                config,
-                user_id=user_id,
-                counter=counter,
-                **memory_options,
-            )
+        if memory is None and session_id is None:
+            session_id = uuid.uuid4().hex  # like InMemoryChatMessageHistory(): a new conversation
+        self.memory = memory_from_options(
+            memory,
+            session_id,
+            path=path,
+            store=store,
+            config=config,
+            user_id=user_id,
+            counter=counter,
+            **memory_options,
+        )
         self.budget = check_budget(budget)
         self.pin_messages = bool(pin_messages)
         self._snapshot: _Snapshot | None = None
@@ -169,16 +169,11 @@ class ConvMemChatMessageHistory(BaseChatMessageHistory):
 
     @classmethod
     def factory(
-        cls,
-        path: str | os.PathLike[str] | None = None,
-        *,
-        store: Store | None = None,
-        config: MemoryConfig | None = None,
-        counter: TokenCounter | None = None,
-        budget: int | None = None,
-        **memory_options: Any,
+        cls, path: str | os.PathLike[str] | None = None, *, budget: int | None = None, **options: Any
     ) -> ConvMemSessions:
-        """A ``get_session_history(session_id, user_id=None)`` for `RunnableWithMessageHistory`.
+        """A ``get_session_history(session_id, user_id=None)`` for `RunnableWithMessageHistory`:
+        ``ConvMemSessions(path, budget=budget, **options)`` (``store``, ``config``,
+        ``counter``, ``max_cached_sessions`` and `ConversationMemory` options).
 
         All sessions share one store (the SQLite file ``path``, ``store``, or one
         in-memory store); each call returns a new, pinned history (see
@@ -187,9 +182,7 @@ class ConvMemChatMessageHistory(BaseChatMessageHistory):
             get_session_history = ConvMemChatMessageHistory.factory(path="chat.db")
             get_session_history("session-1").messages
         """
-        return ConvMemSessions(
-            path, store=store, config=config, counter=counter, budget=budget, **memory_options
-        )
+        return ConvMemSessions(path, budget=budget, **options)
 
     # -- identity -------------------------------------------------------------------
 
@@ -202,7 +195,7 @@ class ConvMemChatMessageHistory(BaseChatMessageHistory):
         return self.memory.user_id
 
     def __repr__(self) -> str:
-        return f"{type(self).__name__}(session_id={self.session_id!r}, store={self.memory.store!r})"
+        return f"{type(self).__name__}({self.memory!r})"
 
     def __eq__(self, other: object) -> bool:
         if isinstance(other, BaseChatMessageHistory):
@@ -214,7 +207,7 @@ class ConvMemChatMessageHistory(BaseChatMessageHistory):
     # -- reading --------------------------------------------------------------------
 
     def _log_position(self) -> tuple[Any, ...]:
-        stats = self.memory.store.stats(self.session_id)
+        stats = self.memory.stats()
         return (stats.created_at, stats.last_seq, stats.message_count)
 
     def _current(self) -> _Snapshot:
@@ -287,3 +280,60 @@ class ConvMemChatMessageHistory(BaseChatMessageHistory):
         """Async ``clear``."""
         await self.memory.aclear()
         self._snapshot = None
+
+
+class ConvMemSessions(SessionRegistry):
+    """Maps a ``session_id`` (and optional ``user_id``) to a conversation memory.
+
+    Every session shares one store: a SQLite file (``path``), any convmem
+    `Store` (``store``), or, with neither, one in-process `InMemoryStore`.
+    Calling the object returns a `ConvMemChatMessageHistory`, so it is a
+    ``get_session_history`` for `RunnableWithMessageHistory`::
+
+        get_session_history = ConvMemSessions("chat.db", config=MemoryConfig(budget=2048))
+        chain = RunnableWithMessageHistory(prompt | model, get_session_history, ...)
+
+    With ``history_factory_config`` listing ``session_id`` and ``user_id``,
+    LangChain passes both; a user's sessions are stored as ``user/session``.
+
+    It is convmem's `SessionRegistry` and takes its arguments (``store``,
+    ``config``, ``counter``, ``max_cached_sessions``, and `ConversationMemory`
+    options such as ``summarizer`` for every memory), plus the ``budget`` of
+    the histories it hands out. Memories are kept for the most recent
+    ``max_cached_sessions`` sessions (1024 by default) so their derived state
+    is not rebuilt on every call, and the least recently used is closed
+    beyond that.
+    """
+
+    def __init__(
+        self, path: str | os.PathLike[str] | None = None, *, budget: int | None = None, **options: Any
+    ) -> None:
+        super().__init__(path, **options)
+        self.budget = check_budget(budget)
+
+    def memory(self, session_id: str, user_id: str | None = None) -> ConversationMemory:
+        """The `ConversationMemory` of one session (created on first use, then reused)."""
+        if session_id is None:
+            raise InvalidSessionIdError(
+                "session_id is missing; pass the id of the conversation (e.g. config="
+                "{'configurable': {'session_id': 'abc'}} for a runnable)"
+            )
+        if user_id == "":  # LangChain config specs often default to "": no user
+            user_id = None
+        return super().memory(storage_session_id(session_id, user_id), user_id)
+
+    def history(self, session_id: str, user_id: str | None = None) -> ConvMemChatMessageHistory:
+        """A new chat history on the session's memory (cheap: the memory is shared).
+
+        Its ``messages`` is pinned (see `ConvMemChatMessageHistory`):
+        `RunnableWithMessageHistory` asks for one history per invocation, and
+        a pinned one keeps that invocation's reads identical even when another
+        turn of the same session finishes in between.
+        """
+        return ConvMemChatMessageHistory(
+            memory=self.memory(session_id, user_id), budget=self.budget, pin_messages=True
+        )
+
+    def __call__(self, session_id: str, user_id: str | None = None) -> ConvMemChatMessageHistory:
+        """`get_session_history` for `RunnableWithMessageHistory` (see `history`)."""
+        return self.history(session_id, user_id)

@@ -30,6 +30,7 @@ from convmem import (
     Store,
     TokenCounter,
     TurnStatus,
+    memory_from_options,
 )
 
 from ._convert import (
@@ -40,7 +41,7 @@ from ._convert import (
     stored_message_id,
     to_convmem_message,
 )
-from ._sessions import ConvMemSessions, check_budget, sessions_from_options
+from ._history import ConvMemSessions, check_budget
 
 __all__ = ["ConvMemMiddleware"]
 
@@ -117,25 +118,17 @@ class ConvMemMiddleware(AgentMiddleware):
         if _IMPORT_ERROR is not None:  # pragma: no cover - exercised in a subprocess test
             raise ImportError(_INSTALL_HINT) from _IMPORT_ERROR
         super().__init__()
-        self.fixed_memory = memory
+        self.fixed_memory: ConversationMemory | None = None
+        self.sessions: ConvMemSessions | None = None
         if memory is not None:
-            if (
-                sessions is not None
-                or any(v is not None for v in (path, store, config, counter))
-                or memory_options
-            ):
-                raise ConfigError("pass memory= alone, without sessions= or store options")
-            if not isinstance(memory, ConversationMemory):
-                raise ConfigError(f"memory must be a ConversationMemory, got {type(memory).__name__}")
-            self.sessions: ConvMemSessions | None = None
+            if sessions is not None:
+                raise ConfigError("pass memory= (one fixed memory) or sessions=, not both")
+            self.fixed_memory = memory_from_options(
+                memory, path=path, store=store, config=config, counter=counter, **memory_options
+            )
         else:
-            self.sessions = sessions_from_options(
-                sessions,
-                path=path,
-                store=store,
-                config=config,
-                counter=counter,
-                memory_options=memory_options,
+            self.sessions = ConvMemSessions.from_options(
+                sessions, path=path, store=store, config=config, counter=counter, **memory_options
             )
         self.budget = check_budget(budget)
         self.session_id_key = session_id_key
@@ -180,7 +173,7 @@ class ConvMemMiddleware(AgentMiddleware):
         if not messages:
             return []
         recent = [m for turn in memory.recent_turns(memory.config.keep_recent_turns) for m in turn.messages]
-        recent += memory.store.tail(memory.session_id, len(messages))
+        recent += memory.tail(len(messages))
         known = {stored_message_id(m) or fallback_message_id(m.seq) for m in recent}
         return [m for m in messages if m.id != CONTEXT_MESSAGE_ID and (m.id is None or m.id not in known)]
 

@@ -35,7 +35,7 @@ from convmem import (
 )
 
 from ._convert import context_to_langchain, latest_human_text, to_convmem_messages
-from ._sessions import ConvMemSessions, check_budget, sessions_from_options
+from ._history import ConvMemSessions, check_budget
 
 __all__ = ["ConvMemRunnable", "with_convmem"]
 
@@ -113,8 +113,8 @@ class ConvMemRunnable(Runnable[Any, Any]):
         counter: TokenCounter | None = None,
         **memory_options: Any,
     ) -> None:
-        self.sessions = sessions_from_options(
-            sessions, path=path, store=store, config=config, counter=counter, memory_options=memory_options
+        self.sessions = ConvMemSessions.from_options(
+            sessions, path=path, store=store, config=config, counter=counter, **memory_options
         )
         self.runnable = coerce_to_runnable(runnable)
         self.input_messages_key = input_messages_key

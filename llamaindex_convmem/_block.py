@@ -17,6 +17,7 @@ from convmem import (
     ConfigError,
     ConversationMemory,
     MemoryConfig,
+    SessionRegistry,
     TranscriptTemplate,
     group_turns,
     render_transcript,
@@ -24,7 +25,7 @@ from convmem import (
 )
 
 from ._messages import from_chat_message
-from ._sessions import SessionMemories, coerce_memory_config, resolve_counter
+from ._sessions import coerce_memory_config, open_sessions, resolve_counter
 
 __all__ = ["ConvMemMemoryBlock"]
 
@@ -80,7 +81,7 @@ class ConvMemMemoryBlock(BaseMemoryBlock[str]):
     recall: Any = Field(default=None, exclude=True)
     memory_kwargs: dict[str, Any] = Field(default_factory=dict, exclude=True)
 
-    _sessions: SessionMemories = PrivateAttr()
+    _sessions: SessionRegistry = PrivateAttr()
 
     @field_validator("memory_config", mode="before")
     @classmethod
@@ -101,22 +102,11 @@ class ConvMemMemoryBlock(BaseMemoryBlock[str]):
         if "memory_config" not in self.model_fields_set:
             # The summary trigger is a share of the default budget: make it the block's.
             self.memory_config = self.memory_config.replace(budget=self.token_limit)
-        self._sessions = SessionMemories(
-            path=self.path,
-            store=self.store,
-            config=self.memory_config,
-            counter=resolve_counter(self.counter, self.tokenizer_fn),
-            user_id=self.user_id,
-            summarizer=self.summarizer,
-            fact_extractor=self.fact_extractor,
-            embedder=self.embedder,
-            recall=self.recall,
-            memory_kwargs=self.memory_kwargs,
-        )
+        self._sessions = open_sessions(self, resolve_counter(self.counter, self.tokenizer_fn))
 
     def memory(self, session_id: str | None = None) -> ConversationMemory:
         """The convmem memory of a session (default: the block's `session_id`)."""
-        return self._sessions.memory(self._session_for(session_id))
+        return self._sessions.memory(self._session_for(session_id), self.user_id)
 
     def _session_for(self, session_id: str | None) -> str:
         chosen = session_id if session_id is not None else self.session_id
@@ -174,7 +164,7 @@ class ConvMemMemoryBlock(BaseMemoryBlock[str]):
             )
             by_session[self._session_for(session_id or tagged)].append(from_chat_message(clean))
         for session, batch in by_session.items():
-            await self._sessions.memory(session).aadd_messages(batch)
+            await self.memory(session).aadd_messages(batch)
 
     async def atruncate(self, content: str, tokens_to_truncate: int) -> str | None:
         """Drop whole lines from the end (the oldest-priority parts) until enough tokens are freed."""

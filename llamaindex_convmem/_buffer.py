@@ -30,6 +30,7 @@ from convmem import (
     ConversationMemory,
     ConvMemError,
     MemoryConfig,
+    SessionRegistry,
     Store,
     TokenCounter,
     validate_id,
@@ -39,10 +40,11 @@ from ._messages import from_chat_message, from_chat_messages, to_chat_message, t
 from ._sessions import (
     STORE_CUSTOM,
     STORE_MEMORY,
-    SessionMemories,
     coerce_memory_config,
     counter_from_name,
+    open_sessions,
     resolve_counter,
+    store_kind,
 )
 
 __all__ = ["ConvMemChatMemoryBuffer"]
@@ -107,7 +109,7 @@ class ConvMemChatMemoryBuffer(ChatMemoryBuffer):
         default_factory=dict, exclude=True, description="More ConversationMemory arguments."
     )
 
-    _sessions: SessionMemories = PrivateAttr()
+    _sessions: SessionRegistry = PrivateAttr()
 
     @classmethod
     def class_name(cls) -> str:
@@ -153,18 +155,7 @@ class ConvMemChatMemoryBuffer(ChatMemoryBuffer):
             # The summary trigger is a share of the default budget: make it this buffer's.
             self.memory_config = self.memory_config.replace(budget=self.token_limit)
         tokenizer_fn = self.tokenizer_fn if "tokenizer_fn" in self.model_fields_set else None
-        self._sessions = SessionMemories(
-            path=self.path,
-            store=self.store,
-            config=self.memory_config,
-            counter=resolve_counter(self.counter, tokenizer_fn),
-            user_id=self.user_id,
-            summarizer=self.summarizer,
-            fact_extractor=self.fact_extractor,
-            embedder=self.embedder,
-            recall=self.recall,
-            memory_kwargs=self.memory_kwargs,
-        )
+        self._sessions = open_sessions(self, resolve_counter(self.counter, tokenizer_fn))
 
     @classmethod
     def from_defaults(  # type: ignore[override]
@@ -242,7 +233,8 @@ class ConvMemChatMemoryBuffer(ChatMemoryBuffer):
         return buffer
 
     def for_session(self, session_id: str) -> ConvMemChatMemoryBuffer:
-        """A buffer for another session, sharing this one's store, settings and models."""
+        """A buffer for another session, sharing this one's store, settings, models and
+        sessions (convmem's `SessionRegistry`: the least recently used beyond its bound are closed)."""
         copy = self.model_copy(update={"chat_store_key": validate_id(session_id, "session_id")})
         copy._sessions = self._sessions
         return copy
@@ -257,7 +249,7 @@ class ConvMemChatMemoryBuffer(ChatMemoryBuffer):
     @property
     def memory(self) -> ConversationMemory:
         """The convmem `ConversationMemory` of the current session."""
-        return self._sessions.memory(validate_id(self.chat_store_key, "chat_store_key"))
+        return self._sessions.memory(validate_id(self.chat_store_key, "chat_store_key"), self.user_id)
 
     @property
     def token_counter(self) -> TokenCounter:
@@ -403,9 +395,9 @@ class ConvMemChatMemoryBuffer(ChatMemoryBuffer):
             "user_id": self.user_id,
             "memory_config": self.memory_config.to_dict(),
             "counter_name": self._sessions.counter.name,
-            "store_kind": self._sessions.store_kind,
+            "store_kind": store_kind(self),
         }
-        if self._sessions.store_kind == STORE_MEMORY:
+        if data["store_kind"] == STORE_MEMORY:
             # Nothing else holds this history: carry it, as ChatMemoryBuffer does.
             data["chat_history"] = [m.model_dump(mode="json") for m in self.get_all()]
         return data
@@ -452,7 +444,7 @@ class ConvMemChatMemoryBuffer(ChatMemoryBuffer):
             values["memory_config"] = values.pop("config")
         buffer = _construct(cls, values)
         messages = _saved_history(history, chat_store, buffer.chat_store_key)
-        if messages and not buffer.memory.store.stats(buffer.chat_store_key).message_count:
+        if messages and not buffer.memory.stats().message_count:
             buffer.set(messages)
         return buffer
 
@@ -530,7 +522,7 @@ def _messages(context: BuiltContext) -> list[ChatMessage]:
 
 
 def _newest_turn(memory: ConversationMemory) -> list[Any]:
-    return memory.recent_turns(1) if memory.store.stats(memory.session_id).message_count else []
+    return memory.recent_turns(1) if memory.stats().message_count else []
 
 
 def _newest_question_alone(context: BuiltContext | None, newest: Sequence[Any]) -> list[ChatMessage]:

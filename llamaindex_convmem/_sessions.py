@@ -1,34 +1,30 @@
-"""One `ConversationMemory` per session for a LlamaIndex object that may serve several.
+"""The sessions of a LlamaIndex buffer or memory block, from its fields.
 
 LlamaIndex objects pick their session per call (``chat_store_key`` of a
-buffer, ``session_id`` passed to a memory block). Everything here is keyed by
-that id, and nothing about one call is remembered for the next, so one object
+buffer, ``session_id`` passed to a memory block). Their memories come from
+convmem's `SessionRegistry`, keyed by that id (bounded, least recently used
+closed), and nothing about one call is remembered for the next, so one object
 serving several sessions cannot leak one session into another.
 """
 
 from __future__ import annotations
 
-import inspect
 import os
-import threading
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from llama_index.core.base.embeddings.base import BaseEmbedding
 
 from convmem import (
     ApproximateCounter,
     ConfigError,
-    ConversationMemory,
-    InMemoryStore,
     MemoryConfig,
     Recall,
-    Store,
+    SessionRegistry,
     TiktokenCounter,
     TokenCounter,
     default_counter,
-    open_store,
     validate_id,
 )
 
@@ -36,7 +32,14 @@ from ._embeddings import LlamaIndexEmbedder
 from ._llm import model_component
 from ._tokenizer import TokenizerFnCounter
 
-__all__ = ["SessionMemories", "counter_from_name", "resolve_counter"]
+__all__ = [
+    "SessionFields",
+    "coerce_memory_config",
+    "counter_from_name",
+    "open_sessions",
+    "resolve_counter",
+    "store_kind",
+]
 
 STORE_MEMORY = "memory"
 STORE_SQLITE = "sqlite"
@@ -84,101 +87,51 @@ def counter_from_name(name: str) -> TokenCounter | None:
     return None
 
 
-def _core_parameters() -> Mapping[str, inspect.Parameter]:
-    return inspect.signature(ConversationMemory.__init__).parameters
+class SessionFields(Protocol):
+    """The convmem fields a buffer and a memory block share."""
+
+    path: str | os.PathLike[str] | None
+    store: Any
+    user_id: str | None
+    memory_config: MemoryConfig
+    summarizer: Any
+    fact_extractor: Any
+    embedder: Any
+    recall: Any
+    memory_kwargs: dict[str, Any]
 
 
-class SessionMemories:
-    """The sessions of one store, each as a `ConversationMemory` sharing config and components."""
+def store_kind(fields: SessionFields) -> str:
+    """Where the sessions live, as `to_dict` records it (a custom store must be passed again)."""
+    if fields.store is not None:
+        return STORE_CUSTOM
+    return STORE_SQLITE if fields.path is not None else STORE_MEMORY
 
-    def __init__(
-        self,
-        *,
-        path: str | os.PathLike[str] | None,
-        store: Store | None,
-        config: MemoryConfig,
-        counter: TokenCounter,
-        user_id: str | None,
-        summarizer: Any = None,
-        fact_extractor: Any = None,
-        embedder: Any = None,
-        recall: Any = None,
-        memory_kwargs: Mapping[str, Any] | None = None,
-    ) -> None:
-        if path is not None and store is not None:
-            raise ConfigError("give path (a SQLite file) or store, not both")
-        if store is not None and not isinstance(store, Store):
-            raise ConfigError(f"store must be a convmem Store (e.g. SQLiteStore), got {type(store).__name__}")
-        if store is not None:
-            self.store: Store = store
-            self.store_kind = STORE_CUSTOM
-        elif path is not None:
-            self.store = open_store(path)
-            self.store_kind = STORE_SQLITE
-        else:
-            self.store = InMemoryStore()
-            self.store_kind = STORE_MEMORY
-        self.config = config
-        self.counter = counter
-        self.user_id = None if user_id is None else validate_id(user_id, "user_id")
-        if embedder is not None and recall is not None:
-            raise ConfigError("give embedder (recall with default settings) or recall, not both")
-        if embedder is not None:
-            recall = _recall_for(embedder, None if self.store_kind != STORE_SQLITE else path)
-        self.core_kwargs = self._core_kwargs(summarizer, fact_extractor, recall, memory_kwargs or {})
-        self._lock = threading.Lock()
-        self._memories: dict[str, ConversationMemory] = {}
 
-    @staticmethod
-    def _core_kwargs(
-        summarizer: Any, fact_extractor: Any, recall: Any, memory_kwargs: Mapping[str, Any]
-    ) -> dict[str, Any]:
-        wanted = {
-            "summarizer": model_component(summarizer, "summarizer"),
-            "fact_extractor": model_component(fact_extractor, "fact_extractor"),
-            "recall": recall,
-        }
-        kwargs = {name: value for name, value in wanted.items() if value is not None}
-        reserved = {"session_id", "store", "config", "user_id", "counter"} & set(memory_kwargs)
-        if reserved:
-            raise ConfigError(f"memory_kwargs may not set {sorted(reserved)}; pass them as arguments")
-        kwargs.update(memory_kwargs)
-        accepted = _core_parameters()
-        takes_any = any(p.kind is inspect.Parameter.VAR_KEYWORD for p in accepted.values())
-        unsupported = sorted(name for name in kwargs if name not in accepted and not takes_any)
-        if unsupported:
-            raise ConfigError(
-                f"this convmem's ConversationMemory does not accept {unsupported}; "
-                f"it accepts {sorted(n for n in accepted if n != 'self')}"
-            )
-        return kwargs
-
-    def memory(self, session_id: str) -> ConversationMemory:
-        """The memory of `session_id` (created on first use, then reused)."""
-        memory = self._memories.get(session_id)
-        if memory is not None:
-            return memory
-        with self._lock:
-            memory = self._memories.get(session_id)
-            if memory is None:
-                memory = ConversationMemory(
-                    session_id,
-                    self.store,
-                    self.config,
-                    user_id=self.user_id,
-                    counter=self.counter,
-                    **self.core_kwargs,
-                )
-                self._memories[session_id] = memory
-            return memory
-
-    def close(self) -> None:
-        """Close every session's memory (background workers); the store stays open."""
-        with self._lock:
-            memories = list(self._memories.values())
-            self._memories.clear()
-        for memory in memories:
-            memory.close()
+def open_sessions(fields: SessionFields, counter: TokenCounter) -> SessionRegistry:
+    """convmem's bounded registry of the sessions `fields` describe, every memory with
+    the same config, counter and models (a LlamaIndex LLM becomes an LLM summarizer or
+    fact extractor; an embedder becomes one `Recall` shared by every session)."""
+    if fields.user_id is not None:
+        validate_id(fields.user_id, "user_id")
+    if fields.embedder is not None and fields.recall is not None:
+        raise ConfigError("give embedder (recall with default settings) or recall, not both")
+    reserved = {"session_id", "store", "config", "user_id", "counter"} & set(fields.memory_kwargs)
+    if reserved:
+        raise ConfigError(f"memory_kwargs may not set {sorted(reserved)}; pass them as arguments")
+    recall = fields.recall
+    if fields.embedder is not None:
+        recall = _recall_for(fields.embedder, fields.path if fields.store is None else None)
+    components = {
+        "summarizer": model_component(fields.summarizer, "summarizer"),
+        "fact_extractor": model_component(fields.fact_extractor, "fact_extractor"),
+        "recall": recall,
+    }
+    options = {name: value for name, value in components.items() if value is not None}
+    options.update(fields.memory_kwargs)
+    return SessionRegistry(
+        fields.path, store=fields.store, config=fields.memory_config, counter=counter, **options
+    )
 
 
 def _recall_for(embedder: Any, path: str | os.PathLike[str] | None) -> Any:

@@ -182,3 +182,39 @@ def test_dict_messages_with_unknown_fields_are_rejected() -> None:
     memory = ConversationMemory("s")
     with pytest.raises(InvalidMessageError, match="unknown message fields"):
         memory.add_messages([{"role": "user", "content": "x", "colour": "red"}])
+
+
+def test_stats_counts_the_session_from_stored_totals(store: Store) -> None:
+    memory = ConversationMemory("s", store, user_id="u1")
+    stored = memory.add_turn("hello there", "hi!")
+    stats = memory.stats()
+    assert (stats.message_count, stats.last_seq, stats.user_id) == (2, 2, "u1")
+    assert stats.total_tokens == sum(m.token_count or 0 for m in stored.messages)
+
+
+def test_stats_of_a_session_never_written_has_no_messages(store: Store) -> None:
+    assert ConversationMemory("s", store).stats().message_count == 0
+
+
+def test_tail_returns_the_newest_messages_oldest_first(store: Store) -> None:
+    memory = ConversationMemory("s", store)
+    chat(memory, 3)
+    assert [m.seq for m in memory.tail(3)] == [4, 5, 6]
+    assert [m.seq for m in memory.tail(100)] == [1, 2, 3, 4, 5, 6]
+
+
+@pytest.mark.parametrize("n", [0, -1, 1.5, True])
+def test_tail_of_a_non_positive_or_non_int_count_is_rejected(n: object) -> None:
+    with pytest.raises(InvalidMessageError, match="n must be a positive int"):
+        ConversationMemory("s").tail(n)  # type: ignore[arg-type]
+
+
+def test_async_stats_and_tail_match_the_sync_ones(store: Store) -> None:
+    memory = ConversationMemory("s", store)
+    chat(memory, 2)
+
+    async def scenario() -> None:
+        assert await memory.astats() == memory.stats()
+        assert await memory.atail(2) == memory.tail(2)
+
+    asyncio.run(scenario())

@@ -1,7 +1,7 @@
 """convmem: conversation memory that fits a token budget."""
 
 from ._background import set_background_workers
-from ._builder import BuiltContext, RecallItem, SectionReport
+from ._builder import BuiltContext, SectionReport
 from ._config import MemoryConfig, TranscriptTemplate
 from ._derived import Summary
 from ._embedder import BaseEmbedder, Embedder, HashingEmbedder, SentenceTransformerEmbedder
@@ -30,6 +30,7 @@ from ._retention import (
     forget_session,
     forget_user,
 )
+from ._sessions import DEFAULT_MAX_CACHED_SESSIONS, SessionRegistry, memory_from_options
 from ._sqlite_store import SQLiteStore
 from ._store import SessionStats, StateRecord, Store, validate_id, validate_messages
 from ._summarizer import ExtractiveSummarizer, Summarizer
@@ -49,6 +50,7 @@ from ._window import Dropped
 __version__ = "0.1.0"
 
 __all__ = [
+    "DEFAULT_MAX_CACHED_SESSIONS",
     "FACT_SECTION_HEADERS",
     "REPLY_PRIMING_TOKENS",
     "ApproximateCounter",
@@ -81,7 +83,6 @@ __all__ = [
     "Recall",
     "RecallConfig",
     "RecallFilters",
-    "RecallItem",
     "RecallResult",
     "RecalledItem",
     "RedisStore",
@@ -90,6 +91,7 @@ __all__ = [
     "SQLiteStore",
     "SectionReport",
     "SentenceTransformerEmbedder",
+    "SessionRegistry",
     "SessionStats",
     "StateRecord",
     "Store",
@@ -115,6 +117,7 @@ __all__ = [
     "forget_session",
     "forget_user",
     "group_turns",
+    "memory_from_options",
     "open_store",
     "render_transcript",
     "set_background_workers",

@@ -15,69 +15,91 @@ message overhead instead of four). Every figure comes from counts stored with
 the messages or from counting the few section texts; the final message list is
 then counted once more as a whole, and trimmed if tokenizer boundary effects
 pushed it over, so the budget holds exactly under the configured counter.
+
+The builder only does arithmetic and rendering; the facade runs the steps
+and hands it data. Recall must know which turns the window holds, and the
+window's size depends on recall's share, so a build is two steps with the
+recall search between them::
+
+    plan = builder.plan(request)              # sections sized, window chosen
+    items = recall.search(..., exclude_seqs=plan.window_seqs, max_tokens=plan.recall_room)
+    context = builder.assemble(plan, items)   # recall fitted, room it left given back to the window
+
+A summary longer than its share of this budget is shortened beforehand, by
+the summarizer, to `ContextBuilder.summary_room` tokens.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import functools
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
+from ._config import MemoryConfig
+from ._derived import Summary
 from ._errors import BudgetError
 from ._language import SECTION_HEADERS as HEADERS
 from ._models import Message, Role, Turn
+from ._recall import RecalledItem
 from ._tokens import REPLY_PRIMING_TOKENS, TokenCounter
 from ._window import Dropped, WindowSelection, select_window
 
-__all__ = ["BuiltContext", "ContextBuilder", "ContextRequest", "RecallItem", "SectionReport"]
+__all__ = ["BuiltContext", "ContextBuilder", "ContextPlan", "ContextRequest", "SectionReport"]
 
-SECTION_ORDER = ("system", "facts", "summary", "recall", "window", "query")
 _SEPARATOR = "\n\n"
 
 
 @dataclasses.dataclass(frozen=True)
-class RecallItem:
-    """One recalled unit of earlier conversation, ready to render."""
-
-    seqs: tuple[int, ...]
-    text: str
-    score: float = 0.0
-    token_count: int | None = None
-
-
-RecallFn = Callable[[frozenset[int], int], Sequence[RecallItem]]
-"""(seqs already in the window, token cap) -> ranked items; called at most twice per build."""
-
-
-@dataclasses.dataclass(frozen=True)
 class ContextRequest:
-    """Everything the builder needs; the memory facade gathers it from the store."""
+    """What one build needs beyond the `MemoryConfig`; the facade gathers it from the store."""
 
     budget: int
     turns: Sequence[Turn]
     """Window candidates, oldest first (the newest turns of the log)."""
-    keep_recent_turns: int
     language: str = "en"
-    system_prompt: str | None = None
+    """Language of the section headers (decided once per build, as for the fact lines)."""
     query: str | None = None
     include_query: bool = True
     facts: Sequence[str] = ()
     """Fact lines, newest first."""
-    summary: str | None = None
-    summary_covers_through_seq: int = 0
-    condense: Callable[[str, int], str] | None = None
-    """Shortens a summary to a token cap at sentence boundaries, when it is over its share."""
+    summary: Summary = dataclasses.field(default_factory=Summary)
+    """The rolling summary, already shortened to `ContextBuilder.summary_room` if it was over."""
     first_log_seq: int | None = None
     """Seq of the oldest message of the log, to tell whether history was omitted."""
     log_tokens: int = 0
     """Tokens of the whole log (stored counts), to report what lies before the candidates."""
-    recall: RecallFn | None = None
-    facts_share: float = 0.10
-    summary_share: float = 0.20
-    recall_share: float = 0.25
-    recall_share_reason: str = "configured"
-    prune_low_information: bool = True
+    recall_share: float | None = None
+    """Recall's share of what facts and summary leave; None when this build recalls nothing."""
+    recall_reason: str = "no recall"
+    """Why recall got that share (or none), for ``explain()``."""
+
+
+@dataclasses.dataclass(frozen=True)
+class ContextPlan:
+    """A build between its two steps: every section sized and the window chosen.
+
+    Recall may fill `recall_room` tokens with items outside `window_seqs`;
+    `ContextBuilder.assemble` then finishes the build.
+    """
+
+    request: ContextRequest
+    headers: Mapping[str, str]
+    system_prompt: str
+    query_message: Message | None
+    facts_lines: tuple[str, ...]
+    summary_text: str
+    caps: Mapping[str, int]
+    """Token caps of the facts, summary, recall and window sections."""
+    window: WindowSelection
+    dropped: tuple[Dropped, ...]
+    recall_room: int
+    """Tokens the recalled items may take (the recall cap less its header); 0: nothing to search."""
+
+    @property
+    def window_seqs(self) -> frozenset[int]:
+        """Seqs the window holds, which recall must not bring back."""
+        return self.window.seqs
 
 
 @dataclasses.dataclass(frozen=True)
@@ -106,7 +128,8 @@ class BuiltContext:
     dropped: tuple[Dropped, ...]
     window: tuple[Message, ...]
     system_text: str
-    recalled: tuple[RecallItem, ...] = ()
+    recalled: tuple[RecalledItem, ...] = ()
+    """The recalled items in the recall section, as `Recall.search` found them."""
     language: str = "en"
 
     def section(self, name: str) -> SectionReport:
@@ -156,9 +179,11 @@ class BuiltContext:
 
 
 class ContextBuilder:
-    """Builds a `BuiltContext` from a `ContextRequest` under a `TokenCounter`."""
+    """Builds a session's contexts under its `MemoryConfig` and `TokenCounter`
+    (see the module docstring for the steps)."""
 
-    def __init__(self, counter: TokenCounter) -> None:
+    def __init__(self, config: MemoryConfig, counter: TokenCounter) -> None:
+        self.config = config
         self.counter = counter
         # The same summary, fact lines, headers and system text come back on
         # every build of a session: count each distinct text once.
@@ -170,12 +195,18 @@ class ContextBuilder:
     def _system_tokens(self, text: str) -> int:
         return self._count_system(text) if text else 0
 
-    def build(self, request: ContextRequest) -> BuiltContext:
+    def _section_cost(self, text: str) -> int:
+        return self._count(text) + self._count(_SEPARATOR)
+
+    def _summary_tokens(self, text: str, headers: Mapping[str, str]) -> int:
+        return self._section_cost(headers["summary"]) + self._section_cost(text) if text else 0
+
+    def _available(self, request: ContextRequest) -> tuple[str, Message | None, int]:
+        """The system prompt, the query message and the tokens the mandatory parts leave."""
         budget = request.budget
         if not isinstance(budget, int) or isinstance(budget, bool) or budget <= 0:
             raise BudgetError(f"budget must be a positive int, got {budget!r}")
-        headers = HEADERS.get(request.language, HEADERS["en"])
-        system_prompt = (request.system_prompt or "").strip()
+        system_prompt = (self.config.system_prompt or "").strip()
         query_message = None
         query_tokens = 0
         if request.query is not None and request.include_query:
@@ -189,22 +220,34 @@ class ContextBuilder:
                 f"query {query_tokens} + reply priming {REPLY_PRIMING_TOKENS} = {mandatory} tokens; "
                 "raise the budget or shorten the system prompt or query"
             )
-        available = budget - mandatory
+        return system_prompt, query_message, budget - mandatory
+
+    def summary_room(self, request: ContextRequest) -> int | None:
+        """How many tokens the summary's text may take in this build, when it takes more
+        and there is room to shorten it into; None when it fits as it is (or cannot)."""
+        text = request.summary.text.strip()
+        if not text:
+            return None
+        _, _, available = self._available(request)
+        headers = HEADERS.get(request.language, HEADERS["en"])
+        cap = int(available * self.config.summary_share)
+        room = cap - self._section_cost(headers["summary"]) - self._count(_SEPARATOR)
+        return room if self._summary_tokens(text, headers) > cap and room > 0 else None
+
+    def plan(self, request: ContextRequest) -> ContextPlan:
+        """Size facts, summary and recall, and choose the window in what they leave."""
+        system_prompt, query_message, available = self._available(request)
+        headers = HEADERS.get(request.language, HEADERS["en"])
         # A system message that carries only sections still costs its overhead.
         overhead = 0 if system_prompt else self._system_tokens(" ") - self._count(" ")
-        separator = self._count(_SEPARATOR)
         dropped: list[Dropped] = self._older_history(request)
 
-        def section_cost(text: str) -> int:
-            return self._count(text) + separator
-
         # facts: header + lines, newest first, up to the share
-        facts_cap = int(available * request.facts_share)
+        facts_cap = int(available * self.config.facts_share)
         facts_lines: list[str] = []
         facts_tokens = 0
         if request.facts:
-            header_cost = section_cost(headers["facts"])
-            used = header_cost
+            used = self._section_cost(headers["facts"])
             for line in request.facts:
                 cost = self._count(line) + 1  # the newline before it
                 if used + cost <= facts_cap:
@@ -215,99 +258,84 @@ class ContextBuilder:
             facts_tokens = used if facts_lines else 0
 
         # summary: whole or not at all (summarizers keep it within the share)
-        summary_cap = int(available * request.summary_share)
-        summary_text = (request.summary or "").strip()
-        summary_tokens = 0
-        if summary_text:
-            header_cost = section_cost(headers["summary"])
-            summary_tokens = header_cost + section_cost(summary_text)
-            room = summary_cap - header_cost - separator
-            if summary_tokens > summary_cap and request.condense is not None and room > 0:
-                summary_text = request.condense(summary_text, room).strip()
-                summary_tokens = header_cost + section_cost(summary_text) if summary_text else 0
-            if summary_tokens > summary_cap:
-                dropped.append(
-                    Dropped(
-                        "summary", "rolling summary", summary_tokens, f"larger than its cap {summary_cap}"
-                    )
-                )
-                summary_text, summary_tokens = "", 0
+        summary_cap = int(available * self.config.summary_share)
+        summary_text = request.summary.text.strip()
+        summary_tokens = self._summary_tokens(summary_text, headers)
+        if summary_tokens > summary_cap:
+            dropped.append(
+                Dropped("summary", "rolling summary", summary_tokens, f"larger than its cap {summary_cap}")
+            )
+            summary_text, summary_tokens = "", 0
 
         fixed = facts_tokens + summary_tokens
         # Recall's share is of what facts and summary leave, so a share picked
         # per query (up to nearly all of it) still leaves the window its part.
-        recall_cap = int((available - fixed) * request.recall_share) if request.recall else 0
+        share = request.recall_share
+        recall_cap = int((available - fixed) * share) if share is not None else 0
         sections_present = bool(facts_lines or summary_text)
         window_cap = available - fixed - recall_cap - (overhead if sections_present or recall_cap else 0)
-        window = select_window(
-            request.turns,
-            keep_recent_turns=request.keep_recent_turns,
-            max_tokens=max(0, window_cap),
-            prune_low_information=request.prune_low_information,
+        recall_header = self._section_cost(headers["recall"])
+        return ContextPlan(
+            request=request,
+            headers=headers,
+            system_prompt=system_prompt,
+            query_message=query_message,
+            facts_lines=tuple(facts_lines),
+            summary_text=summary_text,
+            caps={"facts": facts_cap, "summary": summary_cap, "recall": recall_cap, "window": window_cap},
+            window=self._select_window(request.turns, window_cap),
+            dropped=tuple(dropped),
+            recall_room=recall_cap - recall_header if recall_cap > recall_header else 0,
         )
 
-        recalled: list[RecallItem] = []
-        recall_tokens = 0
-        if request.recall and recall_cap > 0:
-            recalled, recall_tokens = self._fill_recall(request.recall, window.seqs, recall_cap, headers)
-            spare = recall_cap - recall_tokens
+    def assemble(self, plan: ContextPlan, recalled: Sequence[RecalledItem] = ()) -> BuiltContext:
+        """Finish a build: fit the recalled items (ranked, best first) into recall's cap,
+        give the room they leave back to the window, render and count the messages."""
+        window = plan.window
+        chosen: list[RecalledItem] = []
+        recall_cap = plan.caps["recall"]
+        if recall_cap > 0:
+            chosen = self._fit_recall(recalled, window.seqs, recall_cap, plan.headers)
+            spare = recall_cap - self._recall_cost(chosen, plan.headers)
             if spare > 0 and window.dropped:
                 # Unused recall room goes back to the window; recalled items the
                 # bigger window now holds are removed so nothing appears twice.
-                window = select_window(
-                    request.turns,
-                    keep_recent_turns=request.keep_recent_turns,
-                    max_tokens=max(0, window_cap + spare),
-                    prune_low_information=request.prune_low_information,
-                )
-                recalled = [item for item in recalled if not set(item.seqs) & window.seqs]
-                recall_tokens = self._recall_cost(recalled, headers)
-        dropped.extend(window.dropped)
+                window = self._select_window(plan.request.turns, plan.caps["window"] + spare)
+                chosen = [item for item in chosen if not set(item.seqs) & window.seqs]
+        return self._assemble(plan, window, chosen, [*plan.dropped, *window.dropped])
 
-        omitted = self._history_omitted(request, window, recalled)
-        return self._assemble(
-            request=request,
-            budget=budget,
-            headers=headers,
-            system_prompt=system_prompt,
-            facts_lines=facts_lines,
-            summary_text=summary_text,
-            omitted=omitted,
-            recalled=recalled,
-            window=window,
-            query_message=query_message,
-            caps={"facts": facts_cap, "summary": summary_cap, "recall": recall_cap, "window": window_cap},
-            dropped=dropped,
+    def _select_window(self, turns: Sequence[Turn], max_tokens: int) -> WindowSelection:
+        return select_window(
+            turns,
+            keep_recent_turns=self.config.keep_recent_turns,
+            max_tokens=max(0, max_tokens),
+            prune_low_information=self.config.prune_low_information,
         )
 
-    def _recall_cost(self, items: Sequence[RecallItem], headers: dict[str, str]) -> int:
+    def _recall_cost(self, items: Sequence[RecalledItem], headers: Mapping[str, str]) -> int:
         if not items:
             return 0
-        return (
-            self._count(headers["recall"])
-            + self._count(_SEPARATOR)
-            + sum(self._item_tokens(item) + 1 for item in items)
-        )
+        return self._section_cost(headers["recall"]) + sum(item.token_count + 1 for item in items)
 
-    def _item_tokens(self, item: RecallItem) -> int:
-        return item.token_count if item.token_count is not None else self._count(item.text)
-
-    def _fill_recall(
-        self, recall: RecallFn, window_seqs: frozenset[int], cap: int, headers: dict[str, str]
-    ) -> tuple[list[RecallItem], int]:
-        header = self._count(headers["recall"]) + self._count(_SEPARATOR)
-        if cap <= header:
-            return [], 0
-        chosen: list[RecallItem] = []
-        used = header
-        for item in recall(window_seqs, cap - header):
+    def _fit_recall(
+        self,
+        recalled: Sequence[RecalledItem],
+        window_seqs: frozenset[int],
+        cap: int,
+        headers: Mapping[str, str],
+    ) -> list[RecalledItem]:
+        used = self._section_cost(headers["recall"])
+        chosen: list[RecalledItem] = []
+        if cap <= used:
+            return chosen
+        for item in recalled:
             if set(item.seqs) & window_seqs:
                 continue
-            cost = self._item_tokens(item) + 1
+            cost = item.token_count + 1
             if used + cost <= cap:
                 chosen.append(item)
                 used += cost
-        return chosen, used if chosen else 0
+        return chosen
 
     @staticmethod
     def _older_history(request: ContextRequest) -> list[Dropped]:
@@ -318,7 +346,7 @@ class ContextBuilder:
         if start is None or start <= request.first_log_seq:
             return []
         tokens = request.log_tokens - sum(t.token_count for t in request.turns)
-        covered = request.summary_covers_through_seq
+        covered = request.summary.covers_through_seq
         how = f"summarized through seq {covered}" if covered else "not summarized"
         return [
             Dropped(
@@ -330,25 +358,23 @@ class ContextBuilder:
         ]
 
     @staticmethod
-    def _history_omitted(
-        request: ContextRequest, window: WindowSelection, recalled: Sequence[RecallItem]
-    ) -> bool:
+    def _history_omitted(request: ContextRequest, window: WindowSelection) -> bool:
         if request.first_log_seq is None:
             return False
         start = window.first_seq
         if start is None:
             start = (request.turns[-1].last_seq + 1) if request.turns else request.first_log_seq
-        first_uncovered = max(request.summary_covers_through_seq + 1, request.first_log_seq)
+        first_uncovered = max(request.summary.covers_through_seq + 1, request.first_log_seq)
         return start > first_uncovered
 
+    @staticmethod
     def _render_system(
-        self,
         system_prompt: str,
-        headers: dict[str, str],
+        headers: Mapping[str, str],
         facts_lines: Sequence[str],
         summary_text: str,
         omitted: bool,
-        recalled: Sequence[RecallItem],
+        recalled: Sequence[RecalledItem],
     ) -> str:
         blocks = []
         if system_prompt:
@@ -365,20 +391,17 @@ class ContextBuilder:
 
     def _assemble(
         self,
-        *,
-        request: ContextRequest,
-        budget: int,
-        headers: dict[str, str],
-        system_prompt: str,
-        facts_lines: list[str],
-        summary_text: str,
-        omitted: bool,
-        recalled: list[RecallItem],
+        plan: ContextPlan,
         window: WindowSelection,
-        query_message: Message | None,
-        caps: dict[str, int],
+        recalled: list[RecalledItem],
         dropped: list[Dropped],
     ) -> BuiltContext:
+        request, headers, caps = plan.request, plan.headers, plan.caps
+        budget = request.budget
+        system_prompt, query_message = plan.system_prompt, plan.query_message
+        facts_lines = list(plan.facts_lines)
+        summary_text = plan.summary_text
+        omitted = self._history_omitted(request, window)
         window_messages = list(window.messages)
         query_tokens = self.counter.count_message(query_message) if query_message else 0
         while True:
@@ -394,7 +417,7 @@ class ContextBuilder:
             # per-section estimate: give up the least important item.
             if recalled:
                 item = recalled.pop()
-                dropped.append(Dropped("recall", f"seq {item.seqs[0]}", self._item_tokens(item), "final fit"))
+                dropped.append(Dropped("recall", f"seq {item.seqs[0]}", item.token_count, "final fit"))
             elif facts_lines:
                 line = facts_lines.pop()
                 dropped.append(Dropped("facts", repr(line[:40]), self._count(line), "final fit"))
@@ -423,10 +446,10 @@ class ContextBuilder:
 
         prompt_tokens = self._system_tokens(system_prompt)
         facts_tokens = (
-            self._block_tokens(headers["facts"] + "\n" + "\n".join(facts_lines)) if facts_lines else 0
+            self._section_cost(headers["facts"] + "\n" + "\n".join(facts_lines)) if facts_lines else 0
         )
         summary_tokens = (
-            self._block_tokens(headers["summary"] + _SEPARATOR + summary_text) if summary_text else 0
+            self._section_cost(headers["summary"] + _SEPARATOR + summary_text) if summary_text else 0
         )
         recall_tokens = self._recall_cost(recalled, headers)
         overhead_tokens = total - (
@@ -447,7 +470,7 @@ class ContextBuilder:
                 summary_tokens,
                 caps["summary"],
                 1 if summary_text else 0,
-                f"covers seq <= {request.summary_covers_through_seq}"
+                f"covers seq <= {request.summary.covers_through_seq}"
                 if summary_text
                 else ("earlier history omitted" if omitted else ""),
             ),
@@ -456,16 +479,16 @@ class ContextBuilder:
                 recall_tokens,
                 caps["recall"],
                 len(recalled),
-                f"share {request.recall_share:.2f} ({request.recall_share_reason})"
-                if request.recall
-                else request.recall_share_reason,
+                f"share {request.recall_share:.2f} ({request.recall_reason})"
+                if request.recall_share is not None
+                else request.recall_reason,
             ),
             SectionReport(
                 "window",
                 window_tokens,
                 max(0, caps["window"]),
                 len(window_messages),
-                f"{turns} turns, keep_recent_turns={request.keep_recent_turns}",
+                f"{turns} turns, keep_recent_turns={self.config.keep_recent_turns}",
             ),
             SectionReport("query", query_tokens, None, 1 if query_message else 0),
             SectionReport(
@@ -487,9 +510,6 @@ class ContextBuilder:
             recalled=tuple(recalled),
             language=request.language,
         )
-
-    def _block_tokens(self, text: str) -> int:
-        return self._count(text) + self._count(_SEPARATOR)
 
 
 def _drop_oldest_turn(messages: list[Message]) -> list[Message]:

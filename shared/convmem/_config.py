@@ -91,13 +91,17 @@ class MemoryConfig:
 
     # Rolling summary
     summary_trigger: SummaryTrigger = "tokens"
+    """When evicted turns are folded into the summary; "never" switches automatic
+    summarizing off (`summarize_now` still works)."""
     summary_threshold: float = 0.7
     """With trigger "tokens": summarize when unsummarized evicted history exceeds this
     fraction of the summary section's share of the default budget."""
     summary_every_turns: int = 10
     """With trigger "turns": summarize every this many evicted turns."""
     extract_facts: bool = True
-    """Extract core facts about the user from their messages (the facts section)."""
+    """Extract core facts about the user from their messages (the facts section).
+    The one switch for facts: False turns them off; a memory's ``fact_extractor``
+    only chooses how they are extracted (and is refused with False)."""
     background: bool = False
     """Run summarizing, fact extraction and embedding off the hot path: on the process's
     shared worker threads (see `set_background_workers`), or in asyncio tasks for ``aadd``."""

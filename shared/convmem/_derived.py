@@ -26,6 +26,7 @@ from ._errors import StoreError
 from ._facts import Fact, FactBook, FactExtractor
 from ._models import Message, Role
 from ._recall import Recall
+from ._recent import window_start
 from ._store import StateRecord, Store
 from ._summarizer import Summarizer
 from ._tokens import TokenCounter
@@ -93,7 +94,12 @@ class _SummaryJob:
 
 
 class DerivedState:
-    """Summary, facts and vector index of one session, updated after each append."""
+    """Summary, facts and vector index of one session, updated after each append.
+
+    The summary covers what left the recent window (the last
+    ``config.keep_recent_turns`` turns of the log); facts are kept only with a
+    `fact_extractor` and vectors only with a `recall` engine.
+    """
 
     def __init__(
         self,
@@ -102,10 +108,9 @@ class DerivedState:
         store: Store,
         config: MemoryConfig,
         counter: TokenCounter,
-        summarizer: Summarizer | None,
+        summarizer: Summarizer,
         fact_extractor: FactExtractor | None,
         recall: Recall | None,
-        window_start: Callable[[], int | None],
     ) -> None:
         self.session_id = session_id
         self.store = store
@@ -114,7 +119,6 @@ class DerivedState:
         self.summarizer = summarizer
         self.fact_extractor = fact_extractor
         self.recall = recall
-        self._window_start = window_start
         self.backoff = Backoff()
         self._closed = False
         self._tasks: set[asyncio.Task[None]] = set()
@@ -124,19 +128,20 @@ class DerivedState:
 
     # -- triggering ---------------------------------------------------------------
 
-    def _jobs(self) -> list[tuple[str, Callable[[], object]]]:
-        jobs: list[tuple[str, Callable[[], object]]] = []
+    def _jobs(self) -> list[tuple[str, Callable[[], object], Callable[[], Awaitable[object]]]]:
+        """What an append sets off: (key, sync job, async job) for each kind that is on."""
+        jobs: list[tuple[str, Callable[[], object], Callable[[], Awaitable[object]]]] = []
         if self.fact_extractor is not None:
-            jobs.append((FACTS_KEY, self.update_facts))
-        if self.summarizer is not None and self.config.summary_trigger != "never":
-            jobs.append((SUMMARY_KEY, self.update_summary))
+            jobs.append((FACTS_KEY, self.update_facts, self.aupdate_facts))
+        if self.config.summary_trigger != "never":
+            jobs.append((SUMMARY_KEY, self.update_summary, self.aupdate_summary))
         if self.recall is not None:
-            jobs.append((INDEX_KEY, self.update_index))
+            jobs.append((INDEX_KEY, self.update_index, self.aupdate_index))
         return jobs
 
     def after_append(self) -> None:
         """Bring derived state up to date: inline, or queued when ``config.background``."""
-        for key, job in self._jobs():
+        for key, job, _ in self._jobs():
             if not self.backoff.ready(key):
                 continue
             if self.config.background:
@@ -178,14 +183,7 @@ class DerivedState:
 
     async def aafter_append(self) -> None:
         """Async `after_append`: model calls are awaited, in tasks when ``config.background``."""
-        jobs: list[tuple[str, Callable[[], Awaitable[object]]]] = []
-        if self.fact_extractor is not None:
-            jobs.append((FACTS_KEY, self.aupdate_facts))
-        if self.summarizer is not None and self.config.summary_trigger != "never":
-            jobs.append((SUMMARY_KEY, self.aupdate_summary))
-        if self.recall is not None:
-            jobs.append((INDEX_KEY, self.aupdate_index))
-        for key, job in jobs:
+        for key, _, job in self._jobs():
             if not self.backoff.ready(key):
                 continue
             if not self.config.background:
@@ -268,7 +266,7 @@ class DerivedState:
     def _plan_summary(self, force: bool) -> _SummaryJob | None:
         record = self.store.get_state(self.session_id, SUMMARY_KEY)
         previous = Summary.from_record(record, self.session_id)
-        start = self._window_start()
+        start = window_start(self.store, self.session_id, self.config.keep_recent_turns)
         if start is None or start - 1 <= previous.covers_through_seq:
             return None
         evicted = self.store.messages(
@@ -304,8 +302,6 @@ class DerivedState:
         A commit that lost the race to another writer is planned again from the
         summary that writer stored (up to three times).
         """
-        if self.summarizer is None:
-            return False
         for _ in range(3):
             job = self._plan_summary(force)
             if job is None:
@@ -318,8 +314,6 @@ class DerivedState:
         return False
 
     async def aupdate_summary(self, *, force: bool = False) -> bool:
-        if self.summarizer is None:
-            return False
         for _ in range(3):
             job = await asyncio.to_thread(self._plan_summary, force)
             if job is None:

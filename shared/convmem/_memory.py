@@ -12,18 +12,19 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from ._builder import BuiltContext, ContextBuilder, ContextRequest, RecallFn, RecallItem
+from ._builder import BuiltContext, ContextBuilder, ContextPlan, ContextRequest
 from ._config import MemoryConfig, TranscriptTemplate
 from ._derived import DerivedState, Summary
 from ._embedder import Embedder
-from ._errors import BudgetError, InvalidMessageError
+from ._errors import BudgetError, ConfigError, InvalidMessageError
 from ._facts import Fact, FactExtractor, RuleFactExtractor
 from ._inmemory_store import InMemoryStore
 from ._language import detect_language
 from ._models import Message, Role, Turn, TurnStatus, group_turns, validate_message
-from ._recall import Recall, choose_recall_share
+from ._recall import Recall, RecalledItem, choose_recall_share
+from ._recent import recent_turns
 from ._sqlite_store import SQLiteStore
-from ._store import Store, validate_id
+from ._store import SessionStats, Store, validate_id
 from ._summarizer import ExtractiveSummarizer, Summarizer
 from ._tokens import REPLY_PRIMING_TOKENS, TokenCounter, default_counter
 from ._transcript import render_transcript
@@ -89,6 +90,14 @@ class ConversationMemory:
     that work runs in a worker thread (or asyncio tasks for the async
     methods), so `add` returns at once; `flush` waits for it.
 
+    Components: a `summarizer`, `fact_extractor` or `counter` left None is
+    the offline default; recall is on only with ``recall=`` (a configured
+    `Recall`, which may serve many sessions) or ``embedder=`` (recall with
+    default settings), not both. Each part has one switch: facts are turned
+    off by ``MemoryConfig(extract_facts=False)`` (then ``fact_extractor=`` is
+    refused), automatic summarizing by ``summary_trigger="never"``, recall by
+    giving neither ``recall`` nor ``embedder``.
+
     Every method has an async twin (``aadd``, ``abuild_context``, ...).
     """
 
@@ -110,14 +119,21 @@ class ConversationMemory:
         if config is not None and not isinstance(config, MemoryConfig):
             raise TypeError(f"config must be a MemoryConfig, got {type(config).__name__}")
         self.config = config or MemoryConfig()
+        if fact_extractor is not None and not self.config.extract_facts:
+            raise ConfigError(
+                "fact_extractor was given but config.extract_facts is False; extract_facts=False "
+                "switches facts off, so pass one or the other"
+            )
+        if recall is not None and embedder is not None:
+            raise ConfigError("pass embedder= (recall with default settings) or recall=, not both")
         self.store: Store = store if store is not None else InMemoryStore()
         self.counter = counter or default_counter()
-        self._builder = ContextBuilder(self.counter)
+        self._builder = ContextBuilder(self.config, self.counter)
         self.summarizer: Summarizer = summarizer or ExtractiveSummarizer(self.counter)
         self.fact_extractor: FactExtractor | None = (
             fact_extractor or RuleFactExtractor() if self.config.extract_facts else None
         )
-        if recall is None and embedder is not None:
+        if embedder is not None:
             index_dir = Path(f"{self.store.path}.vectors") if isinstance(self.store, SQLiteStore) else None
             recall = Recall(embedder, index_dir=index_dir)
         self.recall = recall
@@ -129,7 +145,6 @@ class ConversationMemory:
             summarizer=self.summarizer,
             fact_extractor=self.fact_extractor,
             recall=recall,
-            window_start=self._window_start,
         )
 
     @classmethod
@@ -263,23 +278,20 @@ class ConversationMemory:
 
         Reading stops early once the turns read hold more than `max_tokens`.
         """
-        if not isinstance(max_turns, int) or isinstance(max_turns, bool) or max_turns <= 0:
-            raise InvalidMessageError(f"max_turns must be a positive int, got {max_turns!r}")
-        chunk = 2 * max_turns + 2  # a turn is usually a question and an answer
-        messages = self.store.tail(self.session_id, chunk)
-        reached_start = len(messages) < chunk
-        while messages:
-            users = [i for i, m in enumerate(messages) if m.role is Role.USER]
-            enough_tokens = max_tokens is not None and sum(m.token_count or 0 for m in messages) > max_tokens
-            if users and (len(users) >= max_turns or enough_tokens):
-                return group_turns(messages[users[-min(max_turns, len(users))] :])
-            if reached_start:
-                break
-            chunk *= 2
-            older = self.store.tail(self.session_id, chunk, before_seq=messages[0].seq)
-            reached_start = len(older) < chunk
-            messages = older + messages
-        return group_turns(messages)[-max_turns:]
+        return recent_turns(self.store, self.session_id, max_turns, max_tokens=max_tokens)
+
+    def tail(self, n: int) -> list[Message]:
+        """The newest `n` stored messages of the session, oldest first, read in O(n)
+        (``memory.tail(2)``: usually the last question and its answer)."""
+        if not isinstance(n, int) or isinstance(n, bool) or n <= 0:
+            raise InvalidMessageError(f"n must be a positive int, got {n!r}")
+        return self.store.tail(self.session_id, n)
+
+    def stats(self) -> SessionStats:
+        """What the store knows about the session without reading its log, in O(1):
+        ``message_count``, ``last_seq``, ``total_tokens``, ``user_id``, ``created_at``
+        and ``updated_at`` (zero messages for a session never written)."""
+        return self.store.stats(self.session_id)
 
     def _language(self, turns: Sequence[Turn], query: str | None) -> str:
         if self.config.language != "auto":
@@ -300,25 +312,66 @@ class ConversationMemory:
             raise BudgetError(f"budget must be a positive int, got {budget!r}")
         if query is not None and not isinstance(query, str):
             raise InvalidMessageError(f"query must be a str or None, got {type(query).__name__}")
+        request = self._fit_summary(self._request(query, budget, include_query))
+        plan = self._builder.plan(request)
+        return self._builder.assemble(plan, self._recalled(request, plan))
+
+    def _request(self, query: str | None, budget: int, include_query: bool) -> ContextRequest:
+        """What the builder needs from the log and the derived state, in one language."""
         turns = self.recent_turns(self.config.keep_recent_turns, max_tokens=4 * budget)
-        stats = self.store.stats(self.session_id)
+        stats = self.stats()
         language = self._language(turns, query)
-        request = ContextRequest(
+        facts = self._derived.facts_book().render_lines(language) if self.fact_extractor is not None else ()
+        recall_share, recall_reason = self._recall_share(query)
+        return ContextRequest(
             budget=budget,
             turns=turns,
-            keep_recent_turns=self.config.keep_recent_turns,
             language=language,
-            system_prompt=self.config.system_prompt,
             query=query,
             include_query=include_query,
+            facts=facts,
+            summary=self._derived.summary(),
             first_log_seq=1 if stats.last_seq else None,
             log_tokens=stats.total_tokens,
-            facts_share=self.config.facts_share,
-            summary_share=self.config.summary_share,
-            prune_low_information=self.config.prune_low_information,
-            **self._derived_sections(query, language),
+            recall_share=recall_share,
+            recall_reason=recall_reason,
         )
-        return self._builder.build(request)
+
+    def _fit_summary(self, request: ContextRequest) -> ContextRequest:
+        """The request with its summary shortened by the summarizer when it is over its
+        share of this budget (the stored summary is written for the default budget)."""
+        room = self._builder.summary_room(request)
+        if room is None:
+            return request
+        condense = getattr(self.summarizer, "condense", None)
+        if condense is None:  # a summarizer without condense: shorten extractively
+            condense = ExtractiveSummarizer(self.counter).condense
+        text = str(condense(request.summary.text.strip(), room))
+        return dataclasses.replace(request, summary=dataclasses.replace(request.summary, text=text))
+
+    def _recall_share(self, query: str | None) -> tuple[float | None, str]:
+        """Recall's share of the budget for `query` (None: nothing to recall), and why."""
+        if self.recall is None:
+            return None, "no recall"
+        if not query or not query.strip():
+            return None, "no query"
+        return choose_recall_share(
+            query, None, base_share=self.config.recall_share, config=self.recall.config
+        )
+
+    def _recalled(self, request: ContextRequest, plan: ContextPlan) -> tuple[RecalledItem, ...]:
+        """Earlier turns relevant to the query, outside the planned window, within recall's room."""
+        if self.recall is None or request.query is None or plan.recall_room <= 0:
+            return ()
+        result = self.recall.search(
+            self.session_id,
+            request.query,
+            store=self.store,
+            exclude_seqs=plan.window_seqs,
+            max_tokens=plan.recall_room,
+            counter=self.counter,
+        )
+        return result.items
 
     def render_transcript(self, view: str = "orchestration", *, max_turns: int | None = None) -> str:
         """The recent conversation as text for another prompt.
@@ -346,16 +399,11 @@ class ConversationMemory:
         budget = self.config.budget if budget is None else budget
         if not isinstance(budget, int) or isinstance(budget, bool) or budget <= 0:
             raise BudgetError(f"budget must be a positive int, got {budget!r}")
-        stats = self.store.stats(self.session_id)
+        stats = self.stats()
         total = stats.total_tokens + (REPLY_PRIMING_TOKENS if stats.message_count else 0)
         return OverflowStatus(total <= budget, total, budget, max(0, total - budget), stats.message_count)
 
     # -- summary and facts ---------------------------------------------------------
-
-    def _window_start(self) -> int | None:
-        """First seq of the last `keep_recent_turns` turns: what lies before it is evicted."""
-        turns = self.recent_turns(self.config.keep_recent_turns)
-        return turns[0].first_seq if turns else None
 
     def summary(self) -> Summary:
         """The rolling summary and the seq it covers through (empty until turns are evicted)."""
@@ -384,48 +432,6 @@ class ConversationMemory:
         Returns False if `timeout` seconds passed first.
         """
         return self._derived.flush(timeout)
-
-    def _derived_sections(self, query: str | None, language: str) -> dict[str, Any]:
-        summary = self._derived.summary()
-        facts = self._derived.facts_book().render_lines(language) if self.fact_extractor is not None else []
-        recall, share, reason = self._recall_source(query)
-        return {
-            "facts": facts,
-            "summary": summary.text or None,
-            "summary_covers_through_seq": summary.covers_through_seq,
-            "condense": self._condense,
-            "recall": recall,
-            "recall_share": share,
-            "recall_share_reason": reason,
-        }
-
-    def _recall_source(self, query: str | None) -> tuple[RecallFn | None, float, str]:
-        """The recall section's source for `query`, and the share of the budget it gets."""
-        recall = self.recall
-        if recall is None or not query or not query.strip():
-            return None, self.config.recall_share, "no query" if recall is not None else "no recall"
-        share, reason = choose_recall_share(
-            query, None, base_share=self.config.recall_share, config=recall.config
-        )
-
-        def search(window_seqs: frozenset[int], max_tokens: int) -> list[RecallItem]:
-            result = recall.search(
-                self.session_id,
-                query,
-                store=self.store,
-                exclude_seqs=window_seqs,
-                max_tokens=max_tokens,
-                counter=self.counter,
-            )
-            return [RecallItem(item.seqs, item.text, item.score, item.token_count) for item in result.items]
-
-        return search, share, reason
-
-    def _condense(self, text: str, max_tokens: int) -> str:
-        condense = getattr(self.summarizer, "condense", None)
-        if condense is None:
-            condense = ExtractiveSummarizer(self.counter).condense
-        return str(condense(text, max_tokens))
 
     def close(self) -> None:
         """Finish background work for this memory (the store stays open for others)."""
@@ -500,6 +506,14 @@ class ConversationMemory:
 
     async def amessages(self) -> list[Message]:
         return await asyncio.to_thread(self.messages)
+
+    async def atail(self, n: int) -> list[Message]:
+        """Async `tail`."""
+        return await asyncio.to_thread(self.tail, n)
+
+    async def astats(self) -> SessionStats:
+        """Async `stats`."""
+        return await asyncio.to_thread(self.stats)
 
     async def abuild_context(
         self, query: str | None = None, budget: int | None = None, *, include_query: bool = True
