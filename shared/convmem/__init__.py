@@ -24,6 +24,7 @@ from ._inmemory_store import InMemoryStore
 from ._language import detect_language, split_sentences
 from ._memory import ConversationMemory, OverflowStatus, open_store
 from ._models import Message, Role, Turn, TurnStatus, group_turns
+from ._postgres_store import AsyncPostgresStore, PostgresStore
 from ._recall import Recall, RecallConfig, RecalledItem, RecallFilters, RecallResult, choose_recall_share
 from ._redis_store import AsyncRedisStore, RedisStore
 from ._retention import (
@@ -58,6 +59,7 @@ __all__ = [
     "FACT_SECTION_HEADERS",
     "REPLY_PRIMING_TOKENS",
     "ApproximateCounter",
+    "AsyncPostgresStore",
     "AsyncRedisStore",
     "BaseEmbedder",
     "BudgetError",
@@ -88,6 +90,7 @@ __all__ = [
     "MemoryConfig",
     "Message",
     "OverflowStatus",
+    "PostgresStore",
     "PrecomputedEmbeddings",
     "Recall",
     "RecallConfig",
