@@ -46,7 +46,9 @@ place), then, to move into a Cluster, ``redis-cli --cluster import``.
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
+import hashlib
 import json
 import math
 from collections.abc import Generator, Sequence
@@ -294,7 +296,7 @@ redis.call('HDEL', KEYS[4], 'user_key')
 return 1
 """
 
-_SCRIPTS = {
+_SCRIPT_SOURCES = {
     "append": _APPEND,
     "read_log": _READ_LOG,
     "replace_record": _REPLACE_RECORD,
@@ -303,6 +305,7 @@ _SCRIPTS = {
     "forget": _FORGET,
     "move_untagged": _MOVE_UNTAGGED,
 }
+_SCRIPT_SHAS = {name: hashlib.sha1(source.encode()).hexdigest() for name, source in _SCRIPT_SOURCES.items()}
 
 
 # -- requests: what an operation asks of Redis ------------------------------------
@@ -836,6 +839,7 @@ class RedisStore:
         _check_pool_size(max_connections)
         redis_module = _redis_module()
         self._errors = (redis_module.RedisError, redis_module.exceptions.RedisClusterException, OSError)
+        self._no_script = redis_module.exceptions.NoScriptError
         self._owns_client = client is None
         if client is None:
             from redis.backoff import NoBackoff
@@ -859,7 +863,7 @@ class RedisStore:
                 client = redis_module.Redis.from_pool(pool)
         self._client: Any = client
         self._where = _describe_client(client)
-        self._scripts = {name: client.register_script(source) for name, source in _SCRIPTS.items()}
+        self._scripts_loaded = False
 
     def __repr__(self) -> str:
         return f"RedisStore({self._where!r}, prefix={self._layout.prefix!r})"
@@ -876,7 +880,7 @@ class RedisStore:
 
     def _perform(self, request: _Request) -> Any:
         if isinstance(request, _Script):
-            return self._scripts[request.name](keys=request.keys, args=request.args)
+            return self._evalsha(request)
         if isinstance(request, _Command):
             return self._client.execute_command(*request.args)
         if isinstance(request, _Scan):
@@ -886,6 +890,24 @@ class RedisStore:
         for command in request.commands:
             pipe.execute_command(*command)
         return pipe.execute()
+
+    def _load_scripts(self) -> None:
+        # On a Cluster, SCRIPT LOAD reaches every primary.
+        for source in _SCRIPT_SOURCES.values():
+            self._client.script_load(source)
+        self._scripts_loaded = True
+
+    def _evalsha(self, request: _Script) -> Any:
+        # Scripts are loaded before their first use (and again after a server restart
+        # forgot them): a NOSCRIPT reply means the script did not run, so a retry is safe.
+        if not self._scripts_loaded:
+            self._load_scripts()
+        command = ("EVALSHA", _SCRIPT_SHAS[request.name], len(request.keys), *request.keys, *request.args)
+        try:
+            return self._client.execute_command(*command)
+        except self._no_script:
+            self._load_scripts()
+            return self._client.execute_command(*command)
 
     def _run(self, operation: _Operation[_T], action: str) -> _T:
         try:
@@ -1045,8 +1067,10 @@ class AsyncRedisStore:
                 client = Redis.from_pool(pool)
         self._client: Any = client
         self._errors = (redis_module.RedisError, redis_module.exceptions.RedisClusterException, OSError)
+        self._no_script = redis_module.exceptions.NoScriptError
         self._where = _describe_client(client)
-        self._scripts = {name: client.register_script(source) for name, source in _SCRIPTS.items()}
+        self._scripts_loaded = False
+        self._loading: asyncio.Lock | None = None
 
     def __repr__(self) -> str:
         return f"AsyncRedisStore({self._where!r}, prefix={self._layout.prefix!r})"
@@ -1063,7 +1087,7 @@ class AsyncRedisStore:
 
     async def _perform(self, request: _Request) -> Any:
         if isinstance(request, _Script):
-            return await self._scripts[request.name](keys=request.keys, args=request.args)
+            return await self._evalsha(request)
         if isinstance(request, _Command):
             return await self._client.execute_command(*request.args)
         if isinstance(request, _Scan):
@@ -1077,6 +1101,28 @@ class AsyncRedisStore:
             for command in request.commands:
                 pipe.execute_command(*command)
             return await pipe.execute()
+
+    async def _load_scripts(self, known_missing: bool) -> None:
+        # One load at a time: redis.asyncio's Cluster client breaks connections when many
+        # calls hit NOSCRIPT and load the same script at once.
+        if self._loading is None:
+            self._loading = asyncio.Lock()
+        async with self._loading:
+            if self._scripts_loaded and not known_missing:
+                return
+            for source in _SCRIPT_SOURCES.values():
+                await self._client.script_load(source)
+            self._scripts_loaded = True
+
+    async def _evalsha(self, request: _Script) -> Any:
+        if not self._scripts_loaded:
+            await self._load_scripts(known_missing=False)
+        command = ("EVALSHA", _SCRIPT_SHAS[request.name], len(request.keys), *request.keys, *request.args)
+        try:
+            return await self._client.execute_command(*command)
+        except self._no_script:
+            await self._load_scripts(known_missing=True)
+            return await self._client.execute_command(*command)
 
     async def _run(self, operation: _Operation[_T], action: str) -> _T:
         try:
