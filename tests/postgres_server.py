@@ -71,9 +71,8 @@ def drop_schema(url: str, schema: str) -> None:
 class PostgresServer:
     """One PostgreSQL cluster (data folder) and its server, on 127.0.0.1 and a free port.
 
-    The server runs in its own process group, so `kill` (SIGKILL, like a crash)
-    and `freeze` (SIGSTOP: a server that accepts connections but never answers)
-    reach the postmaster and every backend at once. Durability settings are
+    `kill` (SIGKILL, like a crash) and `freeze` (SIGSTOP: a server that accepts
+    connections but never answers) reach the postmaster and every backend. Durability settings are
     relaxed for speed (``fsync=off``): a killed server still keeps every
     committed write, since the operating system keeps the files.
     """
@@ -146,11 +145,26 @@ class PostgresServer:
         except psycopg.Error:
             return False
 
+    def _processes(self) -> list[int]:
+        """The postmaster and its children. Backends call setsid(), so no process group holds them all."""
+        if self.process is None:
+            return []
+        postmaster = self.process.pid
+        found = [postmaster]
+        for stat in Path("/proc").glob("[0-9]*/stat"):
+            try:
+                # pid (comm) state ppid ...: the comm may hold spaces, so split after its ')'.
+                fields = stat.read_text().rsplit(")", 1)[1].split()
+            except (OSError, IndexError):
+                continue
+            if int(fields[1]) == postmaster:
+                found.append(int(stat.parent.name))
+        return found
+
     def _signal_group(self, sig: signal.Signals) -> None:
-        # The whole group, even after the postmaster died: orphaned backends must go too.
-        if self.process is not None:
+        for pid in self._processes():
             with contextlib.suppress(ProcessLookupError):
-                os.killpg(self.process.pid, sig)
+                os.kill(pid, sig)
 
     def kill(self) -> None:
         """SIGKILL to the postmaster and every backend: a crash, no shutdown."""
@@ -181,20 +195,21 @@ class PostgresServer:
         shutil.rmtree(self.folder, ignore_errors=True)
 
     def _wait(self) -> None:
-        if self.process is not None:
-            try:
-                self.process.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                self._signal_group(signal.SIGKILL)
-                self.process.wait(timeout=30)
-        # Orphaned backends may outlive a killed postmaster for a moment; a restart needs them gone.
-        if self.process is not None:
-            for _ in range(200):
-                try:
-                    os.killpg(self.process.pid, 0)
-                except ProcessLookupError:
-                    break
-                time.sleep(0.02)
+        if self.process is None:
+            return
+        children = self._processes()[1:]
+        try:
+            self.process.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            self._signal_group(signal.SIGKILL)
+            self.process.wait(timeout=30)
+        # Backends orphaned by a killed postmaster must be gone before a restart on the same data.
+        for pid in children:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline and any(Path(f"/proc/{pid}").exists() for pid in children):
+            time.sleep(0.02)
         self.process = None
 
     def _log_tail(self) -> str:

@@ -585,13 +585,16 @@ def _has_pending_input(conn: Any) -> bool:
     return bool(poller.poll(0))
 
 
-def _check_idle_connection(conn: Any) -> None:
+class _StaleConnection(Exception):
+    """A pooled connection that the server has closed: the call takes another one."""
+
+
+def _refuse_stale(conn: Any) -> None:
+    # Checked before use rather than by the pool's own check, which backs off between
+    # connections it rejects: after a restart every pooled connection is dead at once.
     if _has_pending_input(conn):
-        raise StoreError("the server closed this pooled connection")
-
-
-async def _acheck_idle_connection(conn: Any) -> None:
-    _check_idle_connection(conn)
+        conn.close()  # the pool discards a closed connection when it gets it back
+        raise _StaleConnection
 
 
 def _sever(conn: Any) -> None:
@@ -744,7 +747,10 @@ class PostgresStore:
                 min_size=1,
                 max_size=max_connections,
                 kwargs=_connection_kwargs(url, self._timeout),
-                check=_check_idle_connection,
+                # Give up a run of failed reconnections after one timeout: the next call then
+                # starts a fresh attempt at once, instead of waiting out a long backoff after
+                # the server came back.
+                reconnect_timeout=self._timeout,
                 open=False,
                 name="convmem",
             )
@@ -787,28 +793,30 @@ class PostgresStore:
 
     def _run(self, make: Callable[[], _Operation[_T]], action: str, *, transaction: bool = False) -> _T:
         deadline = time.monotonic() + self._timeout
-        for attempt in range(1, _ATTEMPTS + 1):
+        attempt = 0
+        while True:
+            attempt += 1
             watch: _Watch | None = None
             try:
-                with (
-                    self._pool.connection(timeout=max(0.001, deadline - time.monotonic())) as conn,
-                    self._watchdog.watch(conn, deadline) as watch,
-                ):
-                    if transaction:
-                        with conn.transaction():
-                            return self._drive(conn, make())
-                    return self._drive(conn, make())
+                with self._pool.connection(timeout=max(0.001, deadline - time.monotonic())) as conn:
+                    _refuse_stale(conn)
+                    with self._watchdog.watch(conn, deadline) as watch:
+                        if transaction:
+                            with conn.transaction():
+                                return self._drive(conn, make())
+                        return self._drive(conn, make())
+            except _StaleConnection:
+                # The server closed the pooled connections (a restart): drop all the dead ones now.
+                self._pool.check()
             except _RollBack as rolled_back:
                 result: _T = rolled_back.result  # type: ignore[assignment]
                 return result
             except self._psycopg_errors as exc:
                 severed = watch is not None and watch.severed
-                if _retryable(exc) and attempt < _ATTEMPTS and time.monotonic() < deadline:
-                    continue
-                raise _failure(self._where, action, exc, self._timeout, severed) from exc
+                if not (_retryable(exc) and attempt < _ATTEMPTS and time.monotonic() < deadline):
+                    raise _failure(self._where, action, exc, self._timeout, severed) from exc
             except UnicodeEncodeError as exc:
                 raise _not_utf8(action, exc) from None
-        raise AssertionError("unreachable")  # pragma: no cover
 
     def append(
         self, session_id: str, messages: Sequence[Message], *, user_id: str | None = None
@@ -928,7 +936,7 @@ class AsyncPostgresStore:
                 min_size=1,
                 max_size=max_connections,
                 kwargs=_connection_kwargs(url, self._timeout),
-                check=_acheck_idle_connection,
+                reconnect_timeout=self._timeout,
                 open=False,
                 name="convmem",
             )
@@ -996,28 +1004,29 @@ class AsyncPostgresStore:
 
     async def _attempts(self, make: Callable[[], _Operation[_T]], action: str, *, transaction: bool) -> _T:
         deadline = time.monotonic() + self._timeout
-        for attempt in range(1, _ATTEMPTS + 1):
+        attempt = 0
+        while True:
+            attempt += 1
             watch: _Watch | None = None
             try:
-                async with (
-                    self._pool.connection(timeout=max(0.001, deadline - time.monotonic())) as conn,
-                    self._watch(conn, deadline) as watch,
-                ):
-                    if transaction:
-                        async with conn.transaction():
-                            return await self._drive(conn, make())
-                    return await self._drive(conn, make())
+                async with self._pool.connection(timeout=max(0.001, deadline - time.monotonic())) as conn:
+                    _refuse_stale(conn)
+                    async with self._watch(conn, deadline) as watch:
+                        if transaction:
+                            async with conn.transaction():
+                                return await self._drive(conn, make())
+                        return await self._drive(conn, make())
+            except _StaleConnection:
+                await self._pool.check()
             except _RollBack as rolled_back:
                 result: _T = rolled_back.result  # type: ignore[assignment]
                 return result
             except self._psycopg_errors as exc:
                 severed = watch is not None and watch.severed
-                if _retryable(exc) and attempt < _ATTEMPTS and time.monotonic() < deadline:
-                    continue
-                raise _failure(self._where, action, exc, self._timeout, severed) from exc
+                if not (_retryable(exc) and attempt < _ATTEMPTS and time.monotonic() < deadline):
+                    raise _failure(self._where, action, exc, self._timeout, severed) from exc
             except UnicodeEncodeError as exc:
                 raise _not_utf8(action, exc) from None
-        raise AssertionError("unreachable")  # pragma: no cover
 
     async def append(
         self, session_id: str, messages: Sequence[Message], *, user_id: str | None = None
