@@ -1,24 +1,27 @@
-"""Store throughput: appends and `build_context` on every store, in one process and in several.
+"""Store latency and concurrency: SQLite, Redis (one node), a Redis Cluster and PostgreSQL, side by side.
 
-    python benchmarks/bench_stores.py [--messages 10000] [--sessions 1000] [--per-session 10]
-                                      [--builds 2000] [--processes 4]
+    python benchmarks/bench_stores.py [--messages 10000] [--builds 1000] [--processes 8]
+                                      [--threads 4] [--appends 250] [--many 100]
+                                      [--stores sqlite,redis,redis-cluster,postgres]
 
-Two layouts per store (in memory, SQLite file, Redis on loopback):
+Two measurements per store:
 
-- one long session of ``--messages`` messages (10k by default);
-- ``--sessions`` sessions (1k by default) of ``--per-session`` messages each.
+1. One process, one session: ``--messages`` appends (one message per call, token
+   counts computed beforehand, as `ConversationMemory.add` does), each timed;
+   then ``--builds`` `build_context` calls on that session (default config and
+   budget) with the log at its full size, each timed. p50 and p99 of both.
+2. ``--processes`` processes x ``--threads`` threads x ``--appends`` appends (every
+   5th a question and its answer in one call) to one session, then to ``--many``
+   sessions, all starting together. Throughput, p50/p99 per append, and an
+   integrity check of every session: seqs exactly 1..N, no acknowledged message
+   lost, none stored twice.
 
-Appends go straight to the store, one message per call (token counts are
-computed beforehand, as `ConversationMemory.add` does before it appends).
-`build_context` is the facade's, with the default config and budget, on the
-filled sessions. With ``--processes N`` the same work is split over N
-processes writing to and reading from the same store at the same time (an
-in-memory store cannot be shared: each process then has its own).
-
-Redis: ``$CONVMEM_REDIS_URL`` if set, else a private ``redis-server`` on a
-free loopback port (no persistence), stopped at the end. SQLite: WAL,
-``synchronous=NORMAL``, a temporary file. Errors such as SQLite's "database
-is locked" are counted, not fatal.
+Servers: ``$CONVMEM_REDIS_URL``, ``$CONVMEM_REDIS_CLUSTER_URL`` and
+``$CONVMEM_POSTGRES_URL`` if set, else private ones started here on free loopback
+ports (Redis without persistence; a 3-master Cluster; PostgreSQL with
+``fsync=off``, so its figures are what the network round trips and the server's
+work cost, not the disk's), removed at the end. SQLite: WAL,
+``synchronous=NORMAL``, a temporary file. Errors are counted, not fatal.
 """
 
 from __future__ import annotations
@@ -27,14 +30,14 @@ import argparse
 import dataclasses
 import multiprocessing
 import os
-import random
 import statistics
 import sys
 import tempfile
+import threading
 import time
 import uuid
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Iterator
+from contextlib import ExitStack, contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -42,21 +45,13 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 
 from _history import history
-from redis_server import RedisServer, delete_prefix
+from postgres_server import PostgresServer, drop_schema, new_schema
+from redis_server import RedisClusterServers, RedisServer, delete_prefix, new_prefix, open_shared_store
 
-from convmem import (
-    ConversationMemory,
-    InMemoryStore,
-    Message,
-    RedisStore,
-    SQLiteStore,
-    Store,
-    StoreError,
-    TiktokenCounter,
-)
+from convmem import ConversationMemory, Message, Store, StoreError, TiktokenCounter
 
-URL_VARIABLE = "CONVMEM_REDIS_URL"
-LONG_SESSION = "long"
+KINDS = ("sqlite", "redis", "redis-cluster", "postgres")
+LONG_SESSION = "long:{session}'s"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -64,27 +59,11 @@ class Target:
     """Where a store lives, so that any process can open it."""
 
     kind: str
-    location: str = ""
-    prefix: str = ""
+    location: str
+    namespace: str
 
     def open(self) -> Store:
-        if self.kind == "sqlite":
-            return SQLiteStore(self.location)
-        if self.kind == "redis":
-            return RedisStore(self.location, prefix=self.prefix)
-        return InMemoryStore()
-
-
-@dataclasses.dataclass
-class Run:
-    """What one process did: operations, errors, its own start and end, and per-call latencies."""
-
-    operations: int = 0
-    errors: int = 0
-    locked: int = 0
-    started: float = 0.0
-    ended: float = 0.0
-    latencies: list[float] = dataclasses.field(default_factory=list)
+        return open_shared_store(self.kind, self.location, self.namespace)
 
 
 def prepared_messages(count: int, seed: int) -> list[Message]:
@@ -97,48 +76,56 @@ def prepared_messages(count: int, seed: int) -> list[Message]:
     return out
 
 
-def session_name(index: int) -> str:
-    return f"user-{index:05d}:chat"
+def percentile(samples: list[float], fraction: float) -> float:
+    ordered = sorted(samples)
+    return ordered[min(len(ordered) - 1, int(fraction * len(ordered)))] if ordered else float("nan")
 
 
-def append_work(store: Store, jobs: list[tuple[str, Message]]) -> Run:
-    run = Run(started=time.time())
-    for session_id, message in jobs:
-        try:
-            store.append(session_id, [message])
-            run.operations += 1
-        except StoreError as exc:
-            run.errors += 1
-            run.locked += "locked" in str(exc)
-    run.ended = time.time()
-    return run
+def ms(seconds: float) -> str:
+    return f"{seconds * 1000:.2f}"
 
 
-def build_work(
-    store: Store, sessions: list[str], builds: int, seed: int, ready: Callable[[], object] = lambda: None
-) -> Run:
-    memories = {s: ConversationMemory(s, store) for s in set(sessions)}
-    rng = random.Random(seed)
-    for session_id in sessions[:3]:  # warm up: tokenizer, connections, statement cache
-        memories[session_id].build_context(query="warm up")
-    ready()
-    run = Run(started=time.time())
-    for _ in range(builds):
-        memory = memories[rng.choice(sessions)]
-        start = time.perf_counter()
-        try:
-            memory.build_context(query="What did we decide about the database migration?")
-            run.operations += 1
-        except StoreError as exc:
-            run.errors += 1
-            run.locked += "locked" in str(exc)
-        run.latencies.append(time.perf_counter() - start)
-    run.ended = time.time()
-    return run
+# -- 1. one process, one long session -----------------------------------------------------
 
 
-# -- the work of one process ---------------------------------------------------------------
+@dataclasses.dataclass
+class SingleRun:
+    append_latencies: list[float]
+    build_latencies: list[float]
+    errors: int
 
+
+def single_process(target: Target, messages: int, builds: int) -> SingleRun:
+    store = target.open()
+    errors = 0
+    appends: list[float] = []
+    try:
+        for message in prepared_messages(messages, seed=1):
+            start = time.perf_counter()
+            try:
+                store.append(LONG_SESSION, [message])
+            except StoreError:
+                errors += 1
+            appends.append(time.perf_counter() - start)
+        memory = ConversationMemory(LONG_SESSION, store)
+        for _ in range(5):  # warm up: tokenizer, connections, prepared statements
+            memory.build_context(query="warm up")
+        built: list[float] = []
+        for _ in range(builds):
+            start = time.perf_counter()
+            try:
+                memory.build_context(query="What did we decide about the database migration?")
+            except StoreError:
+                errors += 1
+            built.append(time.perf_counter() - start)
+        return SingleRun(appends, built, errors)
+    finally:
+        store.close()
+
+
+# -- 2. processes x threads appending at once -----------------------------------------------
+
+Ack = tuple[str, int, str]  # session, seq, text
 
 _start_together: Any = None
 
@@ -148,227 +135,203 @@ def _keep_barrier(barrier: Any) -> None:
     _start_together = barrier
 
 
-def _wait_for_the_others() -> None:
-    """Processes start one by one: measure only from the moment all of them are ready."""
-    if _start_together is not None:
-        _start_together.wait(timeout=120)
-
-
-def _layout_jobs(
-    layout: str, args: argparse.Namespace, worker: int, workers: int
-) -> list[tuple[str, Message]]:
-    """This worker's share of the appends of a layout (round-robin over sessions for the many-session one)."""
-    if layout == "long":
-        messages = prepared_messages(args.messages // workers, seed=worker)
-        return [(LONG_SESSION, m) for m in messages]
-    sessions = [session_name(i) for i in range(worker, args.sessions, workers)]
-    messages = prepared_messages(len(sessions) * args.per_session, seed=worker)
-    return [(sessions[i % len(sessions)], m) for i, m in enumerate(messages)]
-
-
-def _sessions_of(layout: str, args: argparse.Namespace) -> list[str]:
-    return [LONG_SESSION] if layout == "long" else [session_name(i) for i in range(args.sessions)]
-
-
-def worker_appends(target: Target, layout: str, args: argparse.Namespace, worker: int, workers: int) -> Run:
-    jobs = _layout_jobs(layout, args, worker, workers)
+def writer_process(
+    target: Target, process: int, threads: int, appends: int, sessions: list[str]
+) -> tuple[list[Ack], list[float], int, float, float]:
+    """Run in a child: `threads` threads append; return acks, latencies, errors, start and end."""
     store = target.open()
-    try:
-        _wait_for_the_others()
-        return append_work(store, jobs)
-    finally:
-        store.close()
+    acks: list[Ack] = []
+    latencies: list[float] = []
+    errors = [0]
+    lock = threading.Lock()
+
+    def work(thread: int) -> None:
+        writer = process * threads + thread
+        for step in range(appends):
+            session = sessions[(writer * appends + step) % len(sessions)]
+            tag = f"{session}|p{process}|t{thread}|{step}"
+            batch = [Message.create("user", f"{tag}|q")]
+            if step % 5 == 0:
+                batch.append(Message.create("assistant", f"{tag}|a"))
+            start = time.perf_counter()
+            try:
+                stored = store.append(session, batch, user_id=f"owner of {session}")
+            except StoreError:
+                with lock:
+                    errors[0] += 1
+                continue
+            elapsed = time.perf_counter() - start
+            with lock:
+                latencies.append(elapsed)
+                acks.extend((session, m.seq or 0, m.text) for m in stored)
+
+    workers = [threading.Thread(target=work, args=(t,)) for t in range(threads)]
+    _start_together.wait(timeout=300)
+    began = time.time()
+    for worker in workers:
+        worker.start()
+    for worker in workers:
+        worker.join()
+    ended = time.time()
+    store.close()
+    return acks, latencies, errors[0], began, ended
 
 
-def worker_builds(target: Target, layout: str, args: argparse.Namespace, worker: int, workers: int) -> Run:
-    store = target.open()
-    try:
-        if target.kind == "memory":  # a private store: fill it as the shared ones were filled
-            for w in range(workers):
-                append_work(store, _layout_jobs(layout, args, w, workers))
-        return build_work(
-            store, _sessions_of(layout, args), args.builds // workers, seed=worker, ready=_wait_for_the_others
-        )
-    finally:
-        store.close()
+def integrity(store: Store, sessions: list[str], acks: list[Ack]) -> str:
+    """Every session's seqs are 1..N, and the stored messages are exactly the acknowledged ones."""
+    stored: dict[tuple[str, int], str] = {}
+    for session in sessions:
+        log = store.messages(session)
+        if [m.seq for m in log] != list(range(1, len(log) + 1)):
+            return f"GAPS in {session!r}"
+        stored.update({(session, m.seq or 0): m.text for m in log})
+    acknowledged = {(s, seq): text for s, seq, text in acks}
+    lost = sum(1 for key, text in acknowledged.items() if stored.get(key) != text)
+    texts = list(stored.values())
+    duplicated = len(texts) - len(set(texts))
+    unacknowledged = len(stored) - len(acknowledged)
+    return f"{lost} lost, {duplicated} duplicated, {unacknowledged} unacknowledged, gapless"
 
 
-def in_processes(
-    function: Callable[..., Run], target: Target, layout: str, args: argparse.Namespace
-) -> list[Run]:
+@dataclasses.dataclass
+class ConcurrentRun:
+    rate: float
+    latencies: list[float]
+    errors: int
+    check: str
+
+
+def concurrent(target: Target, args: argparse.Namespace, session_count: int) -> ConcurrentRun:
+    sessions = [f"writers:{{{i}}}'s chat" for i in range(session_count)]
     context = multiprocessing.get_context("spawn")
     barrier = context.Barrier(args.processes)
     with context.Pool(args.processes, initializer=_keep_barrier, initargs=(barrier,)) as pool:
-        return pool.starmap(
-            function, [(target, layout, args, w, args.processes) for w in range(args.processes)]
+        results = pool.starmap(
+            writer_process,
+            [(target, p, args.threads, args.appends, sessions) for p in range(args.processes)],
+            chunksize=1,
         )
-
-
-# -- reporting -------------------------------------------------------------------------------
-
-
-def percentile(samples: list[float], fraction: float) -> float:
-    ordered = sorted(samples)
-    return ordered[min(len(ordered) - 1, int(fraction * len(ordered)))]
-
-
-def rate(runs: list[Run]) -> float:
-    elapsed = max(r.ended for r in runs) - min(r.started for r in runs)
-    return sum(r.operations for r in runs) / elapsed if elapsed > 0 else float("nan")
-
-
-def ms(seconds: float) -> str:
-    return f"{seconds * 1000:.2f} ms"
-
-
-def describe(layout: str, args: argparse.Namespace) -> str:
-    if layout == "long":
-        return f"1 session x {args.messages:,} msgs"
-    return f"{args.sessions:,} sessions x {args.per_session} msgs"
-
-
-def row(
-    store: str, layout: str, procs: str, appends: list[Run], builds: list[Run], args: argparse.Namespace
-) -> str:
-    latencies = [x for r in builds for x in r.latencies]
-    errors = sum(r.errors for r in appends + builds)
-    return (
-        f"{store:<7} {describe(layout, args):<26} {procs:>6} {rate(appends):>11,.0f} {rate(builds):>10,.0f} "
-        f"{ms(statistics.median(latencies)):>11} {ms(percentile(latencies, 0.99)):>11} {errors:>7}"
-    )
-
-
-def check_log(target: Target, layout: str, args: argparse.Namespace) -> str:
-    """After concurrent appends: is every message there once, with seqs 1..N in each session?"""
+    acks = [ack for r in results for ack in r[0]]
+    latencies = [x for r in results for x in r[1]]
+    calls = len(latencies)
+    elapsed = max(r[4] for r in results) - min(r[3] for r in results)
     store = target.open()
     try:
-        sessions = _sessions_of(layout, args)
-        sample = sessions if len(sessions) <= 50 else random.Random(0).sample(sessions, 50)
-        for session_id in sample:
-            seqs = [m.seq for m in store.messages(session_id)]
-            if seqs != list(range(1, len(seqs) + 1)):
-                return f"seqs of {session_id} are not 1..N"
-        total = sum(store.stats(s).message_count for s in sessions)
-        if layout == "long":
-            expected = args.messages // args.processes * args.processes
-        else:
-            expected = args.sessions * args.per_session
-        return "log ok" if total == expected else f"{total} of {expected} messages stored"
+        check = integrity(store, sessions, acks)
     finally:
         store.close()
+    return ConcurrentRun(calls / elapsed, latencies, sum(r[2] for r in results), check)
 
 
-# -- stores ----------------------------------------------------------------------------------
+# -- servers -----------------------------------------------------------------------------
 
 
 @contextmanager
-def redis_location() -> Iterator[tuple[str, str]]:
-    configured = os.environ.get(URL_VARIABLE)
-    if configured:
-        yield configured, "from $" + URL_VARIABLE
-        return
-    server = RedisServer().start()
-    try:
-        yield server.url, "private redis-server on loopback, no persistence"
-    finally:
-        server.remove()
+def locations(kinds: list[str], folder: str) -> Iterator[dict[str, tuple[str, str]]]:
+    """kind -> (location, note): the configured servers, or private ones for the run."""
+    found: dict[str, tuple[str, str]] = {}
+    with ExitStack() as stack:
+        for kind in kinds:
+            if kind == "sqlite":
+                found[kind] = (folder, "WAL, synchronous=NORMAL, temporary files")
+                continue
+            variable = {
+                "redis": "CONVMEM_REDIS_URL",
+                "redis-cluster": "CONVMEM_REDIS_CLUSTER_URL",
+                "postgres": "CONVMEM_POSTGRES_URL",
+            }[kind]
+            if os.environ.get(variable):
+                found[kind] = (os.environ[variable], f"from ${variable}")
+                continue
+            server: Any
+            if kind == "redis":
+                server = RedisServer().start()
+                note = "private redis-server, no persistence"
+            elif kind == "redis-cluster":
+                server = RedisClusterServers().start()
+                note = "private 3-master Cluster, no persistence"
+            else:
+                server = PostgresServer().start()
+                note = "private PostgreSQL, fsync=off"
+            stack.callback(server.remove)
+            found[kind] = (server.url, note)
+        yield found
 
 
-def bench_store(
-    kind: str, target_for: Callable[[str], Target], args: argparse.Namespace
-) -> tuple[list[str], Run]:
-    """Print this store's rows; return notes and the single-process build run on the long session."""
-    notes = []
-    long_builds = Run()
-    for layout in ("long", "many"):
-        store = target_for(layout).open()
-        try:
-            single_appends = append_work(store, _layout_jobs(layout, args, 0, 1))
-            single_builds = build_work(store, _sessions_of(layout, args), args.builds, seed=0)
-        finally:
-            store.close()
-        if layout == "long":
-            long_builds = single_builds
-        print(row(kind, layout, "1", [single_appends], [single_builds], args), flush=True)
-
-        shared = target_for(layout + "-parallel")
-        appends = in_processes(worker_appends, shared, layout, args)
-        procs = f"{args.processes}*" if kind == "memory" else str(args.processes)
-        if kind != "memory":
-            locked = (
-                f"{sum(r.locked for r in appends)} 'database is locked' errors, " if kind == "sqlite" else ""
-            )
-            notes.append(
-                f"{kind} {describe(layout, args)}, {args.processes} writer processes at once: "
-                f"{check_log(shared, layout, args)}, {locked}{sum(r.errors for r in appends)} errors in all"
-            )
-        builds = in_processes(worker_builds, shared, layout, args)
-        print(row(kind, layout, procs, appends, builds, args), flush=True)
-    return notes, long_builds
+def new_target(kind: str, location: str, cleanups: list[Any]) -> Target:
+    if kind == "sqlite":
+        return Target(kind, f"{location}/{uuid.uuid4().hex}.db", "")
+    if kind == "postgres":
+        schema = new_schema()
+        cleanups.append(lambda: drop_schema(location, schema))
+        return Target(kind, location, schema)
+    prefix = new_prefix()
+    cleanups.append(lambda: delete_prefix(location, prefix, cluster=kind == "redis-cluster"))
+    return Target(kind, location, prefix)
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     parser.add_argument("--messages", type=int, default=10_000, help="messages in the long session")
-    parser.add_argument("--sessions", type=int, default=1_000, help="sessions in the many-session layout")
-    parser.add_argument("--per-session", type=int, default=10, help="messages per session there")
-    parser.add_argument("--builds", type=int, default=2_000, help="build_context calls per measurement")
-    parser.add_argument("--processes", type=int, default=4)
-    parser.add_argument("--stores", default="memory,sqlite,redis")
+    parser.add_argument("--builds", type=int, default=1_000, help="build_context calls on it")
+    parser.add_argument("--processes", type=int, default=8)
+    parser.add_argument("--threads", type=int, default=4, help="threads per process")
+    parser.add_argument("--appends", type=int, default=250, help="appends per thread")
+    parser.add_argument("--many", type=int, default=100, help="sessions in the many-session run")
+    parser.add_argument("--stores", default=",".join(KINDS))
     args = parser.parse_args()
-    stores = args.stores.split(",")
-    unknown = sorted(set(stores) - {"memory", "sqlite", "redis"})
+    kinds = args.stores.split(",")
+    unknown = sorted(set(kinds) - set(KINDS))
     if unknown:
-        parser.error(f"unknown stores {unknown}; choose from memory, sqlite, redis")
+        parser.error(f"unknown stores {unknown}; choose from {', '.join(KINDS)}")
     began = time.perf_counter()
-
     load = ", ".join(f"{x:.1f}" for x in os.getloadavg())
     print(f"Machine: {os.cpu_count()} CPUs, load average {load} at start; Python {sys.version.split()[0]}")
-    print(
-        f"Appends: one message per call, token counts precomputed. build_context: default MemoryConfig "
-        f"(budget 4096, 10 recent turns), {args.builds:,} calls per row, split over the processes.\n"
-        f"Rates are per second over all processes; '{args.processes}*' = independent in-memory "
-        f"stores, one per process (an in-memory store cannot be shared).\n"
-    )
-    header = (
-        f"{'store':<7} {'layout':<26} {'procs':>6} {'appends/s':>11} {'builds/s':>10} "
-        f"{'build p50':>11} {'build p99':>11} {'errors':>7}"
-    )
-    notes: list[str] = []
-    with tempfile.TemporaryDirectory() as folder, redis_location() as (url, redis_note):
-        print(f"SQLite: {folder}/*.db (WAL, synchronous=NORMAL). Redis: {url} ({redis_note}).\n")
-        print(header)
-        print("-" * len(header))
-        prefixes: list[str] = []
 
-        def target_for(kind: str) -> Callable[[str], Target]:
-            def target(layout: str) -> Target:
-                if kind == "sqlite":
-                    return Target("sqlite", f"{folder}/{layout}.db")
-                if kind == "redis":
-                    prefixes.append(f"convmem-bench-{uuid.uuid4().hex[:12]}")
-                    return Target("redis", url, prefixes[-1])
-                return Target("memory")
-
-            return target
-
+    single_rows, concurrent_rows, notes = [], [], []
+    cleanups: list[Any] = []
+    with tempfile.TemporaryDirectory() as folder, locations(kinds, folder) as where:
+        for kind in kinds:
+            notes.append(f"{kind}: {where[kind][0]} ({where[kind][1]})")
         try:
-            for kind in stores:
-                store_notes, long_builds = bench_store(kind, target_for(kind), args)
-                notes += store_notes
-                if kind == "redis":
-                    p50, p99 = (
-                        statistics.median(long_builds.latencies),
-                        percentile(long_builds.latencies, 0.99),
+            for kind in kinds:
+                location = where[kind][0]
+                single = single_process(new_target(kind, location, cleanups), args.messages, args.builds)
+                single_rows.append(
+                    f"{kind:<14} {ms(statistics.median(single.append_latencies)):>11} "
+                    f"{ms(percentile(single.append_latencies, 0.99)):>11} "
+                    f"{ms(statistics.median(single.build_latencies)):>11} "
+                    f"{ms(percentile(single.build_latencies, 0.99)):>11} {single.errors:>7}"
+                )
+                print(f"  {kind}: one session done", file=sys.stderr, flush=True)
+                for session_count in (1, args.many):
+                    run = concurrent(new_target(kind, location, cleanups), args, session_count)
+                    concurrent_rows.append(
+                        f"{kind:<14} {session_count:>8} {run.rate:>11,.0f} {ms(statistics.median(run.latencies)):>9} "
+                        f"{ms(percentile(run.latencies, 0.99)):>9} {run.errors:>7}  {run.check}"
                     )
-                    notes.append(
-                        f"redis build_context at {args.messages:,} messages in the session, one process: "
-                        f"p50 {ms(p50)}, p99 {ms(p99)} over {len(long_builds.latencies):,} calls "
-                        f"(target p99 < 5 ms: {'met' if p99 < 0.005 else 'NOT met'})"
-                    )
+                    print(f"  {kind}: {session_count} sessions done", file=sys.stderr, flush=True)
         finally:
-            for prefix in prefixes:
-                delete_prefix(url, prefix)
+            for cleanup in cleanups:
+                cleanup()
+
+    print(
+        f"\n1. One process, one session: {args.messages:,} appends (one message each), then "
+        f"{args.builds:,} build_context calls at {args.messages:,} messages (default MemoryConfig). ms per call."
+    )
+    header = f"{'store':<14} {'append p50':>11} {'append p99':>11} {'build p50':>11} {'build p99':>11} {'errors':>7}"
+    print(header)
+    print("-" * len(header))
+    print("\n".join(single_rows))
+    writers = args.processes * args.threads
+    print(
+        f"\n2. {args.processes} processes x {args.threads} threads x {args.appends} appends "
+        f"({writers * args.appends:,} calls, every 5th with two messages), all at once. ms per append."
+    )
+    header = f"{'store':<14} {'sessions':>8} {'appends/s':>11} {'p50':>9} {'p99':>9} {'errors':>7}  integrity"
+    print(header)
+    print("-" * len(header))
+    print("\n".join(concurrent_rows))
     print()
     for note in notes:
         print(note)

@@ -7,8 +7,8 @@ import pytest
 
 from convmem import InMemoryStore, SQLiteStore, Store
 
-# Redis fixtures (a private server a test may kill and restart) live with the server helpers.
-pytest_plugins = ("redis_server",)
+# Server fixtures (shared servers, private ones a test may kill and restart) live with the server helpers.
+pytest_plugins = ("redis_server", "postgres_server")
 
 
 @pytest.fixture(params=["memory", "sqlite"])

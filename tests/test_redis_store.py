@@ -1,4 +1,5 @@
-"""What only the Redis stores promise: key layout and escaping, TTL, errors, and the async twin."""
+"""What only the Redis stores promise: key layout and escaping (one slot per session and per user,
+on a single node and on a real 3-master Cluster), TTL, bounded scripts, errors, and the async twin."""
 
 from __future__ import annotations
 
@@ -9,52 +10,88 @@ import re
 import threading
 import time
 from collections.abc import AsyncIterator, Iterator
+from typing import Any
 
 import pytest
 import redis
-from redis_server import RedisUnavailable, delete_prefix, free_port, new_prefix, shared_redis_url
+import redis.asyncio.cluster
+import redis.cluster
+from redis.crc import key_slot
+from redis_server import delete_prefix, free_port, new_prefix
 
 from convmem import Message, StoreError, TurnStatus
 from convmem._errors import ConfigError, InvalidMessageError
-from convmem._redis_store import AsyncRedisStore, RedisStore
+from convmem._redis_store import AsyncRedisStore, RedisStore, _escape
 
 pytestmark = pytest.mark.redis
 
-HOSTILE_IDS = ["a", "a*", "a?", "*", "a:b", "a:b:log", "{a}", "a}", "a%3Ab", "../x", "a\x00b", "会话", "x" * 10_000]
+HOSTILE_IDS = [
+    "a",
+    "a*",
+    "a?",
+    "*",
+    "a:b",
+    "a:b:log",
+    "{a}",
+    "a}",
+    "}{",
+    "a%3Ab",
+    "../x",
+    "a\x00b",
+    "会话",
+    "x" * 10_000,
+]
 
 
-@pytest.fixture(scope="session")
-def redis_url() -> str:
-    try:
-        return shared_redis_url()
-    except RedisUnavailable as exc:
-        pytest.skip(f"Redis cannot be started at all: {exc}")
+@dataclasses.dataclass(frozen=True)
+class Target:
+    """A single Redis server or a Cluster, as the tests reach it."""
+
+    url: str
+    cluster: bool
+
+    def raw(self, **options: Any) -> Any:
+        if self.cluster:
+            return redis.cluster.RedisCluster.from_url(self.url, **options)
+        return redis.Redis.from_url(self.url, **options)
+
+
+@pytest.fixture(params=["single", "cluster"])
+def target(request: pytest.FixtureRequest) -> Target:
+    if request.param == "cluster":
+        return Target(request.getfixturevalue("redis_cluster_url"), True)
+    return Target(request.getfixturevalue("redis_url"), False)
 
 
 @pytest.fixture
-def prefix(redis_url: str) -> Iterator[str]:
+def redis_url_only(redis_url: str) -> str:
+    return redis_url
+
+
+@pytest.fixture
+def prefix(target: Target) -> Iterator[str]:
     chosen = new_prefix()
     yield chosen
-    delete_prefix(redis_url, chosen)
+    delete_prefix(target.url, chosen, cluster=target.cluster)
 
 
 @pytest.fixture
-def client(redis_url: str) -> Iterator[redis.Redis]:
-    raw = redis.Redis.from_url(redis_url, decode_responses=True)
+def client(target: Target) -> Iterator[Any]:
+    raw = target.raw(decode_responses=True)
     yield raw
     raw.close()
 
 
 @pytest.fixture
-def store(redis_url: str, prefix: str) -> Iterator[RedisStore]:
-    opened = RedisStore(redis_url, prefix=prefix)
+def store(target: Target, prefix: str) -> Iterator[RedisStore]:
+    opened = RedisStore(target.url, cluster=target.cluster, prefix=prefix)
     yield opened
     opened.close()
 
 
 @pytest.fixture
-async def async_store(redis_url: str, prefix: str) -> AsyncIterator[AsyncRedisStore]:
-    opened = AsyncRedisStore(redis_url, prefix=prefix)
+async def async_store(target: Target, prefix: str) -> AsyncIterator[AsyncRedisStore]:
+    opened = AsyncRedisStore(target.url, cluster=target.cluster, prefix=prefix)
     yield opened
     await opened.close()
 
@@ -63,32 +100,55 @@ def user(text: str) -> Message:
     return Message.create("user", text)
 
 
-def keys_of(client: redis.Redis, prefix: str) -> list[str]:
+def keys_of(client: Any, prefix: str) -> list[str]:
     return sorted(client.scan_iter(match=f"{prefix}:*", count=1000))
+
+
+def session_key(prefix: str, session_id: str, part: str) -> str:
+    return f"{prefix}:session:{{{_escape(session_id)}}}:{part}"
+
+
+def slot(key: str) -> int:
+    """The Cluster hash slot of `key`, as Redis computes it (hash tags included)."""
+    return int(key_slot(key.encode()))
 
 
 # -- key layout -------------------------------------------------------------------------------
 
 
 def test_keys_hold_no_raw_separator_glob_or_control_characters(
-    store: RedisStore, client: redis.Redis, prefix: str
+    store: RedisStore, client: Any, prefix: str
 ) -> None:
     for session_id in HOSTILE_IDS:
         store.append(session_id, [user("hi")], user_id=session_id)
         store.put_state(session_id, "summary", "x")
     escaped = r"[A-Za-z0-9_.~%-]+"
     layout = re.compile(
-        rf"{re.escape(prefix)}:(sessions|session:{escaped}:(meta|log|state)|user:{escaped}:sessions)"
+        rf"{re.escape(prefix)}:(session:\{{{escaped}\}}:(meta|log|state)|user:\{{{escaped}\}}:sessions)"
     )
     keys = keys_of(client, prefix)
-    assert len(keys) == 1 + 4 * len(HOSTILE_IDS)
+    assert len(keys) == 4 * len(HOSTILE_IDS)
     assert [k for k in keys if not layout.fullmatch(k)] == []
 
 
-def test_stores_with_different_prefixes_do_not_see_each_other(redis_url: str, prefix: str) -> None:
+def test_every_key_of_a_session_and_of_a_user_shares_one_hash_slot(
+    store: RedisStore, client: Any, prefix: str
+) -> None:
+    for session_id in HOSTILE_IDS:
+        store.append(session_id, [user("hi")], user_id=f"owner {session_id}")
+        store.put_state(session_id, "summary", "x")
+    for session_id in HOSTILE_IDS:
+        keys = [session_key(prefix, session_id, part) for part in ("meta", "log", "state")]
+        assert len({slot(k) for k in keys}) == 1
+        assert client.exists(*keys) == 3  # one slot: one EXISTS may name them all, even on a Cluster
+    # Sessions spread over the slots (and so over the Cluster's nodes).
+    assert len({slot(session_key(prefix, s, "meta")) for s in HOSTILE_IDS}) > len(HOSTILE_IDS) // 2
+
+
+def test_stores_with_different_prefixes_do_not_see_each_other(target: Target, prefix: str) -> None:
     other_prefix = new_prefix()
-    first = RedisStore(redis_url, prefix=prefix)
-    second = RedisStore(redis_url, prefix=other_prefix)
+    first = RedisStore(target.url, cluster=target.cluster, prefix=prefix)
+    second = RedisStore(target.url, cluster=target.cluster, prefix=other_prefix)
     try:
         first.append("s", [user("first")], user_id="ana")
         second.append("s", [user("second")], user_id="ana")
@@ -96,26 +156,27 @@ def test_stores_with_different_prefixes_do_not_see_each_other(redis_url: str, pr
         second.forget_user("ana")
         assert [m.text for m in first.messages("s")] == ["first"]
         assert second.sessions() == []
+        assert first.sessions(user_id="ana") == ["s"]
     finally:
         first.close()
         second.close()
-        delete_prefix(redis_url, other_prefix)
+        delete_prefix(target.url, other_prefix, cluster=target.cluster)
 
 
-def test_records_are_stored_as_plain_json(store: RedisStore, client: redis.Redis, prefix: str) -> None:
+def test_records_are_stored_as_plain_json(store: RedisStore, client: Any, prefix: str) -> None:
     store.append("s", [Message.create("user", "多多 is my dog", metadata={"k": 1})])
-    raw = client.hget(f"{prefix}:session:s:log", "1")
+    raw = client.hget(session_key(prefix, "s", "log"), "1")
     assert isinstance(raw, str)
     record = json.loads(raw)
     assert record["role"] == "user"
     assert json.loads(record["content"]) == "多多 is my dog"
 
 
-def test_sync_and_async_stores_share_one_layout(redis_url: str, prefix: str) -> None:
-    sync_store = RedisStore(redis_url, prefix=prefix)
+def test_sync_and_async_stores_share_one_layout(target: Target, prefix: str) -> None:
+    sync_store = RedisStore(target.url, cluster=target.cluster, prefix=prefix)
 
     async def write_async() -> None:
-        async with AsyncRedisStore(redis_url, prefix=prefix) as async_store:
+        async with AsyncRedisStore(target.url, cluster=target.cluster, prefix=prefix) as async_store:
             await async_store.append("s", [user("from async")], user_id="ana")
 
     try:
@@ -127,25 +188,118 @@ def test_sync_and_async_stores_share_one_layout(redis_url: str, prefix: str) -> 
         sync_store.close()
 
 
+def test_the_first_append_with_a_user_lists_the_session_in_the_users_set(
+    store: RedisStore, client: Any, prefix: str
+) -> None:
+    store.append("s", [user("before any user")])
+    store.append("s", [user("claimed")], user_id="ana")
+    store.append("s", [user("again")], user_id="ana")
+    assert client.smembers(f"{prefix}:user:{{ana}}:sessions") == {"s"}
+    assert store.stats("s").user_id == "ana"
+
+
+def test_forget_user_drops_set_entries_of_sessions_the_user_does_not_own(
+    store: RedisStore, client: Any, prefix: str
+) -> None:
+    store.append("mine", [user("a")], user_id="ana")
+    store.append("theirs", [user("b")], user_id="bob")
+    user_set = f"{prefix}:user:{{ana}}:sessions"
+    client.sadd(user_set, "theirs", "gone")  # left by a crash between registration and claim
+    assert store.sessions(user_id="ana") == ["mine"]
+    assert store.forget_user("ana") == ["mine"]
+    assert client.exists(user_set) == 0
+    assert store.sessions() == ["theirs"]
+
+
+def test_expire_idle_prunes_set_entries_of_sessions_that_are_gone(
+    store: RedisStore, client: Any, prefix: str
+) -> None:
+    store.append("kept", [user("a")], user_id="ana")
+    user_set = f"{prefix}:user:{{ana}}:sessions"
+    client.sadd(user_set, "expired-by-ttl")
+    assert store.expire_idle(3600) == []
+    assert client.smembers(user_set) == {"kept"}
+
+
+# -- bounded work and damaged data ---------------------------------------------------------------
+
+
+def hmget_calls(client: Any, key: str) -> int:
+    if hasattr(client, "nodes_manager"):
+        stats = client.info("commandstats", target_nodes=client.get_node_from_key(key))
+    else:
+        stats = client.info("commandstats")
+    return int(stats.get("cmdstat_hmget", {}).get("calls", 0))
+
+
+def test_a_damaged_last_seq_does_not_make_a_read_walk_every_seq(
+    target: Target, prefix: str, client: Any
+) -> None:
+    # A short timeout: a script walking 30 million seqs would fail it instead of passing slowly.
+    with RedisStore(target.url, cluster=target.cluster, prefix=prefix, socket_timeout=5) as store:
+        store.append("s", [user(f"m{i}") for i in range(5)])
+        meta = session_key(prefix, "s", "meta")
+        client.hset(meta, "last_seq", "30000000")
+        before = hmget_calls(client, meta)
+        assert [m.text for m in store.messages("s")] == [f"m{i}" for i in range(5)]
+        assert [m.text for m in store.messages("s", after_seq=3)] == ["m3", "m4"]
+        assert len(store.tail("s", 3)) <= 3
+        # Each read asked Redis for at most the fields of one window, not 30 million of them.
+        assert hmget_calls(client, meta) - before <= 1
+
+
+@pytest.mark.parametrize("entry", ["%zz", "%FF", "\xff", "%61", "a b"])
+def test_an_invalid_escape_in_a_users_set_raises_store_error(
+    store: RedisStore, client: Any, prefix: str, entry: str
+) -> None:
+    store.append("s", [user("a")], user_id="ana")
+    client.sadd(f"{prefix}:user:{{ana}}:sessions", entry)
+    with pytest.raises(StoreError, match="not an id escaped by convmem"):
+        store.forget_user("ana")
+
+
+def test_an_invalid_escape_in_a_sessions_owner_raises_store_error(
+    store: RedisStore, client: Any, prefix: str
+) -> None:
+    store.append("s", [user("a")], user_id="ana")
+    client.hset(session_key(prefix, "s", "meta"), "user_id", "%E2%28")
+    with pytest.raises(StoreError, match="not an id escaped by convmem"):
+        store.stats("s")
+
+
+@pytest.mark.parametrize("escaped", ["%zz", "%FF", "%C3%28"])
+def test_an_invalid_escape_in_a_session_key_raises_store_error(
+    store: RedisStore, client: Any, prefix: str, escaped: str
+) -> None:
+    store.append("s", [user("a")])
+    client.hset(f"{prefix}:session:{{{escaped}}}:meta", "last_seq", "1")
+    with pytest.raises(StoreError, match="not an id escaped by convmem"):
+        store.sessions()
+    with pytest.raises(StoreError, match="not an id escaped by convmem"):
+        store.expire_idle(0)
+
+
 # -- TTL ----------------------------------------------------------------------------------------
 
 
-def test_a_ttl_is_set_on_every_key_of_the_session(redis_url: str, prefix: str, client: redis.Redis) -> None:
-    with RedisStore(redis_url, prefix=prefix, ttl_seconds=60) as store:
+def test_a_ttl_is_set_on_every_key_of_the_session(target: Target, prefix: str, client: Any) -> None:
+    with RedisStore(target.url, cluster=target.cluster, prefix=prefix, ttl_seconds=60) as store:
         store.append("s", [user("hi")], user_id="ana")
         store.put_state("s", "summary", "x")
-    for key in ("session:s:meta", "session:s:log", "session:s:state", "user:ana:sessions"):
-        assert 0 < client.pttl(f"{prefix}:{key}") <= 60_000, key
+    for part in ("meta", "log", "state"):
+        assert 0 < client.pttl(session_key(prefix, "s", part)) <= 60_000, part
+    # The user's set outlives any one session; expire_idle prunes it once they are gone.
+    assert client.pttl(f"{prefix}:user:{{ana}}:sessions") == -1
 
 
 @pytest.mark.parametrize("write", ["append", "set_status", "put_state", "delete_state"])
 def test_every_write_refreshes_the_ttl_of_all_session_keys(
-    redis_url: str, prefix: str, client: redis.Redis, write: str
+    target: Target, prefix: str, client: Any, write: str
 ) -> None:
-    with RedisStore(redis_url, prefix=prefix, ttl_seconds=60) as store:
+    with RedisStore(target.url, cluster=target.cluster, prefix=prefix, ttl_seconds=60) as store:
         store.append("s", [user("hi")])
         store.put_state("s", "summary", "x")
-        keys = [f"{prefix}:session:s:{part}" for part in ("meta", "log", "state")]
+        keys = [session_key(prefix, "s", part) for part in ("meta", "log", "state")]
         for key in keys:
             client.pexpire(key, 5_000)
         if write == "append":
@@ -161,9 +315,9 @@ def test_every_write_refreshes_the_ttl_of_all_session_keys(
 
 
 def test_a_session_past_its_ttl_is_gone_and_its_index_entry_is_swept(
-    redis_url: str, prefix: str, client: redis.Redis
+    target: Target, prefix: str, client: Any
 ) -> None:
-    with RedisStore(redis_url, prefix=prefix, ttl_seconds=0.2) as store:
+    with RedisStore(target.url, cluster=target.cluster, prefix=prefix, ttl_seconds=0.2) as store:
         store.append("s", [user("hi")], user_id="ana")
         time.sleep(0.5)
         assert store.messages("s") == []
@@ -174,9 +328,9 @@ def test_a_session_past_its_ttl_is_gone_and_its_index_entry_is_swept(
         assert keys_of(client, prefix) == []
 
 
-def test_without_a_ttl_keys_never_expire(store: RedisStore, client: redis.Redis, prefix: str) -> None:
+def test_without_a_ttl_keys_never_expire(store: RedisStore, client: Any, prefix: str) -> None:
     store.append("s", [user("hi")])
-    assert client.pttl(f"{prefix}:session:s:log") == -1
+    assert client.pttl(session_key(prefix, "s", "log")) == -1
 
 
 @pytest.mark.parametrize("ttl", [0, -5, float("nan"), float("inf"), "60", True])
@@ -210,9 +364,9 @@ def test_a_malformed_url_is_a_config_error() -> None:
 
 
 def test_a_foreign_key_of_the_wrong_type_raises_store_error(
-    store: RedisStore, client: redis.Redis, prefix: str
+    store: RedisStore, client: Any, prefix: str
 ) -> None:
-    client.set(f"{prefix}:session:s:log", "not a hash")
+    client.set(session_key(prefix, "s", "log"), "not a hash")
     with pytest.raises(StoreError, match="key prefix"):
         store.append("s", [user("hi")])
     assert store.stats("s").message_count == 0
@@ -220,14 +374,14 @@ def test_a_foreign_key_of_the_wrong_type_raises_store_error(
 
 
 def test_damaged_counters_refuse_an_append_without_writing_any_of_it(
-    store: RedisStore, client: redis.Redis, prefix: str
+    store: RedisStore, client: Any, prefix: str
 ) -> None:
     store.append("s", [user("a")])
-    meta = f"{prefix}:session:s:meta"
+    meta = session_key(prefix, "s", "meta")
     client.hset(meta, "count", "garbage")
     with pytest.raises(StoreError, match="damaged"):
         store.append("s", [user("b"), user("c")])
-    assert client.hlen(f"{prefix}:session:s:log") == 1
+    assert client.hlen(session_key(prefix, "s", "log")) == 1
     assert client.hget(meta, "last_seq") == "1"
 
 
@@ -238,18 +392,19 @@ def test_a_message_that_is_not_utf8_is_refused_before_anything_is_written(store:
     assert store.sessions() == []
 
 
-def test_a_passed_client_is_used_and_left_open(redis_url: str, prefix: str) -> None:
-    own = redis.Redis.from_url(redis_url)
+def test_a_passed_client_is_used_and_left_open(target: Target, prefix: str) -> None:
+    own = target.raw()
     store = RedisStore(prefix=prefix, client=own)
-    store.append("s", [user("hi")])
+    store.append("s", [user("hi")], user_id="ana")
+    assert store.sessions(user_id="ana") == ["s"]
     store.close()
     assert own.ping() is True
-    assert own.exists(f"{prefix}:session:s:log") == 1
+    assert own.exists(session_key(prefix, "s", "log")) == 1
     own.close()
 
 
-def test_a_client_with_decoded_responses_works_too(redis_url: str, prefix: str) -> None:
-    own = redis.Redis.from_url(redis_url, decode_responses=True)
+def test_a_client_with_decoded_responses_works_too(target: Target, prefix: str) -> None:
+    own = target.raw(decode_responses=True)
     store = RedisStore(prefix=prefix, client=own)
     store.append("s", [user("héllo")], user_id="ana")
     store.put_state("s", "summary", "ü")
@@ -282,13 +437,16 @@ async def test_async_concurrent_appends_get_distinct_consecutive_seqs(async_stor
     assert sorted(m.text for m in await async_store.messages("s")) == sorted(f"m{i}" for i in range(50))
 
 
-async def test_async_calls_beyond_the_pool_size_wait_for_a_connection(redis_url: str, prefix: str) -> None:
+async def test_async_calls_beyond_the_pool_size_wait_for_a_connection(redis_url: str) -> None:
+    prefix = new_prefix()
     async with AsyncRedisStore(redis_url, prefix=prefix, max_connections=2) as small:
         batches = await asyncio.gather(*(small.append("s", [user(f"m{i}")]) for i in range(40)))
         assert sorted(m.seq or 0 for batch in batches for m in batch) == list(range(1, 41))
+    delete_prefix(redis_url, prefix)
 
 
-def test_threads_beyond_the_pool_size_wait_for_a_connection(redis_url: str, prefix: str) -> None:
+def test_threads_beyond_the_pool_size_wait_for_a_connection(redis_url: str) -> None:
+    prefix = new_prefix()
     with RedisStore(redis_url, prefix=prefix, max_connections=2) as small:
         seqs: list[int] = []
 
@@ -302,6 +460,7 @@ def test_threads_beyond_the_pool_size_wait_for_a_connection(redis_url: str, pref
         for thread in threads:
             thread.join()
         assert sorted(seqs) == list(range(1, 81))
+    delete_prefix(redis_url, prefix)
 
 
 @pytest.mark.parametrize("size", [0, -1, 1.5, True])
@@ -334,9 +493,9 @@ async def test_async_put_state_requiring_a_seq_is_refused_once_the_session_is_go
 
 
 def test_a_state_write_requiring_a_seq_is_refused_after_the_session_expired_by_ttl(
-    redis_url: str, prefix: str
+    target: Target, prefix: str
 ) -> None:
-    with RedisStore(redis_url, prefix=prefix, ttl_seconds=0.2) as short_lived:
+    with RedisStore(target.url, cluster=target.cluster, prefix=prefix, ttl_seconds=0.2) as short_lived:
         short_lived.append("s", [user("a")])
         time.sleep(0.4)
         assert short_lived.put_state("s", "summary", "late", expected_version=0, requires_seq=1) is None
@@ -345,10 +504,10 @@ def test_a_state_write_requiring_a_seq_is_refused_after_the_session_expired_by_t
 
 
 def test_damaged_counters_refuse_a_state_write_requiring_a_seq(
-    store: RedisStore, client: redis.Redis, prefix: str
+    store: RedisStore, client: Any, prefix: str
 ) -> None:
     store.append("s", [user("a")])
-    client.hset(f"{prefix}:session:s:meta", "last_seq", "not a number")
+    client.hset(session_key(prefix, "s", "meta"), "last_seq", "not a number")
     with pytest.raises(StoreError, match="damaged"):
         store.put_state("s", "summary", "x", requires_seq=1)
     assert store.get_state("s", "summary") is None
@@ -371,3 +530,82 @@ async def test_async_store_raises_store_error_when_unreachable() -> None:
     with pytest.raises(StoreError, match=rf"127\.0\.0\.1:{port}"):
         await store.append("s", [user("hi")])
     await store.close()
+
+
+# -- construction, Cluster and migration ------------------------------------------------------------
+
+
+def test_url_may_be_passed_by_keyword(target: Target, prefix: str) -> None:
+    with RedisStore(url=target.url, cluster=target.cluster, prefix=prefix) as store:
+        store.append("s", [user("hi")])
+        assert [m.text for m in store.messages("s")] == ["hi"]
+
+
+def test_url_and_client_together_are_a_config_error(redis_url: str) -> None:
+    own = redis.Redis.from_url(redis_url)
+    with pytest.raises(ConfigError, match="not both"):
+        RedisStore(redis_url, client=own)
+    own.close()
+
+
+def test_an_unreachable_cluster_raises_store_error_naming_it() -> None:
+    port = free_port()
+    with pytest.raises(StoreError, match=rf"127\.0\.0\.1:{port}.*reachable"):
+        RedisStore(f"redis://127.0.0.1:{port}", cluster=True, socket_timeout=1)
+
+
+async def test_an_async_cluster_client_passed_in_is_used(redis_cluster_url: str) -> None:
+    prefix = new_prefix()
+    own = redis.asyncio.cluster.RedisCluster.from_url(redis_cluster_url)
+    try:
+        store = AsyncRedisStore(prefix=prefix, client=own)
+        for i in range(20):
+            await store.append(f"s{i}", [user("hi")], user_id="ana")
+        assert await store.sessions(user_id="ana") == sorted(f"s{i}" for i in range(20))
+        assert await store.forget_user("ana") == sorted(f"s{i}" for i in range(20))
+        assert await store.sessions() == []
+    finally:
+        await own.aclose()
+        delete_prefix(redis_cluster_url, prefix, cluster=True)
+
+
+def test_data_written_without_hash_tags_is_migrated_in_place(redis_url: str) -> None:
+    prefix = new_prefix()
+    raw = redis.Redis.from_url(redis_url, decode_responses=True)
+    try:
+        # What convmem wrote before hash tags: no braces, a global index, user_key in meta.
+        record = json.dumps(
+            {"role": "user", "content": json.dumps("old words"), "status": "completed", "ts": 1.0}
+        )
+        escaped = _escape("chat:1")
+        raw.hset(f"{prefix}:session:{escaped}:meta", mapping={
+            "last_seq": 1, "count": 1, "tokens": 3, "user_id": "ana", "created_at": "1.0",
+            "updated_at": "2.0", "user_key": f"{prefix}:user:ana:sessions",
+        })  # fmt: skip
+        raw.hset(f"{prefix}:session:{escaped}:log", "1", record)
+        raw.hset(f"{prefix}:session:{escaped}:state", mapping={"v:summary": "so far", "n:summary": 1})
+        raw.sadd(f"{prefix}:sessions", escaped)
+        raw.sadd(f"{prefix}:user:ana:sessions", escaped)
+        with RedisStore(redis_url, prefix=prefix) as store:
+            assert store.sessions() == []
+            assert store.migrate_untagged_keys() == 1
+            assert store.migrate_untagged_keys() == 0
+            assert [m.text for m in store.messages("chat:1")] == ["old words"]
+            assert store.stats("chat:1").total_tokens == 3
+            summary = store.get_state("chat:1", "summary")
+            assert summary is not None and summary.value == "so far"
+            assert store.sessions(user_id="ana") == ["chat:1"]
+            assert [m.seq for m in store.append("chat:1", [user("new")], user_id="ana")] == [2]
+            assert store.forget_user("ana") == ["chat:1"]
+        assert keys_of(raw, prefix) == []
+    finally:
+        raw.close()
+        delete_prefix(redis_url, prefix)
+
+
+def test_migrating_untagged_keys_on_a_cluster_is_a_config_error(redis_cluster_url: str) -> None:
+    with (
+        RedisStore(redis_cluster_url, cluster=True, prefix=new_prefix()) as store,
+        pytest.raises(ConfigError, match="cluster import"),
+    ):
+        store.migrate_untagged_keys()

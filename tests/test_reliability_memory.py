@@ -1,6 +1,6 @@
 """Reliability and safety of `ConversationMemory` on every store (in memory, a real SQLite file,
-a real Redis server): concurrent writers, crashes, outages, failing models, retention, isolation
-between sessions and hostile input."""
+a real Redis server and Cluster, a real PostgreSQL server): concurrent writers, crashes, outages,
+failing models, retention, isolation between sessions and hostile input."""
 
 from __future__ import annotations
 
@@ -21,20 +21,23 @@ from contextlib import closing
 from pathlib import Path
 from typing import Any
 
+import psycopg
 import pytest
 import redis
+import redis.cluster
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from postgres_server import drop_schema, new_schema
 from redis_server import (
     RedisServer,
-    RedisUnavailable,
     delete_prefix,
     new_prefix,
     open_shared_store,
-    shared_redis_url,
 )
+from shared_stores import SERVER_KINDS, Location, location_for
 
 from convmem import (
+    AsyncPostgresStore,
     AsyncRedisStore,
     ConfigError,
     ConversationMemory,
@@ -44,6 +47,7 @@ from convmem import (
     InvalidSessionIdError,
     MemoryConfig,
     Message,
+    PostgresStore,
     RedisStore,
     SQLiteStore,
     Store,
@@ -62,36 +66,38 @@ from convmem._retention import (
     forget_user,
 )
 
-KINDS = ["memory", "sqlite", pytest.param("redis", marks=pytest.mark.redis)]
-SHARED_KINDS = ["sqlite", pytest.param("redis", marks=pytest.mark.redis)]
+KINDS = ["memory", "sqlite", *SERVER_KINDS]
+SHARED_KINDS = ["sqlite", *SERVER_KINDS]
 
 
 # -- stores ------------------------------------------------------------------------------------
 
 
-@pytest.fixture(scope="session")
-def redis_url() -> str:
-    try:
-        return shared_redis_url()
-    except RedisUnavailable as exc:
-        pytest.skip(f"Redis cannot be started at all: {exc}")
-
-
 class Backend:
     """One store of one kind, plus raw access to what it keeps underneath."""
 
-    def __init__(self, kind: str, folder: Path, redis_url: str | None = None) -> None:
+    def __init__(self, kind: str, folder: Path, request: pytest.FixtureRequest) -> None:
         self.kind = kind
-        self.prefix = new_prefix()
-        self.location = redis_url if kind == "redis" and redis_url else str(folder / "memory.db")
+        self.server: Location | None = None
+        if kind in ("memory", "sqlite"):
+            self.prefix = new_prefix()
+            self.location = str(folder / "memory.db")
+        else:
+            self.server = location_for(kind, request)
+            self.prefix, self.location = self.server.namespace, self.server.url
         self.store: Store = (
             InMemoryStore() if kind == "memory" else open_shared_store(kind, self.location, self.prefix)
         )
 
     def close(self) -> None:
         self.store.close()
-        if self.kind == "redis":
-            delete_prefix(self.location, self.prefix)
+        if self.server is not None:
+            self.server.cleanup()
+
+    def _redis(self, **options: Any) -> Any:
+        if self.kind == "redis-cluster":
+            return redis.cluster.RedisCluster.from_url(self.location, **options)
+        return redis.Redis.from_url(self.location, **options)
 
     def corrupt_message(self, session_id: str, seq: int, raw: str) -> None:
         if self.kind == "sqlite":
@@ -99,9 +105,15 @@ class Backend:
                 conn.execute(
                     "UPDATE messages SET content = ? WHERE session_id = ? AND seq = ?", (raw, session_id, seq)
                 )
-        elif self.kind == "redis":
-            with closing(redis.Redis.from_url(self.location)) as client:
-                client.hset(f"{self.prefix}:session:{_escape(session_id)}:log", str(seq), raw)
+        elif self.kind == "postgres":
+            with psycopg.connect(self.location, autocommit=True) as conn:
+                conn.execute(
+                    f'UPDATE "{self.prefix}".messages SET content = %s WHERE session_id = %s AND seq = %s',
+                    (raw, session_id, seq),
+                )
+        elif self.kind.startswith("redis"):
+            with closing(self._redis()) as client:
+                client.hset(f"{self.prefix}:session:{{{_escape(session_id)}}}:log", str(seq), raw)
         else:
             raise ValueError("an in-memory store keeps objects, not text that could be damaged")
 
@@ -109,7 +121,9 @@ class Backend:
         """Whatever of `session_id` (or text containing `markers`) is still kept underneath the store."""
         if self.kind == "sqlite":
             return self._sqlite_leftovers(session_id, markers)
-        if self.kind == "redis":
+        if self.kind == "postgres":
+            return self._postgres_leftovers(session_id, markers)
+        if self.kind.startswith("redis"):
             return self._redis_leftovers(session_id, markers)
         return []
 
@@ -128,12 +142,33 @@ class Backend:
             found.extend(f"{marker!r} in {path.name}" for marker in markers if marker.encode() in data)
         return found
 
+    def _postgres_leftovers(self, session_id: str, markers: Sequence[str]) -> list[str]:
+        found = []
+        schema = f'"{self.prefix}"'
+        with psycopg.connect(self.location, autocommit=True) as conn:
+            for table in ("sessions", "messages", "state"):
+                (count,) = conn.execute(
+                    f"SELECT count(*) FROM {schema}.{table} WHERE session_id = %s", (session_id,)
+                ).fetchone() or (0,)
+                if count:
+                    found.append(f"{count} rows in {table}")
+            for marker in markers:
+                pattern = f"%{marker}%"
+                (count,) = conn.execute(
+                    f"SELECT (SELECT count(*) FROM {schema}.messages WHERE content LIKE %s)"
+                    f" + (SELECT count(*) FROM {schema}.state WHERE value LIKE %s)",
+                    (pattern, pattern),
+                ).fetchone() or (0,)
+                if count:
+                    found.append(f"{marker!r} in {count} rows")
+        return found
+
     def _redis_leftovers(self, session_id: str, markers: Sequence[str]) -> list[str]:
         escaped = _escape(session_id)
         found = []
-        with closing(redis.Redis.from_url(self.location, decode_responses=True)) as client:
+        with closing(self._redis(decode_responses=True)) as client:
             for key in map(str, client.scan_iter(match=f"{self.prefix}:*", count=1000)):
-                if f":session:{escaped}:" in key:
+                if f":session:{{{escaped}}}:" in key:
                     found.append(f"key {key}")
                 kind = str(client.type(key))
                 if kind == "set":
@@ -147,16 +182,14 @@ class Backend:
 
 @pytest.fixture(params=KINDS)
 def backend(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Backend]:
-    url = request.getfixturevalue("redis_url") if request.param == "redis" else None
-    chosen = Backend(request.param, tmp_path, url)
+    chosen = Backend(request.param, tmp_path, request)
     yield chosen
     chosen.close()
 
 
 @pytest.fixture(params=SHARED_KINDS)
 def shared_backend(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Backend]:
-    url = request.getfixturevalue("redis_url") if request.param == "redis" else None
-    chosen = Backend(request.param, tmp_path, url)
+    chosen = Backend(request.param, tmp_path, request)
     yield chosen
     chosen.close()
 
@@ -724,6 +757,33 @@ def test_async_retention_works_on_an_async_redis_store(redis_url: str) -> None:
         delete_prefix(redis_url, prefix)
 
 
+@pytest.mark.postgres
+def test_async_retention_works_on_an_async_postgres_store(postgres_url: str) -> None:
+    schema = new_schema()
+    sync_store = PostgresStore(postgres_url, schema=schema)
+    populate(sync_store, "s1", "ana")
+    populate(sync_store, "s2", "ana")
+    populate(sync_store, "s3", None)
+    engine = ForgetRecorder()
+
+    async def scenario() -> tuple[list[str], list[str], list[str]]:
+        async with AsyncPostgresStore(postgres_url, schema=schema) as store:
+            await aforget_session(store, "s3", recall=engine)
+            deleted = await aforget_user(store, "ana", recall=engine)
+            expired = await aexpire_idle(store, 3600, recall=engine)
+            return deleted, expired, await store.sessions()
+
+    try:
+        assert asyncio.run(scenario()) == (["s1", "s2"], [], [])
+        assert engine.forgotten == ["s3", "s1", "s2"]
+        assert sync_store.sessions() == []
+        with pytest.raises(ConfigError, match="asyncio store"):
+            forget_session(AsyncPostgresStore(postgres_url, schema=schema), "s1")  # type: ignore[arg-type]
+    finally:
+        sync_store.close()
+        drop_schema(postgres_url, schema)
+
+
 def test_async_retention_works_on_a_sync_store(backend: Backend) -> None:
     populate(backend.store, "s1", "ana")
     assert asyncio.run(aforget_user(backend.store, "ana")) == ["s1"]
@@ -774,28 +834,26 @@ writes_strategy = st.lists(
 )
 
 
-def fresh_store(kind: str, folder: Path, url: str | None) -> tuple[Store, Any]:
+def fresh_store(kind: str, folder: Path, request: pytest.FixtureRequest) -> tuple[Store, Any]:
     if kind == "memory":
         return InMemoryStore(), lambda: None
     if kind == "sqlite":
         sqlite_store = SQLiteStore(folder / f"{uuid.uuid4().hex}.db")
         return sqlite_store, sqlite_store.close
-    assert url is not None
-    prefix = new_prefix()
-    redis_store = RedisStore(url, prefix=prefix)
+    location = location_for(kind, request)
+    server_store = location.open()
 
     def cleanup() -> None:
-        redis_store.close()
-        delete_prefix(url, prefix)
+        server_store.close()
+        location.cleanup()
 
-    return redis_store, cleanup
+    return server_store, cleanup
 
 
 @pytest.mark.parametrize("kind", KINDS)
 def test_no_context_summary_or_fact_of_a_session_holds_text_written_only_to_another(
     kind: str, request: pytest.FixtureRequest, tmp_path: Path
 ) -> None:
-    url = request.getfixturevalue("redis_url") if kind == "redis" else None
     all_markers = {
         i: session_words(i) + [session_name(i, k) for k in range(WORDS_PER_SESSION)] for i in range(4)
     }
@@ -803,7 +861,7 @@ def test_no_context_summary_or_fact_of_a_session_holds_text_written_only_to_anot
     @settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.too_slow])
     @given(writes=writes_strategy, budget=st.sampled_from([150, 400, 2000]))
     def check(writes: list[Write], budget: int) -> None:
-        store, cleanup = fresh_store(kind, tmp_path, url)
+        store, cleanup = fresh_store(kind, tmp_path, request)
         try:
             memories = [ConversationMemory(s, store, summarizing()) for s in ISOLATION_SESSIONS]
             last_word: dict[int, str] = {}

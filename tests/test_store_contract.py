@@ -1,4 +1,5 @@
-"""The `Store` contract, run against every store: in-memory, SQLite (a real file) and Redis (a real server)."""
+"""The `Store` contract, run against every store: in-memory, SQLite (a real file), Redis (a real
+server and a real 3-master Cluster) and PostgreSQL (a real server)."""
 
 from __future__ import annotations
 
@@ -8,15 +9,27 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
+import psycopg
 import pytest
 import redis
-from redis_server import RedisUnavailable, delete_prefix, new_prefix, shared_redis_url
+import redis.cluster
+from postgres_server import drop_schema, new_schema
+from redis_server import delete_prefix, new_prefix
 
-from convmem import InMemoryStore, Message, SQLiteStore, StoreError, TurnStatus
+from convmem import (
+    InMemoryStore,
+    InvalidSessionIdError,
+    Message,
+    PostgresStore,
+    SQLiteStore,
+    StoreError,
+    TurnStatus,
+)
 from convmem._errors import ConfigError, InvalidMessageError
-from convmem._redis_store import RedisStore
+from convmem._redis_store import RedisStore, _escape
 from convmem._store import Store
 
+# Ids that validate_id accepts: every store keeps each one apart and gives it back exactly.
 HOSTILE_IDS = [
     "a",
     "a*",
@@ -28,17 +41,42 @@ HOSTILE_IDS = [
     "a:meta",
     "a%3Ab",
     "%",
+    "%s",
+    "%(x)s",
+    "$1",
     "{a}",
     "a}",
+    "{",
+    "{}",
+    "x{a}y:{b}",
+    "'",
+    "''",
+    '"',
+    "a'); DROP TABLE sessions; --",
+    "1 OR 1=1",
     "../../etc/passwd",
     "..",
     "a/b",
     "a\\b",
     "a b",
-    "a\x00b",
     "é",
+    "e\u0301",
     "会话",
-    "x" * 10_000,
+    "🐶",
+    "x" * 256,
+    "界" * 255,
+]
+# Ids that validate_id refuses (the memory never passes them on): a store either keeps them
+# apart like any other id, or refuses them with InvalidSessionIdError; it never mixes them up.
+UNUSABLE_IDS = ["a\x00b", "x" * 10_000]
+SQL_LOOKING_TEXTS = [
+    "'; DROP TABLE messages; --",
+    "Robert'); DELETE FROM sessions WHERE ('1'='1",
+    "%s %(name)s %% $1 ? :name",
+    "\\x00 \\ \\' \\\"",
+    "E'\\\\' || chr(0)",
+    "{}{{}}}{",
+    "SELECT * FROM convmem.messages; COMMIT; BEGIN;",
 ]
 
 
@@ -83,51 +121,74 @@ class SQLiteBackend(Backend):
 
 
 class RedisBackend(Backend):
-    def __init__(self, url: str) -> None:
+    def __init__(self, url: str, *, cluster: bool = False) -> None:
         self.url = url
+        self.cluster = cluster
         self.prefix = new_prefix()
 
     def open(self) -> Store:
-        return RedisStore(self.url, prefix=self.prefix)
+        return RedisStore(self.url, cluster=self.cluster, prefix=self.prefix)
 
     def corrupt(self, session_id: str, seq: int, raw: str) -> None:
-        # Documented layout: prefix:session:<escaped id>:log, a hash of seq -> JSON record.
-        client = redis.Redis.from_url(self.url)
-        client.hset(f"{self.prefix}:session:{session_id}:log", str(seq), raw)
+        # Documented layout: prefix:session:{<escaped id>}:log, a hash of seq -> JSON record.
+        client = (
+            redis.cluster.RedisCluster.from_url(self.url) if self.cluster else redis.Redis.from_url(self.url)
+        )
+        client.hset(f"{self.prefix}:session:{{{_escape(session_id)}}}:log", str(seq), raw)
         client.close()
 
     def cleanup(self) -> None:
-        delete_prefix(self.url, self.prefix)
+        delete_prefix(self.url, self.prefix, cluster=self.cluster)
 
 
-@pytest.fixture(scope="session")
-def redis_url() -> str:
-    try:
-        return shared_redis_url()
-    except RedisUnavailable as exc:
-        pytest.skip(f"Redis cannot be started at all: {exc}")
+class PostgresBackend(Backend):
+    def __init__(self, url: str) -> None:
+        self.url = url
+        self.schema = new_schema()
+
+    def open(self) -> Store:
+        return PostgresStore(self.url, schema=self.schema)
+
+    def corrupt(self, session_id: str, seq: int, raw: str) -> None:
+        with psycopg.connect(self.url, autocommit=True) as conn:
+            conn.execute(
+                f'UPDATE "{self.schema}".messages SET content = %s WHERE session_id = %s AND seq = %s',
+                (raw, session_id, seq),
+            )
+
+    def cleanup(self) -> None:
+        drop_schema(self.url, self.schema)
 
 
-@pytest.fixture(params=["memory", "sqlite", pytest.param("redis", marks=pytest.mark.redis)])
+SERVER_KINDS = [
+    pytest.param("redis", marks=pytest.mark.redis),
+    pytest.param("redis-cluster", marks=pytest.mark.redis),
+    pytest.param("postgres", marks=pytest.mark.postgres),
+]
+
+
+def open_backend(kind: str, request: pytest.FixtureRequest, tmp_path: Path) -> Backend:
+    if kind == "memory":
+        return MemoryBackend()
+    if kind == "sqlite":
+        return SQLiteBackend(tmp_path / "memory.db")
+    if kind == "redis":
+        return RedisBackend(request.getfixturevalue("redis_url"))
+    if kind == "redis-cluster":
+        return RedisBackend(request.getfixturevalue("redis_cluster_url"), cluster=True)
+    return PostgresBackend(request.getfixturevalue("postgres_url"))
+
+
+@pytest.fixture(params=["memory", "sqlite", *SERVER_KINDS])
 def backend(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Backend]:
-    chosen: Backend
-    if request.param == "memory":
-        chosen = MemoryBackend()
-    elif request.param == "sqlite":
-        chosen = SQLiteBackend(tmp_path / "memory.db")
-    else:
-        chosen = RedisBackend(request.getfixturevalue("redis_url"))
+    chosen = open_backend(request.param, request, tmp_path)
     yield chosen
     chosen.cleanup()
 
 
-@pytest.fixture(params=["sqlite", pytest.param("redis", marks=pytest.mark.redis)])
+@pytest.fixture(params=["sqlite", *SERVER_KINDS])
 def persistent_backend(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Backend]:
-    chosen: Backend
-    if request.param == "sqlite":
-        chosen = SQLiteBackend(tmp_path / "memory.db")
-    else:
-        chosen = RedisBackend(request.getfixturevalue("redis_url"))
+    chosen = open_backend(request.param, request, tmp_path)
     yield chosen
     chosen.cleanup()
 
@@ -538,13 +599,48 @@ def test_hostile_session_ids_never_share_data(store: Store) -> None:
     assert store.sessions() == sorted(HOSTILE_IDS)
 
 
+@pytest.mark.parametrize("unusable", UNUSABLE_IDS, ids=["nul", "10k-chars"])
+def test_an_unusable_id_is_kept_apart_or_refused_with_invalid_session_id_error(
+    store: Store, unusable: str
+) -> None:
+    store.append("a", [user("the plain one")])
+    try:
+        store.append(unusable, [user("the unusable one")], user_id=unusable)
+    except InvalidSessionIdError as exc:
+        assert "session_id" in str(exc)
+        assert store.sessions() == ["a"]
+    else:
+        assert texts(store.messages(unusable)) == ["the unusable one"]
+        assert store.sessions(user_id=unusable) == [unusable]
+        store.clear(unusable)
+    assert texts(store.messages("a")) == ["the plain one"]
+
+
+def test_sql_and_format_looking_text_is_stored_and_read_back_exactly(store: Store) -> None:
+    originals = [
+        Message.create("user", text, name=f"n{i}{text[:8]}", metadata={text: text})
+        for i, text in enumerate(SQL_LOOKING_TEXTS)
+    ]
+    store.append(SQL_LOOKING_TEXTS[0], originals, user_id=SQL_LOOKING_TEXTS[1])
+    for key in SQL_LOOKING_TEXTS:
+        store.put_state(SQL_LOOKING_TEXTS[0], key, key)
+    back = store.messages(SQL_LOOKING_TEXTS[0])
+    assert [dataclasses.replace(m, seq=None) for m in back] == originals
+    for key in SQL_LOOKING_TEXTS:
+        record = store.get_state(SQL_LOOKING_TEXTS[0], key)
+        assert record is not None and record.value == key
+    assert store.sessions(user_id=SQL_LOOKING_TEXTS[1]) == [SQL_LOOKING_TEXTS[0]]
+    assert store.forget_user(SQL_LOOKING_TEXTS[1]) == [SQL_LOOKING_TEXTS[0]]
+    assert store.sessions() == []
+
+
 def test_clearing_a_hostile_id_leaves_lookalikes_alone(store: Store) -> None:
     for session_id in HOSTILE_IDS:
         store.append(session_id, [user(f"in {session_id}")])
-    store.clear("a")
-    store.clear("*")
-    store.clear("a:b")
-    survivors = [s for s in HOSTILE_IDS if s not in ("a", "*", "a:b")]
+    doomed = ("a", "*", "a:b", "{a}", "'", "%s")
+    for session_id in doomed:
+        store.clear(session_id)
+    survivors = [s for s in HOSTILE_IDS if s not in doomed]
     assert store.sessions() == sorted(survivors)
     for session_id in survivors:
         assert texts(store.messages(session_id)) == [f"in {session_id}"]

@@ -19,6 +19,7 @@ from ._language import FACT_SECTION_HEADERS, detect_language, split_sentences
 from ._llm import CompleteFn, LLMFactExtractor, LLMSummarizer
 from ._memory import ConversationMemory, OverflowStatus, open_store
 from ._models import Message, Role, Turn, TurnStatus, group_turns, validate_message
+from ._postgres_store import AsyncPostgresStore, PostgresStore
 from ._recall import Recall, RecallConfig, RecalledItem, RecallFilters, RecallResult, choose_recall_share
 from ._redis_store import AsyncRedisStore, RedisStore
 from ._retention import (
@@ -54,6 +55,7 @@ __all__ = [
     "FACT_SECTION_HEADERS",
     "REPLY_PRIMING_TOKENS",
     "ApproximateCounter",
+    "AsyncPostgresStore",
     "AsyncRedisStore",
     "BaseEmbedder",
     "BudgetError",
@@ -80,6 +82,7 @@ __all__ = [
     "MemoryConfig",
     "Message",
     "OverflowStatus",
+    "PostgresStore",
     "Recall",
     "RecallConfig",
     "RecallFilters",

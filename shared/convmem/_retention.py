@@ -29,7 +29,10 @@ from ._errors import ConfigError, StoreError
 from ._store import Store, idle_cutoff, validate_id
 
 if TYPE_CHECKING:
+    from ._postgres_store import AsyncPostgresStore
     from ._redis_store import AsyncRedisStore
+
+    AsyncStore = AsyncRedisStore | AsyncPostgresStore
 
 __all__ = [
     "Forgettable",
@@ -83,7 +86,8 @@ def _check_store(store: object, *, asynchronous: bool) -> None:
     if not isinstance(store, Store):
         hint = " (pass memory.store)" if hasattr(store, "store") else ""
         raise ConfigError(
-            f"store must be a convmem store (InMemoryStore, SQLiteStore, RedisStore, AsyncRedisStore), "
+            "store must be a convmem store (InMemoryStore, SQLiteStore, RedisStore, PostgresStore, or "
+            f"for the async functions AsyncRedisStore, AsyncPostgresStore), "
             f"got {type(store).__name__}{hint}. Nothing was deleted"
         )
     if not asynchronous and _is_async_store(store):
@@ -222,9 +226,9 @@ def expire_idle(store: Store, older_than_seconds: float, *, recall: RecallEngine
 
 
 async def aforget_session(
-    store: Store | AsyncRedisStore, session_id: str, *, recall: RecallEngines = None
+    store: Store | AsyncStore, session_id: str, *, recall: RecallEngines = None
 ) -> None:
-    """Async `forget_session`; `store` may be an `AsyncRedisStore` or any sync store."""
+    """Async `forget_session`; `store` may be an `AsyncRedisStore`, an `AsyncPostgresStore` or any sync store."""
     session_id = validate_id(session_id, "session_id")
     engines = _engines(recall)
     _check_store(store, asynchronous=True)
@@ -232,10 +236,8 @@ async def aforget_session(
     await _aforget_vectors(engines, [session_id])
 
 
-async def aforget_user(
-    store: Store | AsyncRedisStore, user_id: str, *, recall: RecallEngines = None
-) -> list[str]:
-    """Async `forget_user`; `store` may be an `AsyncRedisStore` or any sync store."""
+async def aforget_user(store: Store | AsyncStore, user_id: str, *, recall: RecallEngines = None) -> list[str]:
+    """Async `forget_user`; `store` may be an `AsyncRedisStore`, an `AsyncPostgresStore` or any sync store."""
     user_id = validate_id(user_id, "user_id")
     engines = _engines(recall)
     _check_store(store, asynchronous=True)
@@ -245,9 +247,9 @@ async def aforget_user(
 
 
 async def aexpire_idle(
-    store: Store | AsyncRedisStore, older_than_seconds: float, *, recall: RecallEngines = None
+    store: Store | AsyncStore, older_than_seconds: float, *, recall: RecallEngines = None
 ) -> list[str]:
-    """Async `expire_idle`; `store` may be an `AsyncRedisStore` or any sync store."""
+    """Async `expire_idle`; `store` may be an `AsyncRedisStore`, an `AsyncPostgresStore` or any sync store."""
     _check_age(older_than_seconds)
     engines = _engines(recall)
     _check_store(store, asynchronous=True)

@@ -1,0 +1,167 @@
+"""What only the PostgreSQL stores promise: construction, a pool of your own, the schema, the async twin."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Iterator
+
+import psycopg
+import psycopg_pool
+import pytest
+from postgres_server import drop_schema, new_schema
+
+from convmem import AsyncPostgresStore, ConfigError, Message, PostgresStore, StoreError, TurnStatus
+
+pytestmark = pytest.mark.postgres
+
+
+@pytest.fixture
+def schema(postgres_url: str) -> Iterator[str]:
+    chosen = new_schema()
+    yield chosen
+    drop_schema(postgres_url, chosen)
+
+
+def user(text: str) -> Message:
+    return Message.create("user", text)
+
+
+def test_the_url_may_be_given_by_position_or_keyword(postgres_url: str, schema: str) -> None:
+    with PostgresStore(postgres_url, schema=schema) as first:
+        first.append("s", [user("one")])
+    with PostgresStore(url=postgres_url, schema=schema) as second:
+        assert [m.text for m in second.messages("s")] == ["one"]
+
+
+def test_a_pool_passed_in_is_used_and_left_open(postgres_url: str, schema: str) -> None:
+    with psycopg_pool.ConnectionPool(postgres_url, min_size=1, max_size=2, open=True) as pool:
+        store = PostgresStore(pool=pool, schema=schema)
+        store.append("s", [user("through your pool")], user_id="ana")
+        assert store.sessions(user_id="ana") == ["s"]
+        store.close()
+        with pool.connection() as conn:
+            rows = conn.execute(f'SELECT count(*) FROM "{schema}".messages').fetchall()
+        assert rows == [(1,)]
+
+
+@pytest.mark.parametrize(
+    ("arguments", "complaint"),
+    [
+        ({}, "exactly one of url"),
+        ({"url": "postgresql://x/y", "pool": object()}, "exactly one of url"),
+        ({"url": "postgresql://x/y", "schema": "Bad-Name"}, "schema"),
+        ({"url": "postgresql://x/y", "schema": "a" * 64}, "schema"),
+        ({"url": "postgresql://x/y", "schema": 'x"; DROP SCHEMA public; --'}, "schema"),
+        ({"url": "postgresql://x/y", "timeout": 0}, "timeout"),
+        ({"url": "postgresql://x/y", "timeout": float("inf")}, "timeout"),
+        ({"url": "postgresql://x/y", "max_connections": 0}, "max_connections"),
+        ({"url": "not a url = = ="}, "PostgreSQL URL"),
+    ],
+)
+def test_bad_arguments_are_config_errors_before_any_connection(
+    arguments: dict[str, object], complaint: str
+) -> None:
+    with pytest.raises(ConfigError, match=complaint):
+        PostgresStore(**arguments)  # type: ignore[arg-type]
+
+
+def test_the_password_never_appears_in_the_repr(private_postgres_url_with_password: str) -> None:
+    store = PostgresStore(private_postgres_url_with_password, schema=new_schema(), timeout=2)
+    try:
+        assert "s3cret" not in repr(store)
+    finally:
+        store.close()
+
+
+@pytest.fixture
+def private_postgres_url_with_password(postgres_url: str) -> str:
+    # Trust authentication ignores the password; it is only there to be hidden.
+    return postgres_url.replace("postgres@", "postgres:s3cret@", 1)
+
+
+def test_stores_in_different_schemas_do_not_see_each_other(postgres_url: str, schema: str) -> None:
+    other = new_schema()
+    try:
+        with (
+            PostgresStore(postgres_url, schema=schema) as first,
+            PostgresStore(postgres_url, schema=other) as second,
+        ):
+            first.append("s", [user("first")], user_id="ana")
+            second.append("s", [user("second")], user_id="ana")
+            assert second.forget_user("ana") == ["s"]
+            assert [m.text for m in first.messages("s")] == ["first"]
+    finally:
+        drop_schema(postgres_url, other)
+
+
+def test_the_schema_records_its_version_and_reopening_changes_nothing(postgres_url: str, schema: str) -> None:
+    PostgresStore(postgres_url, schema=schema).close()
+    PostgresStore(postgres_url, schema=schema).close()
+    with psycopg.connect(postgres_url) as conn:
+        rows = conn.execute(f'SELECT version, description FROM "{schema}".schema_version').fetchall()
+    assert rows == [(1, "sessions, messages and state")]
+
+
+def test_a_schema_dropped_under_a_running_store_gives_a_store_error(postgres_url: str, schema: str) -> None:
+    with PostgresStore(postgres_url, schema=schema) as store:
+        store.append("s", [user("a")])
+        drop_schema(postgres_url, schema)
+        with pytest.raises(StoreError, match="schema"):
+            store.messages("s")
+
+
+# -- the async twin ------------------------------------------------------------------------------
+
+
+async def test_async_store_appends_reads_and_changes_status(postgres_url: str, schema: str) -> None:
+    async with AsyncPostgresStore(postgres_url, schema=schema) as store:
+        stored = await store.append("s", [user("a"), user("b"), user("c")], user_id="ana")
+        assert [m.seq for m in stored] == [1, 2, 3]
+        assert [m.text for m in await store.tail("s", 2)] == ["b", "c"]
+        assert [m.seq for m in await store.messages("s", after_seq=1, through_seq=2)] == [2]
+        assert [m.seq for m in await store.get("s", [3, 1])] == [1, 3]
+        changed = await store.set_status("s", 2, TurnStatus.FAILED)
+        assert changed.status is TurnStatus.FAILED
+        stats = await store.stats("s")
+        assert (stats.message_count, stats.user_id) == (3, "ana")
+
+
+async def test_async_concurrent_appends_get_distinct_consecutive_seqs(postgres_url: str, schema: str) -> None:
+    async with AsyncPostgresStore(postgres_url, schema=schema, max_connections=4) as store:
+        batches = await asyncio.gather(*(store.append("s", [user(f"m{i}")]) for i in range(50)))
+        assert sorted(m.seq or 0 for batch in batches for m in batch) == list(range(1, 51))
+
+
+async def test_async_state_compare_and_set_and_requires_seq(postgres_url: str, schema: str) -> None:
+    async with AsyncPostgresStore(postgres_url, schema=schema) as store:
+        await store.append("s", [user("a"), user("b")])
+        assert await store.put_state("s", "summary", "through 3", requires_seq=3) is None
+        first = await store.put_state("s", "summary", "v1", expected_version=0, requires_seq=2)
+        assert first is not None and first.version == 1
+        assert await store.put_state("s", "summary", "late", expected_version=0) is None
+        await store.clear("s")
+        assert (
+            await store.put_state("s", "summary", "after clear", expected_version=1, requires_seq=2) is None
+        )
+        assert await store.get_state("s", "summary") is None
+
+
+def test_sync_and_async_stores_share_one_schema(postgres_url: str, schema: str) -> None:
+    async def write_async() -> None:
+        async with AsyncPostgresStore(postgres_url, schema=schema) as store:
+            await store.append("s", [user("from async")], user_id="ana")
+
+    with PostgresStore(postgres_url, schema=schema) as sync_store:
+        sync_store.append("s", [user("from sync")])
+        asyncio.run(write_async())
+        assert [m.text for m in sync_store.messages("s")] == ["from sync", "from async"]
+        assert sync_store.sessions(user_id="ana") == ["s"]
+
+
+async def test_async_store_raises_store_error_when_unreachable() -> None:
+    from redis_server import free_port
+
+    store = AsyncPostgresStore(f"postgresql://postgres@127.0.0.1:{free_port()}/postgres", timeout=1)
+    with pytest.raises(StoreError, match=r"no connection within 1 s"):
+        await store.append("s", [user("hi")])
+    await store.close()
