@@ -232,15 +232,6 @@ def test_joined_items_are_the_result_text(store: SQLiteStore) -> None:
     assert [item.seqs for item in result.items] == sorted(item.seqs for item in result.items)
 
 
-def test_fit_refills_the_same_ranking_under_a_smaller_cap(store: SQLiteStore) -> None:
-    recall = Recall(HashingEmbedder())
-    recall.add("s1", store_messages(store, "s1", FILLER))
-    wide = search(recall, store, "s1", "ramen sister report garden", max_tokens=400)
-    narrow = wide.fit(40)
-    assert 0 < narrow.tokens <= 40
-    assert narrow.seqs < wide.seqs
-
-
 # -- sessions are walls ------------------------------------------------------------------
 
 
@@ -448,6 +439,18 @@ def test_a_failing_embedder_on_add_keeps_the_turn_and_retries_later(
     recall.add("s1", store_messages(store, "s1", [("user", "One more thing.")]))
     assert recall.stats("s1")["pending"] == 0
     assert recall.stats("s1")["vectors"] >= len(FILLER) + 2
+
+
+async def test_a_failing_embedder_on_async_add_warns_as_the_sync_add_does(
+    store: SQLiteStore, caplog: pytest.LogCaptureFixture
+) -> None:
+    embedder = CountingEmbedder(HashingEmbedder())
+    embedder.fail = True
+    recall = Recall(embedder)
+    with caplog.at_level(logging.WARNING, logger="convmem"):
+        await recall.aadd("s1", store_messages(store, "s1", FILLER))
+    assert "stay queued and are found by keywords" in caplog.text
+    assert recall.stats("s1")["pending"] > 0
 
 
 def test_an_embedder_that_never_worked_gives_keyword_results(store: SQLiteStore) -> None:
