@@ -58,33 +58,25 @@ def _is_followup(query: str) -> bool:
 
 
 def choose_recall_share(
-    query: str, best_score: float | None, *, base_share: float, config: RecallConfig | None = None
+    query: str, *, base_share: float, config: RecallConfig | None = None
 ) -> tuple[float, str]:
     """Decide how much of the flexible budget recall gets for this query.
 
     A query that points to the past (names, dates, "when did", "what was",
     "remember", 之前, 上次, 还记得, ...) gets ``config.past_share``; a short
     follow-up ("and why?", "为什么？") gets ``config.followup_share`` so the
-    recent window keeps the thread; a strong recall match (``best_score`` at
-    least ``config.confident_score``) gets at least ``config.confident_share``.
-    Otherwise `base_share` stands. Returns the share and a reason for ``explain()``.
+    recent window keeps the thread. Otherwise `base_share` stands. Returns the
+    share and a reason for ``explain()``.
 
-    >>> choose_recall_share("When did I adopt the dog?", None, base_share=0.25)[0]
+    >>> choose_recall_share("When did I adopt the dog?", base_share=0.25)[0]
     0.9
     """
     cfg = config or RecallConfig()
-    share = base_share
     if _is_followup(query):
         share = min(base_share, cfg.followup_share)
-        reason = f"short follow-up: the recent window keeps more ({share:.0%} to recall)"
-    else:
-        cue = _past_cue(query)
-        if cue is not None:
-            share = max(base_share, cfg.past_share)
-            reason = f"query points to the past ({cue!r}): {share:.0%} to recall"
-        else:
-            reason = f"default split: {share:.0%} to recall"
-    if best_score is not None and best_score >= cfg.confident_score and share < cfg.confident_share:
-        share = cfg.confident_share
-        reason += f"; strong recall match ({best_score:.2f}) raises it to {share:.0%}"
-    return share, reason
+        return share, f"short follow-up: the recent window keeps more ({share:.0%} to recall)"
+    cue = _past_cue(query)
+    if cue is not None:
+        share = max(base_share, cfg.past_share)
+        return share, f"query points to the past ({cue!r}): {share:.0%} to recall"
+    return base_share, f"default split: {base_share:.0%} to recall"

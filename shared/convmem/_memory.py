@@ -407,9 +407,7 @@ class ConversationMemory:
         recall = self.recall
         if recall is None or not query or not query.strip():
             return None, self.config.recall_share, "no query" if recall is not None else "no recall"
-        share, reason = choose_recall_share(
-            query, None, base_share=self.config.recall_share, config=recall.config
-        )
+        share, reason = choose_recall_share(query, base_share=self.config.recall_share, config=recall.config)
 
         def search(window_seqs: frozenset[int], max_tokens: int) -> list[RecallItem]:
             result = recall.search(

@@ -70,9 +70,6 @@ class RecallConfig:
     """Recall share when the query points to the past (names, dates, "when did", 上次...)."""
     followup_share: float = 0.1
     """Recall share for a short follow-up ("and why?", "为什么？")."""
-    confident_score: float = 0.55
-    confident_share: float = 0.6
-    """Recall share at least this when the best match scores `confident_score` or more."""
     # Index upkeep.
     hnsw_threshold: int = 50_000
     """Above this many vectors in a session, its index becomes HNSW (approximate)."""
@@ -105,7 +102,6 @@ class RecallConfig:
             "min_lexical",
             "past_share",
             "followup_share",
-            "confident_share",
         ):
             value = getattr(self, name)
             if not isinstance(value, (int, float)) or isinstance(value, bool) or not 0 <= value <= 1:
@@ -118,11 +114,8 @@ class RecallConfig:
             value = getattr(self, name)
             if not isinstance(value, (int, float)) or isinstance(value, bool) or value <= 0:
                 raise ConfigError(f"{name} must be a positive number, got {value!r}")
-        if not -1 <= self.min_score <= 1 or not -1 <= self.confident_score <= 1:
-            raise ConfigError(
-                f"min_score and confident_score are cosine similarities in [-1, 1], got "
-                f"{self.min_score!r} and {self.confident_score!r}"
-            )
+        if not -1 <= self.min_score <= 1:
+            raise ConfigError(f"min_score is a cosine similarity in [-1, 1], got {self.min_score!r}")
         roles = tuple(Role.parse(r).value for r in self.indexed_roles)
         if not roles:
             raise ConfigError("indexed_roles must name at least one role, e.g. ('user', 'assistant')")
