@@ -61,8 +61,6 @@ class RecallConfig:
     max_unit_chars: int = 2000
     """Text beyond this is not embedded (most models read 256-512 tokens anyway)."""
     language: Literal["auto", "zh", "en"] = "auto"
-    header_zh: str = "【相关背景信息】"
-    header_en: str = "Relevant earlier conversation:"
     time_zone: tzinfo = timezone.utc
     """Time zone of the date lines."""
     # Budget allocation (see `choose_recall_share`).

@@ -1,4 +1,4 @@
-"""What recall knows about language: CJK text, speaker labels and date lines.
+"""What recall knows about language: CJK text, speaker labels, date lines and its header.
 
 Kept in one module so that it can join `_language` whole. `_language.detect_language`
 is not a drop-in here: it weighs Han characters against Latin words, while recall
@@ -15,6 +15,7 @@ from datetime import datetime, tzinfo
 from ._models import Message
 
 __all__ = [
+    "SECTION_HEADERS",
     "choose_language",
     "count_cjk",
     "date_label",
@@ -41,6 +42,8 @@ _MONTHS = (
     "November",
     "December",
 )
+# The builder titles the section itself; these name `RecallResult.section_text`'s header.
+SECTION_HEADERS = {"zh": "【相关背景信息】", "en": "Relevant earlier conversation:"}
 
 
 def has_cjk(text: str) -> bool:

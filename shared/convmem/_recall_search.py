@@ -15,7 +15,7 @@ import numpy as np
 
 from ._lexical import tokenize
 from ._recall_config import RecallConfig, RecallFilters
-from ._recall_language import choose_language
+from ._recall_language import SECTION_HEADERS, choose_language
 from ._recall_rank import Evidence, dense_similarities, named_speakers, normalized, rank
 from ._recall_render import RecallResult, render
 from ._recall_units import SessionMirror, exchange_first_seq, is_exchange_unit
@@ -65,7 +65,7 @@ def answer(
             rendered.text,
             rendered.tokens,
             max_tokens,
-            config.header_zh if language == "zh" else config.header_en,
+            SECTION_HEADERS[language],
             ranking.best_similarity,
             ranking.considered,
             ranking.dropped + rendered.dropped,
@@ -78,7 +78,7 @@ def answer(
             type(exc).__name__,
             exc,
         )
-        header = config.header_zh if config.language == "zh" else config.header_en
+        header = SECTION_HEADERS["zh" if config.language == "zh" else "en"]
         return RecallResult((), "", 0, max_tokens, header, None, 0, (), f"recall failed: {exc}")
 
 
