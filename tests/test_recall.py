@@ -310,19 +310,19 @@ def test_a_damaged_index_is_rebuilt_with_identical_recall(
         assert "rebuilding" in caplog.text
 
 
-def test_sync_after_add_embeds_nothing_again(store: SQLiteStore) -> None:
+def test_catch_up_after_add_embeds_nothing_again(store: SQLiteStore) -> None:
     counting = CountingEmbedder(HashingEmbedder())
     recall = Recall(counting)
     dog_session(recall, store)
     embedded = counting.documents
-    recall.sync("s1", store)
+    recall.catch_up("s1", store)
     assert counting.documents == embedded
 
 
-def test_sync_indexes_messages_it_was_never_given(store: SQLiteStore) -> None:
+def test_catch_up_indexes_messages_it_was_never_given(store: SQLiteStore) -> None:
     recall = Recall(HashingEmbedder())
     store_messages(store, "s1", [("user", "My corgi is called Duoduo."), *FILLER])
-    recall.sync("s1", store)
+    recall.catch_up("s1", store)
     assert recall.stats("s1")["vectors"] > 0
     assert "Duoduo" in search(recall, store, "s1", "corgi name").text
 

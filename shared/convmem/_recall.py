@@ -234,7 +234,7 @@ class Recall:
             state.drop_units(state.ingest(messages, self.config))
         yield from self._embed_queued(state)
 
-    def sync(self, session_id: str, store: Store) -> None:
+    def catch_up(self, session_id: str, store: Store) -> None:
         """Catch up with the log and embed whatever is not embedded yet.
 
         Cheap when nothing changed (one ``store.stats`` call). The first time a
@@ -245,8 +245,8 @@ class Recall:
         """
         run_plan(self._catch_up(session_id, store), self.embedder)
 
-    async def async_(self, session_id: str, store: Store) -> None:
-        """The async twin of `sync` (``async`` is a keyword): the log is read in a worker thread."""
+    async def acatch_up(self, session_id: str, store: Store) -> None:
+        """Async `catch_up`: the log is read in a worker thread, embedding awaits the embedder."""
         await arun_plan(self._catch_up(session_id, store), self.embedder)
 
     def _catch_up(self, session_id: str, store: Store) -> Plan[None]:
@@ -259,7 +259,7 @@ class Recall:
     def rebuild(self, session_id: str, store: Store) -> None:
         """Forget the session's vectors and index its whole log again (e.g. after changing models)."""
         self.forget(session_id)
-        self.sync(session_id, store)
+        self.catch_up(session_id, store)
 
     def forget(self, session_id: str) -> None:
         """Remove a session's vectors and lexical index: in memory, on disk, or in the shared store."""
@@ -370,7 +370,7 @@ class Recall:
         state: SessionMirror = yield Blocking(functools.partial(self._state, session_id))
         try:
             if not state.needs_full_read:
-                # Lexical at once; embedding is left to add() and sync().
+                # Lexical at once; embedding is left to add() and catch_up().
                 yield Blocking(functools.partial(state.read_newer, store, self.config))
             if state.needs_full_read:
                 # First sight of the session: read and embed its log once.
