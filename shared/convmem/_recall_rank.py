@@ -165,13 +165,13 @@ def rank(evidence: Evidence, config: RecallConfig) -> Ranking:
     seqs = evidence.seqs
     if not seqs:
         return Ranking((), None, 0, ())
-    granularity = config.granularity
-    has_dense = evidence.dense_message is not None and evidence.dense_exchange is not None
-    lexical = blend(evidence.lexical_message, evidence.lexical_exchange, granularity, config.exchange_weight)
-    if evidence.dense_message is not None and evidence.dense_exchange is not None:
-        dense = blend(evidence.dense_message, evidence.dense_exchange, granularity, config.exchange_weight)
-        similarity = np.maximum(evidence.dense_message, evidence.dense_exchange)
-        score = _fuse(dense, lexical, config)
+    granularity, weight = config.granularity, config.exchange_weight
+    dense_m, dense_x = evidence.dense_message, evidence.dense_exchange
+    lexical = blend(evidence.lexical_message, evidence.lexical_exchange, granularity, weight)
+    has_dense = dense_m is not None and dense_x is not None
+    if dense_m is not None and dense_x is not None:
+        similarity = np.maximum(dense_m, dense_x)
+        score = _fuse(blend(dense_m, dense_x, granularity, weight), lexical, config)
         eligible = (similarity >= config.min_score) | (lexical >= config.min_lexical)
     else:
         similarity = np.zeros(len(seqs), dtype=np.float32)
