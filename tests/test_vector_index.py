@@ -1,4 +1,4 @@
-"""`FaissIndex`: exact when small, HNSW when large, deletes, and files."""
+"""`FaissIndex`: exact when small, HNSW when large, deletes, and files; `IndexFiles`: a folder of them."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from convmem import ConfigError
-from convmem._vector_index import FaissIndex, IndexFileError, VectorIndex
+from convmem._vector_index import FaissIndex, IndexFileError, IndexFiles, VectorIndex
 
 pytest.importorskip("faiss")
 
@@ -144,3 +144,57 @@ def test_add_rejects_mismatched_ids_and_vectors() -> None:
 
 def test_faiss_index_satisfies_the_protocol() -> None:
     assert isinstance(FaissIndex(8), VectorIndex)
+
+
+# -- IndexFiles ------------------------------------------------------------------------
+
+IDENTITY = {"embedder": "hashing-v1-16", "dimension": 16}
+
+
+def saved_files(tmp_path: Path) -> tuple[IndexFiles, FaissIndex]:
+    files = IndexFiles(tmp_path / "vectors")
+    index = FaissIndex(16)
+    index.add(range(5), unit_vectors(5))
+    files.save("s1", index, IDENTITY, {"last_indexed_seq": 4})
+    return files, index
+
+
+def test_index_files_load_what_they_saved(tmp_path: Path) -> None:
+    files, index = saved_files(tmp_path)
+    loaded = files.load("s1", IDENTITY)
+    assert loaded is not None and loaded.ids() == index.ids()
+
+
+def test_index_files_load_nothing_for_a_session_never_saved(tmp_path: Path) -> None:
+    assert IndexFiles(tmp_path).load("never", IDENTITY) is None
+
+
+def test_index_files_refuse_an_index_made_with_another_identity(tmp_path: Path) -> None:
+    files, _ = saved_files(tmp_path)
+    with pytest.raises(IndexFileError, match="manifest does not match"):
+        files.load("s1", {**IDENTITY, "embedder": "another-model"})
+
+
+def test_index_files_refuse_a_file_that_does_not_match_its_checksum(tmp_path: Path) -> None:
+    files, _ = saved_files(tmp_path)
+    path = files.path("s1")
+    data = bytearray(path.read_bytes())
+    data[-1] ^= 0xFF
+    path.write_bytes(bytes(data))
+    with pytest.raises(IndexFileError, match="checksum"):
+        files.load("s1", IDENTITY)
+
+
+def test_index_files_refuse_a_file_without_its_manifest(tmp_path: Path) -> None:
+    files, _ = saved_files(tmp_path)
+    files.manifest_path("s1").unlink()
+    with pytest.raises(IndexFileError):
+        files.load("s1", IDENTITY)
+
+
+def test_deleting_index_files_removes_both(tmp_path: Path) -> None:
+    files, _ = saved_files(tmp_path)
+    files.delete("s1")
+    assert not files.path("s1").exists()
+    assert not files.manifest_path("s1").exists()
+    assert files.load("s1", IDENTITY) is None

@@ -412,8 +412,8 @@ class DerivedState:
     def update_index(self) -> None:
         """Index whatever the recall index has not seen yet (it tracks its own watermark)."""
         if self.recall is not None:
-            self.recall.sync(self.session_id, self.store)
+            self.recall.catch_up(self.session_id, self.store)
 
     async def aupdate_index(self) -> None:
         if self.recall is not None:
-            await self.recall.async_(self.session_id, self.store)
+            await self.recall.acatch_up(self.session_id, self.store)

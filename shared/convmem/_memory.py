@@ -355,9 +355,7 @@ class ConversationMemory:
             return None, "no recall"
         if not query or not query.strip():
             return None, "no query"
-        return choose_recall_share(
-            query, None, base_share=self.config.recall_share, config=self.recall.config
-        )
+        return choose_recall_share(query, base_share=self.config.recall_share, config=self.recall.config)
 
     def _recalled(self, request: ContextRequest, plan: ContextPlan) -> tuple[RecalledItem, ...]:
         """Earlier turns relevant to the query, outside the planned window, within recall's room."""

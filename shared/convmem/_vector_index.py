@@ -16,15 +16,22 @@ the fast approximate index instead of falling back to a flat one.
 
 Files: ``FaissIndex.save(path)`` writes FAISS's own format atomically
 (temporary file + rename); ``FaissIndex.load(path)`` raises `IndexFileError`
-when the file is missing, truncated or not a FAISS index.
+when the file is missing, truncated or not a FAISS index. `IndexFiles` keeps
+one such file per session in a folder, each with a JSON manifest that says
+what made the vectors and the file's size and CRC32, so a file written by
+another model, or damaged, is never adopted.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import tempfile
 import threading
-from collections.abc import Iterable
+import urllib.parse
+import zlib
+from collections.abc import Iterable, Mapping
+from hashlib import sha256
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
@@ -32,7 +39,7 @@ import numpy as np
 
 from ._errors import ConfigError, ConvMemError
 
-__all__ = ["FaissIndex", "IndexFileError", "VectorIndex"]
+__all__ = ["FaissIndex", "IndexFileError", "IndexFiles", "VectorIndex"]
 
 # A fifth of dead nodes costs HNSW little recall and search time; beyond that
 # the graph is rebuilt from the live vectors.
@@ -161,7 +168,7 @@ class FaissIndex:
         with self._lock:
             if not self._live:
                 return float(4 * self._dimension + 8)
-            return len(self._faiss.serialize_index(self._index)) / self._index.ntotal
+            return float(len(self._faiss.serialize_index(self._index)) / self._index.ntotal)
 
     # -- writing -----------------------------------------------------------------
 
@@ -328,3 +335,101 @@ class FaissIndex:
         if len(out._live) != len(ids):
             raise IndexFileError(f"vector index {source} holds duplicate ids")
         return out
+
+
+# -- one file and manifest per session ---------------------------------------------
+
+_MANIFEST_FORMAT = 1
+
+
+def _escape_session_id(session_id: str) -> str:
+    """A file name for a session id: readable, collision-free, short, case-safe."""
+    readable = urllib.parse.quote(session_id, safe="")[:80]
+    digest = sha256(session_id.encode("utf-8")).hexdigest()[:16]
+    return f"{readable}-{digest}"
+
+
+class IndexFiles:
+    """A folder of persisted session indexes: ``<session>.faiss`` plus a ``<session>.json`` manifest.
+
+    The manifest holds the `identity` the vectors were made with (embedder name,
+    dimension, anything else that changes them), the vector count, and the
+    file's size and CRC32. `load` adopts a file only when all of them match.
+
+    Example::
+
+        files = IndexFiles(Path("memory.db.vectors"))
+        identity = {"embedder": "all-MiniLM-L6-v2", "dimension": 384}
+        files.save("s1", index, identity)
+        index = files.load("s1", identity)  # None when nothing was saved
+    """
+
+    def __init__(self, directory: str | os.PathLike[str]) -> None:
+        self.directory = Path(directory)
+
+    def __repr__(self) -> str:
+        return f"IndexFiles({str(self.directory)!r})"
+
+    def path(self, session_id: str) -> Path:
+        """The FAISS file of a session (its manifest has the same name with ``.json``)."""
+        return self.directory / f"{_escape_session_id(session_id)}.faiss"
+
+    def manifest_path(self, session_id: str) -> Path:
+        return self.path(session_id).with_suffix(".json")
+
+    def load(
+        self, session_id: str, identity: Mapping[str, Any], *, hnsw_threshold: int = 50_000
+    ) -> FaissIndex | None:
+        """The saved index of a session, ``None`` when there is none.
+
+        Raises `IndexFileError` when the files are there but unusable: made with
+        another identity, damaged, or one of the pair missing.
+        """
+        path, manifest_path = self.path(session_id), self.manifest_path(session_id)
+        if not (path.exists() or manifest_path.exists()):
+            return None
+        try:
+            manifest = json.loads(manifest_path.read_text("utf-8"))
+            data = path.read_bytes()
+        except (OSError, ValueError) as exc:
+            raise IndexFileError(f"cannot read the index files of {session_id!r}: {exc}") from exc
+        expected = {"format": _MANIFEST_FORMAT, **identity}
+        stale = {k: manifest.get(k) for k, v in expected.items() if manifest.get(k) != v}
+        if stale:
+            raise IndexFileError(f"manifest does not match ({stale} vs {expected})")
+        if manifest.get("bytes") != len(data) or manifest.get("crc32") != zlib.crc32(data):
+            raise IndexFileError("index file does not match its manifest (size or checksum)")
+        index = FaissIndex.from_bytes(data, source=str(path), hnsw_threshold=hnsw_threshold)
+        if len(index) != manifest.get("count"):
+            raise IndexFileError(f"index holds {len(index)} vectors, manifest says {manifest.get('count')}")
+        return index
+
+    def save(
+        self,
+        session_id: str,
+        index: FaissIndex,
+        identity: Mapping[str, Any],
+        extra: Mapping[str, Any] | None = None,
+    ) -> None:
+        """Write the index, then its manifest (both atomically); `extra` is kept for people reading it.
+
+        Raises `OSError` when the folder cannot be written.
+        """
+        path, manifest_path = self.path(session_id), self.manifest_path(session_id)
+        manifest: dict[str, Any] = {
+            "format": _MANIFEST_FORMAT,
+            "session_id": session_id,
+            **identity,
+            "count": len(index),
+            **(extra or {}),
+            "kind": index.kind,
+        }
+        manifest["bytes"] = index.save(path)
+        manifest["crc32"] = zlib.crc32(path.read_bytes())
+        tmp = manifest_path.with_suffix(".json.tmp")
+        tmp.write_text(json.dumps(manifest, ensure_ascii=False, indent=1), "utf-8")
+        tmp.replace(manifest_path)
+
+    def delete(self, session_id: str) -> None:
+        for path in (self.path(session_id), self.manifest_path(session_id)):
+            path.unlink(missing_ok=True)

@@ -1,0 +1,240 @@
+"""Ranking recall candidates: fusion, boosts, a relevance floor and MMR, over plain arrays.
+
+Nothing here touches an index, a store or a lock: `rank` takes the evidence
+gathered for each candidate message (`Evidence`) and a `RecallConfig`, and
+returns the candidates best first. Each candidate's score blends:
+
+- dense similarity of the message and of the exchange it belongs to,
+- BM25 over the message and over its exchange (normalized by the best match),
+- a boost when the message was said by someone the query names,
+- a boost by how relevant the message's episode (a run of messages without
+  a long pause) is as a whole: evidence clusters in episodes,
+- an optional recency boost with a half-life.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import re
+from collections.abc import Mapping, Sequence
+
+import numpy as np
+
+from ._recall_config import Granularity, RecallConfig
+from ._recall_language import has_cjk
+from ._window import Dropped
+
+__all__ = [
+    "Evidence",
+    "Ranked",
+    "Ranking",
+    "blend",
+    "dense_similarities",
+    "diversify",
+    "named_speakers",
+    "normalized",
+    "rank",
+]
+
+# MMR re-ranks this many of the best candidates; the rest keep their order.
+_MMR_HEAD = 150
+
+
+@dataclasses.dataclass(frozen=True)
+class Evidence:
+    """What is known about each candidate message; arrays are aligned with `seqs`.
+
+    ``dense_message``/``dense_exchange`` are ``None`` when there was no dense
+    search (no embedder, no index); ``lexical_*`` are BM25 scores divided by
+    the best score of any message (exchange) in the session.
+    """
+
+    seqs: Sequence[int]
+    dense_message: np.ndarray | None
+    dense_exchange: np.ndarray | None
+    lexical_message: np.ndarray
+    lexical_exchange: np.ndarray
+    said_by_named: np.ndarray
+    """True where the message's speaker is one the query names."""
+    ages: np.ndarray
+    """Seconds between the message and the newest message of the session."""
+    episodes: Sequence[int]
+    vectors: Mapping[int, np.ndarray]
+    """Message vectors by seq (for MMR); may be empty."""
+
+
+@dataclasses.dataclass(frozen=True)
+class Ranked:
+    seq: int
+    score: float
+    similarity: float | None
+    """The best cosine similarity of the message or its exchange (``None`` without dense search)."""
+
+
+@dataclasses.dataclass(frozen=True)
+class Ranking:
+    ranked: tuple[Ranked, ...]
+    """Candidates above the relevance floor, best first."""
+    best_similarity: float | None
+    considered: int
+    dropped: tuple[Dropped, ...]
+
+
+def dense_similarities(
+    seqs: Sequence[int],
+    exchange_unit_of: Mapping[int, int],
+    vectors: Mapping[int, np.ndarray],
+    query: np.ndarray,
+    granularity: Granularity,
+) -> tuple[np.ndarray, np.ndarray]:
+    """Cosine similarity of each message's own unit and of its exchange's unit to `query`.
+
+    A message without a vector of its own takes its exchange's, and the other
+    way round; with granularity "exchange" a message is its exchange.
+    """
+    dense_m = np.zeros(len(seqs), dtype=np.float32)
+    dense_x = np.zeros(len(seqs), dtype=np.float32)
+    for i, s in enumerate(seqs):
+        own = vectors.get(s)
+        ex = vectors.get(exchange_unit_of[s])
+        sim_m = float(own @ query) if own is not None else None
+        sim_x = float(ex @ query) if ex is not None else None
+        if granularity == "exchange":
+            sim_m = sim_x
+        dense_m[i] = sim_m if sim_m is not None else (sim_x if sim_x is not None else 0.0)
+        dense_x[i] = sim_x if sim_x is not None else dense_m[i]
+    return dense_m, dense_x
+
+
+def normalized(keys: Sequence[int], scores: Mapping[int, float]) -> np.ndarray:
+    """``scores[key] / max(scores)`` for each key (0 for a missing key)."""
+    top = max(scores.values(), default=0.0) or 1.0
+    return np.array([scores.get(key, 0.0) / top for key in keys], dtype=np.float32)
+
+
+def blend(
+    message: np.ndarray, exchange: np.ndarray, granularity: Granularity, exchange_weight: float
+) -> np.ndarray:
+    """A message's score from its own and its exchange's, as the granularity says."""
+    if granularity == "message":
+        return message
+    if granularity == "exchange":
+        return exchange
+    return (1 - exchange_weight) * message + exchange_weight * exchange
+
+
+def _fuse(dense: np.ndarray, lexical: np.ndarray, config: RecallConfig) -> np.ndarray:
+    if config.fusion == "weighted":
+        low, high = float(dense.min()), float(dense.max())
+        dense_norm = (dense - low) / (high - low) if high > low else np.ones_like(dense)
+        return np.asarray(config.dense_weight * dense_norm + (1 - config.dense_weight) * lexical)
+    dense_rank = np.empty(len(dense))
+    dense_rank[np.argsort(-dense, kind="stable")] = np.arange(len(dense))
+    lex_rank = np.empty(len(dense))
+    lex_rank[np.argsort(-lexical, kind="stable")] = np.arange(len(dense))
+    score = config.dense_weight / (config.rrf_k + dense_rank) + (1 - config.dense_weight) / (
+        config.rrf_k + lex_rank
+    )
+    return np.asarray(score / score.max())
+
+
+def _boosted(score: np.ndarray, evidence: Evidence, config: RecallConfig) -> np.ndarray:
+    if config.speaker_weight and evidence.said_by_named.any():
+        score = score + config.speaker_weight * np.asarray(evidence.said_by_named, dtype=np.float64)
+    if config.recency_weight:
+        half_life = config.recency_half_life_days * 86400.0
+        score = score + config.recency_weight * np.power(0.5, np.maximum(evidence.ages, 0.0) / half_life)
+    if config.episode_weight:
+        episodes = list(evidence.episodes)
+        best_in_episode: dict[int, float] = {}
+        for episode, value in zip(episodes, score.tolist(), strict=True):
+            if value > best_in_episode.get(episode, -math.inf):
+                best_in_episode[episode] = value
+        score = score + config.episode_weight * np.array([best_in_episode[e] for e in episodes])
+    return score
+
+
+def rank(evidence: Evidence, config: RecallConfig) -> Ranking:
+    """Score every candidate, drop those below the relevance floor, and order the rest.
+
+    A candidate passes the floor when it is similar enough by meaning
+    (``min_score``) or a strong keyword match (``min_lexical``); without dense
+    search, when it matches any keyword.
+    """
+    seqs = evidence.seqs
+    if not seqs:
+        return Ranking((), None, 0, ())
+    granularity, weight = config.granularity, config.exchange_weight
+    dense_m, dense_x = evidence.dense_message, evidence.dense_exchange
+    lexical = blend(evidence.lexical_message, evidence.lexical_exchange, granularity, weight)
+    has_dense = dense_m is not None and dense_x is not None
+    if dense_m is not None and dense_x is not None:
+        similarity = np.maximum(dense_m, dense_x)
+        score = _fuse(blend(dense_m, dense_x, granularity, weight), lexical, config)
+        eligible = (similarity >= config.min_score) | (lexical >= config.min_lexical)
+    else:
+        similarity = np.zeros(len(seqs), dtype=np.float32)
+        score = lexical.astype(np.float64)
+        eligible = lexical > 0
+    score = _boosted(np.asarray(score, dtype=np.float64), evidence, config)
+
+    order = [i for i in np.argsort(-score, kind="stable").tolist() if eligible[i]]
+    dropped = []
+    below = int(len(seqs) - eligible.sum())
+    if below:
+        dropped.append(
+            Dropped("recall", f"{below} candidate messages", 0, f"below min_score {config.min_score}")
+        )
+    best = float(similarity[order].max()) if has_dense and order else None
+    order = diversify(order, score, seqs, evidence.vectors, config.mmr_lambda)
+    ranked = tuple(
+        Ranked(seqs[i], float(score[i]), float(similarity[i]) if has_dense else None) for i in order
+    )
+    return Ranking(ranked, best, len(seqs), tuple(dropped))
+
+
+def diversify(
+    order: list[int],
+    score: np.ndarray,
+    seqs: Sequence[int],
+    vectors: Mapping[int, np.ndarray],
+    mmr_lambda: float,
+) -> list[int]:
+    """With ``mmr_lambda < 1``, re-rank the head of `order` by maximal marginal relevance.
+
+    `order` holds positions into `score` and `seqs`; `vectors` are keyed by seq.
+    Near-duplicates are dropped later, while filling, against what was actually picked.
+    """
+    if mmr_lambda >= 1.0 or not vectors or len(order) < 2:
+        return order
+    head = order[:_MMR_HEAD]
+    dim = next(iter(vectors.values())).shape[0]
+    matrix = np.stack([vectors.get(seqs[i], np.zeros(dim, np.float32)) for i in head])
+    relevance = score[head]
+    span = float(relevance.max() - relevance.min()) or 1.0
+    relevance = (relevance - relevance.min()) / span
+    max_sim = np.zeros(len(head), dtype=np.float64)
+    alive = np.ones(len(head), dtype=bool)
+    chosen: list[int] = []
+    for _ in range(len(head)):
+        mmr = mmr_lambda * relevance - (1 - mmr_lambda) * max_sim
+        mmr[~alive] = -np.inf
+        pick = int(np.argmax(mmr))
+        alive[pick] = False
+        chosen.append(head[pick])
+        np.maximum(max_sim, matrix @ matrix[pick], out=max_sim)
+    return chosen + order[len(head) :]
+
+
+def named_speakers(speakers: Mapping[str, str], query: str) -> set[str]:
+    """The speakers (``lowercased name -> name``) that `query` names, as whole words."""
+    lowered = query.lower()
+    named = set()
+    for key, name in speakers.items():
+        if has_cjk(key):
+            if key in lowered:
+                named.add(name)
+        elif re.search(rf"(?<!\w){re.escape(key)}(?!\w)", lowered):
+            named.add(name)
+    return named

@@ -1,0 +1,249 @@
+"""Rendering ranked recall candidates into a section that fits its token cap.
+
+Candidates are taken best first while they fit (each with the messages it
+brings along), near-duplicates of what was already taken are skipped, and the
+items are written in log order with their speaker, under a date line whenever
+the day changes::
+
+    [8 May 2023]
+    Caroline: I went to a LGBTQ support group yesterday and it was so powerful.
+
+`render` works on plain data (the ranking, the messages, their vectors) and
+never on the engine that produced them.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping, MutableMapping, Sequence
+
+import numpy as np
+
+from ._models import Message
+from ._recall_config import RecallConfig
+from ._recall_language import date_label, render_line
+from ._recall_rank import Ranked
+from ._tokens import TokenCounter
+from ._window import Dropped
+
+__all__ = ["RecallResult", "RecalledItem", "Rendered", "render"]
+
+# The smallest line among this many of the best candidates decides when the cap is full.
+_SMALLEST_AMONG = 50
+
+
+@dataclasses.dataclass(frozen=True)
+class RecalledItem:
+    """One recalled passage: a message (with its neighbours, if configured).
+
+    ``text`` holds one ``Speaker: text`` line per message, preceded by a date
+    line (``[8 May 2023]``) when the item is the first of its day in the
+    section. Items come in log order, so joining their texts with newlines
+    gives the section body. ``token_count`` is ``counter.count_text(text)``.
+    """
+
+    seqs: tuple[int, ...]
+    text: str
+    time_label: str
+    timestamp: float
+    score: float
+    token_count: int
+
+
+@dataclasses.dataclass(frozen=True)
+class RecallResult:
+    """What `Recall.search` found, fitted to its token cap.
+
+    ``items`` come in log order; ``text`` is their texts joined by newlines
+    (``""`` when nothing was recalled) and ``tokens`` its exact size. Both
+    ``tokens`` and ``sum(item.token_count + 1 for item in items)`` (each item
+    plus the newline that joins it) stay within ``max_tokens``. The section
+    header is the caller's to add (``section_text`` adds ``header``).
+    ``best_score`` is the highest cosine similarity among the candidates
+    (``None`` when dense search was unavailable); ``degraded`` says why
+    results are keyword-only or empty.
+    """
+
+    items: tuple[RecalledItem, ...]
+    text: str
+    tokens: int
+    max_tokens: int
+    header: str
+    best_score: float | None
+    considered: int
+    dropped: tuple[Dropped, ...] = ()
+    degraded: str | None = None
+
+    @property
+    def seqs(self) -> frozenset[int]:
+        return frozenset(seq for item in self.items for seq in item.seqs)
+
+    @property
+    def section_text(self) -> str:
+        """Header and items, ready for a system message (``""`` when nothing was recalled)."""
+        return f"{self.header}\n{self.text}" if self.items else ""
+
+
+@dataclasses.dataclass(frozen=True)
+class Rendered:
+    items: tuple[RecalledItem, ...]
+    text: str
+    tokens: int
+    dropped: tuple[Dropped, ...]
+    """Why ranked candidates were left out (over the cap, near-duplicates)."""
+
+
+_NOTHING = Rendered((), "", 0, ())
+
+
+def render(
+    ranked: Sequence[Ranked],
+    *,
+    item_seqs: Mapping[int, Sequence[int]],
+    messages: Mapping[int, Message],
+    vectors: Mapping[int, np.ndarray],
+    language: str,
+    max_tokens: int,
+    counter: TokenCounter,
+    config: RecallConfig,
+    token_cache: MutableMapping[tuple[str, str, int], int] | None = None,
+) -> Rendered:
+    """Fill `max_tokens` with the best of `ranked`; items come back in log order.
+
+    ``item_seqs[seq]`` are the messages a ranked `seq` brings (in log order);
+    ``vectors`` (by seq) let near-duplicates be skipped; ``token_cache``,
+    keyed by ``(counter.name, language, seq)``, saves counting a line twice
+    across searches.
+    """
+    if max_tokens <= 0 or not ranked:
+        return _NOTHING
+    section = _Section(messages, language, counter, config, {} if token_cache is None else token_cache)
+    return section.fill(ranked, item_seqs, vectors, max_tokens)
+
+
+class _Section:
+    """Lines, date labels and their token counts for one render, computed as needed."""
+
+    def __init__(
+        self,
+        messages: Mapping[int, Message],
+        language: str,
+        counter: TokenCounter,
+        config: RecallConfig,
+        token_cache: MutableMapping[tuple[str, str, int], int],
+    ) -> None:
+        self.messages = messages
+        self.language = language
+        self.counter = counter
+        self.config = config
+        self.token_cache = token_cache
+        self.lines: dict[int, str] = {}
+        self.labels: dict[int, str] = {}
+
+    def _line(self, seq: int) -> str:
+        line = self.lines.get(seq)
+        if line is None:
+            message = self.messages[seq]
+            line = self.lines[seq] = render_line(message, self.language)
+            self.labels[seq] = date_label(message.timestamp, self.language, self.config.time_zone)
+        return line
+
+    def _line_tokens(self, seq: int) -> int:
+        line = self._line(seq)  # also labels it, even when its count is cached
+        key = (self.counter.name, self.language, seq)
+        cached = self.token_cache.get(key)
+        if cached is None:
+            cached = self.token_cache[key] = self.counter.count_text(line)
+        return cached
+
+    def fill(
+        self,
+        ranked: Sequence[Ranked],
+        item_seqs: Mapping[int, Sequence[int]],
+        vectors: Mapping[int, np.ndarray],
+        max_tokens: int,
+    ) -> Rendered:
+        counter = self.counter
+        dropped: list[Dropped] = []
+        remaining = max_tokens
+        covered: set[int] = set()
+        used_labels: set[str] = set()
+        label_tokens: dict[str, int] = {}
+        picked: list[tuple[Ranked, list[int]]] = []
+        over_budget = over_tokens = duplicates = 0
+        picked_vectors: list[np.ndarray] = []
+        smallest = min(
+            (self._line_tokens(s) for c in ranked[:_SMALLEST_AMONG] for s in item_seqs[c.seq]), default=1
+        )
+        # Estimate: every line and date line costs its tokens plus a newline. Lines are
+        # counted once per session and cached; the exact text is counted at the end.
+        for candidate in ranked:
+            if remaining < smallest + 1:
+                break
+            seqs = [s for s in item_seqs[candidate.seq] if s not in covered]
+            if not seqs:
+                continue
+            cost = sum(self._line_tokens(s) + 1 for s in seqs)
+            new_labels = {self.labels[s] for s in seqs} - used_labels
+            for label in new_labels:
+                if label not in label_tokens:
+                    label_tokens[label] = counter.count_text(label) + 1
+                cost += label_tokens[label]
+            if cost > remaining:
+                over_budget += 1
+                over_tokens += cost
+                continue
+            vector = vectors.get(candidate.seq)
+            if vector is not None:
+                if (
+                    picked_vectors
+                    and float(np.max(np.stack(picked_vectors) @ vector)) >= self.config.duplicate_similarity
+                ):
+                    duplicates += 1
+                    continue
+                picked_vectors.append(vector)
+            remaining -= cost
+            covered.update(seqs)
+            used_labels.update(new_labels)
+            picked.append((candidate, seqs))
+        if over_budget:
+            dropped.append(
+                Dropped("recall", f"{over_budget} ranked passages", over_tokens, "over the recall token cap")
+            )
+        if duplicates:
+            dropped.append(Dropped("recall", f"{duplicates} messages", 0, "near-duplicates of recalled ones"))
+        while picked:
+            items = self._items(picked)
+            text = "\n".join(item.text for item in items)
+            tokens = counter.count_text(text)
+            if tokens <= max_tokens and sum(item.token_count + 1 for item in items) <= max_tokens:
+                return Rendered(items, text, tokens, tuple(dropped))
+            # Date lines repeated by out-of-order timestamps cost more than estimated: drop the weakest.
+            weakest = min(range(len(picked)), key=lambda i: picked[i][0].score)
+            _, seqs = picked.pop(weakest)
+            dropped.append(Dropped("recall", f"seqs {list(seqs)}", 0, "over the recall token cap"))
+        return Rendered((), "", 0, tuple(dropped))
+
+    def _items(self, picked: Sequence[tuple[Ranked, list[int]]]) -> tuple[RecalledItem, ...]:
+        """Items in log order; an item that starts a new day opens with its date line."""
+        items = []
+        current_label: str | None = None
+        for candidate, seqs in sorted(picked, key=lambda p: p[1][0]):
+            lines = []
+            for s in seqs:
+                if self.labels[s] != current_label:
+                    current_label = self.labels[s]
+                    lines.append(current_label)
+                lines.append(self.lines[s])
+            text = "\n".join(lines)
+            items.append(
+                RecalledItem(
+                    seqs=tuple(seqs),
+                    text=text,
+                    time_label=self.labels[seqs[0]],
+                    timestamp=self.messages[seqs[0]].timestamp,
+                    score=candidate.score,
+                    token_count=self.counter.count_text(text),
+                )
+            )
+        return tuple(items)

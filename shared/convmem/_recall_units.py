@@ -1,0 +1,316 @@
+"""Recall's mirror of one session's log: its units, lexical indexes and embedding queue.
+
+A *unit* is what gets a vector: a message (its id is its seq), or an exchange,
+a user message with what follows it (its id packs its first seq and its
+length, so an exchange that grows gets a new id: HNSW cannot overwrite a
+vector in place). `SessionMirror` folds log messages in (`ingest`), catches
+up with a log another writer appended to (`read_log`), and keeps the queue of
+units still to embed (`embed_queued`).
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable, Collection, Sequence
+
+import numpy as np
+
+from ._errors import ConfigError
+from ._lexical import BM25Index, tokenize
+from ._models import Message, Role, TurnStatus
+from ._recall_config import RecallConfig
+from ._recall_plan import EmbedDocuments, Plan
+from ._store import Store
+from ._vector_index import VectorIndex
+
+__all__ = ["SessionMirror", "exchange_first_seq", "exchange_unit_id", "is_exchange_unit"]
+
+logger = logging.getLogger("convmem")
+
+_EXCHANGE_FLAG = 1 << 62
+_SEQ_BITS = 40
+_MAX_SPAN = 255
+# A long run of messages without a question must not become one giant unit.
+_MAX_EXCHANGE_MESSAGES = 16
+
+
+def exchange_unit_id(first_seq: int, span: int) -> int:
+    return _EXCHANGE_FLAG | (min(span, _MAX_SPAN) << _SEQ_BITS) | first_seq
+
+
+def is_exchange_unit(unit_id: int) -> bool:
+    return bool(unit_id & _EXCHANGE_FLAG)
+
+
+def exchange_first_seq(unit_id: int) -> int:
+    return unit_id & ((1 << _SEQ_BITS) - 1)
+
+
+class SessionMirror:
+    """Everything recall knows about one session. Guarded by `lock`."""
+
+    def __init__(self, session_id: str) -> None:
+        self.session_id = session_id
+        self.lock = threading.RLock()
+        self.index: VectorIndex | None = None
+        self.messages: dict[int, Message] = {}
+        self.order: list[int] = []
+        self.position: dict[int, int] = {}
+        self.lines: dict[int, str] = {}
+        self.episode_of: dict[int, int] = {}
+        self.episode_count = 0
+        self.last_timestamp: float | None = None
+        self.newest_timestamp = 0.0
+        self.last_seq = 0
+        self.exchange_of: dict[int, int] = {}
+        self.exchanges: dict[int, list[int]] = {}
+        self.open_exchange: int | None = None
+        self.exchange_units: dict[int, int] = {}  # first seq -> unit id wanted now
+        self.lexical_messages = BM25Index()
+        self.lexical_exchanges = BM25Index()
+        self.pending: dict[int, str] = {}  # unit id -> text still to embed
+        self.inflight: set[int] = set()
+        self.speakers: dict[str, str] = {}  # lowercased name -> name
+        self.needs_full_read = True
+        self.unsaved = 0
+        self.forgotten = False
+        self.token_cache: dict[tuple[str, str, int], int] = {}
+
+    def reset_log_view(self) -> None:
+        self.messages.clear()
+        self.order.clear()
+        self.position.clear()
+        self.lines.clear()
+        self.episode_of.clear()
+        self.episode_count = 0
+        self.last_timestamp = None
+        self.newest_timestamp = 0.0
+        self.last_seq = 0
+        self.exchange_of.clear()
+        self.exchanges.clear()
+        self.open_exchange = None
+        self.exchange_units.clear()
+        self.lexical_messages.clear()
+        self.lexical_exchanges.clear()
+        self.pending.clear()
+        self.speakers.clear()
+        self.token_cache.clear()
+
+    def wanted_units(self) -> dict[int, str]:
+        """Unit id -> text for every unit the log calls for now."""
+        units: dict[int, str] = {}
+        for seq in self.order:
+            if seq in self.lines:
+                units[seq] = self.lines[seq]
+        for first_seq, unit_id in self.exchange_units.items():
+            units[unit_id] = self.exchange_text(first_seq)
+        return units
+
+    def exchange_text(self, first_seq: int) -> str:
+        return "\n".join(self.lines[s] for s in self.exchanges[first_seq])
+
+    # -- writing: folding log messages in -----------------------------------------------
+
+    def ingest(self, messages: Sequence[Message], config: RecallConfig) -> list[int]:
+        """Fold new log messages into the lexical view and queue their units (lock held).
+
+        Returns the ids of units the new messages superseded (an exchange that grew):
+        `drop_units` removes them from the index.
+        """
+        removed: list[int] = []
+        for message in messages:
+            seq = message.seq
+            if seq is None:
+                raise ConfigError(
+                    "Recall.add needs stored messages (seq set); append them to the store first"
+                )
+            if seq <= self.last_seq:
+                continue
+            if self.last_seq and seq > self.last_seq + 1:
+                self.needs_full_read = True  # messages we never saw: the next search reads them from the log
+            self.last_seq = seq
+            text = message.text.strip()
+            if (
+                message.role.value not in config.indexed_roles
+                or not text
+                or message.status in (TurnStatus.FAILED, TurnStatus.CANCELLED)
+            ):
+                continue
+            self._add_message(message, seq, text, config, removed)
+        return removed
+
+    def drop_units(self, removed: Sequence[int]) -> None:
+        if removed and self.index is not None:
+            self.index.remove(removed)
+            self.unsaved += len(removed)
+
+    def _add_message(
+        self, message: Message, seq: int, text: str, config: RecallConfig, removed: list[int]
+    ) -> None:
+        if (
+            self.last_timestamp is None
+            or message.timestamp - self.last_timestamp > config.episode_gap_seconds
+        ):
+            self.episode_count += 1
+            self.open_exchange = None
+        self.last_timestamp = message.timestamp
+        self.newest_timestamp = max(self.newest_timestamp, message.timestamp)
+        # A speaker's name helps both retrievers ("What did Caroline say..."); a bare
+        # role label is in every unit and would only add noise.
+        if message.name:
+            self.speakers[message.name.lower()] = message.name
+            line = f"{message.name}: {text}"
+        else:
+            line = text
+        self.messages[seq] = message
+        self.position[seq] = len(self.order)
+        self.order.append(seq)
+        self.lines[seq] = line
+        self.episode_of[seq] = self.episode_count
+        self.lexical_messages.add(seq, tokenize(line))
+        if config.granularity != "exchange":
+            self.pending[seq] = line[: config.max_unit_chars]
+        # Exchanges: a user message opens one; what follows joins it, up to a cap.
+        if (
+            message.role is Role.USER
+            or self.open_exchange is None
+            or len(self.exchanges[self.open_exchange]) >= _MAX_EXCHANGE_MESSAGES
+        ):
+            self.open_exchange = seq
+            self.exchanges[seq] = [seq]
+        else:
+            self.exchanges[self.open_exchange].append(seq)
+        first = self.open_exchange
+        self.exchange_of[seq] = first
+        members = self.exchanges[first]
+        self.lexical_exchanges.add(first, tokenize(self.exchange_text(first)))
+        if config.granularity == "message":
+            return
+        old_unit = self.exchange_units.get(first)
+        # A lone message's exchange is the message itself: with "both" it needs no
+        # vector of its own; with "exchange" it does.
+        if len(members) == 1 and config.granularity == "both":
+            return
+        new_unit = exchange_unit_id(first, len(members))
+        if old_unit is not None and old_unit != new_unit:
+            self.pending.pop(old_unit, None)
+            removed.append(old_unit)
+        self.exchange_units[first] = new_unit
+        self.pending[new_unit] = self.exchange_text(first)[: config.max_unit_chars]
+
+    # -- catching up with the log ---------------------------------------------------------
+
+    def read_log(self, store: Store, config: RecallConfig) -> None:
+        """Read what the log gained since we last looked, or all of it when we lost track."""
+        if not self.needs_full_read:
+            self.read_newer(store, config)
+        if self.needs_full_read:
+            self.read_all(store, config)
+
+    def read_newer(self, store: Store, config: RecallConfig) -> None:
+        """Read messages another writer appended since we last looked (lexical at once)."""
+        try:
+            last_seq = store.stats(self.session_id).last_seq
+        except Exception as exc:  # a store hiccup must not fail the build
+            logger.warning("recall could not read stats of session %r: %s", self.session_id, exc)
+            return
+        if last_seq > self.last_seq:
+            with self.lock:
+                after = self.last_seq
+            newer = store.messages(self.session_id, after_seq=after)
+            with self.lock:
+                self.drop_units(self.ingest(newer, config))
+        elif last_seq < self.last_seq:
+            with self.lock:
+                self.needs_full_read = True  # the log shrank: it was cleared or replaced
+
+    def read_all(self, store: Store, config: RecallConfig) -> None:
+        """Read the whole log again; drop vectors it no longer calls for, queue missing ones."""
+        log = store.messages(self.session_id)
+        with self.lock:
+            self.reset_log_view()
+            self.ingest(log, config)  # what it supersedes is not wanted: dropped just below
+            self.needs_full_read = False
+            wanted = self.wanted_units()
+            if self.index is not None:
+                present = self.index.ids()
+                extra = present - wanted.keys()
+                if extra:
+                    self.index.remove(extra)
+                    self.unsaved += len(extra)
+                for unit in present & wanted.keys():
+                    self.pending.pop(unit, None)
+
+    # -- the embedding queue ------------------------------------------------------------
+
+    def embed_queued(self, config: RecallConfig, new_index: Callable[[int], VectorIndex]) -> Plan[bool]:
+        """Embed the queued units; embedding, the slow part, runs outside the lock.
+
+        Returns whether the index file is due a rewrite. `new_index(dimension)`
+        makes the index when the first vectors arrive. If the embedder fails, the
+        units stay queued (logged) for a later attempt: a failure never loses a turn.
+        """
+        with self.lock:
+            todo = {u: t for u, t in self.pending.items() if u not in self.inflight}
+            self.inflight.update(todo)
+        if not todo:
+            return False
+        ids = list(todo)
+        try:
+            vectors = yield EmbedDocuments([todo[u] for u in ids])
+        except Exception as exc:
+            logger.warning(
+                "embedding %d recall units of session %r failed (%s: %s); they stay queued and "
+                "are found by keywords until a later add() embeds them",
+                len(todo),
+                self.session_id,
+                type(exc).__name__,
+                exc,
+            )
+            with self.lock:
+                self.inflight.difference_update(todo)
+            return False
+        return self._commit(ids, vectors, todo, config, new_index)
+
+    def _commit(
+        self,
+        ids: list[int],
+        vectors: np.ndarray,
+        todo: dict[int, str],
+        config: RecallConfig,
+        new_index: Callable[[int], VectorIndex],
+    ) -> bool:
+        with self.lock:
+            self.inflight.difference_update(todo)
+            if self.forgotten:
+                return False
+            # Only what is still wanted: the log may have moved on while we embedded.
+            keep = [i for i, unit in enumerate(ids) if self.pending.get(unit) == todo[unit]]
+            if not keep:
+                return False
+            if self.index is None:
+                self.index = new_index(int(vectors.shape[1]))
+            self.index.add([ids[i] for i in keep], vectors[keep])
+            for i in keep:
+                self.pending.pop(ids[i], None)
+            self.unsaved += len(keep)
+            # Rewriting the file costs O(index): wait for a tenth of it to be new, so saving
+            # stays O(1) per vector however long the session (catching up re-embeds anything lost).
+            return self.unsaved >= max(config.persist_every, len(self.index) // 10)
+
+    # -- reading ------------------------------------------------------------------------
+
+    def item_seqs(self, seq: int, excluded: Collection[int], config: RecallConfig) -> list[int]:
+        """The messages a recalled `seq` brings: its exchange or itself, plus neighbours."""
+        if config.granularity == "exchange":
+            core = list(self.exchanges.get(self.exchange_of.get(seq, seq), [seq]))
+        else:
+            core = [seq]
+        radius = config.neighbour_radius
+        if radius:
+            episode = self.episode_of[seq]
+            lo = self.position[core[0]] - radius
+            hi = self.position[core[-1]] + radius
+            core = [s for s in self.order[max(lo, 0) : hi + 1] if self.episode_of.get(s) == episode]
+        return [s for s in core if s not in excluded and s in self.lines]

@@ -1,0 +1,159 @@
+"""Recall ranking over plain arrays: fusion, the relevance floor, boosts and MMR (no index needed)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+import pytest
+
+from convmem._recall_config import RecallConfig
+from convmem._recall_rank import (
+    Evidence,
+    blend,
+    dense_similarities,
+    diversify,
+    named_speakers,
+    normalized,
+    rank,
+)
+
+# Boosts off unless a test turns one on, so each test sees one effect.
+PLAIN = RecallConfig(speaker_weight=0.0, episode_weight=0.0, recency_weight=0.0, granularity="message")
+
+
+def evidence(
+    dense: Sequence[float] | None,
+    lexical: Sequence[float],
+    *,
+    named: Sequence[bool] | None = None,
+    ages: Sequence[float] | None = None,
+    episodes: Sequence[int] | None = None,
+    vectors: dict[int, np.ndarray] | None = None,
+) -> Evidence:
+    n = len(lexical)
+    seqs = list(range(1, n + 1))
+    dense_array = None if dense is None else np.array(dense, dtype=np.float32)
+    lexical_array = np.array(lexical, dtype=np.float32)
+    return Evidence(
+        seqs=seqs,
+        dense_message=dense_array,
+        dense_exchange=dense_array,
+        lexical_message=lexical_array,
+        lexical_exchange=lexical_array,
+        said_by_named=np.array(named or [False] * n, dtype=bool),
+        ages=np.array(ages or [0.0] * n, dtype=np.float64),
+        episodes=list(episodes or seqs),
+        vectors=vectors or {},
+    )
+
+
+def order(evidence: Evidence, config: RecallConfig = PLAIN, **changes: Any) -> list[int]:
+    return [r.seq for r in rank(evidence, config.replace(**changes)).ranked]
+
+
+def test_the_candidate_best_by_meaning_and_words_ranks_first() -> None:
+    assert order(evidence([0.2, 0.9, 0.5], [0.1, 1.0, 0.3])) == [2, 3, 1]
+
+
+def test_dense_weight_decides_between_meaning_and_words() -> None:
+    candidates = evidence([0.9, 0.3], [0.0, 1.0])
+    assert order(candidates, dense_weight=0.9) == [1, 2]
+    assert order(candidates, dense_weight=0.1) == [2, 1]
+
+
+def test_candidates_below_min_score_without_a_strong_keyword_match_are_dropped() -> None:
+    ranking = rank(evidence([0.8, 0.05, 0.05], [0.0, 0.2, 0.9]), PLAIN)
+    assert [r.seq for r in ranking.ranked] == [1, 3]
+    assert ranking.considered == 3
+    assert "below min_score" in ranking.dropped[0].reason
+
+
+def test_without_dense_search_any_keyword_match_is_eligible_and_no_similarity_is_reported() -> None:
+    ranking = rank(evidence(None, [0.0, 0.4, 1.0]), PLAIN)
+    assert [r.seq for r in ranking.ranked] == [3, 2]
+    assert ranking.best_similarity is None
+    assert all(r.similarity is None for r in ranking.ranked)
+
+
+def test_best_similarity_is_the_highest_cosine_among_eligible_candidates() -> None:
+    ranking = rank(evidence([0.3, 0.7, 0.05], [0.2, 0.1, 0.0]), PLAIN)
+    assert ranking.best_similarity == pytest.approx(0.7)
+
+
+def test_rrf_fusion_scores_by_rank_and_the_best_scores_one() -> None:
+    ranking = rank(evidence([0.9, 0.5, 0.2], [1.0, 0.6, 0.1]), PLAIN.replace(fusion="rrf"))
+    assert [r.seq for r in ranking.ranked] == [1, 2, 3]
+    assert ranking.ranked[0].score == pytest.approx(1.0)
+
+
+def test_a_speaker_the_query_names_lifts_their_messages() -> None:
+    candidates = evidence([0.6, 0.6], [0.5, 0.5], named=[False, True])
+    assert order(candidates) == [1, 2]
+    assert order(candidates, speaker_weight=0.2) == [2, 1]
+
+
+def test_recency_lifts_newer_messages_when_weighted() -> None:
+    candidates = evidence([0.6, 0.6], [0.5, 0.5], ages=[0.0, 90 * 86400.0])
+    assert order(candidates, recency_weight=0.5) == [1, 2]
+    assert order(evidence([0.6, 0.6], [0.5, 0.5], ages=[90 * 86400.0, 0.0]), recency_weight=0.5) == [2, 1]
+
+
+def test_a_message_in_the_best_episode_outranks_an_equal_one_elsewhere() -> None:
+    candidates = evidence([0.9, 0.5, 0.5], [1.0, 0.4, 0.4], episodes=[7, 8, 7])
+    assert order(candidates) == [1, 2, 3]
+    assert order(candidates, episode_weight=0.3) == [1, 3, 2]
+
+
+def test_mmr_pushes_a_near_duplicate_of_the_best_down() -> None:
+    same, other = np.array([1.0, 0.0], np.float32), np.array([0.0, 1.0], np.float32)
+    candidates = evidence([0.9, 0.85, 0.8], [0.5, 0.5, 0.5], vectors={1: same, 2: same, 3: other})
+    assert order(candidates) == [1, 2, 3]
+    assert order(candidates, mmr_lambda=0.5) == [1, 3, 2]
+
+
+def test_mmr_leaves_the_order_alone_at_lambda_one_or_without_vectors() -> None:
+    score = np.array([0.3, 0.9, 0.5])
+    assert diversify([1, 2, 0], score, [10, 11, 12], {}, 0.5) == [1, 2, 0]
+    assert diversify([1, 2, 0], score, [10, 11, 12], {10: np.ones(2, np.float32)}, 1.0) == [1, 2, 0]
+
+
+def test_no_candidates_rank_to_nothing() -> None:
+    ranking = rank(evidence([], []), PLAIN)
+    assert ranking.ranked == ()
+    assert ranking.best_similarity is None
+    assert ranking.considered == 0
+
+
+def test_a_message_without_its_own_vector_takes_its_exchanges_similarity() -> None:
+    query = np.array([1.0, 0.0], np.float32)
+    vectors = {1: np.array([0.5, 0.5], np.float32), 100: np.array([0.8, 0.2], np.float32)}
+    dense_m, dense_x = dense_similarities([1, 2], {1: 100, 2: 100}, vectors, query, "both")
+    assert dense_m.tolist() == pytest.approx([0.5, 0.8])
+    assert dense_x.tolist() == pytest.approx([0.8, 0.8])
+
+
+def test_with_exchange_granularity_a_message_scores_as_its_exchange() -> None:
+    query = np.array([1.0, 0.0], np.float32)
+    vectors = {1: np.array([0.5, 0.5], np.float32), 100: np.array([0.8, 0.2], np.float32)}
+    dense_m, _ = dense_similarities([1], {1: 100}, vectors, query, "exchange")
+    assert dense_m.tolist() == pytest.approx([0.8])
+
+
+def test_lexical_scores_are_normalized_by_the_best_match() -> None:
+    assert normalized([1, 2, 3], {1: 2.0, 2: 4.0, 9: 8.0}).tolist() == pytest.approx([0.25, 0.5, 0.0])
+    assert normalized([1], {}).tolist() == [0.0]
+
+
+def test_granularity_both_blends_message_and_exchange_scores() -> None:
+    message, exchange = np.array([1.0], np.float32), np.array([0.0], np.float32)
+    assert blend(message, exchange, "message", 0.5).tolist() == [1.0]
+    assert blend(message, exchange, "exchange", 0.5).tolist() == [0.0]
+    assert blend(message, exchange, "both", 0.25).tolist() == pytest.approx([0.75])
+
+
+def test_speakers_are_named_by_whole_words_or_by_chinese_characters() -> None:
+    speakers = {"ann": "Ann", "caroline": "Caroline", "小明": "小明"}
+    assert named_speakers(speakers, "What did Caroline say to Annabel?") == {"Caroline"}
+    assert named_speakers(speakers, "小明说了什么？") == {"小明"}
