@@ -21,12 +21,14 @@ from convmem import (
     InvalidSessionIdError,
     Message,
     PostgresStore,
+    Role,
     SQLiteStore,
     StoreError,
     TurnStatus,
 )
 from convmem._errors import ConfigError, InvalidMessageError
-from convmem._redis_store import RedisStore, _escape
+from convmem._redis_layout import _escape
+from convmem._redis_store import RedisStore
 from convmem._store import Store
 
 # Ids that validate_id accepts: every store keeps each one apart and gives it back exactly.
@@ -304,6 +306,87 @@ def test_get_returns_requested_seqs_in_order_and_skips_missing(store: Store) -> 
     fill(store, "s", 5)
     assert seqs(store.get("s", [4, 2, 99, 2, 0])) == [2, 4]
     assert store.get("s", []) == []
+
+
+# -- malformed messages ----------------------------------------------------------------
+# `Message.create` validates, but the dataclass constructor and `dataclasses.replace` do not:
+# every store checks each message again (`validate_messages`) before it writes anything.
+
+GOOD = Message.create("user", "hello")
+CALL = {"id": "c1", "name": "weather", "args": {"city": "Paris"}}
+
+MALFORMED: dict[str, Message] = {
+    "dict content": dataclasses.replace(GOOD, content={"a": "b"}),  # type: ignore[arg-type]
+    "int content": dataclasses.replace(GOOD, content=42),  # type: ignore[arg-type]
+    "None content": dataclasses.replace(GOOD, content=None),  # type: ignore[arg-type]
+    "bytes part": dataclasses.replace(GOOD, content=[b"raw"]),  # type: ignore[list-item]
+    "role as a str": dataclasses.replace(GOOD, role="user"),  # type: ignore[arg-type]
+    "status as a str": dataclasses.replace(GOOD, status="completed"),  # type: ignore[arg-type]
+    "tool message without tool_call_id": Message(role=Role.TOOL, content="sunny"),
+    "tool message with empty tool_call_id": Message(role=Role.TOOL, content="sunny", tool_call_id=""),
+    "tool calls on a user message": dataclasses.replace(GOOD, tool_calls=(CALL,)),
+    "tool call without a name": Message(
+        role=Role.ASSISTANT, content="", tool_calls=({"id": "c", "args": {}},)
+    ),
+    "tool call args as a JSON string": Message(
+        role=Role.ASSISTANT, content="", tool_calls=({"id": "c", "name": "f", "args": "{}"},)
+    ),
+    "metadata as a list": dataclasses.replace(GOOD, metadata=[("k", "v")]),  # type: ignore[arg-type]
+    "metadata with an int key": dataclasses.replace(GOOD, metadata={1: "v"}),  # type: ignore[dict-item]
+    "NaN in metadata": dataclasses.replace(GOOD, metadata={"score": float("nan")}),
+    "an object in metadata": dataclasses.replace(GOOD, metadata={"when": object()}),
+    "lone surrogate in name": dataclasses.replace(GOOD, name="bad \ud800"),
+    "empty name": dataclasses.replace(GOOD, name=""),
+    "NaN timestamp": dataclasses.replace(GOOD, timestamp=float("nan")),
+    "negative token count": dataclasses.replace(GOOD, token_count=-1),
+}
+
+
+@pytest.mark.parametrize("bad", list(MALFORMED.values()), ids=list(MALFORMED))
+def test_a_malformed_message_built_without_create_is_refused_and_nothing_changes(
+    store: Store, bad: Message
+) -> None:
+    store.append("s", [Message.create("user", "before")])
+    with pytest.raises(InvalidMessageError, match="nothing was stored"):
+        store.append("s", [Message.create("user", "fine"), bad])
+    assert texts(store.messages("s")) == ["before"]
+    assert store.stats("s").message_count == 1
+    assert seqs(store.append("s", [Message.create("user", "after")])) == [2]
+
+
+def test_dict_content_never_reaches_the_log_so_later_reads_still_work(store: Store) -> None:
+    with pytest.raises(InvalidMessageError, match="content of a user message must be a str or a list"):
+        store.append("s", [dataclasses.replace(GOOD, content={"a": "b"})])  # type: ignore[arg-type]
+    store.append("s", [Message.create("user", "next")])
+    assert texts(store.messages("s")) == ["next"]
+    assert texts(store.tail("s", 5)) == ["next"]
+
+
+def test_a_refused_first_append_leaves_no_session_behind(store: Store) -> None:
+    with pytest.raises(InvalidMessageError, match="nothing was stored"):
+        store.append("s", [Message.create("user", "fine"), MALFORMED["role as a str"]], user_id="u")
+    assert store.sessions() == []
+    assert store.sessions(user_id="u") == []
+    assert store.stats("s").message_count == 0
+
+
+def test_append_takes_a_list_not_a_single_message(store: Store) -> None:
+    with pytest.raises(InvalidMessageError, match="list of Message"):
+        store.append("s", GOOD)  # type: ignore[arg-type]
+    assert store.messages("s") == []
+
+
+def test_a_message_built_directly_and_well_formed_is_stored(store: Store) -> None:
+    direct = Message(role=Role.ASSISTANT, content="", tool_calls=(CALL,), status=TurnStatus.COMPLETED)
+    [stored] = store.append("s", [direct])
+    assert store.messages("s") == [stored]
+    assert stored.tool_calls == (CALL,)
+
+
+@pytest.mark.parametrize("role", ["user", "system", "assistant"])
+def test_empty_text_is_stored_for_every_role(store: Store, role: str) -> None:
+    store.append("s", [Message.create(role, "")])
+    assert [m.content for m in store.messages("s")] == [""]
 
 
 # -- status and stats --------------------------------------------------------------------

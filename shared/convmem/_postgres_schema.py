@@ -1,0 +1,488 @@
+"""The PostgreSQL side of `PostgresStore`: its tables, their migrations, and the SQL of
+every operation (`_Queries`), with the encoding of messages into rows and back.
+
+Tables (in their own schema, ``convmem`` by default)::
+
+    schema_version  one row per applied migration (version, description, applied_at)
+    sessions        session_id, user_id, created_at, updated_at, last_seq, message_count, total_tokens
+    messages        (session_id, seq) -> role, content, name, tool_calls, tool_call_id, metadata,
+                    status, ts, token_count; a foreign key to sessions, ON DELETE CASCADE
+    state           (session_id, key) -> value, version, updated_at; likewise
+
+The store creates and migrates its schema itself when it opens: each
+migration runs in one transaction under an advisory lock, so many servers
+starting at once apply it exactly once, and a database written by a newer
+convmem is refused rather than misread. New columns (a full-text ``tsvector``
+on messages, an embeddings table keyed by ``(session_id, seq)``) come as new
+migrations; nothing here assumes the tables have only today's columns.
+
+Appends are one statement: an upsert of the session row, which takes that
+row's lock and advances ``last_seq``, feeding the insert of the messages. Any
+number of writers on any number of servers therefore get gapless,
+never-repeated seqs per session, and a failed append stores nothing. Every
+write that touches several rows locks the session row first, so writers never
+wait on each other in opposite orders; a deadlock or serialization failure
+reported by the server (which rolls the whole write back) is retried.
+
+Ids and text are always bound parameters; the only name put into SQL text is
+the schema, which must be a plain lower-case identifier. Times are the
+server's clock, so every process agrees on what is idle.
+
+An operation is a generator of statements (`_Sql`); `PostgresStore` and
+`AsyncPostgresStore` only run them.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import math
+import re
+from collections.abc import Generator, Sequence
+from typing import Any, TypeVar
+
+from ._codec import message_from_record, message_to_record
+from ._errors import ConfigError, InvalidMessageError, StoreError
+from ._models import Message, TurnStatus
+from ._store import MAX_ID_LENGTH, SessionStats, StateRecord, idle_cutoff, validate_id, validate_messages
+
+_T = TypeVar("_T")
+
+DEFAULT_SCHEMA = "convmem"
+# Sessions deleted per statement by expire_idle: one sweep never holds many row locks at once.
+_SWEEP_BATCH = 500
+_SCHEMA_NAME = re.compile(r"[a-z_][a-z0-9_]{0,62}")
+_COLUMNS = (
+    "seq",
+    "role",
+    "content",
+    "name",
+    "tool_calls",
+    "tool_call_id",
+    "metadata",
+    "status",
+    "ts",
+    "token_count",
+)
+_NOW = "extract(epoch FROM clock_timestamp())::float8"
+
+# Each migration: (version, description, statements); ``{s}`` is the quoted schema.
+# Never edit a released migration: add the next one.
+_MIGRATIONS: tuple[tuple[int, str, tuple[str, ...]], ...] = (
+    (
+        1,
+        "sessions, messages and state",
+        (
+            # COLLATE "C": ids compare by code point, as Python sorts them, whatever the database locale.
+            """CREATE TABLE {s}.sessions (
+                session_id    text COLLATE "C" PRIMARY KEY,
+                user_id       text COLLATE "C",
+                created_at    double precision NOT NULL,
+                updated_at    double precision NOT NULL,
+                last_seq      bigint NOT NULL DEFAULT 0,
+                message_count bigint NOT NULL DEFAULT 0,
+                total_tokens  bigint NOT NULL DEFAULT 0
+            )""",
+            "CREATE INDEX sessions_by_user ON {s}.sessions (user_id) WHERE user_id IS NOT NULL",
+            "CREATE INDEX sessions_by_activity ON {s}.sessions (updated_at)",
+            """CREATE TABLE {s}.messages (
+                session_id   text COLLATE "C" NOT NULL
+                             REFERENCES {s}.sessions (session_id) ON DELETE CASCADE,
+                seq          bigint NOT NULL,
+                role         text NOT NULL,
+                content      text NOT NULL,
+                name         text,
+                tool_calls   text,
+                tool_call_id text,
+                metadata     text,
+                status       text NOT NULL,
+                ts           double precision NOT NULL,
+                token_count  integer,
+                PRIMARY KEY (session_id, seq)
+            )""",
+            """CREATE TABLE {s}.state (
+                session_id text COLLATE "C" NOT NULL
+                           REFERENCES {s}.sessions (session_id) ON DELETE CASCADE,
+                key        text COLLATE "C" NOT NULL,
+                value      text NOT NULL,
+                version    bigint NOT NULL,
+                updated_at double precision NOT NULL,
+                PRIMARY KEY (session_id, key)
+            )""",
+        ),
+    ),
+)
+SCHEMA_VERSION = _MIGRATIONS[-1][0]
+
+
+# -- requests: what an operation asks of the server ---------------------------------------
+
+
+@dataclasses.dataclass(frozen=True)
+class _Sql:
+    """One parameterised statement; its reply is the list of rows it returned (maybe empty)."""
+
+    text: str
+    params: tuple[Any, ...] = ()
+
+
+# An operation is a generator: it yields statements, is sent their rows, and returns its
+# result. The sync and async stores only differ in how they drive it.
+_Operation = Generator[_Sql, list[tuple[Any, ...]], _T]
+
+
+class _RollBack(Exception):
+    """Raised by an operation to end its transaction without writing; carries its result."""
+
+    def __init__(self, result: object) -> None:
+        super().__init__("rolled back on purpose")
+        self.result = result
+
+
+def _check_id(value: str, what: str) -> str:
+    # PostgreSQL text cannot hold NUL, and a key must fit a btree entry: refuse what
+    # validate_id refuses rather than fail deep in the server. The common case costs O(1).
+    if len(value) > MAX_ID_LENGTH or "\x00" in value:
+        validate_id(value, what)
+    return value
+
+
+def _check_text(value: str | None, what: str) -> None:
+    if value is not None and "\x00" in value:
+        raise InvalidMessageError(
+            f"{what} contains a NUL character at position {value.index(chr(0))}; PostgreSQL text "
+            "cannot hold NUL, so nothing was stored. Remove it or encode it (e.g. as \\u0000)"
+        )
+
+
+def _row_values(message: Message, session_id: str) -> dict[str, Any]:
+    record = message_to_record(message)
+    # content, tool_calls and metadata are JSON, which escapes NUL; the plain fields are not.
+    _check_text(record["name"], f"the name of a message for session {session_id!r:.80}")
+    _check_text(record["tool_call_id"], f"the tool_call_id of a message for session {session_id!r:.80}")
+    return record
+
+
+def _not_utf8(action: str, exc: UnicodeEncodeError) -> InvalidMessageError:
+    return InvalidMessageError(
+        f"{action}: the text is not valid UTF-8 ({exc.reason}); nothing was stored. "
+        "Build messages with Message.create, which rejects lone surrogates"
+    )
+
+
+def _check_schema(schema: object) -> str:
+    if not isinstance(schema, str) or not _SCHEMA_NAME.fullmatch(schema):
+        raise ConfigError(
+            f"schema must be a lower-case SQL identifier (letters, digits, '_', at most 63 "
+            f"characters, not starting with a digit), got {schema!r}"
+        )
+    return schema
+
+
+# -- the logic shared by both stores ---------------------------------------------------
+
+
+class _Queries:
+    """The SQL of every operation for one schema, and the decoding of its rows: everything but the I/O."""
+
+    def __init__(self, schema: str) -> None:
+        self.schema = _check_schema(schema)
+        s = f'"{self.schema}"'
+        self.s = s
+        # Same 64-bit key in every process: migrations of one schema never run side by side.
+        self.lock_key = int.from_bytes(
+            hashlib.sha256(f"convmem:{schema}".encode()).digest()[:8], "big", signed=True
+        )
+        columns = ", ".join(_COLUMNS)
+        self.select_messages = f"SELECT {columns} FROM {s}.messages WHERE session_id = %s"
+        self.append_sql = f"""
+            WITH clock AS (SELECT {_NOW} AS now),
+            session AS (
+                INSERT INTO {s}.sessions AS known
+                    (session_id, user_id, created_at, updated_at, last_seq, message_count, total_tokens)
+                SELECT %s, %s, clock.now, clock.now, %s, %s, %s FROM clock
+                ON CONFLICT (session_id) DO UPDATE SET
+                    user_id = COALESCE(known.user_id, EXCLUDED.user_id),
+                    updated_at = GREATEST(known.updated_at, EXCLUDED.updated_at),
+                    last_seq = known.last_seq + EXCLUDED.last_seq,
+                    message_count = known.message_count + EXCLUDED.message_count,
+                    total_tokens = known.total_tokens + EXCLUDED.total_tokens
+                RETURNING last_seq
+            ),
+            stored AS (
+                INSERT INTO {s}.messages (session_id, {columns})
+                SELECT %s, session.last_seq - %s + m.position, m.role, m.content, m.name, m.tool_calls,
+                       m.tool_call_id, m.metadata, m.status, m.ts, m.token_count
+                FROM session, unnest(%s::text[], %s::text[], %s::text[], %s::text[], %s::text[],
+                                     %s::text[], %s::text[], %s::float8[], %s::integer[])
+                     WITH ORDINALITY AS m(role, content, name, tool_calls, tool_call_id, metadata,
+                                          status, ts, token_count, position)
+                RETURNING seq
+            )
+            SELECT last_seq FROM session"""
+
+    # -- schema --------------------------------------------------------------------------
+
+    def migrate(self) -> _Operation[int]:
+        """Bring the schema up to `SCHEMA_VERSION`; run in one transaction."""
+        s = self.s
+        (exists,) = (yield _Sql("SELECT to_regclass(%s) IS NOT NULL", (f"{s}.schema_version",)))[0]
+        if exists:
+            current = yield from self._version()
+            if current >= SCHEMA_VERSION:
+                return current
+        yield _Sql("SELECT pg_advisory_xact_lock(%s)", (self.lock_key,))
+        yield _Sql(f"CREATE SCHEMA IF NOT EXISTS {s}")
+        yield _Sql(
+            f"CREATE TABLE IF NOT EXISTS {s}.schema_version (version integer PRIMARY KEY, "
+            "description text NOT NULL, applied_at timestamptz NOT NULL DEFAULT now())"
+        )
+        current = yield from self._version()  # again, under the lock: another server may have migrated
+        for version, description, statements in _MIGRATIONS:
+            if version > current:
+                for statement in statements:
+                    yield _Sql(statement.format(s=s))
+                yield _Sql(
+                    f"INSERT INTO {s}.schema_version (version, description) VALUES (%s, %s)",
+                    (version, description),
+                )
+        return SCHEMA_VERSION
+
+    def _version(self) -> _Operation[int]:
+        (current,) = (yield _Sql(f"SELECT coalesce(max(version), 0) FROM {self.s}.schema_version"))[0]
+        if current > SCHEMA_VERSION:
+            raise StoreError(
+                f"schema {self.schema!r} was written by a newer convmem (schema version {current} > "
+                f"{SCHEMA_VERSION}); upgrade convmem to use it"
+            )
+        return int(current)
+
+    # -- messages ------------------------------------------------------------------------
+
+    @staticmethod
+    def _decode(rows: list[tuple[Any, ...]], session_id: str) -> list[Message]:
+        return [message_from_record(dict(zip(_COLUMNS, row, strict=True)), session_id) for row in rows]
+
+    def append(
+        self, session_id: str, messages: Sequence[Message], user_id: str | None
+    ) -> _Operation[list[Message]]:
+        messages = validate_messages(messages)
+        _check_id(session_id, "session_id")
+        if user_id is not None:
+            _check_id(user_id, "user_id")
+        if not messages:
+            return []
+        records = [_row_values(m, session_id) for m in messages]
+        columns = [[record[name] for record in records] for name in _COLUMNS[1:]]
+        count = len(messages)
+        rows = yield _Sql(
+            self.append_sql,
+            (
+                session_id,
+                user_id,
+                count,
+                count,
+                sum(m.token_count or 0 for m in messages),
+                session_id,
+                count,
+                *columns,
+            ),
+        )
+        first = int(rows[0][0]) - count + 1
+        return [dataclasses.replace(m, seq=first + i) for i, m in enumerate(messages)]
+
+    def messages(self, session_id: str, after_seq: int, through_seq: int | None) -> _Operation[list[Message]]:
+        _check_id(session_id, "session_id")
+        if through_seq is not None and through_seq <= after_seq:
+            return []
+        upper = 2**62 if through_seq is None else int(through_seq)
+        rows = yield _Sql(
+            f"{self.select_messages} AND seq > %s AND seq <= %s ORDER BY seq",
+            (session_id, int(after_seq), upper),
+        )
+        return self._decode(rows, session_id)
+
+    def tail(self, session_id: str, limit: int, before_seq: int | None) -> _Operation[list[Message]]:
+        _check_id(session_id, "session_id")
+        if limit <= 0:
+            return []
+        upper = 2**62 if before_seq is None else int(before_seq)
+        rows = yield _Sql(
+            f"{self.select_messages} AND seq < %s ORDER BY seq DESC LIMIT %s", (session_id, upper, int(limit))
+        )
+        rows.reverse()
+        return self._decode(rows, session_id)
+
+    def get(self, session_id: str, seqs: Sequence[int]) -> _Operation[list[Message]]:
+        _check_id(session_id, "session_id")
+        wanted = sorted({int(s) for s in seqs})
+        if not wanted:
+            return []
+        rows = yield _Sql(
+            f"{self.select_messages} AND seq = ANY(%s::bigint[]) ORDER BY seq", (session_id, wanted)
+        )
+        return self._decode(rows, session_id)
+
+    def set_status(self, session_id: str, seq: int, status: TurnStatus) -> _Operation[Message]:
+        _check_id(session_id, "session_id")
+        s = self.s
+        # The session row is locked before the message row, as every other write does.
+        rows = yield _Sql(
+            f"""
+            WITH touched AS (
+                UPDATE {s}.sessions SET updated_at = GREATEST(updated_at, {_NOW})
+                WHERE session_id = %s
+                  AND EXISTS (SELECT 1 FROM {s}.messages WHERE session_id = %s AND seq = %s)
+                RETURNING session_id
+            )
+            UPDATE {s}.messages AS m SET status = %s FROM touched
+            WHERE m.session_id = touched.session_id AND m.seq = %s
+            RETURNING {", ".join("m." + c for c in _COLUMNS)}""",
+            (session_id, session_id, int(seq), status.value, int(seq)),
+        )
+        if not rows:
+            raise InvalidMessageError(f"session {session_id!r:.80} has no message with seq={seq}")
+        return self._decode(rows, session_id)[0]
+
+    def stats(self, session_id: str) -> _Operation[SessionStats]:
+        _check_id(session_id, "session_id")
+        rows = yield _Sql(
+            f"SELECT message_count, last_seq, total_tokens, user_id, created_at, updated_at "
+            f"FROM {self.s}.sessions WHERE session_id = %s",
+            (session_id,),
+        )
+        if not rows:
+            return SessionStats(session_id, 0, 0, 0)
+        count, last_seq, tokens, user_id, created, updated = rows[0]
+        return SessionStats(session_id, int(count), int(last_seq), int(tokens), user_id, created, updated)
+
+    # -- state records -----------------------------------------------------------------------
+
+    def get_state(self, session_id: str, key: str) -> _Operation[StateRecord | None]:
+        _check_id(session_id, "session_id")
+        _check_text(key, "a state key")
+        rows = yield _Sql(
+            f"SELECT value, version FROM {self.s}.state WHERE session_id = %s AND key = %s", (session_id, key)
+        )
+        return StateRecord(rows[0][0], int(rows[0][1])) if rows else None
+
+    def put_state(
+        self,
+        session_id: str,
+        key: str,
+        value: str,
+        expected_version: int | None,
+        requires_seq: int | None,
+    ) -> _Operation[StateRecord | None]:
+        """Run in a transaction: the session row's lock makes the version check and the write one step."""
+        _check_id(session_id, "session_id")
+        _check_text(key, "a state key")
+        _check_text(value, f"the value of state {key!r}")
+        s = self.s
+        if requires_seq is None:
+            # A state-only session is still a session: listed, forgotten and expired like any other.
+            yield _Sql(
+                f"INSERT INTO {s}.sessions AS known (session_id, created_at, updated_at) "
+                f"SELECT %s, now, now FROM (SELECT {_NOW} AS now) AS clock "
+                "ON CONFLICT (session_id) DO UPDATE SET updated_at = known.updated_at",
+                (session_id,),
+            )
+        else:
+            # A deleted session must not get its derived state back from a late writer.
+            rows = yield _Sql(
+                f"SELECT last_seq FROM {s}.sessions WHERE session_id = %s FOR UPDATE", (session_id,)
+            )
+            if not rows or int(rows[0][0]) < requires_seq:
+                return None
+        rows = yield _Sql(
+            f"SELECT version FROM {s}.state WHERE session_id = %s AND key = %s", (session_id, key)
+        )
+        current = int(rows[0][0]) if rows else 0
+        if expected_version is not None and expected_version != current:
+            raise _RollBack(None)  # also undoes a session row created above for nothing
+        yield _Sql(
+            f"""
+            WITH touched AS (
+                UPDATE {s}.sessions SET updated_at = GREATEST(updated_at, {_NOW}) WHERE session_id = %s
+                RETURNING updated_at
+            )
+            INSERT INTO {s}.state (session_id, key, value, version, updated_at)
+            SELECT %s, %s, %s, %s, touched.updated_at FROM touched
+            ON CONFLICT (session_id, key) DO UPDATE SET
+                value = EXCLUDED.value, version = EXCLUDED.version, updated_at = EXCLUDED.updated_at""",
+            (session_id, session_id, key, value, current + 1),
+        )
+        return StateRecord(value, current + 1)
+
+    def delete_state(self, session_id: str, key: str) -> _Operation[None]:
+        _check_id(session_id, "session_id")
+        _check_text(key, "a state key")
+        s = self.s
+        yield _Sql(
+            f"""
+            WITH touched AS (
+                UPDATE {s}.sessions SET updated_at = GREATEST(updated_at, {_NOW})
+                WHERE session_id = %s
+                  AND EXISTS (SELECT 1 FROM {s}.state WHERE session_id = %s AND key = %s)
+                RETURNING session_id
+            ),
+            deleted AS (
+                DELETE FROM {s}.state USING touched
+                WHERE state.session_id = touched.session_id AND state.key = %s
+                RETURNING 1
+            )
+            SELECT count(*) FROM deleted""",
+            (session_id, session_id, key, key),
+        )
+
+    # -- listing, deleting, retention ---------------------------------------------------------
+
+    def clear(self, session_id: str) -> _Operation[None]:
+        _check_id(session_id, "session_id")
+        yield _Sql(f"DELETE FROM {self.s}.sessions WHERE session_id = %s", (session_id,))
+
+    def sessions(self, user_id: str | None) -> _Operation[list[str]]:
+        if user_id is None:
+            rows = yield _Sql(f"SELECT session_id FROM {self.s}.sessions ORDER BY session_id")
+        else:
+            _check_id(user_id, "user_id")
+            rows = yield _Sql(
+                f"SELECT session_id FROM {self.s}.sessions WHERE user_id = %s ORDER BY session_id", (user_id,)
+            )
+        return [row[0] for row in rows]
+
+    def forget_user(self, user_id: str) -> _Operation[list[str]]:
+        _check_id(user_id, "user_id")
+        s = self.s
+        # Locked in id order, so two sweeps over overlapping sessions never deadlock.
+        rows = yield _Sql(
+            f"""
+            DELETE FROM {s}.sessions WHERE session_id IN (
+                SELECT session_id FROM {s}.sessions WHERE user_id = %s ORDER BY session_id FOR UPDATE
+            ) RETURNING session_id""",
+            (user_id,),
+        )
+        return sorted(row[0] for row in rows)
+
+    def expire_idle(self, older_than_seconds: float) -> _Operation[list[str]]:
+        idle_cutoff(older_than_seconds, 0.0)  # a bad age is refused before any I/O
+        if math.isinf(older_than_seconds):
+            return []
+        (now,) = (yield _Sql(f"SELECT {_NOW}"))[0]
+        cutoff = idle_cutoff(older_than_seconds, float(now))
+        s = self.s
+        deleted: list[str] = []
+        while True:
+            # A locked session is being written right now, so it is not idle: skip it. The
+            # lock re-checks updated_at, so a session touched meanwhile is skipped too.
+            rows = yield _Sql(
+                f"""
+                DELETE FROM {s}.sessions WHERE session_id IN (
+                    SELECT session_id FROM {s}.sessions WHERE updated_at < %s
+                    ORDER BY session_id LIMIT %s FOR UPDATE SKIP LOCKED
+                ) RETURNING session_id""",
+                (cutoff, _SWEEP_BATCH),
+            )
+            deleted.extend(row[0] for row in rows)
+            if len(rows) < _SWEEP_BATCH:
+                return sorted(deleted)

@@ -1,0 +1,238 @@
+"""The Lua scripts `_RedisLayout` asks Redis to run, and their SHA1 names for EVALSHA.
+
+Every write that must be atomic is one script on one node: a session's keys
+share a Cluster hash tag, so a script never spans slots.
+"""
+
+from __future__ import annotations
+
+import hashlib
+
+# The append script's reply when the session must first be added to its user's set.
+_REGISTER = "register"
+
+# Redis does not roll a script back when a command in it fails: commands that
+# ran before the error stay applied. So every write script first checks all
+# that could make a later command fail (foreign keys of another type under our
+# prefix, damaged counters) and only then writes; after the checks no command
+# can fail, and a script is applied whole or not at all.
+_PRELUDE = """
+local function wrong_type(key, kind)
+  local actual = redis.call('TYPE', key)['ok']
+  if actual ~= 'none' and actual ~= kind then
+    return redis.error_reply('WRONGTYPE key ' .. key .. ' holds a ' .. actual .. ', not a ' .. kind)
+  end
+  return nil
+end
+
+local function check_session(meta, log, state)
+  return wrong_type(meta, 'hash') or wrong_type(log, 'hash') or wrong_type(state, 'hash')
+end
+
+-- A write refreshes the session's activity time (Redis's clock, so every client
+-- agrees) and, with a TTL, the expiry of all three session keys together.
+local function touch(meta, log, state, ttl_ms)
+  local clock = redis.call('TIME')
+  local now = clock[1] .. '.' .. string.format('%06d', tonumber(clock[2]))
+  redis.call('HSETNX', meta, 'created_at', now)
+  redis.call('HSET', meta, 'updated_at', now)
+  if ttl_ms > 0 then
+    redis.call('PEXPIRE', meta, ttl_ms)
+    redis.call('PEXPIRE', log, ttl_ms)
+    redis.call('PEXPIRE', state, ttl_ms)
+  end
+end
+"""
+
+# KEYS: meta, log, state   ARGV: has_user, user, registered, ttl_ms, tokens, record...
+# Returns the first seq, or 'register' (nothing written) when this append would give the
+# session its user and the client has not yet added the session to the user's set.
+_APPEND = (
+    _PRELUDE
+    + """
+local meta, log, state = KEYS[1], KEYS[2], KEYS[3]
+local has_user, user, registered, ttl_ms = ARGV[1] == '1', ARGV[2], ARGV[3] == '1', tonumber(ARGV[4])
+local count = #ARGV - 5
+local problem = check_session(meta, log, state)
+if problem then return problem end
+local counters = redis.call('HMGET', meta, 'last_seq', 'count', 'tokens', 'user_id')
+for i = 1, 3 do
+  if counters[i] and not tonumber(counters[i]) then
+    return redis.error_reply('the counters in ' .. meta .. ' are damaged; clear the session')
+  end
+end
+local claims = has_user and not counters[4]
+if claims and not registered then return '"""
+    + _REGISTER
+    + """' end
+
+local first = tonumber(counters[1] or '0') + 1
+local batch = {}
+for i = 1, count do
+  batch[#batch + 1] = tostring(first + i - 1)
+  batch[#batch + 1] = ARGV[5 + i]
+  if #batch >= 1000 then
+    redis.call('HSET', log, unpack(batch))
+    batch = {}
+  end
+end
+if #batch > 0 then redis.call('HSET', log, unpack(batch)) end
+redis.call('HINCRBY', meta, 'last_seq', count)
+redis.call('HINCRBY', meta, 'count', count)
+redis.call('HINCRBY', meta, 'tokens', ARGV[5])
+if claims then redis.call('HSET', meta, 'user_id', user) end
+touch(meta, log, state, ttl_ms)
+return tostring(first)
+"""
+)
+
+# KEYS: meta, log   ARGV: 'range', after_seq, through_seq|''  or  'tail', limit, before_seq|''
+# Returns {seq, record, seq, record, ...} in seq order.
+# The work is bounded by the log's size, not by last_seq: a window wider than the log
+# (a damaged counter, a huge through_seq) reads the log itself instead of every seq in it.
+_READ_LOG = """
+local last = tonumber(redis.call('HGET', KEYS[1], 'last_seq') or '0') or 0
+local lo, hi = 1, last
+if ARGV[1] == 'range' then
+  lo = tonumber(ARGV[2]) + 1
+  if ARGV[3] ~= '' then hi = math.min(hi, tonumber(ARGV[3])) end
+else
+  if ARGV[3] ~= '' then hi = math.min(hi, tonumber(ARGV[3]) - 1) end
+  lo = hi - tonumber(ARGV[2]) + 1
+end
+if lo < 1 then lo = 1 end
+local out = {}
+if hi < lo then return out end
+local size = redis.call('HLEN', KEYS[2])
+if hi - lo + 1 > size then
+  local found = {}
+  local all = redis.call('HGETALL', KEYS[2])
+  for i = 1, #all, 2 do
+    local seq = tonumber(all[i])
+    if seq and seq >= lo and seq <= hi then found[#found + 1] = {seq, all[i + 1]} end
+  end
+  table.sort(found, function(a, b) return a[1] < b[1] end)
+  if ARGV[1] == 'tail' and #found > tonumber(ARGV[2]) then
+    local keep = {}
+    for i = #found - tonumber(ARGV[2]) + 1, #found do keep[#keep + 1] = found[i] end
+    found = keep
+  end
+  for _, pair in ipairs(found) do
+    out[#out + 1] = tostring(pair[1])
+    out[#out + 1] = pair[2]
+  end
+  return out
+end
+local fields = {}
+for seq = lo, hi do
+  fields[#fields + 1] = tostring(seq)
+  if #fields == 1000 or seq == hi then
+    local values = redis.call('HMGET', KEYS[2], unpack(fields))
+    for i = 1, #fields do
+      if values[i] then
+        out[#out + 1] = fields[i]
+        out[#out + 1] = values[i]
+      end
+    end
+    fields = {}
+  end
+end
+return out
+"""
+
+# KEYS: meta, log, state   ARGV: seq, expected_record, new_record, ttl_ms
+_REPLACE_RECORD = (
+    _PRELUDE
+    + """
+local problem = check_session(KEYS[1], KEYS[2], KEYS[3])
+if problem then return problem end
+if redis.call('HGET', KEYS[2], ARGV[1]) ~= ARGV[2] then return 0 end
+redis.call('HSET', KEYS[2], ARGV[1], ARGV[3])
+touch(KEYS[1], KEYS[2], KEYS[3], tonumber(ARGV[4]))
+return 1
+"""
+)
+
+# KEYS: meta, log, state   ARGV: key, value, expected_version|'', ttl_ms, requires_seq|''
+# Returns the new version, or -1 when the compare-and-set or the requires_seq check failed.
+_PUT_STATE = (
+    _PRELUDE
+    + """
+local problem = check_session(KEYS[1], KEYS[2], KEYS[3])
+if problem then return problem end
+if ARGV[5] ~= '' then
+  -- A deleted (or TTL-expired) session has no meta hash: its derived state must not come back.
+  if redis.call('EXISTS', KEYS[1]) == 0 then return -1 end
+  local last = tonumber(redis.call('HGET', KEYS[1], 'last_seq') or '0')
+  if not last then
+    return redis.error_reply('the counters in ' .. KEYS[1] .. ' are damaged; clear the session')
+  end
+  if last < tonumber(ARGV[5]) then return -1 end
+end
+local version = tonumber(redis.call('HGET', KEYS[3], 'n:' .. ARGV[1]) or '0')
+if not version then
+  return redis.error_reply('the version of state ' .. ARGV[1] .. ' in ' .. KEYS[3] .. ' is damaged')
+end
+if ARGV[3] ~= '' and tonumber(ARGV[3]) ~= version then return -1 end
+redis.call('HSET', KEYS[3], 'v:' .. ARGV[1], ARGV[2], 'n:' .. ARGV[1], tostring(version + 1))
+touch(KEYS[1], KEYS[2], KEYS[3], tonumber(ARGV[4]))
+return version + 1
+"""
+)
+
+# KEYS: meta, log, state   ARGV: key, ttl_ms
+_DELETE_STATE = (
+    _PRELUDE
+    + """
+local problem = check_session(KEYS[1], KEYS[2], KEYS[3])
+if problem then return problem end
+if redis.call('HDEL', KEYS[3], 'v:' .. ARGV[1], 'n:' .. ARGV[1]) > 0 then
+  touch(KEYS[1], KEYS[2], KEYS[3], tonumber(ARGV[2]))
+end
+return 0
+"""
+)
+
+# KEYS: meta, log, state   ARGV: 'any' | 'user' <user> | 'idle' <cutoff>
+# Deletes the session only if the condition still holds when the script runs, so a
+# sweep never deletes a session that became active (or changed hands) meanwhile.
+# Returns {deleted 0|1, owner or ''}: the caller removes the session from its owner's set.
+_FORGET = (
+    _PRELUDE
+    + """
+local meta = KEYS[1]
+local problem = wrong_type(meta, 'hash')
+if problem then return problem end
+local owner = redis.call('HGET', meta, 'user_id') or ''
+if ARGV[1] == 'user' then
+  if owner ~= ARGV[2] then return {0, owner} end
+elseif ARGV[1] == 'idle' then
+  local updated = tonumber(redis.call('HGET', meta, 'updated_at') or '')
+  if updated and updated >= tonumber(ARGV[2]) then return {0, owner} end
+end
+if redis.call('DEL', meta, KEYS[2], KEYS[3]) > 0 then return {1, owner} end
+return {0, owner}
+"""
+)
+
+# KEYS: old meta, old log, old state, new meta, new log, new state   (one node, never a Cluster)
+# Renames one session's keys from the layout without hash tags; returns 1 if moved.
+_MOVE_UNTAGGED = """
+if redis.call('EXISTS', KEYS[4], KEYS[5], KEYS[6]) > 0 then return 0 end
+for i = 1, 3 do
+  if redis.call('EXISTS', KEYS[i]) == 1 then redis.call('RENAME', KEYS[i], KEYS[i + 3]) end
+end
+redis.call('HDEL', KEYS[4], 'user_key')
+return 1
+"""
+
+_SCRIPT_SOURCES = {
+    "append": _APPEND,
+    "read_log": _READ_LOG,
+    "replace_record": _REPLACE_RECORD,
+    "put_state": _PUT_STATE,
+    "delete_state": _DELETE_STATE,
+    "forget": _FORGET,
+    "move_untagged": _MOVE_UNTAGGED,
+}
+_SCRIPT_SHAS = {name: hashlib.sha1(source.encode()).hexdigest() for name, source in _SCRIPT_SOURCES.items()}
