@@ -8,7 +8,7 @@ import pytest
 from convmem import InMemoryStore, SQLiteStore, Store
 
 # Redis fixtures (a private server a test may kill and restart) live with the server helpers.
-pytest_plugins = ("redis_server",)
+pytest_plugins = ("redis_server", "extras_guard")
 
 
 @pytest.fixture(params=["memory", "sqlite"])
