@@ -7,8 +7,7 @@ import pytest
 
 from convmem import InMemoryStore, SQLiteStore, Store
 
-# Server fixtures (shared servers, private ones a test may kill and restart) live with the server helpers.
-pytest_plugins = ("redis_server", "postgres_server")
+pytest_plugins = ("redis_server", "postgres_server", "extras_guard")
 
 
 @pytest.fixture(params=["memory", "sqlite"])
