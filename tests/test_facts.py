@@ -206,6 +206,18 @@ def test_fact_rejects_bad_fields(fields: dict[str, object], message: str) -> Non
 def test_fact_round_trips_through_a_dict() -> None:
     fact = Fact("city", "Beijing", seq=3, timestamp=5.0, source="I live in Beijing.")
     assert Fact.from_dict(fact.to_dict()) == fact
+    negation = Fact("city", "Beijing", seq=4, timestamp=6.0, negated=True)
+    assert Fact.from_dict(negation.to_dict()) == negation
+
+
+def test_a_plain_fact_dict_has_the_layout_it_had_before_negations() -> None:
+    assert "negated" not in Fact("city", "Beijing").to_dict()
+    assert Fact("city", "Beijing", negated=True).to_dict()["negated"] is True
+
+
+def test_fact_rejects_a_negated_flag_that_is_not_a_bool() -> None:
+    with pytest.raises(InvalidMessageError, match="negated flag must be a bool"):
+        Fact("city", "Beijing", negated="yes")  # type: ignore[arg-type]
 
 
 # --------------------------------------------------------------------------- fact book
@@ -293,6 +305,76 @@ def test_a_forgotten_fact_stays_forgotten_when_old_messages_are_extracted_again(
     assert book.apply([newer]) == [newer]
 
 
+def test_a_negation_ends_the_current_value_and_keeps_it_in_history() -> None:
+    book = FactBook(
+        [Fact("diet", "vegetarian", seq=1, timestamp=1.0), Fact("name", "Alice", seq=2, timestamp=2.0)]
+    )
+    negation = Fact(
+        "diet", "Vegetarian", seq=5, timestamp=5.0, source="I'm not vegetarian anymore.", negated=True
+    )
+    assert book.apply([negation]) == [negation]
+    assert book.get("diet") is None
+    assert "diet" not in book
+    assert [f.key for f in book.current()] == ["name"]
+    assert len(book) == 1
+    assert [(f.value, f.negated, f.seq) for f in book.history("diet")] == [
+        ("vegetarian", False, 1),
+        ("Vegetarian", True, 5),
+    ]
+
+
+def test_a_negation_of_another_value_changes_nothing() -> None:
+    book = FactBook([Fact("city", "Rome", seq=3, timestamp=3.0)])
+    assert book.apply([Fact("city", "Paris", seq=4, timestamp=4.0, negated=True)]) == []
+    assert book.get("city").value == "Rome"  # type: ignore[union-attr]
+    assert len(book.history("city")) == 1
+
+
+def test_a_negation_of_an_unknown_key_changes_nothing() -> None:
+    book = FactBook()
+    assert book.apply([Fact("city", "Paris", seq=4, timestamp=4.0, negated=True)]) == []
+    assert book.history("city") == []
+    assert book.forget("city") is False
+
+
+def test_a_value_stated_again_after_its_negation_is_current_again() -> None:
+    book = FactBook(
+        [
+            Fact("diet", "vegan", seq=1, timestamp=1.0),
+            Fact("diet", "vegan", seq=2, timestamp=2.0, negated=True),
+            Fact("diet", "vegan", seq=3, timestamp=3.0),
+        ]
+    )
+    assert book.get("diet").seq == 3  # type: ignore[union-attr]
+    assert [f.negated for f in book.history("diet")] == [False, True, False]
+
+
+def test_an_older_statement_extracted_again_does_not_undo_a_negation() -> None:
+    statement = Fact("city", "Berlin", seq=1, timestamp=1.0)
+    book = FactBook([statement, Fact("city", "Berlin", seq=7, timestamp=7.0, negated=True)])
+    assert book.apply([statement]) == []
+    assert book.apply([Fact("city", "Berlin", seq=3, timestamp=3.0)]) == []
+    assert book.get("city") is None
+    assert [f.seq for f in book.history("city")] == [1, 7]  # seq 3 repeats seq 1
+
+
+def test_a_negation_extracted_again_changes_nothing() -> None:
+    negation = Fact("city", "Berlin", seq=7, timestamp=7.0, negated=True)
+    book = FactBook([Fact("city", "Berlin", seq=1, timestamp=1.0), negation])
+    assert book.apply([negation]) == []
+    assert len(book.history("city")) == 2
+
+
+def test_fact_book_with_a_negation_round_trips_through_json_in_format_2() -> None:
+    book = FactBook([Fact("city", "Berlin", seq=1, timestamp=1.0)])
+    assert json.loads(book.to_json())["format"] == 1
+    book.apply([Fact("city", "Berlin", seq=2, timestamp=2.0, negated=True)])
+    assert json.loads(book.to_json())["format"] == 2
+    restored = FactBook.from_json(book.to_json())
+    assert restored.get("city") is None
+    assert restored.history("city") == book.history("city")
+
+
 def test_apply_rejects_items_that_are_not_facts() -> None:
     with pytest.raises(InvalidMessageError, match=r"facts\[0\] must be a Fact, got tuple"):
         FactBook().apply([("city", "Beijing")])  # type: ignore[list-item]
@@ -357,6 +439,24 @@ def test_render_lines_in_chinese() -> None:
         ]
     )
     assert book.render_lines("zh") == ["喜欢：火锅", "所在城市：北京", "名字：小明"]
+
+
+def test_render_lines_for_favourites_allergies_languages_and_family() -> None:
+    book = FactBook(
+        [
+            Fact("favourite:colour", "teal", seq=1, timestamp=1.0),
+            Fact("allergy:peanut", "allergic", seq=2, timestamp=2.0),
+            Fact("language:french", "speaks", seq=3, timestamp=3.0),
+            Fact("mother", "Linda", seq=4, timestamp=4.0),
+        ]
+    )
+    assert book.render_lines("en") == [
+        "mother: Linda",
+        "speaks: french",
+        "allergic to: peanut",
+        "favourite colour: teal",
+    ]
+    assert book.render_lines("zh") == ["妈妈：Linda", "会说：french", "过敏：peanut", "最喜欢的colour：teal"]
 
 
 def test_render_lines_needs_a_concrete_language() -> None:
