@@ -27,13 +27,13 @@ from typing import Any, Protocol, runtime_checkable
 
 from ._errors import InvalidMessageError, StoreError
 from ._fact_rules import (
-    EN_RULES,
     TRIM_CHARS,
-    ZH_RULES,
-    Rule,
+    RuleTable,
+    Said,
+    carries_instructions,
     is_question,
     pet_name_following,
-    rule_pairs,
+    strip_quoted_speech,
 )
 from ._language import LABEL_SEPARATORS, check_language, split_sentences
 from ._models import Message, Role
@@ -169,16 +169,17 @@ def source_quote(text: str) -> str:
     return flat if len(flat) <= _SOURCE_CHARS else flat[: _SOURCE_CHARS - 1] + "…"
 
 
-def _facts_from(message: Message, pairs: Iterable[tuple[str, str]], source: str) -> list[Fact]:
+def _facts_from(message: Message, said: Iterable[Said], source: str) -> list[Fact]:
+    quote = source_quote(source)
     return [
-        Fact(key, value, seq=message.seq, timestamp=message.timestamp, source=source_quote(source))
-        for key, value in pairs
+        Fact(key, value, seq=message.seq, timestamp=message.timestamp, source=quote, negated=negated)
+        for key, value, negated in said
     ]
 
 
 def _sentences_to_scan(text: str) -> list[str]:
-    """The sentences of the first `_RULE_SCAN_CHARS` characters of `text`."""
-    sentences = split_sentences(text[:_RULE_SCAN_CHARS].replace("’", "'"))
+    """The sentences of the first `_RULE_SCAN_CHARS` characters of `text`, quoted speech emptied."""
+    sentences = split_sentences(strip_quoted_speech(text[:_RULE_SCAN_CHARS]).replace("’", "'"))
     if len(text) > _RULE_SCAN_CHARS and sentences:
         # The cut may fall inside a sentence; half a sentence can state a wrong fact ("I live in New").
         sentences.pop()
@@ -188,47 +189,51 @@ def _sentences_to_scan(text: str) -> list[str]:
 class RuleFactExtractor:
     """The offline default: English and Chinese patterns over the user's own messages.
 
-    Recognizes names (``my name is``, ``call me``, ``I'm Alice``, 我叫, 我的名字是),
-    where the user lives (``I live in``, ``I moved to``, 我住在, 我搬到了) and comes
-    from (``I'm from``, 我来自), likes and dislikes (``I like/love/prefer``,
-    ``I don't like/hate``, 我喜欢, 我不喜欢), pets (``I have a dog named X``,
-    ``my dog's name is X``, 我养了一只狗…叫X, 我的狗叫X), work (``I work as/at``,
-    我在X工作, 我是一名X), age (``I'm 30 years old``, 我今年30岁) and birthday.
+    Recognizes names (``my name is``, ``call me``, ``I'm Alice``, 我叫, 叫我), where
+    the user lives (``I live in``, ``I moved to``, 我住在, 我搬到了) and comes from
+    (``I'm from``, 我来自, 我是广东人), favourites (``my favourite colour is``,
+    我最喜欢的颜色是), likes and dislikes (``I like/love/prefer``, ``I don't
+    like/hate``, 我喜欢, 我不喜欢, 我讨厌), pets and their names (``my dog Rex``,
+    ``I have a cat named Luna``, 我的狗叫多多, 我养了一只猫。它叫咪咪), family
+    members' names (``my sister Anna``, 我妈妈叫王芳), work (``I work at Acme as a
+    data engineer``, 我在腾讯当产品经理), age, birthday, allergies (``I'm allergic
+    to peanuts``, 我对花生过敏), diets (``I'm vegetarian``, 我吃素) and languages
+    (``I speak French``, 我会说日语). Statements that a value no longer holds
+    ("I no longer live in Berlin", 我不再吃素了) come back as negated facts.
 
     Precision over recall: questions, hypotheticals ("if I lived in Paris"),
-    past states ("I used to live in") and other people ("my sister is called
-    Anna") are not facts about the user and are ignored. Only user messages
-    are read, and of each only the first 20,000 characters.
+    plans, stories, past states ("I used to live in"), other people ("my friend
+    is allergic to nuts", 他叫小明), quoted and reported speech ("he said 'I live
+    in Rome'") are not facts about the user and are ignored; so is every
+    message that tries to instruct the model, and any value that is long,
+    spans lines or holds control characters or markup. Only user messages are
+    read, and of each only the first 20,000 characters.
     """
 
     def __init__(self, language: str = "auto") -> None:
         self.language = check_language(language)
-        self._rules: list[Rule] = []
-        if self.language in ("auto", "en"):
-            self._rules += EN_RULES
-        if self.language in ("auto", "zh"):
-            self._rules += ZH_RULES
+        self._table = RuleTable.for_language(self.language)
 
     def extract(self, messages: Sequence[Message]) -> list[Fact]:
         """Facts stated in the user messages of `messages`, in the order stated."""
         facts: list[Fact] = []
         for message in check_messages(messages):
-            if message.role is not Role.USER:
+            if message.role is not Role.USER or carries_instructions(message.text[:_RULE_SCAN_CHARS]):
                 continue
             pet_without_name = False
             for sentence in _sentences_to_scan(message.text):
                 if is_question(sentence):
                     continue
-                pairs = rule_pairs(sentence, self._rules)
-                keys = {key for key, _ in pairs}
-                if pet_without_name and not keys:
+                said = self._table.find(sentence)
+                keys = {key for key, _, negated in said if not negated}
+                if pet_without_name and not said:
                     name = pet_name_following(sentence)
                     if name:
-                        pairs = [("pet_name", name)]
+                        said = [("pet_name", name, False)]
                         keys = {"pet_name"}
-                if keys:
+                if said:
                     pet_without_name = "pet" in keys and "pet_name" not in keys
-                facts.extend(_facts_from(message, pairs, sentence))
+                facts.extend(_facts_from(message, said, sentence))
         return facts
 
     async def aextract(self, messages: Sequence[Message]) -> list[Fact]:
