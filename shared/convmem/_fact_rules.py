@@ -88,28 +88,9 @@ _INSTRUCTIONS = re.compile(
 )
 # Words one of which every match of _INSTRUCTIONS holds (once spaces are collapsed);
 # most messages have none and skip the regex.
-_INSTRUCTION_CUES = (
-    "ignor",
-    "disregard",
-    "forget",
-    "overrid",
-    "bypass",
-    "system",
-    "you are now",
-    "jailbreak",
-    "developer mode",
-    "instruction",
-    "忽略",
-    "无视",
-    "忘记",
-    "忘掉",
-    "不要理会",
-    "别管",
-    "绕过",
-    "系统提示",
-    "提示词",
-    "越狱",
-    "你现在是",
+_INSTRUCTION_CUES = tuple(
+    "ignor|disregard|forget|overrid|bypass|system|you are now|jailbreak|developer mode|instruction"  # noqa: SIM905
+    "|忽略|无视|忘记|忘掉|不要理会|别管|绕过|系统提示|提示词|越狱|你现在是".split("|")
 )
 # A quoted span holding a first-person statement is somebody's words, not the
 # user's statement: He said "I live in Rome", 请用“我住在北京”造句.
@@ -190,24 +171,8 @@ _NOT_A_NAME = frozenset(
     """.split()  # noqa: SIM905 - a word list reads better as text
 )
 _NOT_A_PLACE = frozenset(
-    [
-        "a",
-        "an",
-        "my",
-        "our",
-        "his",
-        "her",
-        "their",
-        "this",
-        "that",
-        "here",
-        "there",
-        "home",
-        "i",
-        "it",
-        *_MONTHS.split(),
-    ]
-)
+    "a an my our his her their this that here there home i it".split()  # noqa: SIM905 - reads better as text
+) | frozenset(_MONTHS.split())
 # Capitalized fields of work and tools: "I work in IT", "I work in Python" name no place.
 _NOT_A_WORKPLACE = frozenset(
     """
@@ -428,7 +393,7 @@ def _en_family(match: re.Match[str]) -> Pairs:
 
 _FAVOURITE_VALUE_END = re.compile(
     r"(?i)\s+(?:but|because|since|though|by the way|btw|and i|and my|lol|now|these days|at the moment|lately"
-    r"|anymore|though)\b"
+    r"|anymore)\b"
 )
 _NOT_IN_A_THING = frozenset(["and", "or", "but", "is", "are", "was", "were", "part", "thing", "one"])
 
