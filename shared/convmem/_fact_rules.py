@@ -21,7 +21,6 @@ prefers / dislikes / hates, ``allergy:<thing>`` = allergic,
 from __future__ import annotations
 
 import re
-import unicodedata
 from collections.abc import Callable, Sequence
 from typing import NamedTuple
 
@@ -88,9 +87,9 @@ _INSTRUCTIONS = re.compile(
 )
 # Words one of which every match of _INSTRUCTIONS holds (once spaces are collapsed);
 # most messages have none and skip the regex.
-_INSTRUCTION_CUES = tuple(
-    "ignor|disregard|forget|overrid|bypass|system|you are now|jailbreak|developer mode|instruction"  # noqa: SIM905
-    "|忽略|无视|忘记|忘掉|不要理会|别管|绕过|系统提示|提示词|越狱|你现在是".split("|")
+_INSTRUCTION_CUES = re.compile(
+    "ignor|disregard|forget|overrid|bypass|system|you are now|jailbreak|developer mode|instruction"
+    "|忽略|无视|忘记|忘掉|不要理会|别管|绕过|系统提示|提示词|越狱|你现在是"
 )
 # A quoted span holding a first-person statement is somebody's words, not the
 # user's statement: He said "I live in Rome", 请用“我住在北京”造句.
@@ -123,8 +122,7 @@ def is_question(sentence: str) -> bool:
 
 def carries_instructions(text: str) -> bool:
     """Whether `text` tries to instruct the model ("ignore all previous instructions", 忽略之前的指令)."""
-    words = " ".join(text.lower().split())
-    return any(cue in words for cue in _INSTRUCTION_CUES) and bool(_INSTRUCTIONS.search(text))
+    return bool(_INSTRUCTION_CUES.search(" ".join(text.lower().split())) and _INSTRUCTIONS.search(text))
 
 
 def strip_quoted_speech(text: str) -> str:
@@ -141,7 +139,7 @@ def _safe(key: str, value: str) -> bool:
     """A value short enough, on one line, without control characters, markup or instructions."""
     if not value or len(value) > _MAX_VALUE_CHARS or len(key) > _MAX_VALUE_CHARS + 20:
         return False
-    if any(unicodedata.category(char).startswith("C") for char in value):
+    if not value.isprintable():  # control and format characters, line and paragraph separators
         return False
     if _UNSAFE_CHARS.search(value) or _INSTRUCTIONS.search(value):
         return False
@@ -1449,6 +1447,9 @@ def pet_name_following(sentence: str) -> str | None:
     return _zh_pet_name(following.group(1) or following.group(2)) if following else None
 
 
+_LATIN_LETTER = re.compile(r"[a-z]")
+
+
 class RuleTable:
     """The rules of one or both languages, run over one sentence at a time.
 
@@ -1461,11 +1462,14 @@ class RuleTable:
         self._rules = [(True, rule) for rule in negations] + [(False, rule) for rule in rules]
         self._chinese = chinese
         self._uncued = [index for index, (_, rule) in enumerate(self._rules) if not rule.cues]
-        by_cue: dict[str, list[int]] = {}
+        # Cues by script: an ASCII sentence need not look for Chinese cues, nor a
+        # sentence without a Latin letter for English ones.
+        self._latin_cues: dict[str, list[int]] = {}
+        self._other_cues: dict[str, list[int]] = {}
         for index, (_, rule) in enumerate(self._rules):
             for cue in rule.cues:
-                by_cue.setdefault(cue, []).append(index)
-        self._by_cue = by_cue
+                cues = self._latin_cues if cue.isascii() else self._other_cues
+                cues.setdefault(cue, []).append(index)
 
     @classmethod
     def for_language(cls, language: str) -> RuleTable:
@@ -1491,9 +1495,14 @@ class RuleTable:
             sentence = _with_chinese_subjects(sentence)
         lowered = sentence.lower()
         chosen = set(self._uncued)
-        for cue, indexes in self._by_cue.items():
-            if cue in lowered:
-                chosen.update(indexes)
+        if _LATIN_LETTER.search(lowered):
+            chosen.update(
+                index for cue, indexes in self._latin_cues.items() if cue in lowered for index in indexes
+            )
+        if not lowered.isascii():
+            chosen.update(
+                index for cue, indexes in self._other_cues.items() if cue in lowered for index in indexes
+            )
         found: list[tuple[int, Said]] = []
         for index in sorted(chosen):
             negated, (pattern, handle, _) = self._rules[index]
