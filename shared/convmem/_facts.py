@@ -4,7 +4,9 @@ A :class:`FactExtractor` turns messages into :class:`Fact` objects
 (``name = Alice``, ``city = Beijing``, ``preference:coffee = likes``); a
 :class:`FactBook` holds a session's facts. A newer value for a key supersedes
 the older one (a user who moved from Hangzhou to Beijing lives in Beijing) and
-every value stays in the key's history.
+every value stays in the key's history. A negated fact ("I no longer live in
+Beijing") ends the value it names: the key has no current value until the user
+states a new one, and the negation stays in the history as its provenance.
 
 Two extractors: :class:`RuleFactExtractor` (here, the offline default: English
 and Chinese patterns from :mod:`convmem._fact_rules` over the user's own
@@ -25,13 +27,13 @@ from typing import Any, Protocol, runtime_checkable
 
 from ._errors import InvalidMessageError, StoreError
 from ._fact_rules import (
-    EN_RULES,
     TRIM_CHARS,
-    ZH_RULES,
-    Rule,
+    RuleTable,
+    Said,
+    carries_instructions,
     is_question,
     pet_name_following,
-    rule_pairs,
+    strip_quoted_speech,
 )
 from ._language import LABEL_SEPARATORS, check_language, split_sentences
 from ._models import Message, Role
@@ -69,6 +71,15 @@ def _same_value(first: str, second: str) -> bool:
     return _comparable(first) == _comparable(second)
 
 
+def _same_statement(first: Fact, second: Fact) -> bool:
+    return first.negated == second.negated and _same_value(first.value, second.value)
+
+
+def _live(history: list[Fact]) -> Fact | None:
+    """The key's current value: its newest entry, unless that entry is a negation."""
+    return history[-1] if history and not history[-1].negated else None
+
+
 @dataclasses.dataclass(frozen=True)
 class Fact:
     """One thing known about the user, and where it came from.
@@ -76,7 +87,9 @@ class Fact:
     ``key`` is normalized (lowercase, snake_case before a ``:``), e.g.
     ``"name"``, ``"city"``, ``"pet_name"``, ``"preference:coffee"``; free keys
     are allowed. ``seq`` is the seq of the message that stated it, ``source``
-    a short quote of that message.
+    a short quote of that message. ``negated`` marks a statement that the
+    value no longer holds (``Fact("diet", "vegetarian", negated=True)`` for
+    "I'm not vegetarian anymore").
 
     >>> Fact("Pet Name", "Duoduo", seq=12).key
     'pet_name'
@@ -87,6 +100,7 @@ class Fact:
     seq: int | None = None
     timestamp: float = dataclasses.field(default_factory=time.time)
     source: str | None = None
+    negated: bool = False
 
     def __post_init__(self) -> None:
         if not isinstance(self.key, str) or not normalize_key(self.key).strip(":_"):
@@ -107,12 +121,17 @@ class Fact:
             raise InvalidMessageError(f"a fact's timestamp must be epoch seconds, got {self.timestamp!r}")
         if self.source is not None and not isinstance(self.source, str):
             raise InvalidMessageError(f"a fact's source must be a str or None, got {self.source!r}")
+        if not isinstance(self.negated, bool):
+            raise InvalidMessageError(f"a fact's negated flag must be a bool, got {self.negated!r}")
         object.__setattr__(self, "key", normalize_key(self.key))
         object.__setattr__(self, "value", self.value.strip())
         object.__setattr__(self, "timestamp", float(self.timestamp))
 
     def to_dict(self) -> dict[str, Any]:
-        return dataclasses.asdict(self)
+        data = dataclasses.asdict(self)
+        if not self.negated:
+            del data["negated"]  # the common case keeps the layout stored before negations existed
+        return data
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> Fact:
@@ -125,6 +144,7 @@ class Fact:
             seq=data.get("seq"),
             timestamp=data.get("timestamp", 0.0),
             source=data.get("source"),
+            negated=data.get("negated", False),
         )
 
 
@@ -149,16 +169,17 @@ def source_quote(text: str) -> str:
     return flat if len(flat) <= _SOURCE_CHARS else flat[: _SOURCE_CHARS - 1] + "…"
 
 
-def _facts_from(message: Message, pairs: Iterable[tuple[str, str]], source: str) -> list[Fact]:
+def _facts_from(message: Message, said: Iterable[Said], source: str) -> list[Fact]:
+    quote = source_quote(source)
     return [
-        Fact(key, value, seq=message.seq, timestamp=message.timestamp, source=source_quote(source))
-        for key, value in pairs
+        Fact(key, value, seq=message.seq, timestamp=message.timestamp, source=quote, negated=negated)
+        for key, value, negated in said
     ]
 
 
 def _sentences_to_scan(text: str) -> list[str]:
-    """The sentences of the first `_RULE_SCAN_CHARS` characters of `text`."""
-    sentences = split_sentences(text[:_RULE_SCAN_CHARS].replace("’", "'"))
+    """The sentences of the first `_RULE_SCAN_CHARS` characters of `text`, quoted speech emptied."""
+    sentences = split_sentences(strip_quoted_speech(text[:_RULE_SCAN_CHARS]).replace("’", "'"))
     if len(text) > _RULE_SCAN_CHARS and sentences:
         # The cut may fall inside a sentence; half a sentence can state a wrong fact ("I live in New").
         sentences.pop()
@@ -168,47 +189,51 @@ def _sentences_to_scan(text: str) -> list[str]:
 class RuleFactExtractor:
     """The offline default: English and Chinese patterns over the user's own messages.
 
-    Recognizes names (``my name is``, ``call me``, ``I'm Alice``, 我叫, 我的名字是),
-    where the user lives (``I live in``, ``I moved to``, 我住在, 我搬到了) and comes
-    from (``I'm from``, 我来自), likes and dislikes (``I like/love/prefer``,
-    ``I don't like/hate``, 我喜欢, 我不喜欢), pets (``I have a dog named X``,
-    ``my dog's name is X``, 我养了一只狗…叫X, 我的狗叫X), work (``I work as/at``,
-    我在X工作, 我是一名X), age (``I'm 30 years old``, 我今年30岁) and birthday.
+    Recognizes names (``my name is``, ``call me``, ``I'm Alice``, 我叫, 叫我), where
+    the user lives (``I live in``, ``I moved to``, 我住在, 我搬到了) and comes from
+    (``I'm from``, 我来自, 我是广东人), favourites (``my favourite colour is``,
+    我最喜欢的颜色是), likes and dislikes (``I like/love/prefer``, ``I don't
+    like/hate``, 我喜欢, 我不喜欢, 我讨厌), pets and their names (``my dog Rex``,
+    ``I have a cat named Luna``, 我的狗叫多多, 我养了一只猫。它叫咪咪), family
+    members' names (``my sister Anna``, 我妈妈叫王芳), work (``I work at Acme as a
+    data engineer``, 我在腾讯当产品经理), age, birthday, allergies (``I'm allergic
+    to peanuts``, 我对花生过敏), diets (``I'm vegetarian``, 我吃素) and languages
+    (``I speak French``, 我会说日语). Statements that a value no longer holds
+    ("I no longer live in Berlin", 我不再吃素了) come back as negated facts.
 
     Precision over recall: questions, hypotheticals ("if I lived in Paris"),
-    past states ("I used to live in") and other people ("my sister is called
-    Anna") are not facts about the user and are ignored. Only user messages
-    are read, and of each only the first 20,000 characters.
+    plans, stories, past states ("I used to live in"), other people ("my friend
+    is allergic to nuts", 他叫小明), quoted and reported speech ("he said 'I live
+    in Rome'") are not facts about the user and are ignored; so is every
+    message that tries to instruct the model, and any value that is long,
+    spans lines or holds control characters or markup. Only user messages are
+    read, and of each only the first 20,000 characters.
     """
 
     def __init__(self, language: str = "auto") -> None:
         self.language = check_language(language)
-        self._rules: list[Rule] = []
-        if self.language in ("auto", "en"):
-            self._rules += EN_RULES
-        if self.language in ("auto", "zh"):
-            self._rules += ZH_RULES
+        self._table = RuleTable.for_language(self.language)
 
     def extract(self, messages: Sequence[Message]) -> list[Fact]:
         """Facts stated in the user messages of `messages`, in the order stated."""
         facts: list[Fact] = []
         for message in check_messages(messages):
-            if message.role is not Role.USER:
+            if message.role is not Role.USER or carries_instructions(message.text[:_RULE_SCAN_CHARS]):
                 continue
             pet_without_name = False
             for sentence in _sentences_to_scan(message.text):
                 if is_question(sentence):
                     continue
-                pairs = rule_pairs(sentence, self._rules)
-                keys = {key for key, _ in pairs}
-                if pet_without_name and not keys:
+                said = self._table.find(sentence)
+                keys = {key for key, _, negated in said if not negated}
+                if pet_without_name and not said:
                     name = pet_name_following(sentence)
                     if name:
-                        pairs = [("pet_name", name)]
+                        said = [("pet_name", name, False)]
                         keys = {"pet_name"}
-                if keys:
+                if said:
                     pet_without_name = "pet" in keys and "pet_name" not in keys
-                facts.extend(_facts_from(message, pairs, sentence))
+                facts.extend(_facts_from(message, said, sentence))
         return facts
 
     async def aextract(self, messages: Sequence[Message]) -> list[Fact]:
@@ -223,21 +248,57 @@ _KEY_LABELS = {
     "city": ("city", "所在城市"),
     "hometown": ("hometown", "家乡"),
     "age": ("age", "年龄"),
+    "birthday": ("birthday", "生日"),
+    "birth_year": ("birth year", "出生年份"),
     "job": ("job", "职业"),
     "employer": ("employer", "工作单位"),
     "workplace": ("workplace", "工作地点"),
+    "diet": ("diet", "饮食"),
     "pet": ("pet", "宠物"),
     "pet_name": ("pet name", "宠物名字"),
-    "birthday": ("birthday", "生日"),
+    "mother": ("mother", "妈妈"),
+    "father": ("father", "爸爸"),
+    "sister": ("sister", "姐妹"),
+    "older_sister": ("older sister", "姐姐"),
+    "younger_sister": ("younger sister", "妹妹"),
+    "brother": ("brother", "兄弟"),
+    "older_brother": ("older brother", "哥哥"),
+    "younger_brother": ("younger brother", "弟弟"),
+    "wife": ("wife", "妻子"),
+    "husband": ("husband", "丈夫"),
+    "spouse": ("spouse", "爱人"),
+    "partner": ("partner", "伴侣"),
+    "boyfriend": ("boyfriend", "男朋友"),
+    "girlfriend": ("girlfriend", "女朋友"),
+    "son": ("son", "儿子"),
+    "daughter": ("daughter", "女儿"),
+    "grandmother": ("grandmother", "祖母"),
+    "grandfather": ("grandfather", "祖父"),
 }
-_PREFERENCE_LABELS = {
-    "likes": ("likes", "喜欢"),
-    "loves": ("loves", "喜爱"),
-    "prefers": ("prefers", "偏好"),
-    "dislikes": ("dislikes", "不喜欢"),
-    "hates": ("hates", "讨厌"),
+# "<prefix>:<thing> = <value>" keys: the label that the value stands for, put before the thing
+# ("dislikes: coffee", "allergic to: peanut", "母语：粤语").
+_VALUE_LABELS = {
+    "preference": {
+        "likes": ("likes", "喜欢"),
+        "loves": ("loves", "喜爱"),
+        "prefers": ("prefers", "偏好"),
+        "dislikes": ("dislikes", "不喜欢"),
+        "hates": ("hates", "讨厌"),
+    },
+    "allergy": {"allergic": ("allergic to", "过敏")},
+    "language": {
+        "speaks": ("speaks", "会说"),
+        "native": ("native language", "母语"),
+        "learning": ("learning", "在学"),
+    },
 }
+# "<prefix>:<thing> = <value>" keys whose label is made from the thing ("favourite colour: teal").
+_THING_LABELS = {"favourite": ("favourite {}", "最喜欢的{}")}
+# Format 2 is format 1 plus negated entries in a history. A book is written as
+# format 1 until it holds a negation, so a convmem that predates negations keeps
+# reading it, and refuses a book it would misread (a negated value as current).
 _FACTBOOK_FORMAT = 1
+_FACTBOOK_FORMAT_WITH_NEGATIONS = 2
 
 
 class FactBook:
@@ -247,7 +308,10 @@ class FactBook:
     supersedes the current one and joins its history; the same value again
     (ignoring case, spacing and end punctuation) changes nothing; a fact from
     an older message than the current value's (a late or repeated extraction)
-    joins the history without superseding. ``forget(key)`` removes a key and
+    joins the history without superseding. A negated fact naming the current
+    value ends it: the key drops out of :meth:`current` and :meth:`get` while
+    :meth:`history` keeps both the value and the negation, each with the seq
+    and quote of the message that said it. ``forget(key)`` removes a key and
     remembers up to which seq it was forgotten, so re-extracting the same old
     messages does not bring it back, while a newer statement does.
 
@@ -267,7 +331,12 @@ class FactBook:
         self.apply(facts)
 
     def apply(self, facts: Iterable[Fact]) -> list[Fact]:
-        """Fold `facts` (oldest first) in; return those that became a key's current value."""
+        """Fold `facts` (oldest first) in; return those that changed a key's current value.
+
+        A negated fact ends the current value when it names that value, and is
+        returned then; naming another value ("I no longer live in Paris" while
+        the current city is Rome), or a key with no current value, changes nothing.
+        """
         if isinstance(facts, Fact):
             facts = [facts]
         changed: dict[str, Fact] = {}
@@ -278,19 +347,20 @@ class FactBook:
                 forgotten_through = self._forgotten.get(fact.key)
                 if forgotten_through is not None and fact.seq is not None and fact.seq <= forgotten_through:
                     continue
-                history = self._history.setdefault(fact.key, [])
+                history = self._history.get(fact.key, [])
                 current = history[-1] if history else None
-                if current is not None and _same_value(current.value, fact.value):
-                    continue
-                if (
-                    current is not None
-                    and fact.seq is not None
-                    and current.seq is not None
-                    and fact.seq < current.seq
+                if fact.negated and (
+                    current is None or current.negated or not _same_value(current.value, fact.value)
                 ):
-                    self._insert_older(history, fact)
                     continue
+                if current is not None:
+                    if not fact.negated and not current.negated and _same_value(current.value, fact.value):
+                        continue
+                    if fact.seq is not None and current.seq is not None and fact.seq < current.seq:
+                        self._insert_older(history, fact)
+                        continue
                 history.append(fact)
+                self._history[fact.key] = history
                 self._clock += 1
                 self._updated[fact.key] = self._clock
                 changed.pop(fact.key, None)
@@ -307,16 +377,20 @@ class FactBook:
             if before is not None and before <= fact.seq:
                 break
             position -= 1
-        if position > 0 and _same_value(history[position - 1].value, fact.value):
+        if position > 0 and _same_statement(history[position - 1], fact):
             return  # the value it would repeat is already there
-        if position < len(history) and _same_value(history[position].value, fact.value):
+        if position < len(history) and _same_statement(history[position], fact):
             return
         history.insert(position, fact)
 
     def current(self) -> list[Fact]:
         """The current value of every key, newest first (by time stated, then seq)."""
         with self._lock:
-            latest = [(history[-1], self._updated[key]) for key, history in self._history.items() if history]
+            latest = [
+                (history[-1], self._updated[key])
+                for key, history in self._history.items()
+                if _live(history) is not None
+            ]
         latest.sort(
             key=lambda pair: (pair[0].timestamp, pair[0].seq if pair[0].seq is not None else -1, pair[1]),
             reverse=True,
@@ -326,16 +400,15 @@ class FactBook:
     def get(self, key: str) -> Fact | None:
         """The current fact for `key`, or ``None``."""
         with self._lock:
-            history = self._history.get(normalize_key(key))
-            return history[-1] if history else None
+            return _live(self._history.get(normalize_key(key), []))
 
     def history(self, key: str) -> list[Fact]:
-        """Every value `key` has had, oldest first (empty for an unknown key)."""
+        """Every value `key` has had, oldest first, negations included (empty for an unknown key)."""
         with self._lock:
             return list(self._history.get(normalize_key(key), ()))
 
     def forget(self, key: str) -> bool:
-        """Remove `key` and its history; ``False`` when there was no such key."""
+        """Remove `key` and its history; ``False`` when there was no such key (nor a history)."""
         key = normalize_key(key)
         with self._lock:
             history = self._history.pop(key, None)
@@ -349,26 +422,27 @@ class FactBook:
 
     def __len__(self) -> int:
         with self._lock:
-            return sum(1 for history in self._history.values() if history)
+            return sum(1 for history in self._history.values() if _live(history) is not None)
 
     def __contains__(self, key: object) -> bool:
         return isinstance(key, str) and self.get(key) is not None
 
     def render_lines(self, language: str) -> list[str]:
         """Current facts as readable lines, newest first: ``"name: Alice"`` / ``"名字：小明"``,
-        ``"likes: coffee"`` / ``"喜欢：咖啡"``. `language` is ``"en"`` or ``"zh"``."""
+        ``"likes: coffee"`` / ``"喜欢：咖啡"``, ``"favourite colour: teal"`` / ``"最喜欢的颜色：蓝色"``.
+        `language` is ``"en"`` or ``"zh"``."""
         language = check_language(language, allow_auto=False)
         zh = language == "zh"
         separator = LABEL_SEPARATORS[language]
         lines = []
         for fact in self.current():
-            if fact.key.startswith("preference:"):
-                thing = fact.key.split(":", 1)[1]
-                labels = _PREFERENCE_LABELS.get(fact.value.lower())
-                if labels:
-                    lines.append(labels[zh] + separator + thing)
-                else:
-                    lines.append(thing + separator + fact.value)
+            prefix, colon, thing = fact.key.partition(":")
+            if colon and prefix in _THING_LABELS:
+                lines.append(_THING_LABELS[prefix][zh].format(thing) + separator + fact.value)
+                continue
+            if colon and prefix in _VALUE_LABELS:
+                labels = _VALUE_LABELS[prefix].get(fact.value.lower())
+                lines.append((labels[zh] + separator + thing) if labels else (thing + separator + fact.value))
                 continue
             labels = _KEY_LABELS.get(fact.key)
             label = labels[zh] if labels else (fact.key if zh else fact.key.replace("_", " "))
@@ -379,8 +453,9 @@ class FactBook:
         """The whole book (current values, history, forgotten keys) as JSON text."""
         with self._lock:
             keys = sorted(self._history, key=lambda key: self._updated.get(key, 0))
+            negations = any(fact.negated for history in self._history.values() for fact in history)
             data = {
-                "format": _FACTBOOK_FORMAT,
+                "format": _FACTBOOK_FORMAT_WITH_NEGATIONS if negations else _FACTBOOK_FORMAT,
                 "history": {key: [fact.to_dict() for fact in self._history[key]] for key in keys},
                 "forgotten": dict(self._forgotten),
             }
@@ -396,10 +471,13 @@ class FactBook:
                 f"the stored fact book is not valid JSON ({exc}); delete or rebuild it"
             ) from None
         found_format = data.get("format") if isinstance(data, dict) else None
-        if not isinstance(data, dict) or found_format != _FACTBOOK_FORMAT:
+        if not isinstance(data, dict) or found_format not in (
+            _FACTBOOK_FORMAT,
+            _FACTBOOK_FORMAT_WITH_NEGATIONS,
+        ):
             raise StoreError(
                 f"the stored fact book has an unknown layout (format {found_format!r}, expected "
-                f"{_FACTBOOK_FORMAT}); delete or rebuild it"
+                f"{_FACTBOOK_FORMAT} or {_FACTBOOK_FORMAT_WITH_NEGATIONS}); delete or rebuild it"
             )
         history, forgotten = data.get("history"), data.get("forgotten", {})
         if not isinstance(history, dict) or not isinstance(forgotten, dict):
