@@ -39,6 +39,7 @@ __all__ = [
     "fallback_message_id",
     "from_convmem_message",
     "latest_human_text",
+    "state_messages",
     "stored_message_id",
     "to_convmem_message",
     "to_convmem_messages",
@@ -228,6 +229,23 @@ def context_to_langchain(
         message = from_convmem_message(stored)
         if stable_ids and message.id is None:
             message.id = fallback_message_id(stored.seq)
+        messages.append(message)
+    return messages
+
+
+def state_messages(context: BuiltContext) -> list[BaseMessage]:
+    """The managed context as the messages of a graph's state.
+
+    Every message gets an id made from its seq (the context message
+    `CONTEXT_MESSAGE_ID`): a graph's ``add_messages`` reducer merges by id, so
+    an id a client chose, and may reuse for a new message, must never be in state.
+    """
+    messages: list[BaseMessage] = []
+    if context.system_text:
+        messages.append(SystemMessage(content=context.system_text, id=CONTEXT_MESSAGE_ID))
+    for stored in context.window:
+        message = from_convmem_message(stored)
+        message.id = fallback_message_id(stored.seq)
         messages.append(message)
     return messages
 
