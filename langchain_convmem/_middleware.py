@@ -40,7 +40,7 @@ from ._convert import (
     state_messages,
     to_convmem_message,
 )
-from ._history import ConvMemSessions, check_budget
+from ._history import ConvMemSessions, check_budget, check_options
 
 __all__ = ["ConvMemMiddleware"]
 
@@ -128,6 +128,7 @@ class ConvMemMiddleware(AgentMiddleware):
     ) -> None:
         if _IMPORT_ERROR is not None:  # pragma: no cover - exercised in a subprocess test
             raise ImportError(_INSTALL_HINT) from _IMPORT_ERROR
+        check_options(ConvMemMiddleware.__init__, memory_options)
         super().__init__()
         self.fixed_memory: ConversationMemory | None = None
         self.sessions: ConvMemSessions | None = None
