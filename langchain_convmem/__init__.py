@@ -34,6 +34,7 @@ from ._history import ConvMemChatMessageHistory, ConvMemSessions
 if TYPE_CHECKING:
     from ._adapters import ChatModelTokenCounter, LangChainComplete, complete_fn_from_langchain
     from ._embeddings import LangChainEmbedder
+    from ._graph import ConvMemNode
     from ._middleware import ConvMemMiddleware
     from ._runnable import ConvMemRunnable, with_convmem
     from ._vector_store import LangChainVectorIndex, PrecomputedEmbeddings
@@ -47,6 +48,7 @@ _LAZY = {
     "LangChainComplete": "._adapters",
     "complete_fn_from_langchain": "._adapters",
     "LangChainEmbedder": "._embeddings",
+    "ConvMemNode": "._graph",
     "ConvMemMiddleware": "._middleware",
     "ConvMemRunnable": "._runnable",
     "with_convmem": "._runnable",
@@ -72,6 +74,7 @@ __all__ = [
     "ChatModelTokenCounter",
     "ConvMemChatMessageHistory",
     "ConvMemMiddleware",
+    "ConvMemNode",
     "ConvMemRunnable",
     "ConvMemSessions",
     "LangChainComplete",

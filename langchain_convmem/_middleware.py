@@ -19,7 +19,7 @@ import os
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Annotated, Any
 
-from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, RemoveMessage
+from langchain_core.messages import AIMessage, BaseMessage, RemoveMessage
 from typing_extensions import NotRequired
 
 from convmem import (
@@ -27,7 +27,6 @@ from convmem import (
     ConversationMemory,
     InvalidSessionIdError,
     MemoryConfig,
-    Message,
     Store,
     TokenCounter,
     TurnStatus,
@@ -38,9 +37,9 @@ from ._convert import (
     CONTEXT_MESSAGE_ID,
     latest_human_text,
     state_messages,
-    to_convmem_message,
 )
 from ._history import ConvMemSessions, check_budget, check_options
+from ._turns import record_new_messages, settle_last_turn
 
 __all__ = ["ConvMemMiddleware"]
 
@@ -186,39 +185,9 @@ class ConvMemMiddleware(AgentMiddleware):
         stored = state.get(_STORED_KEY) or 0
         return [m for m in messages[stored:] if m.id != CONTEXT_MESSAGE_ID]
 
-    @staticmethod
-    def _to_store(new: Sequence[BaseMessage], *, final: bool) -> list[Message]:
-        """Messages of the unfinished turn are RUNNING; earlier ones and a final answer COMPLETED."""
-        # Without a human message in the batch, everything continues the current turn.
-        turn_start = max((i for i, m in enumerate(new) if isinstance(m, HumanMessage)), default=0)
-        converted = []
-        for index, message in enumerate(new):
-            answer = final and index == len(new) - 1
-            running = index >= turn_start and not answer
-            converted.append(
-                to_convmem_message(message, status=TurnStatus.RUNNING if running else TurnStatus.COMPLETED)
-            )
-        return converted
-
-    @staticmethod
-    def _settle_last_turn(memory: ConversationMemory, status: TurnStatus) -> None:
-        """Give every RUNNING message of the newest turn its final status."""
-        turns = memory.recent_turns(1)
-        if not turns:
-            return
-        for message in turns[-1].messages:
-            if message.status is TurnStatus.RUNNING and message.seq is not None:
-                memory.set_status(message.seq, status)
-
     def _sync(self, memory: ConversationMemory, state: Mapping[str, Any], *, final: bool) -> dict[str, Any]:
         """Store the new messages; returns the state update that records them as stored."""
-        new = self._unstored(state)
-        if new:
-            if any(isinstance(m, HumanMessage) for m in new):
-                self._settle_last_turn(memory, TurnStatus.CANCELLED)
-            memory.add_messages(self._to_store(new, final=final))
-        if final:
-            self._settle_last_turn(memory, TurnStatus.COMPLETED)
+        record_new_messages(memory, self._unstored(state), final=final)
         return {_STORED_KEY: len(state["messages"])}
 
     def _replace(self, memory: ConversationMemory, messages: Sequence[BaseMessage]) -> dict[str, Any]:
@@ -273,7 +242,7 @@ class ConvMemMiddleware(AgentMiddleware):
         try:
             return handler(request)
         except Exception:
-            self._settle_last_turn(self._memory(request.runtime), TurnStatus.FAILED)
+            settle_last_turn(self._memory(request.runtime), TurnStatus.FAILED)
             raise
 
     async def awrap_model_call(
@@ -285,5 +254,5 @@ class ConvMemMiddleware(AgentMiddleware):
             return await handler(request)
         except Exception:
             memory = self._memory(request.runtime)
-            await asyncio.to_thread(self._settle_last_turn, memory, TurnStatus.FAILED)
+            await asyncio.to_thread(settle_last_turn, memory, TurnStatus.FAILED)
             raise
