@@ -7,13 +7,13 @@ fields convmem has no column for (``id``, ``additional_kwargs``,
 message's ``artifact`` and ``status``, a `ChatMessage`'s role) travel in the
 message's metadata under ``"langchain"`` and come back when the message is
 converted back, so a message read from the store compares equal to the one
-that was written.
+that was written. Values JSON has no type for (a tool's `Document` artifacts,
+datetimes, bytes, pydantic models) are stored tagged: see `_serialize`.
 """
 
 from __future__ import annotations
 
 import copy
-import json
 from collections.abc import Iterable, Mapping
 from typing import Any
 
@@ -30,6 +30,8 @@ from langchain_core.messages import (
 
 from convmem import BuiltContext, InvalidMessageError, Message, Role, TurnStatus
 
+from ._serialize import from_storable, to_storable
+
 __all__ = [
     "CONTEXT_MESSAGE_ID",
     "LANGCHAIN_METADATA_KEY",
@@ -37,6 +39,7 @@ __all__ = [
     "fallback_message_id",
     "from_convmem_message",
     "latest_human_text",
+    "state_messages",
     "stored_message_id",
     "to_convmem_message",
     "to_convmem_messages",
@@ -54,17 +57,6 @@ _CHAT_ROLES = {
     "ai": Role.ASSISTANT,
     "system": Role.SYSTEM,
 }
-
-
-def _json_safe(value: Any, where: str) -> Any:
-    try:
-        json.dumps(value, ensure_ascii=False, allow_nan=False)
-    except (TypeError, ValueError) as exc:
-        raise InvalidMessageError(
-            f"{where} is not JSON-serializable ({exc}); convmem stores messages as JSON, "
-            "so convert such values to plain dicts, lists, strings and numbers first"
-        ) from None
-    return value
 
 
 def to_convmem_message(message: BaseMessage, *, status: TurnStatus | str = TurnStatus.COMPLETED) -> Message:
@@ -92,20 +84,20 @@ def to_convmem_message(message: BaseMessage, *, status: TurnStatus | str = TurnS
     if message.id is not None:
         extras["id"] = message.id
     if message.additional_kwargs:
-        extras["additional_kwargs"] = _json_safe(message.additional_kwargs, f"{kind}.additional_kwargs")
+        extras["additional_kwargs"] = to_storable(message.additional_kwargs, f"{kind}.additional_kwargs")
     if message.response_metadata:
-        extras["response_metadata"] = _json_safe(message.response_metadata, f"{kind}.response_metadata")
+        extras["response_metadata"] = to_storable(message.response_metadata, f"{kind}.response_metadata")
     tool_calls: list[dict[str, Any]] = []
     tool_call_id: str | None = None
     if isinstance(message, AIMessage):
         role = Role.ASSISTANT
         tool_calls = [{"id": c.get("id"), "name": c["name"], "args": c["args"]} for c in message.tool_calls]
         if message.invalid_tool_calls:
-            extras["invalid_tool_calls"] = _json_safe(
+            extras["invalid_tool_calls"] = to_storable(
                 [dict(c) for c in message.invalid_tool_calls], f"{kind}.invalid_tool_calls"
             )
         if message.usage_metadata is not None:
-            extras["usage_metadata"] = _json_safe(dict(message.usage_metadata), f"{kind}.usage_metadata")
+            extras["usage_metadata"] = to_storable(dict(message.usage_metadata), f"{kind}.usage_metadata")
     elif isinstance(message, HumanMessage):
         role = Role.USER
     elif isinstance(message, SystemMessage):
@@ -114,7 +106,7 @@ def to_convmem_message(message: BaseMessage, *, status: TurnStatus | str = TurnS
         role = Role.TOOL
         tool_call_id = message.tool_call_id
         if message.artifact is not None:
-            extras["artifact"] = _json_safe(message.artifact, f"{kind}.artifact")
+            extras["artifact"] = to_storable(message.artifact, f"{kind}.artifact")
         if message.status != "success":
             extras["status"] = message.status
     elif isinstance(message, ChatMessage):
@@ -165,11 +157,11 @@ def from_convmem_message(message: Message) -> BaseMessage:
     """
     extras: Mapping[str, Any] = message.metadata.get(LANGCHAIN_METADATA_KEY) or {}
     fields: dict[str, Any] = {
-        "content": copy.deepcopy(message.content),
+        "content": _copy(message.content),
         "name": message.name,
         "id": extras.get("id"),
-        "additional_kwargs": copy.deepcopy(extras.get("additional_kwargs") or {}),
-        "response_metadata": copy.deepcopy(extras.get("response_metadata") or {}),
+        "additional_kwargs": from_storable(extras.get("additional_kwargs") or {}),
+        "response_metadata": from_storable(extras.get("response_metadata") or {}),
     }
     chat_role = extras.get("chat_role")
     if isinstance(chat_role, str):
@@ -181,7 +173,7 @@ def from_convmem_message(message: Message) -> BaseMessage:
     if message.role is Role.TOOL:
         return ToolMessage(
             tool_call_id=message.tool_call_id or "",
-            artifact=copy.deepcopy(extras.get("artifact")),
+            artifact=from_storable(extras.get("artifact")),
             status=extras.get("status", "success"),
             **fields,
         )
@@ -190,16 +182,21 @@ def from_convmem_message(message: Message) -> BaseMessage:
             {
                 "id": c.get("id"),
                 "name": c["name"],
-                "args": copy.deepcopy(c.get("args", {})),
+                "args": _copy(c.get("args", {})),
                 "type": "tool_call",
             }
             for c in message.tool_calls
         ],
-        "invalid_tool_calls": copy.deepcopy(extras.get("invalid_tool_calls") or []),
+        "invalid_tool_calls": _copy(extras.get("invalid_tool_calls") or []),
     }
     if extras.get("usage_metadata") is not None:
-        ai_fields["usage_metadata"] = copy.deepcopy(extras["usage_metadata"])
+        ai_fields["usage_metadata"] = _copy(extras["usage_metadata"])
     return AIMessage(**fields, **ai_fields)
+
+
+def _copy(value: Any) -> Any:
+    # The memory hands out its own objects: a copy keeps callers from changing the log.
+    return copy.deepcopy(value)
 
 
 def stored_message_id(message: Message) -> str | None:
@@ -232,6 +229,23 @@ def context_to_langchain(
         message = from_convmem_message(stored)
         if stable_ids and message.id is None:
             message.id = fallback_message_id(stored.seq)
+        messages.append(message)
+    return messages
+
+
+def state_messages(context: BuiltContext) -> list[BaseMessage]:
+    """The managed context as the messages of a graph's state.
+
+    Every message gets an id made from its seq (the context message
+    `CONTEXT_MESSAGE_ID`): a graph's ``add_messages`` reducer merges by id, so
+    an id a client chose, and may reuse for a new message, must never be in state.
+    """
+    messages: list[BaseMessage] = []
+    if context.system_text:
+        messages.append(SystemMessage(content=context.system_text, id=CONTEXT_MESSAGE_ID))
+    for stored in context.window:
+        message = from_convmem_message(stored)
+        message.id = fallback_message_id(stored.seq)
         messages.append(message)
     return messages
 

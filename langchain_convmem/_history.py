@@ -6,9 +6,11 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
+import difflib
+import inspect
 import os
 import uuid
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any
 
 from langchain_core.chat_history import BaseChatMessageHistory
@@ -17,6 +19,7 @@ from langchain_core.messages import BaseMessage
 from convmem import (
     BudgetError,
     BuiltContext,
+    ConfigError,
     ConversationMemory,
     InvalidSessionIdError,
     MemoryConfig,
@@ -29,7 +32,46 @@ from convmem import (
 
 from ._convert import context_to_langchain, from_convmem_message, to_convmem_messages
 
-__all__ = ["ConvMemChatMessageHistory", "ConvMemSessions", "check_budget", "storage_session_id"]
+__all__ = [
+    "ConvMemChatMessageHistory",
+    "ConvMemSessions",
+    "check_budget",
+    "check_options",
+    "storage_session_id",
+]
+
+# Options every wrapper passes on to the memory (or the session registry) it builds.
+_MEMORY_BUILDING = ("max_cached_sessions",)
+
+
+def check_options(owner: Callable[..., Any], options: Mapping[str, object]) -> None:
+    """Refuse, at construction, an option `owner` does not take.
+
+    Wrappers pass ``**memory_options`` on to `ConversationMemory`; a misspelled
+    option would otherwise surface on the first call. The error names the
+    option, the closest accepted one, and every option accepted.
+    """
+    own = [
+        name
+        for name, parameter in inspect.signature(owner).parameters.items()
+        if parameter.kind not in (parameter.VAR_KEYWORD, parameter.VAR_POSITIONAL) and name != "self"
+    ]
+    memory = [
+        name
+        for name, parameter in inspect.signature(ConversationMemory).parameters.items()
+        if parameter.kind is parameter.KEYWORD_ONLY or name in {"config", "store"}
+    ]
+    accepted = sorted({*own, *memory, *_MEMORY_BUILDING})
+    unknown = sorted(set(options) - set(accepted))
+    if unknown:
+        name = unknown[0]
+        close = difflib.get_close_matches(name, accepted, n=1)
+        hint = f" (did you mean {close[0]!r}?)" if close else ""
+        owner_name = getattr(owner, "__qualname__", repr(owner)).removesuffix(".__init__")
+        raise ConfigError(
+            f"{owner_name} got unknown option{'s' if len(unknown) > 1 else ''} "
+            f"{', '.join(repr(u) for u in unknown)}{hint}; it accepts: {', '.join(accepted)}"
+        )
 
 
 def check_budget(budget: object) -> int | None:
@@ -147,6 +189,7 @@ class ConvMemChatMessageHistory(BaseChatMessageHistory):
         pin_messages: bool = False,
         **memory_options: Any,
     ) -> None:
+        check_options(ConvMemChatMessageHistory.__init__, memory_options)
         with _quiet_base_class_deprecation():
             super().__init__()
         if memory is None and session_id is None:
@@ -308,6 +351,7 @@ class ConvMemSessions(SessionRegistry):
     def __init__(
         self, path: str | os.PathLike[str] | None = None, *, budget: int | None = None, **options: Any
     ) -> None:
+        check_options(ConvMemSessions.__init__, options)
         super().__init__(path, **options)
         self.budget = check_budget(budget)
 

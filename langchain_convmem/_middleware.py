@@ -16,17 +16,17 @@ from __future__ import annotations
 
 import asyncio
 import os
-from collections.abc import Awaitable, Callable, Sequence
-from typing import Any
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from typing import Annotated, Any
 
-from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, RemoveMessage
+from langchain_core.messages import AIMessage, BaseMessage, RemoveMessage
+from typing_extensions import NotRequired
 
 from convmem import (
     ConfigError,
     ConversationMemory,
     InvalidSessionIdError,
     MemoryConfig,
-    Message,
     Store,
     TokenCounter,
     TurnStatus,
@@ -35,13 +35,11 @@ from convmem import (
 
 from ._convert import (
     CONTEXT_MESSAGE_ID,
-    context_to_langchain,
-    fallback_message_id,
     latest_human_text,
-    stored_message_id,
-    to_convmem_message,
+    state_messages,
 )
-from ._history import ConvMemSessions, check_budget
+from ._history import ConvMemSessions, check_budget, check_options
+from ._turns import record_new_messages, settle_last_turn
 
 __all__ = ["ConvMemMiddleware"]
 
@@ -53,6 +51,7 @@ _INSTALL_HINT = (
 
 try:
     from langchain.agents.middleware import AgentMiddleware, AgentState, ModelRequest, ModelResponse
+    from langchain.agents.middleware.types import PrivateStateAttr
     from langgraph.graph.message import REMOVE_ALL_MESSAGES
 except ImportError as exc:  # pragma: no cover - exercised in a subprocess test
     _IMPORT_ERROR: ImportError | None = exc
@@ -66,8 +65,17 @@ except ImportError as exc:  # pragma: no cover - exercised in a subprocess test
     AgentState = dict  # type: ignore[assignment,misc]
     ModelRequest = ModelResponse = Any  # type: ignore[assignment,misc]
     REMOVE_ALL_MESSAGES = "__remove_all__"
+    PrivateStateAttr = None  # type: ignore[assignment]
 else:
     _IMPORT_ERROR = None
+
+_STORED_KEY = "convmem_stored"
+
+
+class ConvMemAgentState(AgentState):
+    """The agent state plus how many leading messages are already in the log."""
+
+    convmem_stored: NotRequired[Annotated[int, PrivateStateAttr]]
 
 
 class ConvMemMiddleware(AgentMiddleware):
@@ -101,6 +109,8 @@ class ConvMemMiddleware(AgentMiddleware):
             room for the agent's system prompt and tool schemas.
     """
 
+    state_schema = ConvMemAgentState
+
     def __init__(
         self,
         sessions: ConvMemSessions | None = None,
@@ -117,6 +127,7 @@ class ConvMemMiddleware(AgentMiddleware):
     ) -> None:
         if _IMPORT_ERROR is not None:  # pragma: no cover - exercised in a subprocess test
             raise ImportError(_INSTALL_HINT) from _IMPORT_ERROR
+        check_options(ConvMemMiddleware.__init__, memory_options)
         super().__init__()
         self.fixed_memory: ConversationMemory | None = None
         self.sessions: ConvMemSessions | None = None
@@ -162,61 +173,34 @@ class ConvMemMiddleware(AgentMiddleware):
     # -- syncing the agent's messages into the log ----------------------------------------
 
     @staticmethod
-    def _unstored(memory: ConversationMemory, messages: Sequence[BaseMessage]) -> list[BaseMessage]:
+    def _unstored(state: Mapping[str, Any]) -> list[BaseMessage]:
         """The messages of the agent state that the log does not hold yet.
 
-        The state holds the context this middleware put there (its system
-        message and a window drawn from the newest turns) followed by what the
-        agent added since, so the newest turns and the log's last
-        ``len(messages)`` entries are enough to tell them apart.
+        Decided by position, never by id: the state's first ``convmem_stored``
+        messages are in the log (the context this middleware put there, then
+        what it stored since), and everything after them is new. A client may
+        reuse a message id for a new message; that message is new all the same.
         """
-        if not messages:
-            return []
-        recent = [m for turn in memory.recent_turns(memory.config.keep_recent_turns) for m in turn.messages]
-        recent += memory.tail(len(messages))
-        known = {stored_message_id(m) or fallback_message_id(m.seq) for m in recent}
-        return [m for m in messages if m.id != CONTEXT_MESSAGE_ID and (m.id is None or m.id not in known)]
+        messages: Sequence[BaseMessage] = state["messages"]
+        stored = state.get(_STORED_KEY) or 0
+        return [m for m in messages[stored:] if m.id != CONTEXT_MESSAGE_ID]
 
-    @staticmethod
-    def _to_store(new: Sequence[BaseMessage], *, final: bool) -> list[Message]:
-        """Messages of the unfinished turn are RUNNING; earlier ones and a final answer COMPLETED."""
-        # Without a human message in the batch, everything continues the current turn.
-        turn_start = max((i for i, m in enumerate(new) if isinstance(m, HumanMessage)), default=0)
-        converted = []
-        for index, message in enumerate(new):
-            answer = final and index == len(new) - 1
-            running = index >= turn_start and not answer
-            converted.append(
-                to_convmem_message(message, status=TurnStatus.RUNNING if running else TurnStatus.COMPLETED)
-            )
-        return converted
+    def _sync(self, memory: ConversationMemory, state: Mapping[str, Any], *, final: bool) -> dict[str, Any]:
+        """Store the new messages; returns the state update that records them as stored."""
+        record_new_messages(memory, self._unstored(state), final=final)
+        return {_STORED_KEY: len(state["messages"])}
 
-    @staticmethod
-    def _settle_last_turn(memory: ConversationMemory, status: TurnStatus) -> None:
-        """Give every RUNNING message of the newest turn its final status."""
-        turns = memory.recent_turns(1)
-        if not turns:
-            return
-        for message in turns[-1].messages:
-            if message.status is TurnStatus.RUNNING and message.seq is not None:
-                memory.set_status(message.seq, status)
-
-    def _sync(self, memory: ConversationMemory, messages: Sequence[BaseMessage], *, final: bool) -> None:
-        new = self._unstored(memory, messages)
-        if not new:
-            return
-        if any(isinstance(m, HumanMessage) for m in new):
-            self._settle_last_turn(memory, TurnStatus.CANCELLED)
-        memory.add_messages(self._to_store(new, final=final))
-        if final:
-            self._settle_last_turn(memory, TurnStatus.COMPLETED)
-
-    def _replace(self, memory: ConversationMemory, messages: Sequence[BaseMessage]) -> dict[str, Any] | None:
+    def _replace(self, memory: ConversationMemory, messages: Sequence[BaseMessage]) -> dict[str, Any]:
         context = memory.build_context(latest_human_text(messages), self.budget, include_query=False)
-        managed = context_to_langchain(context, system_message_id=CONTEXT_MESSAGE_ID, stable_ids=True)
-        if [(m.id, m.content) for m in managed] == [(m.id, m.content) for m in messages]:
-            return None
-        return {"messages": [RemoveMessage(id=REMOVE_ALL_MESSAGES), *managed]}
+        managed = state_messages(context)
+        update: dict[str, Any] = {_STORED_KEY: len(managed)}
+        if [(m.id, m.content) for m in managed] != [(m.id, m.content) for m in messages]:
+            update["messages"] = [RemoveMessage(id=REMOVE_ALL_MESSAGES), *managed]
+        return update
+
+    def _before_model(self, memory: ConversationMemory, state: Mapping[str, Any]) -> dict[str, Any]:
+        self._sync(memory, state, final=False)
+        return self._replace(memory, state["messages"])
 
     @staticmethod
     def _is_final(messages: Sequence[BaseMessage]) -> bool:
@@ -226,28 +210,28 @@ class ConvMemMiddleware(AgentMiddleware):
 
     def before_model(self, state: AgentState, runtime: Any) -> dict[str, Any] | None:
         """Store what the agent added since the last call, then hand the model the managed context."""
-        memory = self._memory(runtime)
-        messages = state["messages"]
-        self._sync(memory, messages, final=False)
-        return self._replace(memory, messages)
+        return self._before_model(self._memory(runtime), state)
 
     async def abefore_model(self, state: AgentState, runtime: Any) -> dict[str, Any] | None:
-        memory = self._memory(runtime)
-        messages = state["messages"]
-        await asyncio.to_thread(self._sync, memory, messages, final=False)
-        return await asyncio.to_thread(self._replace, memory, messages)
+        return await asyncio.to_thread(self._before_model, self._memory(runtime), state)
 
     def after_model(self, state: AgentState, runtime: Any) -> dict[str, Any] | None:
         """Store the model's reply; a reply without tool calls completes the turn."""
         messages = state["messages"]
-        self._sync(self._memory(runtime), messages, final=self._is_final(messages))
-        return None
+        return self._sync(self._memory(runtime), state, final=self._is_final(messages))
 
     async def aafter_model(self, state: AgentState, runtime: Any) -> dict[str, Any] | None:
         messages = state["messages"]
         memory = self._memory(runtime)
-        await asyncio.to_thread(self._sync, memory, messages, final=self._is_final(messages))
-        return None
+        return await asyncio.to_thread(self._sync, memory, state, final=self._is_final(messages))
+
+    def after_agent(self, state: AgentState, runtime: Any) -> dict[str, Any] | None:
+        """The agent finished: its turn is COMPLETED, whatever ended it (a plain answer,
+        a structured response, a tool that returns directly)."""
+        return self._sync(self._memory(runtime), state, final=True)
+
+    async def aafter_agent(self, state: AgentState, runtime: Any) -> dict[str, Any] | None:
+        return await asyncio.to_thread(self._sync, self._memory(runtime), state, final=True)
 
     def wrap_model_call(
         self,
@@ -258,7 +242,7 @@ class ConvMemMiddleware(AgentMiddleware):
         try:
             return handler(request)
         except Exception:
-            self._settle_last_turn(self._memory(request.runtime), TurnStatus.FAILED)
+            settle_last_turn(self._memory(request.runtime), TurnStatus.FAILED)
             raise
 
     async def awrap_model_call(
@@ -270,5 +254,5 @@ class ConvMemMiddleware(AgentMiddleware):
             return await handler(request)
         except Exception:
             memory = self._memory(request.runtime)
-            await asyncio.to_thread(self._settle_last_turn, memory, TurnStatus.FAILED)
+            await asyncio.to_thread(settle_last_turn, memory, TurnStatus.FAILED)
             raise

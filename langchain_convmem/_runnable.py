@@ -13,17 +13,20 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
+import inspect
 import os
 from collections.abc import AsyncGenerator, AsyncIterator, Callable, Iterator, Mapping
 from typing import Any, cast
 
 from langchain_core.callbacks import AsyncCallbackManagerForChainRun, CallbackManagerForChainRun
+from langchain_core.chat_history import BaseChatMessageHistory
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage
 from langchain_core.runnables import Runnable, RunnableConfig
 from langchain_core.runnables.base import coerce_to_runnable
 from langchain_core.runnables.utils import AddableDict, ConfigurableFieldSpec
 
 from convmem import (
+    ConfigError,
     ConversationMemory,
     InvalidMessageError,
     InvalidSessionIdError,
@@ -35,7 +38,7 @@ from convmem import (
 )
 
 from ._convert import context_to_langchain, latest_human_text, to_convmem_messages
-from ._history import ConvMemSessions, check_budget
+from ._history import ConvMemChatMessageHistory, ConvMemSessions, check_budget, check_options
 
 __all__ = ["ConvMemRunnable", "with_convmem"]
 
@@ -99,7 +102,7 @@ class ConvMemRunnable(Runnable[Any, Any]):
     def __init__(
         self,
         runnable: Runnable[Any, Any] | Callable[..., Any],
-        sessions: ConvMemSessions | None = None,
+        sessions: ConvMemSessions | Callable[..., BaseChatMessageHistory] | None = None,
         *,
         input_messages_key: str | None = None,
         history_messages_key: str | None = None,
@@ -113,6 +116,18 @@ class ConvMemRunnable(Runnable[Any, Any]):
         counter: TokenCounter | None = None,
         **memory_options: Any,
     ) -> None:
+        check_options(ConvMemRunnable.__init__, memory_options)
+        self.get_session_history: Callable[..., BaseChatMessageHistory] | None = None
+        if sessions is not None and not isinstance(sessions, ConvMemSessions) and callable(sessions):
+            # A plain `get_session_history`, as RunnableWithMessageHistory takes.
+            given = {"path": path, "store": store, "config": config, "counter": counter, **memory_options}
+            extra = sorted(name for name, value in given.items() if value is not None)
+            if extra:
+                raise ConfigError(
+                    f"pass get_session_history or the options to build sessions, not both (also got {extra})"
+                )
+            self.get_session_history = sessions
+            sessions = None
         self.sessions = ConvMemSessions.from_options(
             sessions, path=path, store=store, config=config, counter=counter, **memory_options
         )
@@ -160,7 +175,32 @@ class ConvMemRunnable(Runnable[Any, Any]):
                 f"config['configurable'][{self.session_id_key!r}] is missing; call "
                 f".invoke(input, config={{'configurable': {{{self.session_id_key!r}: 'conversation-1'}}}})"
             )
-        return self.sessions.memory(session_id, configurable.get(self.user_id_key))
+        user_id = configurable.get(self.user_id_key)
+        if self.get_session_history is None:
+            return self.sessions.memory(session_id, user_id)
+        return self._memory_from_factory(session_id, user_id)
+
+    def _memory_from_factory(self, session_id: str, user_id: str | None) -> ConversationMemory:
+        factory = self.get_session_history
+        assert factory is not None
+        try:
+            parameters = inspect.signature(factory).parameters
+        except (TypeError, ValueError):  # a builtin or C callable: pass the session only
+            parameters = {}  # type: ignore[assignment]
+        takes_user = self.user_id_key in parameters or any(
+            p.kind is p.VAR_KEYWORD for p in parameters.values()
+        )
+        if takes_user and user_id not in (None, ""):
+            history = factory(session_id, **{self.user_id_key: user_id})
+        else:
+            history = factory(session_id)
+        if not isinstance(history, ConvMemChatMessageHistory):
+            raise ConfigError(
+                f"get_session_history returned a {type(history).__name__}; with_convmem builds the "
+                "context from a convmem memory, so it must return a ConvMemChatMessageHistory "
+                "(or pass ConvMemSessions(...) instead)"
+            )
+        return history.memory
 
     def _input_key(self, value: Mapping[str, Any]) -> str:
         if self.input_messages_key is not None:
@@ -389,7 +429,7 @@ def _single(inputs: Iterator[Any]) -> Any:
 
 def with_convmem(
     runnable: Runnable[Any, Any] | Callable[..., Any],
-    sessions: ConvMemSessions | None = None,
+    sessions: ConvMemSessions | Callable[..., BaseChatMessageHistory] | None = None,
     *,
     input_messages_key: str | None = None,
     history_messages_key: str | None = None,
@@ -401,6 +441,10 @@ def with_convmem(
 
     Shorthand for `ConvMemRunnable`; ``options`` are its other keyword
     arguments (``path``, ``store``, ``config``, ``session_id_key``, ...).
+    `sessions` may be `ConvMemSessions` or, as for `RunnableWithMessageHistory`,
+    a ``get_session_history(session_id)`` function that returns a
+    `ConvMemChatMessageHistory`. An unknown option is a `ConfigError` here,
+    not on the first call.
     """
     return ConvMemRunnable(
         runnable,

@@ -11,12 +11,13 @@ from typing import Any
 
 import pytest
 from langchain.agents import create_agent
+from langchain.agents.structured_output import ToolStrategy
 from langchain_core.language_models import GenericFakeChatModel
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage, ToolMessage
 from langchain_core.runnables import RunnableConfig
 from langchain_core.tools import tool
 from langgraph.checkpoint.memory import InMemorySaver
-from pydantic import Field
+from pydantic import BaseModel, Field
 
 from convmem import ConversationMemory, InvalidSessionIdError, MemoryConfig, TurnStatus
 from langchain_convmem import ConvMemMiddleware, ConvMemSessions
@@ -308,3 +309,75 @@ def test_without_langchain_the_middleware_explains_what_to_install() -> None:
     result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True)
     assert "needs the 'langchain' package" in result.stdout
     assert "pip install" in result.stdout
+
+
+def test_an_empty_human_message_is_a_turn(sessions: ConvMemSessions) -> None:
+    model = scripted("Did you mean to say something?")
+    agent = create_agent(model, [], middleware=[ConvMemMiddleware(sessions)])
+    agent.invoke({"messages": [HumanMessage("")]}, thread("empty"))
+    assert stored(sessions.memory("empty")) == [
+        ("user", "", TurnStatus.COMPLETED),
+        ("assistant", "Did you mean to say something?", TurnStatus.COMPLETED),
+    ]
+    assert [m.content for m in model.calls[0] if isinstance(m, HumanMessage)] == [""]
+
+
+class City(BaseModel):
+    city: str
+
+
+def test_a_structured_response_completes_the_turn(sessions: ConvMemSessions) -> None:
+    answer = AIMessage("", tool_calls=[{"id": "s1", "name": "City", "args": {"city": "Paris"}}])
+    agent = create_agent(
+        scripted(answer, "Hello again."),
+        [],
+        middleware=[ConvMemMiddleware(sessions)],
+        response_format=ToolStrategy(City),
+        checkpointer=InMemorySaver(),
+    )
+    result = agent.invoke(ask("Where is the Louvre?"), thread("so"))
+    assert result["structured_response"] == City(city="Paris")
+    statuses = [status for _, _, status in stored(sessions.memory("so"))]
+    assert statuses == [TurnStatus.COMPLETED] * 3
+
+
+def test_a_structured_turn_is_not_cancelled_by_the_next_one(sessions: ConvMemSessions) -> None:
+    answer = AIMessage("", tool_calls=[{"id": "s1", "name": "City", "args": {"city": "Paris"}}])
+    agent = create_agent(
+        scripted(answer, answer),
+        [],
+        middleware=[ConvMemMiddleware(sessions)],
+        response_format=ToolStrategy(City),
+        checkpointer=InMemorySaver(),
+    )
+    agent.invoke(ask("Where is the Louvre?"), thread("so2"))
+    agent.invoke(ask("And the Orsay?"), thread("so2"))
+    assert TurnStatus.CANCELLED not in {status for _, _, status in stored(sessions.memory("so2"))}
+
+
+def test_a_reused_message_id_is_still_new_input(sessions: ConvMemSessions) -> None:
+    model = scripted("First answer.", "Second answer.")
+    agent = create_agent(model, [], middleware=[ConvMemMiddleware(sessions)], checkpointer=InMemorySaver())
+    agent.invoke({"messages": [HumanMessage("My dog is Rex.", id="msg-1")]}, thread("ids"))
+    agent.invoke({"messages": [HumanMessage("What is my dog called?", id="msg-1")]}, thread("ids"))
+    assert [text for _, text, _ in stored(sessions.memory("ids"))] == [
+        "My dog is Rex.",
+        "First answer.",
+        "What is my dog called?",
+        "Second answer.",
+    ]
+    assert "What is my dog called?" in [m.content for m in model.calls[1]]
+
+
+def test_a_reused_message_id_without_a_checkpointer_is_still_new_input(sessions: ConvMemSessions) -> None:
+    model = scripted("First answer.", "Second answer.")
+    agent = create_agent(model, [], middleware=[ConvMemMiddleware(sessions)])
+    agent.invoke({"messages": [HumanMessage("one", id="msg-1")]}, thread("ids2"))
+    agent.invoke({"messages": [HumanMessage("two", id="msg-1")]}, thread("ids2"))
+    assert [text for _, text, _ in stored(sessions.memory("ids2"))] == [
+        "one",
+        "First answer.",
+        "two",
+        "Second answer.",
+    ]
+    assert [m.content for m in model.calls[1] if isinstance(m, HumanMessage)] == ["one", "two"]

@@ -54,7 +54,7 @@ def test_a_runnable_given_sessions_and_options_names_the_options() -> None:
 
 
 def test_a_runnable_given_an_option_the_memory_does_not_take_names_it() -> None:
-    with pytest.raises(ConfigError, match=r"does not accept \['turbo'\]"):
+    with pytest.raises(ConfigError, match=r"unknown option 'turbo'; it accepts: "):
         with_convmem(RunnableLambda(lambda x: x), turbo=True)
 
 
