@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import logging
 import os
+import pickle
 from collections import defaultdict
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -17,6 +19,7 @@ from convmem import (
     ConfigError,
     ConversationMemory,
     MemoryConfig,
+    Message,
     SessionRegistry,
     TranscriptTemplate,
     group_turns,
@@ -25,9 +28,22 @@ from convmem import (
 )
 
 from ._messages import from_chat_message
-from ._sessions import coerce_memory_config, open_sessions, resolve_counter
+from ._sessions import STORE_MEMORY, coerce_memory_config, open_sessions, resolve_counter, store_kind
 
 __all__ = ["ConvMemMemoryBlock"]
+
+logger = logging.getLogger("llamaindex_convmem")
+
+_MODEL_FIELDS = (
+    "store",
+    "counter",
+    "tokenizer_fn",
+    "summarizer",
+    "fact_extractor",
+    "embedder",
+    "recall",
+    "memory_kwargs",
+)
 
 # BaseMemoryBlock.aput tags messages with their session in additional_kwargs.
 _SESSION_KWARG = "session_id"
@@ -81,7 +97,10 @@ class ConvMemMemoryBlock(BaseMemoryBlock[str]):
     recall: Any = Field(default=None, exclude=True)
     memory_kwargs: dict[str, Any] = Field(default_factory=dict, exclude=True)
 
-    _sessions: SessionRegistry = PrivateAttr()
+    # None after unpickling until the first call re-opens the sessions.
+    _registry: SessionRegistry | None = PrivateAttr(default=None)
+    # In-process sessions carried through pickling, restored when they re-open.
+    _carried: dict[str, list[Message]] = PrivateAttr(default_factory=dict)
 
     @field_validator("memory_config", mode="before")
     @classmethod
@@ -102,7 +121,17 @@ class ConvMemMemoryBlock(BaseMemoryBlock[str]):
         if "memory_config" not in self.model_fields_set:
             # The summary trigger is a share of the default budget: make it the block's.
             self.memory_config = self.memory_config.replace(budget=self.token_limit)
-        self._sessions = open_sessions(self, resolve_counter(self.counter, self.tokenizer_fn))
+        self._registry = open_sessions(self, resolve_counter(self.counter, self.tokenizer_fn))
+
+    @property
+    def _sessions(self) -> SessionRegistry:
+        if self._registry is None:
+            registry = open_sessions(self, resolve_counter(self.counter, self.tokenizer_fn))
+            for session_id, messages in self._carried.items():
+                registry.memory(session_id, self.user_id).add_messages(messages)
+            self._carried = {}
+            self._registry = registry
+        return self._registry
 
     def memory(self, session_id: str | None = None) -> ConversationMemory:
         """The convmem memory of a session (default: the block's `session_id`)."""
@@ -119,7 +148,44 @@ class ConvMemMemoryBlock(BaseMemoryBlock[str]):
 
     def close(self) -> None:
         """Finish background work (summaries, facts, vectors) of every session this block served."""
-        self._sessions.close()
+        if self._registry is not None:
+            self._registry.close()
+
+    # -- pickling (llama_index Memory pickles its blocks) ------------------------
+
+    def __getstate__(self) -> dict[str, Any]:
+        """The fields and, for sessions kept in this process, their messages.
+
+        The sessions themselves (connections, threads) are not pickled; the
+        unpickled block re-opens them on first use. A model that cannot be
+        pickled is left out with a warning (the default offline one takes
+        its place), as `ConvMemChatMemoryBuffer` does; a custom store that
+        cannot be pickled is an error, since its sessions would be lost.
+        """
+        fields = dict(self.__dict__)
+        for name in _MODEL_FIELDS:
+            value = fields.get(name)
+            if value is None or _picklable(value):
+                continue
+            if name == "store":
+                raise TypeError(
+                    f"cannot pickle a ConvMemMemoryBlock whose store ({type(value).__name__}) cannot be "
+                    "pickled; give the block path='chat.db' (or a picklable store) to pickle it"
+                )
+            logger.warning("not pickling %s of ConvMemMemoryBlock: it cannot be pickled", name)
+            fields[name] = {} if name == "memory_kwargs" else None
+        carried = dict(self._carried)
+        if store_kind(self) == STORE_MEMORY and self._registry is not None:
+            registry = self._registry
+            for session_id in registry.store.sessions():
+                carried[session_id] = registry.memory(session_id, self.user_id).messages()
+        return {"fields": fields, "fields_set": set(self.model_fields_set), "carried": carried}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        object.__setattr__(self, "__dict__", state["fields"])
+        object.__setattr__(self, "__pydantic_fields_set__", state["fields_set"])
+        object.__setattr__(self, "__pydantic_extra__", None)
+        object.__setattr__(self, "__pydantic_private__", {"_registry": None, "_carried": state["carried"]})
 
     # -- BaseMemoryBlock ---------------------------------------------------------
 
@@ -199,3 +265,11 @@ def _latest_user_text(messages: Sequence[ChatMessage] | None) -> str | None:
         if message.role == MessageRole.USER and message.content:
             return message.content
     return None
+
+
+def _picklable(value: Any) -> bool:
+    try:
+        pickle.dumps(value)
+    except Exception:
+        return False
+    return True
