@@ -89,6 +89,9 @@ class ConvMemChatMemoryBuffer(ChatMemoryBuffer):
 
     model_config = ConfigDict(arbitrary_types_allowed=True)
 
+    token_limit: int = Field(
+        default=DEFAULT_TOKEN_LIMIT, description="Most tokens get() returns (ChatMemoryBuffer's default)."
+    )
     path: str | os.PathLike[str] | None = Field(
         default=None, description="SQLite file holding the history; None keeps it in this process."
     )
