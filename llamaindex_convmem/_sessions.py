@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from llama_index.core.base.embeddings.base import BaseEmbedding
+from llama_index.core.utils import get_tokenizer
 
 from convmem import (
     ApproximateCounter,
@@ -116,6 +117,9 @@ def counter_from_name(name: str) -> TokenCounter | None:
         return TiktokenCounter(name.removeprefix("tiktoken:"))
     if name == ApproximateCounter.name:
         return ApproximateCounter()
+    llamaindex_default = TokenizerFnCounter(get_tokenizer())
+    if name == llamaindex_default.name:  # tokenizer_fn=get_tokenizer(), LlamaIndex's default
+        return llamaindex_default
     return None
 
 
