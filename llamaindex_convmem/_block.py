@@ -24,11 +24,17 @@ from convmem import (
     TranscriptTemplate,
     group_turns,
     render_transcript,
-    validate_id,
 )
 
 from ._messages import from_chat_message
-from ._sessions import STORE_MEMORY, coerce_memory_config, open_sessions, resolve_counter, store_kind
+from ._sessions import (
+    STORE_MEMORY,
+    coerce_memory_config,
+    open_sessions,
+    resolve_counter,
+    session_id_for_key,
+    store_kind,
+)
 
 __all__ = ["ConvMemMemoryBlock"]
 
@@ -74,6 +80,9 @@ class ConvMemMemoryBlock(BaseMemoryBlock[str]):
     one block may serve any number of `Memory` objects and sessions, and
     nothing about one call is kept for the next, so sessions never mix.
     ``session_id`` here is only the fallback for direct calls without one.
+    Any string `Memory` takes is a session: one convmem cannot use as an id
+    (empty, over 256 characters, with a newline) is hashed, never shared
+    (see `session_id_for_key`).
     """
 
     name: str = Field(default="conversation_memory", description="The name of the memory block.")
@@ -107,11 +116,6 @@ class ConvMemMemoryBlock(BaseMemoryBlock[str]):
     def _memory_config(cls, value: Any) -> MemoryConfig:
         return coerce_memory_config(value, _block_config)
 
-    @field_validator("session_id", mode="after")
-    @classmethod
-    def _session(cls, value: str | None) -> str | None:
-        return None if value is None else validate_id(value, "session_id")
-
     @field_validator("path", mode="before")
     @classmethod
     def _path(cls, value: Any) -> Any:
@@ -144,7 +148,7 @@ class ConvMemMemoryBlock(BaseMemoryBlock[str]):
                 "ConvMemMemoryBlock needs a session: llama_index Memory passes its session_id; "
                 "called directly, pass session_id=... or create the block with session_id=..."
             )
-        return validate_id(chosen, "session_id")
+        return session_id_for_key(chosen)
 
     def close(self) -> None:
         """Finish background work (summaries, facts, vectors) of every session this block served."""
@@ -228,9 +232,11 @@ class ConvMemMemoryBlock(BaseMemoryBlock[str]):
             clean = (
                 message.model_copy(update={"additional_kwargs": kwargs}) if tagged is not None else message
             )
-            by_session[self._session_for(session_id or tagged)].append(from_chat_message(clean))
+            key = session_id if session_id is not None else tagged
+            by_session[self._session_for(key)].append(from_chat_message(clean))
         for session, batch in by_session.items():
-            await self.memory(session).aadd_messages(batch)
+            # `session` is already a convmem id: mapping it again would hash a hashed id.
+            await self._sessions.memory(session, self.user_id).aadd_messages(batch)
 
     async def atruncate(self, content: str, tokens_to_truncate: int) -> str | None:
         """Drop whole lines from the end (the oldest-priority parts) until enough tokens are freed."""

@@ -325,3 +325,11 @@ def test_a_buffer_constructed_without_arguments_works_with_the_default_limit() -
     memory.put(msg("user", "Hi"))
     assert memory.token_limit == 3000
     assert memory.get() == [msg("user", "Hi")]
+
+
+@pytest.mark.parametrize("session_id", ["", "s" * 300, "a\nb"], ids=["empty", "long", "newline"])
+async def test_a_memory_session_id_convmem_cannot_use_is_taken_by_the_block(session_id: str) -> None:
+    block = ConvMemMemoryBlock(token_limit=500)
+    await block.aput([msg("user", "My name is Ana.")], session_id=session_id)
+    assert block.memory(session_id).messages()
+    assert block.memory("other").messages() == []
