@@ -77,14 +77,27 @@ class ConvMemChatMemoryBuffer(ChatMemoryBuffer):
     raw log. Tool calls and images are counted (``ChatMemoryBuffer`` counts
     them as nothing).
 
+    ``input`` is what `ChatMemoryBuffer.get` takes: a str, a `ChatMessage`
+    or a `QueryBundle` steers recall; anything else (``get(initial_tokens)``
+    passes an int) is ignored, as there. Given a ``tokenizer_fn``, a message
+    costs its text alone, so a history with no facts, summary or recall to add
+    keeps the same messages as `ChatMemoryBuffer` (except that when not even
+    the newest exchange fits, the newest question comes back alone rather
+    than its answer). ``ConvMemChatMemoryBuffer()`` works: the limit defaults
+    to 3000.
+
     The session is ``chat_store_key``, read on every call: one buffer can
     serve several sessions in turn, and `for_session` gives a buffer for
-    another session that shares this one's store and settings.
+    another session that shares this one's store and settings. Any str is a
+    key; one convmem cannot use as an id is hashed (`session_id`).
+    ``chat_store`` is a `ConvMemChatStore`: a live `BaseChatStore` view of
+    the same logs (``memory.chat_store.get_messages(key)``, deletes,
+    ``persist``); a chat store of one's own is refused.
 
     Nothing secret is serialized: `to_dict` / `to_string` keep the token
-    limit, session, SQLite path and `MemoryConfig` (plus the current session's
-    history, when it lives only in this process); pass models and stores again
-    to `from_dict`.
+    limit, session, SQLite path, `MemoryConfig` and the current session's
+    history as a ``SimpleChatStore`` dict (so ``ChatMemoryBuffer.from_dict``
+    reads it too); pass models and stores again to `from_dict`.
     """
 
     model_config = ConfigDict(arbitrary_types_allowed=True)
@@ -151,7 +164,8 @@ class ConvMemChatMemoryBuffer(ChatMemoryBuffer):
         if "chat_store" in self.model_fields_set:
             raise ConfigError(
                 "ConvMemChatMemoryBuffer keeps its history in a convmem store, not a chat_store; "
-                "pass path='chat.db' (SQLite) or store=... instead"
+                "pass path='chat.db' (SQLite) or store=... instead (memory.chat_store is then a live "
+                "BaseChatStore view of that history)"
             )
         if "memory_config" not in self.model_fields_set:
             # The summary trigger is a share of the default budget: make it this buffer's.
@@ -198,7 +212,8 @@ class ConvMemChatMemoryBuffer(ChatMemoryBuffer):
         if chat_store is not None:
             raise ConfigError(
                 "ConvMemChatMemoryBuffer keeps its history in a convmem store, not a chat_store; "
-                "pass path='chat.db' (SQLite) or store=... instead"
+                "pass path='chat.db' (SQLite) or store=... instead (memory.chat_store is then a live "
+                "BaseChatStore view of that history)"
             )
         if (
             session_id is not None
