@@ -1,6 +1,7 @@
 """LlamaIndex integration for convmem.
 
 - `ConvMemChatMemoryBuffer`: a `ChatMemoryBuffer` for chat engines and agents.
+- `ConvMemChatStore`: the buffer's ``chat_store``, a `BaseChatStore` view over convmem's logs.
 - `ConvMemMemoryBlock`: facts, summary and recall as a block of `llama_index.core.memory.Memory`.
 - `ConvMemCondensePlusContextChatEngine`: rewrites questions from convmem's orchestration view.
 - Adapters: `complete_fn_from_llamaindex` (LLM -> summarizer/fact-extractor callable),
@@ -22,6 +23,7 @@ except ModuleNotFoundError as exc:
 
 from ._block import ConvMemMemoryBlock
 from ._buffer import ConvMemChatMemoryBuffer
+from ._chat_store import ConvMemChatStore
 from ._condense import ConvMemCondensePlusContextChatEngine
 from ._embeddings import LlamaIndexEmbedder
 from ._llm import acomplete_fn_from_llamaindex, complete_fn_from_llamaindex
@@ -31,6 +33,7 @@ from ._vector_store import LlamaIndexVectorIndex
 
 __all__ = [
     "ConvMemChatMemoryBuffer",
+    "ConvMemChatStore",
     "ConvMemCondensePlusContextChatEngine",
     "ConvMemMemoryBlock",
     "LlamaIndexEmbedder",

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import logging
 import os
+import pickle
 from collections import defaultdict
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -17,17 +19,37 @@ from convmem import (
     ConfigError,
     ConversationMemory,
     MemoryConfig,
+    Message,
     SessionRegistry,
     TranscriptTemplate,
     group_turns,
     render_transcript,
-    validate_id,
 )
 
 from ._messages import from_chat_message
-from ._sessions import coerce_memory_config, open_sessions, resolve_counter
+from ._sessions import (
+    STORE_MEMORY,
+    coerce_memory_config,
+    open_sessions,
+    resolve_counter,
+    session_id_for_key,
+    store_kind,
+)
 
 __all__ = ["ConvMemMemoryBlock"]
+
+logger = logging.getLogger("llamaindex_convmem")
+
+_MODEL_FIELDS = (
+    "store",
+    "counter",
+    "tokenizer_fn",
+    "summarizer",
+    "fact_extractor",
+    "embedder",
+    "recall",
+    "memory_kwargs",
+)
 
 # BaseMemoryBlock.aput tags messages with their session in additional_kwargs.
 _SESSION_KWARG = "session_id"
@@ -58,6 +80,9 @@ class ConvMemMemoryBlock(BaseMemoryBlock[str]):
     one block may serve any number of `Memory` objects and sessions, and
     nothing about one call is kept for the next, so sessions never mix.
     ``session_id`` here is only the fallback for direct calls without one.
+    Any string `Memory` takes is a session: one convmem cannot use as an id
+    (empty, over 256 characters, with a newline) is hashed, never shared
+    (see `session_id_for_key`).
     """
 
     name: str = Field(default="conversation_memory", description="The name of the memory block.")
@@ -81,17 +106,15 @@ class ConvMemMemoryBlock(BaseMemoryBlock[str]):
     recall: Any = Field(default=None, exclude=True)
     memory_kwargs: dict[str, Any] = Field(default_factory=dict, exclude=True)
 
-    _sessions: SessionRegistry = PrivateAttr()
+    # None after unpickling until the first call re-opens the sessions.
+    _registry: SessionRegistry | None = PrivateAttr(default=None)
+    # In-process sessions carried through pickling, restored when they re-open.
+    _carried: dict[str, list[Message]] = PrivateAttr(default_factory=dict)
 
     @field_validator("memory_config", mode="before")
     @classmethod
     def _memory_config(cls, value: Any) -> MemoryConfig:
         return coerce_memory_config(value, _block_config)
-
-    @field_validator("session_id", mode="after")
-    @classmethod
-    def _session(cls, value: str | None) -> str | None:
-        return None if value is None else validate_id(value, "session_id")
 
     @field_validator("path", mode="before")
     @classmethod
@@ -102,7 +125,17 @@ class ConvMemMemoryBlock(BaseMemoryBlock[str]):
         if "memory_config" not in self.model_fields_set:
             # The summary trigger is a share of the default budget: make it the block's.
             self.memory_config = self.memory_config.replace(budget=self.token_limit)
-        self._sessions = open_sessions(self, resolve_counter(self.counter, self.tokenizer_fn))
+        self._registry = open_sessions(self, resolve_counter(self.counter, self.tokenizer_fn))
+
+    @property
+    def _sessions(self) -> SessionRegistry:
+        if self._registry is None:
+            registry = open_sessions(self, resolve_counter(self.counter, self.tokenizer_fn))
+            for session_id, messages in self._carried.items():
+                registry.memory(session_id, self.user_id).add_messages(messages)
+            self._carried = {}
+            self._registry = registry
+        return self._registry
 
     def memory(self, session_id: str | None = None) -> ConversationMemory:
         """The convmem memory of a session (default: the block's `session_id`)."""
@@ -115,11 +148,48 @@ class ConvMemMemoryBlock(BaseMemoryBlock[str]):
                 "ConvMemMemoryBlock needs a session: llama_index Memory passes its session_id; "
                 "called directly, pass session_id=... or create the block with session_id=..."
             )
-        return validate_id(chosen, "session_id")
+        return session_id_for_key(chosen)
 
     def close(self) -> None:
         """Finish background work (summaries, facts, vectors) of every session this block served."""
-        self._sessions.close()
+        if self._registry is not None:
+            self._registry.close()
+
+    # -- pickling (llama_index Memory pickles its blocks) ------------------------
+
+    def __getstate__(self) -> dict[str, Any]:
+        """The fields and, for sessions kept in this process, their messages.
+
+        The sessions themselves (connections, threads) are not pickled; the
+        unpickled block re-opens them on first use. A model that cannot be
+        pickled is left out with a warning (the default offline one takes
+        its place), as `ConvMemChatMemoryBuffer` does; a custom store that
+        cannot be pickled is an error, since its sessions would be lost.
+        """
+        fields = dict(self.__dict__)
+        for name in _MODEL_FIELDS:
+            value = fields.get(name)
+            if value is None or _picklable(value):
+                continue
+            if name == "store":
+                raise TypeError(
+                    f"cannot pickle a ConvMemMemoryBlock whose store ({type(value).__name__}) cannot be "
+                    "pickled; give the block path='chat.db' (or a picklable store) to pickle it"
+                )
+            logger.warning("not pickling %s of ConvMemMemoryBlock: it cannot be pickled", name)
+            fields[name] = {} if name == "memory_kwargs" else None
+        carried = dict(self._carried)
+        if store_kind(self) == STORE_MEMORY and self._registry is not None:
+            registry = self._registry
+            for session_id in registry.store.sessions():
+                carried[session_id] = registry.memory(session_id, self.user_id).messages()
+        return {"fields": fields, "fields_set": set(self.model_fields_set), "carried": carried}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        object.__setattr__(self, "__dict__", state["fields"])
+        object.__setattr__(self, "__pydantic_fields_set__", state["fields_set"])
+        object.__setattr__(self, "__pydantic_extra__", None)
+        object.__setattr__(self, "__pydantic_private__", {"_registry": None, "_carried": state["carried"]})
 
     # -- BaseMemoryBlock ---------------------------------------------------------
 
@@ -162,9 +232,11 @@ class ConvMemMemoryBlock(BaseMemoryBlock[str]):
             clean = (
                 message.model_copy(update={"additional_kwargs": kwargs}) if tagged is not None else message
             )
-            by_session[self._session_for(session_id or tagged)].append(from_chat_message(clean))
+            key = session_id if session_id is not None else tagged
+            by_session[self._session_for(key)].append(from_chat_message(clean))
         for session, batch in by_session.items():
-            await self.memory(session).aadd_messages(batch)
+            # `session` is already a convmem id: mapping it again would hash a hashed id.
+            await self._sessions.memory(session, self.user_id).aadd_messages(batch)
 
     async def atruncate(self, content: str, tokens_to_truncate: int) -> str | None:
         """Drop whole lines from the end (the oldest-priority parts) until enough tokens are freed."""
@@ -199,3 +271,11 @@ def _latest_user_text(messages: Sequence[ChatMessage] | None) -> str | None:
         if message.role == MessageRole.USER and message.content:
             return message.content
     return None
+
+
+def _picklable(value: Any) -> bool:
+    try:
+        pickle.dumps(value)
+    except Exception:
+        return False
+    return True

@@ -20,10 +20,12 @@ from llama_index.core.memory.chat_memory_buffer import (
     ChatMemoryBuffer,
 )
 from llama_index.core.memory.types import DEFAULT_CHAT_STORE_KEY
+from llama_index.core.schema import QueryBundle
 from llama_index.core.storage.chat_store import BaseChatStore
 from pydantic import ValidationError
 
 from convmem import (
+    REPLY_PRIMING_TOKENS,
     BudgetError,
     BuiltContext,
     ConfigError,
@@ -33,19 +35,20 @@ from convmem import (
     SessionRegistry,
     Store,
     TokenCounter,
-    validate_id,
 )
 
+from ._chat_store import ConvMemChatStore, simple_chat_store_dict
 from ._messages import from_chat_message, from_chat_messages, to_chat_message, to_chat_messages
 from ._sessions import (
     STORE_CUSTOM,
-    STORE_MEMORY,
     coerce_memory_config,
     counter_from_name,
     open_sessions,
     resolve_counter,
+    session_id_for_key,
     store_kind,
 )
+from ._tokenizer import TokenizerFnCounter
 
 __all__ = ["ConvMemChatMemoryBuffer"]
 
@@ -74,18 +77,34 @@ class ConvMemChatMemoryBuffer(ChatMemoryBuffer):
     raw log. Tool calls and images are counted (``ChatMemoryBuffer`` counts
     them as nothing).
 
+    ``input`` is what `ChatMemoryBuffer.get` takes: a str, a `ChatMessage`
+    or a `QueryBundle` steers recall; anything else (``get(initial_tokens)``
+    passes an int) is ignored, as there. Given a ``tokenizer_fn``, a message
+    costs its text alone, so a history with no facts, summary or recall to add
+    keeps the same messages as `ChatMemoryBuffer` (except that when not even
+    the newest exchange fits, the newest question comes back alone rather
+    than its answer). ``ConvMemChatMemoryBuffer()`` works: the limit defaults
+    to 3000.
+
     The session is ``chat_store_key``, read on every call: one buffer can
     serve several sessions in turn, and `for_session` gives a buffer for
-    another session that shares this one's store and settings.
+    another session that shares this one's store and settings. Any str is a
+    key; one convmem cannot use as an id is hashed (`session_id`).
+    ``chat_store`` is a `ConvMemChatStore`: a live `BaseChatStore` view of
+    the same logs (``memory.chat_store.get_messages(key)``, deletes,
+    ``persist``); a chat store of one's own is refused.
 
     Nothing secret is serialized: `to_dict` / `to_string` keep the token
-    limit, session, SQLite path and `MemoryConfig` (plus the current session's
-    history, when it lives only in this process); pass models and stores again
-    to `from_dict`.
+    limit, session, SQLite path, `MemoryConfig` and the current session's
+    history as a ``SimpleChatStore`` dict (so ``ChatMemoryBuffer.from_dict``
+    reads it too); pass models and stores again to `from_dict`.
     """
 
     model_config = ConfigDict(arbitrary_types_allowed=True)
 
+    token_limit: int = Field(
+        default=DEFAULT_TOKEN_LIMIT, description="Most tokens get() returns (ChatMemoryBuffer's default)."
+    )
     path: str | os.PathLike[str] | None = Field(
         default=None, description="SQLite file holding the history; None keeps it in this process."
     )
@@ -123,7 +142,8 @@ class ConvMemChatMemoryBuffer(ChatMemoryBuffer):
         # Replaces ChatMemoryBuffer's validator, which would fill in a tokenizer
         # and so hide whether the caller chose one.
         if isinstance(values, dict):
-            token_limit = values.get("token_limit", -1)
+            # ChatMemoryBuffer() refuses a missing limit; a working default is kinder.
+            token_limit = values.setdefault("token_limit", DEFAULT_TOKEN_LIMIT)
             if isinstance(token_limit, bool) or not isinstance(token_limit, int) or token_limit < 1:
                 raise ValueError(f"Token limit must be set and greater than 0, got {token_limit!r}.")
             if values.get("tokenizer_fn", 0) is None:
@@ -135,11 +155,6 @@ class ConvMemChatMemoryBuffer(ChatMemoryBuffer):
     def _memory_config(cls, value: Any) -> MemoryConfig:
         return coerce_memory_config(value, MemoryConfig)
 
-    @field_validator("chat_store_key", mode="after")
-    @classmethod
-    def _session_id(cls, value: str) -> str:
-        return validate_id(value, "chat_store_key")
-
     @field_validator("path", mode="before")
     @classmethod
     def _path(cls, value: Any) -> Any:
@@ -149,13 +164,15 @@ class ConvMemChatMemoryBuffer(ChatMemoryBuffer):
         if "chat_store" in self.model_fields_set:
             raise ConfigError(
                 "ConvMemChatMemoryBuffer keeps its history in a convmem store, not a chat_store; "
-                "pass path='chat.db' (SQLite) or store=... instead"
+                "pass path='chat.db' (SQLite) or store=... instead (memory.chat_store is then a live "
+                "BaseChatStore view of that history)"
             )
         if "memory_config" not in self.model_fields_set:
             # The summary trigger is a share of the default budget: make it this buffer's.
             self.memory_config = self.memory_config.replace(budget=self.token_limit)
         tokenizer_fn = self.tokenizer_fn if "tokenizer_fn" in self.model_fields_set else None
         self._sessions = open_sessions(self, resolve_counter(self.counter, tokenizer_fn))
+        self.chat_store = ConvMemChatStore(self._sessions, self.user_id)
 
     @classmethod
     def from_defaults(  # type: ignore[override]
@@ -195,7 +212,8 @@ class ConvMemChatMemoryBuffer(ChatMemoryBuffer):
         if chat_store is not None:
             raise ConfigError(
                 "ConvMemChatMemoryBuffer keeps its history in a convmem store, not a chat_store; "
-                "pass path='chat.db' (SQLite) or store=... instead"
+                "pass path='chat.db' (SQLite) or store=... instead (memory.chat_store is then a live "
+                "BaseChatStore view of that history)"
             )
         if (
             session_id is not None
@@ -214,7 +232,7 @@ class ConvMemChatMemoryBuffer(ChatMemoryBuffer):
         values: dict[str, Any] = {
             "token_limit": token_limit,
             "tokenizer_fn": tokenizer_fn,
-            "chat_store_key": session_id or chat_store_key,
+            "chat_store_key": session_id if session_id is not None else chat_store_key,
             "path": path,
             "store": store,
             "user_id": user_id,
@@ -235,7 +253,8 @@ class ConvMemChatMemoryBuffer(ChatMemoryBuffer):
     def for_session(self, session_id: str) -> ConvMemChatMemoryBuffer:
         """A buffer for another session, sharing this one's store, settings, models and
         sessions (convmem's `SessionRegistry`: the least recently used beyond its bound are closed)."""
-        copy = self.model_copy(update={"chat_store_key": validate_id(session_id, "session_id")})
+        session_id_for_key(session_id)  # a TypeError for a key that is not a str
+        copy = self.model_copy(update={"chat_store_key": session_id})
         copy._sessions = self._sessions
         return copy
 
@@ -243,13 +262,16 @@ class ConvMemChatMemoryBuffer(ChatMemoryBuffer):
 
     @property
     def session_id(self) -> str:
-        """The current session: ``chat_store_key``."""
-        return self.chat_store_key
+        """The convmem session of ``chat_store_key``: the key itself when it is a usable
+        convmem id, else its hashed form (see `session_id_for_key`)."""
+        return session_id_for_key(self.chat_store_key)
 
     @property
     def memory(self) -> ConversationMemory:
         """The convmem `ConversationMemory` of the current session."""
-        return self._sessions.memory(validate_id(self.chat_store_key, "chat_store_key"), self.user_id)
+        chat_store = self.chat_store
+        assert isinstance(chat_store, ConvMemChatStore)  # set by model_post_init
+        return chat_store.memory(self.chat_store_key)
 
     @property
     def token_counter(self) -> TokenCounter:
@@ -259,15 +281,25 @@ class ConvMemChatMemoryBuffer(ChatMemoryBuffer):
     # -- reading ------------------------------------------------------------------
 
     def _budget(self, initial_token_count: int) -> int:
+        """What convmem may spend for `get`: the limit less `initial_token_count`.
+
+        Counting with a ``tokenizer_fn``, a message costs its text alone, as in
+        `ChatMemoryBuffer`, which charges nothing for priming the reply either:
+        convmem's reply priming is added back so the same history keeps the
+        same messages.
+        """
         if isinstance(initial_token_count, bool) or not isinstance(initial_token_count, int):
             raise TypeError(f"initial_token_count must be an int, got {initial_token_count!r}")
         if initial_token_count > self.token_limit:
             raise ValueError("Initial token count exceeds token limit")
         if initial_token_count < 0:
             raise ValueError(f"initial_token_count must be >= 0, got {initial_token_count}")
-        return self.token_limit - initial_token_count
+        budget = self.token_limit - initial_token_count
+        if budget > 0 and isinstance(self.token_counter, TokenizerFnCounter):
+            budget += REPLY_PRIMING_TOKENS
+        return budget
 
-    def context(self, input: str | ChatMessage | None = None, initial_token_count: int = 0) -> BuiltContext:
+    def context(self, input: Any = None, initial_token_count: int = 0) -> BuiltContext:
         """The convmem `BuiltContext` behind `get` (see its ``explain()``).
 
         Raises `BudgetError` when ``token_limit - initial_token_count`` cannot
@@ -278,21 +310,17 @@ class ConvMemChatMemoryBuffer(ChatMemoryBuffer):
             raise BudgetError("no tokens left: initial_token_count equals token_limit")
         return self.memory.build_context(_query(input), budget, include_query=False)
 
-    async def acontext(
-        self, input: str | ChatMessage | None = None, initial_token_count: int = 0
-    ) -> BuiltContext:
+    async def acontext(self, input: Any = None, initial_token_count: int = 0) -> BuiltContext:
         budget = self._budget(initial_token_count)
         if budget == 0:
             raise BudgetError("no tokens left: initial_token_count equals token_limit")
         return await self.memory.abuild_context(_query(input), budget, include_query=False)
 
-    def explain(self, input: str | ChatMessage | None = None, initial_token_count: int = 0) -> str:
+    def explain(self, input: Any = None, initial_token_count: int = 0) -> str:
         """Where `get` would spend its tokens, and what it leaves out and why."""
         return self.context(input, initial_token_count).explain()
 
-    def get(
-        self, input: str | ChatMessage | None = None, initial_token_count: int = 0, **kwargs: Any
-    ) -> list[ChatMessage]:
+    def get(self, input: Any = None, initial_token_count: int = 0, **kwargs: Any) -> list[ChatMessage]:
         """The managed context: ``[system (facts, summary, recall)] + recent window``.
 
         `input` (the new user message, not stored by this call) steers recall.
@@ -311,9 +339,7 @@ class ConvMemChatMemoryBuffer(ChatMemoryBuffer):
             return _messages(context)
         return _newest_question_alone(context, _newest_turn(memory))
 
-    async def aget(
-        self, input: str | ChatMessage | None = None, initial_token_count: int = 0, **kwargs: Any
-    ) -> list[ChatMessage]:
+    async def aget(self, input: Any = None, initial_token_count: int = 0, **kwargs: Any) -> list[ChatMessage]:
         """Async `get`."""
         memory = self.memory
         budget = self._budget(initial_token_count)
@@ -396,10 +422,9 @@ class ConvMemChatMemoryBuffer(ChatMemoryBuffer):
             "memory_config": self.memory_config.to_dict(),
             "counter_name": self._sessions.counter.name,
             "store_kind": store_kind(self),
+            # The history in SimpleChatStore's form, so ChatMemoryBuffer.from_dict reads it too.
+            "chat_store": simple_chat_store_dict({self.chat_store_key: self.get_all()}),
         }
-        if data["store_kind"] == STORE_MEMORY:
-            # Nothing else holds this history: carry it, as ChatMemoryBuffer does.
-            data["chat_history"] = [m.model_dump(mode="json") for m in self.get_all()]
         return data
 
     def to_string(self) -> str:
@@ -505,12 +530,21 @@ def _construct(cls: type[ConvMemChatMemoryBuffer], values: dict[str, Any]) -> Co
         raise
 
 
-def _query(input: str | ChatMessage | None) -> str | None:
-    if input is None or isinstance(input, str):
+def _query(input: object) -> str | None:
+    """The text that steers recall, from what LlamaIndex passes as `input`.
+
+    Chat engines pass a str, a `ChatMessage` or a `QueryBundle`; the
+    ``memory.get(initial_tokens)`` idiom passes an int, which `ChatMemoryBuffer`
+    ignores (it never reads `input`). Anything that is not text is ignored the
+    same way: it only steers recall, so ignoring it costs recall, never a reply.
+    """
+    if isinstance(input, str):
         return input or None
     if isinstance(input, ChatMessage):
         return input.content or None
-    raise TypeError(f"input must be a str, a ChatMessage or None, got {type(input).__name__}")
+    if isinstance(input, QueryBundle):
+        return input.query_str or None
+    return None
 
 
 def _messages(context: BuiltContext) -> list[ChatMessage]:

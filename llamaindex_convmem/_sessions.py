@@ -9,16 +9,19 @@ serving several sessions cannot leak one session into another.
 
 from __future__ import annotations
 
+import hashlib
 import os
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, Protocol
 
 from llama_index.core.base.embeddings.base import BaseEmbedding
+from llama_index.core.utils import get_tokenizer
 
 from convmem import (
     ApproximateCounter,
     ConfigError,
+    InvalidSessionIdError,
     MemoryConfig,
     Recall,
     SessionRegistry,
@@ -38,12 +41,42 @@ __all__ = [
     "counter_from_name",
     "open_sessions",
     "resolve_counter",
+    "session_id_for_key",
     "store_kind",
 ]
 
 STORE_MEMORY = "memory"
 STORE_SQLITE = "sqlite"
 STORE_CUSTOM = "custom"
+
+
+# Keys convmem cannot use as ids (and keys that look like a hashed one) become
+# this prefix + the key's SHA-256: valid ids map to themselves, so existing
+# sessions keep their names, and no other key can produce a hashed id.
+HASHED_KEY_PREFIX = "llamaindex-key-sha256:"
+
+
+def session_id_for_key(key: str) -> str:
+    """The convmem session id of a LlamaIndex ``chat_store_key`` / ``session_id``.
+
+    LlamaIndex takes any string as a key; convmem ids are 1-256 characters
+    without control characters. A usable id is its own session id; any other
+    key (empty, blank, longer than 256 characters, with a newline, or starting
+    with ``HASHED_KEY_PREFIX``) becomes ``HASHED_KEY_PREFIX`` + the SHA-256 of
+    its UTF-8 bytes, so two different keys never share a session::
+
+        session_id_for_key("user-42")  # 'user-42'
+        session_id_for_key("")         # 'llamaindex-key-sha256:e3b0c442...'
+    """
+    if not isinstance(key, str):
+        raise TypeError(f"a chat_store_key must be a str, got {type(key).__name__}: {key!r:.60}")
+    if not key.startswith(HASHED_KEY_PREFIX):
+        try:
+            return validate_id(key, "chat_store_key")
+        except InvalidSessionIdError:
+            pass
+    digest = hashlib.sha256(key.encode("utf-8", "surrogatepass")).hexdigest()
+    return HASHED_KEY_PREFIX + digest
 
 
 def coerce_memory_config(value: Any, default: Callable[[], MemoryConfig]) -> MemoryConfig:
@@ -84,6 +117,9 @@ def counter_from_name(name: str) -> TokenCounter | None:
         return TiktokenCounter(name.removeprefix("tiktoken:"))
     if name == ApproximateCounter.name:
         return ApproximateCounter()
+    llamaindex_default = TokenizerFnCounter(get_tokenizer())
+    if name == llamaindex_default.name:  # tokenizer_fn=get_tokenizer(), LlamaIndex's default
+        return llamaindex_default
     return None
 
 

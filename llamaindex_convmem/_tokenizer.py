@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -9,12 +10,20 @@ from convmem import ConfigError, TextTokenCounter
 
 __all__ = ["TokenizerFnCounter"]
 
+# convmem message fields, as TextTokenCounter.count_fields receives them.
+Content = str | list[str | dict[str, Any]]
+ToolCall = dict[str, Any]
+
 
 class TokenizerFnCounter(TextTokenCounter):
     """Counts tokens with a LlamaIndex-style ``tokenizer_fn(text) -> list of tokens``.
 
-    A message costs what convmem charges any message (per-message overhead,
-    role, name, tool calls); only the text is counted by `tokenizer_fn`::
+    A message costs what `ChatMemoryBuffer` charges for it: the tokens of its
+    text, with no per-message or role overhead the tokenizer never asked for,
+    so the same history and ``token_limit`` keep the same messages. Unlike
+    `ChatMemoryBuffer`, a message's name, tool calls and tool call id are
+    tokenized too (they reach the model), and images cost
+    ``media_part_tokens``::
 
         from transformers import AutoTokenizer
         counter = TokenizerFnCounter(AutoTokenizer.from_pretrained("...").encode)
@@ -30,6 +39,24 @@ class TokenizerFnCounter(TextTokenCounter):
 
     def count_text(self, text: str) -> int:
         return len(self.tokenizer_fn(text))
+
+    def count_fields(
+        self,
+        role: str,
+        content: Content,
+        *,
+        name: str | None = None,
+        tool_calls: tuple[ToolCall, ...] | list[ToolCall] = (),
+        tool_call_id: str | None = None,
+    ) -> int:
+        total = self.count_content(content)
+        for text in (name, tool_call_id):
+            if text:
+                total += self.count_text(text)
+        for call in tool_calls:
+            args = json.dumps(call.get("args", {}), ensure_ascii=False, sort_keys=True)
+            total += self.count_text(str(call.get("name", ""))) + self.count_text(args)
+        return total
 
 
 def _describe(fn: Callable[..., Any]) -> str:

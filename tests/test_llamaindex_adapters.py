@@ -132,13 +132,22 @@ def test_memory_kwargs_the_core_does_not_know_are_refused() -> None:
         ConvMemChatMemoryBuffer.from_defaults(memory_kwargs={"turbo": True})
 
 
-def test_tokenizer_fn_counter_counts_with_the_function_and_adds_message_overhead() -> None:
+def test_tokenizer_fn_counter_charges_a_message_its_text_alone_as_chat_memory_buffer_does() -> None:
     counter = TokenizerFnCounter(list)
     assert counter.count_text("abc") == 3
     assert counter.name.startswith("tokenizer_fn:")
     buffer = ConvMemChatMemoryBuffer.from_defaults(counter=counter)
     stored = buffer.memory.add("user", "abcd")
-    assert stored.token_count is not None and stored.token_count > 4
+    assert stored.token_count == 4
+
+
+def test_tokenizer_fn_counter_counts_tool_calls_with_the_function() -> None:
+    counter = TokenizerFnCounter(str.split)
+    buffer = ConvMemChatMemoryBuffer.from_defaults(counter=counter)
+    stored = buffer.memory.add(
+        "assistant", "looking it up", tool_calls=[{"id": "c1", "name": "search", "args": {"q": "x"}}]
+    )
+    assert stored.token_count is not None and stored.token_count > 3
 
 
 def test_tokenizer_fn_counter_refuses_a_non_callable() -> None:

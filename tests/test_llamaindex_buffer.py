@@ -17,7 +17,6 @@ from convmem import (
     ConfigError,
     InMemoryStore,
     InvalidMessageError,
-    InvalidSessionIdError,
     MemoryConfig,
 )
 from llamaindex_convmem import ConvMemChatMemoryBuffer, TokenizerFnCounter, from_chat_message
@@ -30,7 +29,9 @@ SECOND_ANSWER = ChatMessage(role=MessageRole.ASSISTANT, content="second answer")
 
 def cost(buffer: ConvMemChatMemoryBuffer, messages: list[ChatMessage]) -> int:
     """What `messages` cost under the buffer's counter, as a request (reply priming included)."""
-    return REPLY_PRIMING_TOKENS + sum(buffer.token_counter.count_message(from_chat_message(m)) for m in messages)
+    return REPLY_PRIMING_TOKENS + sum(
+        buffer.token_counter.count_message(from_chat_message(m)) for m in messages
+    )
 
 
 def tool_exchange(index: int, payload: str = "") -> list[ChatMessage]:
@@ -38,9 +39,15 @@ def tool_exchange(index: int, payload: str = "") -> list[ChatMessage]:
         ChatMessage(role="user", content=f"weather in city {index}?"),
         ChatMessage(
             role="assistant",
-            blocks=[ToolCallBlock(tool_call_id=f"c{index}", tool_name="weather", tool_kwargs={"city": f"{index}{payload}"})],
+            blocks=[
+                ToolCallBlock(
+                    tool_call_id=f"c{index}", tool_name="weather", tool_kwargs={"city": f"{index}{payload}"}
+                )
+            ],
         ),
-        ChatMessage(role="tool", content=f"sunny in {index}", additional_kwargs={"tool_call_id": f"c{index}"}),
+        ChatMessage(
+            role="tool", content=f"sunny in {index}", additional_kwargs={"tool_call_id": f"c{index}"}
+        ),
         ChatMessage(role="assistant", content=f"It is sunny in city {index}."),
     ]
 
@@ -180,7 +187,7 @@ def test_to_dict_is_plain_json_without_models_or_stores() -> None:
         "memory_config",
         "counter_name",
         "store_kind",
-        "chat_history",
+        "chat_store",
     }
     assert data["class_name"] == "ConvMemChatMemoryBuffer"
 
@@ -251,9 +258,10 @@ def test_a_chat_store_is_refused_with_what_to_pass_instead() -> None:
         ConvMemChatMemoryBuffer.from_defaults(chat_store=SimpleChatStore())
 
 
-def test_an_invalid_session_id_is_refused() -> None:
-    with pytest.raises(InvalidSessionIdError):
-        ConvMemChatMemoryBuffer.from_defaults(chat_store_key="bad\nkey")
+def test_a_key_convmem_cannot_use_as_an_id_gets_a_hashed_session() -> None:
+    buffer = ConvMemChatMemoryBuffer.from_defaults(chat_store_key="bad\nkey", chat_history=[USER])
+    assert buffer.session_id.startswith("llamaindex-key-sha256:")
+    assert buffer.get_all() == [USER]
 
 
 def test_path_and_store_together_are_refused(tmp_path: Path) -> None:
@@ -375,7 +383,9 @@ def test_a_buffer_saved_with_a_tokenizer_fn_warns_when_reloaded_without_one() ->
     data = ConvMemChatMemoryBuffer.from_defaults(tokenizer_fn=str.split).to_dict()
     with pytest.warns(RuntimeWarning, match="tokenizer_fn="):
         ConvMemChatMemoryBuffer.from_dict(data)
-    assert isinstance(ConvMemChatMemoryBuffer.from_dict(data, tokenizer_fn=str.split).token_counter, TokenizerFnCounter)
+    assert isinstance(
+        ConvMemChatMemoryBuffer.from_dict(data, tokenizer_fn=str.split).token_counter, TokenizerFnCounter
+    )
 
 
 def test_a_large_tool_call_is_counted_where_chat_memory_buffer_sees_nothing() -> None:
@@ -398,7 +408,8 @@ def test_explain_reports_the_window_within_the_limit() -> None:
 
 def test_facts_come_back_in_a_leading_system_message() -> None:
     buffer = ConvMemChatMemoryBuffer.from_defaults(
-        token_limit=400, chat_history=[ChatMessage(role="user", content="My name is Alice and I live in Paris.")]
+        token_limit=400,
+        chat_history=[ChatMessage(role="user", content="My name is Alice and I live in Paris.")],
     )
     buffer.put(ChatMessage(role="assistant", content="Nice to meet you, Alice."))
     got = buffer.get()
