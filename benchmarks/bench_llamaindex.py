@@ -82,7 +82,9 @@ def ours(size: int, path: Path | None) -> tuple[float, float, float]:
         buffer.put_messages(messages[offset : offset + LOAD_BATCH])
     load = time.perf_counter() - start
     get = median_ms(lambda: buffer.get(input="What did we decide about the database?"), 30)
-    put = median_ms(lambda: buffer.put(ChatMessage(role="user", content="One more question about Duoduo.")), 30)
+    put = median_ms(
+        lambda: buffer.put(ChatMessage(role="user", content="One more question about Duoduo.")), 30
+    )
     return load, get, put
 
 
@@ -91,7 +93,9 @@ def upstream_buffer(size: int) -> tuple[float, float]:
     buffer = ChatMemoryBuffer.from_defaults(token_limit=TOKEN_LIMIT, chat_history=chat_messages(size))
     repeats = 1 if size >= 1_000 else 5
     get = median_ms(buffer.get, repeats)
-    put = median_ms(lambda: buffer.put(ChatMessage(role="user", content="One more question about Duoduo.")), 30)
+    put = median_ms(
+        lambda: buffer.put(ChatMessage(role="user", content="One more question about Duoduo.")), 30
+    )
     return get, put
 
 

@@ -49,7 +49,9 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--turns", type=int, default=1000)
     args = parser.parse_args()
-    print(f"{args.turns} turns ({2 * args.turns} add calls), SQLite store, offline summarizer and fact extractor\n")
+    print(
+        f"{args.turns} turns ({2 * args.turns} add calls), SQLite store, offline summarizer and fact extractor\n"
+    )
     print(f"{'mode':<12} {'add p50':>10} {'add p99':>10} {'add mean':>10} {'flush after':>12}")
     with tempfile.TemporaryDirectory() as folder:
         memories = {}
@@ -66,7 +68,9 @@ def main() -> None:
         evicted = [m for m in memory.messages() if (m.seq or 0) <= summary.covers_through_seq]
         raw = sum(m.token_count or 0 for m in evicted)
         summary_tokens = memory.counter.count_text(summary.text)
-        print(f"\nSummary covers seq 1-{summary.covers_through_seq} ({len(evicted)} messages, {raw} tokens raw)")
+        print(
+            f"\nSummary covers seq 1-{summary.covers_through_seq} ({len(evicted)} messages, {raw} tokens raw)"
+        )
         print(f"Summary: {summary_tokens} tokens -> compression {raw / max(1, summary_tokens):.1f}x")
         print(f"Facts: {[f'{f.key}={f.value}' for f in memory.facts()][:8]}")
         memory.close()

@@ -214,7 +214,9 @@ def run_memory(
                     elapsed = (time.perf_counter() - started) * 1000
                     if context.token_count > budget:
                         raise AssertionError(f"context of {context.token_count} tokens over budget {budget}")
-                    results[name][budget].record(question, context_text(context.messages), context.token_count, elapsed)
+                    results[name][budget].record(
+                        question, context_text(context.messages), context.token_count, elapsed
+                    )
         recall.config = recall_config
         recall.close()
         store.close()
@@ -251,7 +253,8 @@ def run_last_turns(conversations: Sequence[Conversation], counter: TiktokenCount
     scores = {b: Scores() for b in BUDGETS}
     for conversation in conversations:
         history: list[BaseMessage] = [
-            HumanMessage(t.text, name=t.speaker) if t.speaker == conversation.speaker_a
+            HumanMessage(t.text, name=t.speaker)
+            if t.speaker == conversation.speaker_a
             else AIMessage(t.text, name=t.speaker)
             for t in conversation.turns
         ]
@@ -307,9 +310,11 @@ def run_vector_topk(
 
 def print_table(rows: list[tuple[str, dict[int, Scores]]]) -> None:
     categories = [*HEADLINE_CATEGORIES, 5]
-    header = f"{'method':<44} {'budget':>6} {'cat1-4':>7} " + " ".join(
-        f"{'c' + str(c):>6}" for c in categories
-    ) + f" {'tokens':>7} {'ms/q':>6} {'p95':>6}"
+    header = (
+        f"{'method':<44} {'budget':>6} {'cat1-4':>7} "
+        + " ".join(f"{'c' + str(c):>6}" for c in categories)
+        + f" {'tokens':>7} {'ms/q':>6} {'p95':>6}"
+    )
     print(header)
     print("-" * len(header))
     for name, by_budget in rows:
@@ -342,10 +347,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--quick", action="store_true", help="two conversations instead of five")
     parser.add_argument("--data", type=Path, default=default_data_path(), help="path of locomo-dev.json")
     parser.add_argument(
-        "--variant", action="append", default=[], type=parse_variant,
+        "--variant",
+        action="append",
+        default=[],
+        type=parse_variant,
         help="also rank with these RecallConfig overrides, e.g. episode_weight=0 (repeatable)",
     )
-    parser.add_argument("--set", type=parse_variant, default={}, help="RecallConfig overrides for the main run")
+    parser.add_argument(
+        "--set", type=parse_variant, default={}, help="RecallConfig overrides for the main run"
+    )
     parser.add_argument("--no-baselines", action="store_true")
     args = parser.parse_args(argv)
 
@@ -367,9 +377,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     print(f"RecallConfig overrides: {args.set or 'none'}")
 
     with tempfile.TemporaryDirectory(prefix="locomo-") as tmp:
-        results, info = run_memory(
-            conversations, embedder, counter, recall_config, args.variant, Path(tmp)
-        )
+        results, info = run_memory(conversations, embedder, counter, recall_config, args.variant, Path(tmp))
     rows: list[tuple[str, dict[int, Scores]]] = [
         ("convmem (ConversationMemory.build_context)", results["convmem"])
     ]
@@ -377,7 +385,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     if not args.no_baselines:
         rows.append(("last turns (LangChain trim_messages)", run_last_turns(conversations, counter)))
         rows.append(
-            ("vector top-k, MiniLM+FAISS (text)", run_vector_topk(conversations, embedder, counter, lambda t: t.text))
+            (
+                "vector top-k, MiniLM+FAISS (text)",
+                run_vector_topk(conversations, embedder, counter, lambda t: t.text),
+            )
         )
         rows.append(
             (

@@ -28,7 +28,8 @@ from langchain_core.messages import (
     message_chunk_to_message,
 )
 
-from convmem import BuiltContext, InvalidMessageError, Message, Role, TurnStatus
+from convmem import BuiltContext, InvalidMessageError, Message, TurnStatus
+from convmem._models import Role
 
 from ._serialize import from_storable, to_storable
 

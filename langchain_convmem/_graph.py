@@ -30,14 +30,7 @@ from typing import Any
 from langchain_core.messages import AIMessage, BaseMessage
 from langchain_core.runnables import RunnableConfig
 
-from convmem import (
-    ConversationMemory,
-    InvalidSessionIdError,
-    MemoryConfig,
-    Store,
-    TokenCounter,
-    TurnStatus,
-)
+from convmem import ConversationMemory, InvalidSessionIdError, MemoryConfig, Store, TokenCounter, TurnStatus
 
 from ._convert import context_to_langchain, latest_human_text
 from ._history import ConvMemSessions, check_budget, check_options

@@ -26,9 +26,9 @@ from convmem import (
     SessionRegistry,
     Store,
     TokenCounter,
-    memory_from_options,
-    validate_id,
 )
+from convmem._sessions import memory_from_options
+from convmem._store import validate_id
 
 from ._convert import context_to_langchain, from_convmem_message, to_convmem_messages
 
@@ -163,7 +163,7 @@ class ConvMemChatMessageHistory(BaseChatMessageHistory):
         messages: Messages to add right away.
         memory: Use this `ConversationMemory` instead of building one (then
             give none of the options below that build one).
-        path: Keep the session in this SQLite file (see `convmem.open_store`).
+        path: Keep the session in this SQLite file (see `ConversationMemory.open`).
         store: Keep the session in this convmem `Store` (default: in memory).
         config: The `MemoryConfig` (budget, system prompt, window size, ...).
         user_id: The user the session belongs to.

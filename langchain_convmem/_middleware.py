@@ -30,8 +30,8 @@ from convmem import (
     Store,
     TokenCounter,
     TurnStatus,
-    memory_from_options,
 )
+from convmem._sessions import memory_from_options
 
 from ._convert import (
     CONTEXT_MESSAGE_ID,

@@ -21,10 +21,10 @@ from convmem import (
     MemoryConfig,
     Message,
     SessionRegistry,
-    TranscriptTemplate,
-    group_turns,
-    render_transcript,
 )
+from convmem._config import TranscriptTemplate
+from convmem._models import group_turns
+from convmem._transcript import render_transcript
 
 from ._messages import from_chat_message
 from ._sessions import (

@@ -25,7 +25,6 @@ from llama_index.core.storage.chat_store import BaseChatStore
 from pydantic import ValidationError
 
 from convmem import (
-    REPLY_PRIMING_TOKENS,
     BudgetError,
     BuiltContext,
     ConfigError,
@@ -36,6 +35,7 @@ from convmem import (
     Store,
     TokenCounter,
 )
+from convmem._tokens import REPLY_PRIMING_TOKENS
 
 from ._chat_store import ConvMemChatStore, simple_chat_store_dict
 from ._messages import from_chat_message, from_chat_messages, to_chat_message, to_chat_messages

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from convmem import BaseEmbedder, ConfigError
+from convmem import ConfigError
+from convmem._embedder import BaseEmbedder
 
 __all__ = ["LlamaIndexEmbedder"]
 

@@ -30,7 +30,8 @@ from llama_index.core.base.llms.types import (
 )
 from pydantic import BaseModel, TypeAdapter, ValidationError
 
-from convmem import InvalidMessageError, Message, Role
+from convmem import InvalidMessageError, Message
+from convmem._models import Role
 
 __all__ = [
     "METADATA_KEY",

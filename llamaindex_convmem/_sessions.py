@@ -27,9 +27,9 @@ from convmem import (
     SessionRegistry,
     TiktokenCounter,
     TokenCounter,
-    default_counter,
-    validate_id,
 )
+from convmem._store import validate_id
+from convmem._tokens import default_counter
 
 from ._embeddings import LlamaIndexEmbedder
 from ._llm import model_component

@@ -6,7 +6,8 @@ import json
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from convmem import ConfigError, TextTokenCounter
+from convmem import ConfigError
+from convmem._tokens import TextTokenCounter
 
 __all__ = ["TokenizerFnCounter"]
 

@@ -8,8 +8,8 @@ from collections.abc import Callable
 
 import pytest
 
-from convmem import ConfigError, ConversationMemory, InMemoryStore, MemoryConfig
-from convmem._background import WorkerPool, set_background_workers, shared_pool
+from convmem import ConfigError, ConversationMemory, InMemoryStore, MemoryConfig, set_background_workers
+from convmem._background import WorkerPool, shared_pool
 
 
 class Gate:

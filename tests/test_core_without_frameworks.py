@@ -52,10 +52,7 @@ import runpy
 import tempfile
 from pathlib import Path
 
-from convmem import (
-    ConversationMemory, ExtractiveSummarizer, HashingEmbedder, InMemoryStore, LLMFactExtractor,
-    LLMSummarizer, MemoryConfig, RuleFactExtractor, SQLiteStore, expire_idle, forget_session, forget_user,
-)
+from convmem import ConversationMemory, ExtractiveSummarizer, HashingEmbedder, InMemoryStore, LLMFactExtractor, LLMSummarizer, MemoryConfig, RuleFactExtractor, SQLiteStore, expire_idle, forget_session, forget_user
 
 config = MemoryConfig(budget=400, keep_recent_turns=2, summary_trigger="turns", summary_every_turns=1)
 seen = {}

@@ -10,15 +10,8 @@ from typing import Any
 import numpy as np
 import pytest
 
-from convmem import ConfigError
-from convmem._embedder import (
-    DEFAULT_MODEL,
-    BaseEmbedder,
-    Embedder,
-    HashingEmbedder,
-    SentenceTransformerEmbedder,
-    normalize_rows,
-)
+from convmem import ConfigError, Embedder, HashingEmbedder, SentenceTransformerEmbedder
+from convmem._embedder import DEFAULT_MODEL, BaseEmbedder, normalize_rows
 
 
 def test_hashing_embedder_returns_unit_float32_rows() -> None:

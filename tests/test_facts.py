@@ -10,16 +10,19 @@ import warnings
 import pytest
 from scripted_llm import AsyncFakeLLM, FakeLLM
 
-from convmem import FACT_SECTION_HEADERS, ConfigError, InvalidMessageError, Message, StoreError
-from convmem._fact_rules import carries_instructions
-from convmem._facts import (
-    _RULE_SCAN_CHARS,
+from convmem import (
+    ConfigError,
     Fact,
-    FactBook,
     FactExtractor,
+    InvalidMessageError,
+    LLMFactExtractor,
+    Message,
     RuleFactExtractor,
+    StoreError,
 )
-from convmem._llm import LLMFactExtractor
+from convmem._fact_rules import carries_instructions
+from convmem._facts import _RULE_SCAN_CHARS, FactBook
+from convmem._language import FACT_SECTION_HEADERS
 
 
 def user(text: str, seq: int | None = None, timestamp: float = 1_700_000_000.0) -> Message:

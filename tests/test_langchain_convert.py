@@ -15,7 +15,8 @@ from langchain_core.messages import (
     ToolMessage,
 )
 
-from convmem import InvalidMessageError, Role, TurnStatus
+from convmem import InvalidMessageError, TurnStatus
+from convmem._models import Role
 from langchain_convmem import from_convmem_message, to_convmem_message, to_convmem_messages
 
 IMAGE_BLOCK = {"type": "image_url", "image_url": {"url": "data:image/png;base64," + "A" * 5000}}

@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from convmem import ConfigError, InvalidMessageError, Role
+from convmem import ConfigError, InvalidMessageError
 from convmem._language import (
     CJK,
     FACT_SECTION_HEADERS,
@@ -24,6 +24,7 @@ from convmem._language import (
     speaker_prefix,
     split_sentences,
 )
+from convmem._models import Role
 
 
 def test_detect_language_is_chinese_when_han_characters_dominate() -> None:

@@ -17,8 +17,7 @@ from llama_index.core.embeddings import MockEmbedding
 from llama_index.core.llms import CustomLLM, MockLLM
 from llama_index.core.llms.callbacks import llm_completion_callback
 
-from convmem import ConfigError, MemoryConfig
-from convmem._llm import LLMFactExtractor, LLMSummarizer
+from convmem import ConfigError, LLMFactExtractor, LLMSummarizer, MemoryConfig
 from llamaindex_convmem import (
     ConvMemChatMemoryBuffer,
     ConvMemMemoryBlock,

@@ -150,7 +150,9 @@ async def test_concurrent_agents_on_sessions_of_one_store_do_not_mix() -> None:
 
 
 async def test_an_agent_context_saved_to_json_reloads_the_sqlite_memory(tmp_path: Path) -> None:
-    memory = ConvMemChatMemoryBuffer.from_defaults(token_limit=2000, path=tmp_path / "agent.db", chat_store_key="s1")
+    memory = ConvMemChatMemoryBuffer.from_defaults(
+        token_limit=2000, path=tmp_path / "agent.db", chat_store_key="s1"
+    )
     agent = function_agent(ScriptedToolCaller())
     ctx = Context(agent)
     await agent.run("What is the weather in Paris?", memory=memory, ctx=ctx)

@@ -11,14 +11,8 @@ from llama_index.core.llms import MockLLM
 from llama_index.core.memory import BaseMemory, ChatMemoryBuffer
 from llama_index.core.storage.chat_store import SimpleChatStore
 
-from convmem import (
-    REPLY_PRIMING_TOKENS,
-    ApproximateCounter,
-    ConfigError,
-    InMemoryStore,
-    InvalidMessageError,
-    MemoryConfig,
-)
+from convmem import ApproximateCounter, ConfigError, InMemoryStore, InvalidMessageError, MemoryConfig
+from convmem._tokens import REPLY_PRIMING_TOKENS
 from llamaindex_convmem import ConvMemChatMemoryBuffer, TokenizerFnCounter, from_chat_message
 
 USER = ChatMessage(role=MessageRole.USER, content="first message")

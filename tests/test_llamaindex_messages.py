@@ -15,7 +15,8 @@ from llama_index.core.base.llms.types import (
 )
 from pydantic import BaseModel
 
-from convmem import InvalidMessageError, Message, Role, TiktokenCounter
+from convmem import InvalidMessageError, Message, TiktokenCounter
+from convmem._models import Role
 from llamaindex_convmem import from_chat_message, from_chat_messages, to_chat_message
 
 PNG = b"\x89PNG\r\n\x1a\n" + b"\x00" * 32
@@ -98,7 +99,11 @@ def test_openai_style_tool_calls_in_additional_kwargs_round_trip() -> None:
         content=None,
         additional_kwargs={
             "tool_calls": [
-                {"id": "call_1", "type": "function", "function": {"name": "weather", "arguments": '{"city":"Paris"}'}}
+                {
+                    "id": "call_1",
+                    "type": "function",
+                    "function": {"name": "weather", "arguments": '{"city":"Paris"}'},
+                }
             ]
         },
     )
@@ -141,11 +146,15 @@ def test_tool_result_without_an_id_is_stored_and_comes_back_without_one() -> Non
 
 
 def test_other_additional_kwargs_round_trip() -> None:
-    message = ChatMessage(role="user", content="hi", additional_kwargs={"lang": "en", "scores": [1, 2.5, None]})
+    message = ChatMessage(
+        role="user", content="hi", additional_kwargs={"lang": "en", "scores": [1, 2.5, None]}
+    )
     assert round_trip(message) == message
 
 
-def test_unserializable_additional_kwargs_are_dropped_with_a_warning(caplog: pytest.LogCaptureFixture) -> None:
+def test_unserializable_additional_kwargs_are_dropped_with_a_warning(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
     message = ChatMessage(role="assistant", content="hi", additional_kwargs={"raw": object(), "keep": 1})
     restored = round_trip(message)
     assert restored.additional_kwargs == {"keep": 1}
@@ -153,10 +162,14 @@ def test_unserializable_additional_kwargs_are_dropped_with_a_warning(caplog: pyt
 
 
 def test_messages_written_by_convmem_itself_come_back_with_tool_call_blocks() -> None:
-    stored = Message.create("assistant", "", tool_calls=[{"id": "c1", "name": "weather", "args": {"city": "Oslo"}}])
+    stored = Message.create(
+        "assistant", "", tool_calls=[{"id": "c1", "name": "weather", "args": {"city": "Oslo"}}]
+    )
     restored = to_chat_message(stored)
     assert restored.role is MessageRole.ASSISTANT
-    assert restored.blocks == [ToolCallBlock(tool_call_id="c1", tool_name="weather", tool_kwargs={"city": "Oslo"})]
+    assert restored.blocks == [
+        ToolCallBlock(tool_call_id="c1", tool_name="weather", tool_kwargs={"city": "Oslo"})
+    ]
 
 
 def test_openai_image_url_parts_written_elsewhere_become_image_blocks() -> None:

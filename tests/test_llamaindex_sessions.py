@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from convmem import DEFAULT_MAX_CACHED_SESSIONS, ConfigError, ConversationMemory
+from convmem import ConfigError, ConversationMemory
+from convmem._sessions import DEFAULT_MAX_CACHED_SESSIONS
 from llamaindex_convmem import ConvMemChatMemoryBuffer, ConvMemMemoryBlock
 
 

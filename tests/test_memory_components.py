@@ -4,14 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from convmem import (
-    ConfigError,
-    ConversationMemory,
-    HashingEmbedder,
-    MemoryConfig,
-    Recall,
-    RuleFactExtractor,
-)
+from convmem import ConfigError, ConversationMemory, HashingEmbedder, MemoryConfig, Recall, RuleFactExtractor
 
 
 def test_extract_facts_false_switches_facts_off() -> None:

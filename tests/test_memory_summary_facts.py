@@ -119,7 +119,10 @@ def test_watermark_is_exact_under_concurrent_adds_from_threads(tmp_path: Path) -
     def writer(memory: ConversationMemory, offset: int) -> None:
         for i in range(10):
             memory.add_messages(
-                [{"role": "user", "content": f"q{offset}-{i}."}, {"role": "assistant", "content": f"a{offset}-{i}."}]
+                [
+                    {"role": "user", "content": f"q{offset}-{i}."},
+                    {"role": "assistant", "content": f"a{offset}-{i}."},
+                ]
             )
 
     threads = [threading.Thread(target=writer, args=(m, n)) for n, m in enumerate(memories)]
@@ -196,7 +199,9 @@ def test_context_with_every_section_filled_stays_within_budget(store: Store) -> 
     memory = ConversationMemory("s", store, config(system_prompt="Be helpful.", keep_recent_turns=3))
     memory.add_turn("My name is Alice. I live in Paris. I like green tea.", "Noted!")
     for i in range(30):
-        memory.add_turn(f"We decided to ship version {i} on Friday with budget {i * 1000} yuan.", f"Okay, version {i}.")
+        memory.add_turn(
+            f"We decided to ship version {i} on Friday with budget {i * 1000} yuan.", f"Okay, version {i}."
+        )
     for budget in (80, 150, 300, 700, 1500):
         context = memory.build_context(query="what did we decide?", budget=budget)
         assert context.token_count <= budget
@@ -206,7 +211,9 @@ def test_context_with_every_section_filled_stays_within_budget(store: Store) -> 
 
 
 def test_summary_over_its_cap_is_condensed_at_sentence_boundaries() -> None:
-    memory = ConversationMemory("s", config=MemoryConfig(keep_recent_turns=1, summary_trigger="never", language="en"))
+    memory = ConversationMemory(
+        "s", config=MemoryConfig(keep_recent_turns=1, summary_trigger="never", language="en")
+    )
     for i in range(40):
         memory.add_turn(f"Fact number {i}: the value of item {i} is {i * 7}.", f"Recorded item {i}.")
     memory.summarize_now()
@@ -233,7 +240,9 @@ def test_background_add_returns_before_slow_work_and_flush_waits() -> None:
 
 def test_background_job_that_hangs_times_out_and_no_turn_is_lost(caplog: pytest.LogCaptureFixture) -> None:
     summarizer = RecordingSummarizer(delay=2.0)
-    memory = ConversationMemory("s", config=config(background=True, background_timeout=0.2), summarizer=summarizer)
+    memory = ConversationMemory(
+        "s", config=config(background=True, background_timeout=0.2), summarizer=summarizer
+    )
     with caplog.at_level(logging.WARNING, logger="convmem"):
         talk(memory, 4)
         assert memory.flush(timeout=30)

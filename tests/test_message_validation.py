@@ -14,10 +14,9 @@ from typing import Any
 
 import pytest
 
-from convmem import ConversationMemory, InvalidMessageError, MemoryConfig, Message, Role, Store
-from convmem._models import validate_message
+from convmem import ApproximateCounter, ConversationMemory, InvalidMessageError, MemoryConfig, Message, Store
+from convmem._models import Role, validate_message
 from convmem._store import validate_messages
-from convmem._tokens import ApproximateCounter
 
 GOOD = Message.create("user", "hello")
 

@@ -4,7 +4,8 @@ from datetime import datetime, timezone
 
 import pytest
 
-from convmem import InvalidMessageError, Message, Role, TurnStatus, group_turns
+from convmem import InvalidMessageError, Message, TurnStatus
+from convmem._models import Role, group_turns
 
 
 @pytest.mark.parametrize("value", ["user", "USER", " User ", Role.USER, "human"])

@@ -10,10 +10,10 @@ from convmem import (
     ConversationMemory,
     InMemoryStore,
     MemoryConfig,
-    Role,
     TiktokenCounter,
     count_messages,
 )
+from convmem._models import Role
 
 WORDS = [
     "dog",

@@ -14,16 +14,19 @@ from typing import Any
 import numpy as np
 import pytest
 
-from convmem import ConfigError, InMemoryStore, Message, SQLiteStore, TiktokenCounter
-from convmem._embedder import HashingEmbedder, SentenceTransformerEmbedder
-from convmem._recall import (
+from convmem import (
+    ConfigError,
+    HashingEmbedder,
+    InMemoryStore,
+    Message,
     Recall,
     RecallConfig,
-    RecallFilters,
-    RecallResult,
-    choose_recall_share,
+    SentenceTransformerEmbedder,
+    SQLiteStore,
+    Store,
+    TiktokenCounter,
 )
-from convmem._store import Store
+from convmem._recall import RecallFilters, RecallResult, choose_recall_share
 
 pytest.importorskip("faiss")
 
@@ -45,7 +48,9 @@ FILLER = [
 ]
 
 
-def store_messages(store: Store, session_id: str, items: Sequence[tuple[str, str]], **fields: Any) -> list[Message]:
+def store_messages(
+    store: Store, session_id: str, items: Sequence[tuple[str, str]], **fields: Any
+) -> list[Message]:
     messages = []
     for role, text in items:
         message = Message.create(role, text, **fields)
@@ -139,7 +144,9 @@ def test_a_query_sharing_nothing_with_the_log_recalls_nothing(store: SQLiteStore
 def test_messages_of_a_named_speaker_rank_first_when_the_query_names_them(store: SQLiteStore) -> None:
     recall = Recall(HashingEmbedder())
     stored = store_messages(store, "s1", [("user", "I painted a sunrise over the lake.")], name="Melanie")
-    stored += store_messages(store, "s1", [("assistant", "I painted a sunrise over the lake.")], name="Caroline")
+    stored += store_messages(
+        store, "s1", [("assistant", "I painted a sunrise over the lake.")], name="Caroline"
+    )
     recall.add("s1", stored)
     result = search(recall, store, "s1", "What did Caroline paint?", max_tokens=25)
     assert [item.seqs for item in result.items] == [(stored[1].seq,)]
@@ -197,7 +204,9 @@ def test_neighbour_radius_brings_the_surrounding_messages(store: SQLiteStore) ->
 def test_filters_restrict_recall_to_matching_messages(store: SQLiteStore) -> None:
     recall = Recall(HashingEmbedder())
     stored = store_messages(store, "s1", [("user", "Duoduo loves the park.")], name="Ann", timestamp=1000.0)
-    stored += store_messages(store, "s1", [("assistant", "Duoduo chased a ball.")], name="Bob", timestamp=5000.0)
+    stored += store_messages(
+        store, "s1", [("assistant", "Duoduo chased a ball.")], name="Bob", timestamp=5000.0
+    )
     recall.add("s1", stored)
     by_speaker = search(recall, store, "s1", "Duoduo", filters=RecallFilters(speakers=["Bob"]))
     by_role = search(recall, store, "s1", "Duoduo", filters=RecallFilters(roles=["user"]))
@@ -304,7 +313,9 @@ def test_a_damaged_index_is_rebuilt_with_identical_recall(
         manifest = path.with_suffix(".json")
         manifest.write_text(manifest.read_text().replace('"hashing-v1-512"', '"another-model"'))
     with caplog.at_level(logging.WARNING, logger="convmem"):
-        after = search(Recall(HashingEmbedder(), index_dir=index_dir), store, "s1", "what is my corgi called?")
+        after = search(
+            Recall(HashingEmbedder(), index_dir=index_dir), store, "s1", "what is my corgi called?"
+        )
     assert after.items == before.items
     if damage != "delete":
         assert "rebuilding" in caplog.text
@@ -602,15 +613,21 @@ def test_chinese_dog_name_is_recalled_ten_turns_later(minilm: SentenceTransforme
     stored = store_messages(store, "zh", turns)
     recall.add("zh", stored)
     window = [m.seq or 0 for m in stored[-4:]]
-    result = recall.search("zh", "我的狗叫什么名字？", store=store, exclude_seqs=window, max_tokens=120, counter=COUNTER)
+    result = recall.search(
+        "zh", "我的狗叫什么名字？", store=store, exclude_seqs=window, max_tokens=120, counter=COUNTER
+    )
     assert "名字叫多多" in result.text
     assert result.best_score is not None
 
 
-def test_minilm_recall_finds_a_paraphrased_question(minilm: SentenceTransformerEmbedder, tmp_path: Path) -> None:
+def test_minilm_recall_finds_a_paraphrased_question(
+    minilm: SentenceTransformerEmbedder, tmp_path: Path
+) -> None:
     store = SQLiteStore(tmp_path / "m.db")
     recall = Recall(minilm, index_dir=tmp_path / "m.db.vectors")
-    stored = store_messages(store, "en", [("user", "My favourite dish is my grandmother's lasagna."), *FILLER])
+    stored = store_messages(
+        store, "en", [("user", "My favourite dish is my grandmother's lasagna."), *FILLER]
+    )
     recall.add("en", stored)
     result = recall.search(
         "en", "What food do I like best?", store=store, exclude_seqs=(), max_tokens=30, counter=COUNTER

@@ -8,7 +8,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from convmem._recall_config import RecallConfig
+from convmem import RecallConfig
 from convmem._recall_rank import (
     Evidence,
     blend,

@@ -19,9 +19,16 @@ import redis.cluster
 from redis.crc import key_slot
 from redis_server import delete_prefix, free_port, new_prefix
 
-from convmem import Message, StoreError, TurnStatus
-from convmem._errors import ConfigError, InvalidMessageError
-from convmem._redis_store import AsyncRedisStore, RedisStore, _escape
+from convmem import (
+    AsyncRedisStore,
+    ConfigError,
+    InvalidMessageError,
+    Message,
+    RedisStore,
+    StoreError,
+    TurnStatus,
+)
+from convmem._redis_store import _escape
 
 pytestmark = pytest.mark.redis
 

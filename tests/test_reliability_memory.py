@@ -41,23 +41,18 @@ from convmem import (
     AsyncRedisStore,
     ConfigError,
     ConversationMemory,
-    FactBook,
+    HashingEmbedder,
     InMemoryStore,
     InvalidMessageError,
     InvalidSessionIdError,
     MemoryConfig,
     Message,
     PostgresStore,
+    Recall,
     RedisStore,
     SQLiteStore,
     Store,
     StoreError,
-)
-from convmem._derived import FACTS_KEY, SUMMARY_KEY
-from convmem._embedder import HashingEmbedder
-from convmem._recall import Recall
-from convmem._redis_store import _escape
-from convmem._retention import (
     aexpire_idle,
     aforget_session,
     aforget_user,
@@ -65,6 +60,9 @@ from convmem._retention import (
     forget_session,
     forget_user,
 )
+from convmem._derived import FACTS_KEY, SUMMARY_KEY
+from convmem._facts import FactBook
+from convmem._redis_store import _escape
 
 KINDS = ["memory", "sqlite", *SERVER_KINDS]
 SHARED_KINDS = ["sqlite", *SERVER_KINDS]

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from convmem import Message, Role
+from convmem import Message
+from convmem._models import Role
 from convmem._salience import conversation_messages, information_value, is_filler
 
 

@@ -8,7 +8,6 @@ from pathlib import Path
 import pytest
 
 from convmem import (
-    DEFAULT_MAX_CACHED_SESSIONS,
     ApproximateCounter,
     ConfigError,
     ConversationMemory,
@@ -18,8 +17,8 @@ from convmem import (
     MemoryConfig,
     SessionRegistry,
     SQLiteStore,
-    memory_from_options,
 )
+from convmem._sessions import DEFAULT_MAX_CACHED_SESSIONS, memory_from_options
 
 
 def spy_on_close(memory: ConversationMemory) -> list[str]:

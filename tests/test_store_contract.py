@@ -17,19 +17,20 @@ from postgres_server import drop_schema, new_schema
 from redis_server import delete_prefix, new_prefix
 
 from convmem import (
+    ConfigError,
     InMemoryStore,
+    InvalidMessageError,
     InvalidSessionIdError,
     Message,
     PostgresStore,
-    Role,
+    RedisStore,
     SQLiteStore,
+    Store,
     StoreError,
     TurnStatus,
 )
-from convmem._errors import ConfigError, InvalidMessageError
+from convmem._models import Role
 from convmem._redis_layout import _escape
-from convmem._redis_store import RedisStore
-from convmem._store import Store
 
 # Ids that validate_id accepts: every store keeps each one apart and gives it back exactly.
 HOSTILE_IDS = [

@@ -34,18 +34,18 @@ from shared_stores import SERVER_KINDS, location_for
 import convmem
 from convmem import (
     InMemoryStore,
+    InvalidMessageError,
     InvalidSessionIdError,
     Message,
     PostgresStore,
+    RedisStore,
     SQLiteStore,
+    Store,
     StoreError,
     TurnStatus,
-    validate_id,
 )
-from convmem._errors import InvalidMessageError
 from convmem._models import MAX_CONTENT_DEPTH
-from convmem._redis_store import RedisStore
-from convmem._store import Store
+from convmem._store import validate_id
 
 PROCESSES = 8
 THREADS_PER_PROCESS = 4

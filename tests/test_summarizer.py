@@ -9,10 +9,17 @@ import warnings
 import pytest
 from scripted_llm import AsyncFakeLLM, FakeLLM
 
-from convmem import BudgetError, ConfigError, InvalidMessageError, Message, TiktokenCounter
+from convmem import (
+    BudgetError,
+    ConfigError,
+    ExtractiveSummarizer,
+    InvalidMessageError,
+    LLMSummarizer,
+    Message,
+    Summarizer,
+    TiktokenCounter,
+)
 from convmem._language import split_sentences
-from convmem._llm import LLMSummarizer
-from convmem._summarizer import ExtractiveSummarizer, Summarizer
 
 COUNTER = TiktokenCounter()
 

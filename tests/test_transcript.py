@@ -2,7 +2,8 @@ from __future__ import annotations
 
 import pytest
 
-from convmem import ConfigError, ConversationMemory, MemoryConfig, TranscriptTemplate
+from convmem import ConfigError, ConversationMemory, MemoryConfig
+from convmem._config import TranscriptTemplate
 
 
 def memory_with_statuses() -> ConversationMemory:

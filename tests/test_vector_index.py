@@ -7,8 +7,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from convmem import ConfigError
-from convmem._vector_index import FaissIndex, IndexFileError, IndexFiles, VectorIndex
+from convmem import ConfigError, VectorIndex
+from convmem._vector_index import FaissIndex, IndexFileError, IndexFiles
 
 pytest.importorskip("faiss")
 

@@ -18,8 +18,9 @@ from convmem import (
     Recall,
     StoreError,
     TiktokenCounter,
+    VectorIndex,
 )
-from convmem._vector_index import FaissIndex, VectorIndex
+from convmem._vector_index import FaissIndex
 
 pytest.importorskip("llama_index.core")
 pytest.importorskip("langchain_core")

@@ -2,7 +2,8 @@ from __future__ import annotations
 
 import dataclasses
 
-from convmem import Message, Role, TiktokenCounter, group_turns
+from convmem import Message, TiktokenCounter
+from convmem._models import Role, group_turns
 from convmem._salience import is_low_information
 from convmem._window import select_window, split_units
 
