@@ -6,6 +6,7 @@ and shrink); nothing convmem holds per thread may outlive the thread.
 
 from __future__ import annotations
 
+import gc
 import logging
 import os
 import threading
@@ -142,6 +143,7 @@ def test_two_thousand_background_memories_share_a_few_threads(tmp_path: Path) ->
     # The first memories fill the worker pool and the store's connection pool, both bounded:
     # measure from there, so what is checked is growth with the number of memories.
     open_and_add(0, 100)
+    gc.collect()  # objects earlier tests left for the collector would close their files mid-count
     threads_before, fds_before = threading.active_count(), open_fds()
     open_and_add(100, 1_900)
     assert threading.active_count() - threads_before <= 10
