@@ -119,7 +119,10 @@ def test_watermark_is_exact_under_concurrent_adds_from_threads(tmp_path: Path) -
     def writer(memory: ConversationMemory, offset: int) -> None:
         for i in range(10):
             memory.add_messages(
-                [{"role": "user", "content": f"q{offset}-{i}."}, {"role": "assistant", "content": f"a{offset}-{i}."}]
+                [
+                    {"role": "user", "content": f"q{offset}-{i}."},
+                    {"role": "assistant", "content": f"a{offset}-{i}."},
+                ]
             )
 
     threads = [threading.Thread(target=writer, args=(m, n)) for n, m in enumerate(memories)]
@@ -155,7 +158,7 @@ def test_omitted_marker_when_summary_lags_the_window() -> None:
     memory.add_turn("My name is Alice and I live in Paris.", "Nice to meet you, Alice.")
     talk(memory, 4)
     context = memory.build_context(query="where do I live?")
-    assert "Some earlier conversation is not included here." in context.system_text
+    assert "Some earlier conversation is not included here." in context.memory_text
 
 
 def test_facts_are_extracted_and_newer_values_supersede(store: Store) -> None:
@@ -166,7 +169,8 @@ def test_facts_are_extracted_and_newer_values_supersede(store: Store) -> None:
     assert facts["name"] == "Alice"
     assert facts["city"] == "Beijing"
     context = memory.build_context(query="hi", budget=500)
-    assert "Beijing" in context.system_text and "Hangzhou" not in context.system_text
+    assert "Beijing" in context.memory_text and "Hangzhou" not in context.memory_text
+    assert "Beijing" not in context.system_text
 
 
 def test_forget_fact_removes_it_from_the_context(store: Store) -> None:
@@ -196,7 +200,9 @@ def test_context_with_every_section_filled_stays_within_budget(store: Store) -> 
     memory = ConversationMemory("s", store, config(system_prompt="Be helpful.", keep_recent_turns=3))
     memory.add_turn("My name is Alice. I live in Paris. I like green tea.", "Noted!")
     for i in range(30):
-        memory.add_turn(f"We decided to ship version {i} on Friday with budget {i * 1000} yuan.", f"Okay, version {i}.")
+        memory.add_turn(
+            f"We decided to ship version {i} on Friday with budget {i * 1000} yuan.", f"Okay, version {i}."
+        )
     for budget in (80, 150, 300, 700, 1500):
         context = memory.build_context(query="what did we decide?", budget=budget)
         assert context.token_count <= budget
@@ -206,15 +212,17 @@ def test_context_with_every_section_filled_stays_within_budget(store: Store) -> 
 
 
 def test_summary_over_its_cap_is_condensed_at_sentence_boundaries() -> None:
-    memory = ConversationMemory("s", config=MemoryConfig(keep_recent_turns=1, summary_trigger="never", language="en"))
+    memory = ConversationMemory(
+        "s", config=MemoryConfig(keep_recent_turns=1, summary_trigger="never", language="en")
+    )
     for i in range(40):
         memory.add_turn(f"Fact number {i}: the value of item {i} is {i * 7}.", f"Recorded item {i}.")
     memory.summarize_now()
     context = memory.build_context(budget=400)
     summary_section = context.section("summary")
     assert 0 < summary_section.tokens <= summary_section.cap  # type: ignore[operator]
-    body = context.system_text.split("Summary of the earlier conversation:")[1]
-    assert body.strip().endswith((".", "。"))
+    body = context.memory_text.split("Summary of the earlier conversation:")[1]
+    assert body.removesuffix("</memory>").strip().endswith((".", "。"))
 
 
 def test_background_add_returns_before_slow_work_and_flush_waits() -> None:
@@ -233,7 +241,9 @@ def test_background_add_returns_before_slow_work_and_flush_waits() -> None:
 
 def test_background_job_that_hangs_times_out_and_no_turn_is_lost(caplog: pytest.LogCaptureFixture) -> None:
     summarizer = RecordingSummarizer(delay=2.0)
-    memory = ConversationMemory("s", config=config(background=True, background_timeout=0.2), summarizer=summarizer)
+    memory = ConversationMemory(
+        "s", config=config(background=True, background_timeout=0.2), summarizer=summarizer
+    )
     with caplog.at_level(logging.WARNING, logger="convmem"):
         talk(memory, 4)
         assert memory.flush(timeout=30)

@@ -20,6 +20,7 @@ import math
 import re
 import threading
 import time
+import unicodedata
 from collections.abc import Iterable, Sequence
 from typing import Any, Protocol, runtime_checkable
 
@@ -366,13 +367,19 @@ class FactBook:
                 thing = fact.key.split(":", 1)[1]
                 labels = _PREFERENCE_LABELS.get(fact.value.lower())
                 if labels:
-                    lines.append(labels[zh] + separator + thing)
+                    lines.append(labels[zh] + separator + _one_line(thing, FACT_KEY_MAX_CHARS))
                 else:
-                    lines.append(thing + separator + fact.value)
+                    lines.append(
+                        _one_line(thing, FACT_KEY_MAX_CHARS)
+                        + separator
+                        + _one_line(fact.value, FACT_VALUE_MAX_CHARS)
+                    )
                 continue
             labels = _KEY_LABELS.get(fact.key)
             label = labels[zh] if labels else (fact.key if zh else fact.key.replace("_", " "))
-            lines.append(label + separator + fact.value)
+            lines.append(
+                _one_line(label, FACT_KEY_MAX_CHARS) + separator + _one_line(fact.value, FACT_VALUE_MAX_CHARS)
+            )
         return lines
 
     def to_json(self) -> str:
@@ -421,3 +428,23 @@ class FactBook:
         except InvalidMessageError as exc:
             raise StoreError(f"the stored fact book holds a malformed fact: {exc}") from None
         return book
+
+
+FACT_KEY_MAX_CHARS = 60
+FACT_VALUE_MAX_CHARS = 200
+"""A rendered fact line is ``label: value`` on one line, each part capped (an LLM
+extractor may return anything; a fact must not grow into a section of its own)."""
+
+# Line breaks, tabs and other controls become spaces; bidi overrides and other
+# invisible format characters go (the zero-width joiner stays: emoji need it).
+_INVISIBLE = {c for c in map(chr, range(0x2000, 0x2070)) if unicodedata.category(c) == "Cf"} - {"\u200d"}
+
+
+def _one_line(text: str, max_chars: int) -> str:
+    cleaned = "".join(
+        " " if unicodedata.category(c) in ("Cc", "Zl", "Zp") else c
+        for c in text
+        if c not in _INVISIBLE and c != "\ufeff"
+    )
+    cleaned = " ".join(cleaned.split())
+    return cleaned if len(cleaned) <= max_chars else cleaned[: max_chars - 1].rstrip() + "…"

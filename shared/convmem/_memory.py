@@ -273,11 +273,15 @@ class ConversationMemory:
         """The raw log grouped into turns."""
         return group_turns(self.messages())
 
-    def recent_turns(self, max_turns: int, *, max_tokens: int | None = None) -> list[Turn]:
+    def recent_turns(self, max_turns: int | None, *, max_tokens: int | None = None) -> list[Turn]:
         """The newest `max_turns` complete turns, oldest first, read in O(window).
 
-        Reading stops early once the turns read hold more than `max_tokens`.
+        Reading stops early once the turns read hold more than `max_tokens`. With
+        ``max_turns=None`` (``config.keep_recent_turns`` is None by default) the
+        turns are bounded by tokens only: `max_tokens`, else four times ``config.budget``.
         """
+        if max_turns is None and max_tokens is None:
+            max_tokens = 4 * self.config.budget
         return recent_turns(self.store, self.session_id, max_turns, max_tokens=max_tokens)
 
     def tail(self, n: int) -> list[Message]:
