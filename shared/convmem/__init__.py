@@ -2,7 +2,7 @@
 
 from ._background import set_background_workers
 from ._builder import BuiltContext, SectionReport
-from ._config import MemoryConfig, TranscriptTemplate
+from ._config import MemoryConfig, MemoryPlacement, TranscriptTemplate
 from ._derived import Summary
 from ._embedder import BaseEmbedder, Embedder, HashingEmbedder, SentenceTransformerEmbedder
 from ._errors import (
@@ -15,7 +15,7 @@ from ._errors import (
 )
 from ._facts import Fact, FactBook, FactExtractor, RuleFactExtractor
 from ._inmemory_store import InMemoryStore
-from ._language import FACT_SECTION_HEADERS, detect_language, split_sentences
+from ._language import FACT_SECTION_HEADERS, detect_language, neutralise_stored_text, split_sentences
 from ._llm import CompleteFn, LLMFactExtractor, LLMSummarizer
 from ._memory import ConversationMemory, OverflowStatus, open_store
 from ._models import Message, Role, Turn, TurnStatus, group_turns, validate_message
@@ -78,6 +78,7 @@ __all__ = [
     "LLMFactExtractor",
     "LLMSummarizer",
     "MemoryConfig",
+    "MemoryPlacement",
     "Message",
     "OverflowStatus",
     "Recall",
@@ -118,6 +119,7 @@ __all__ = [
     "forget_user",
     "group_turns",
     "memory_from_options",
+    "neutralise_stored_text",
     "open_store",
     "render_transcript",
     "set_background_workers",
