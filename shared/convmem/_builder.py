@@ -144,7 +144,8 @@ class BuiltContext:
     language: str = "en"
     memory_text: str = ""
     """The memory block (facts, summary, omitted-history line, recalled turns) wrapped in
-    ``<memory>…</memory>``, wherever it was placed; "" when there is none."""
+    ``<memory>…</memory>``, wherever it was placed; just the omitted-history line when
+    that is all it says (no stored text, nothing to fence); "" when there is none."""
     memory_placement: str = "user"
     """Where `memory_text` is: ``"user"`` or ``"developer"`` (its own message, right
     before the window) or ``"system"`` (inside `system_text`)."""
@@ -328,8 +329,12 @@ class ContextBuilder:
             # The memory block will be there: its framing, and the line saying that
             # history was left out, come out of the window's part.
             framing = self._framing_cost(headers, system_prompt) + self._section_cost(headers["omitted"])
-            window_cap -= framing
-            window = self._select_window(request.turns, window_cap)
+            reserved = self._select_window(request.turns, window_cap - framing)
+            # The newest turn outranks the line that says older ones are missing: when
+            # only it fits, it stays and the final fit gives up that line instead.
+            if reserved.messages or not window.messages:
+                window_cap -= framing
+                window = reserved
         recall_header = self._section_cost(headers["recall"])
         return ContextPlan(
             request=request,
@@ -460,6 +465,8 @@ class ContextBuilder:
         if recalled:
             texts = (neutralise_stored_text(item.text) for item in recalled)
             blocks.append(headers["recall"] + _SEPARATOR + "\n".join(texts))
+        if blocks == [headers["omitted"]]:
+            return blocks[0]  # no stored text in it: nothing to fence
         return cls._frame(headers, blocks) if blocks else ""
 
     def _assemble(
@@ -503,6 +510,13 @@ class ContextBuilder:
             elif summary_text:
                 dropped.append(Dropped("summary", "rolling summary", self._count(summary_text), "final fit"))
                 summary_text = ""
+            elif omitted and not _holds_more_than_one_turn(window_messages):
+                room_for_omitted_line = False
+                dropped.append(
+                    Dropped(
+                        "summary", "omitted-history line", memory_tokens, "no room next to the newest turn"
+                    )
+                )
             elif window_messages:
                 removed = _drop_oldest_turn(window_messages)
                 dropped.append(
@@ -512,13 +526,6 @@ class ContextBuilder:
                         sum(m.token_count or 0 for m in removed),
                         "final fit",
                     )
-                )
-            elif omitted:
-                # Only the mandatory parts are left and the line that says history is
-                # missing does not fit next to them: the report still says so.
-                room_for_omitted_line = False
-                dropped.append(
-                    Dropped("summary", "omitted-history line", memory_tokens, "no room next to the query")
                 )
             else:  # pragma: no cover - mandatory parts were checked against the budget
                 raise BudgetError(f"cannot fit the mandatory parts into {budget} tokens")
@@ -601,6 +608,10 @@ class ContextBuilder:
             memory_text=memory_text,
             memory_placement=self.config.memory_placement,
         )
+
+
+def _holds_more_than_one_turn(messages: Sequence[Message]) -> bool:
+    return sum(1 for m in messages if m.role is Role.USER) > 1
 
 
 def _drop_oldest_turn(messages: list[Message]) -> list[Message]:
