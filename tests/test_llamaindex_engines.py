@@ -112,9 +112,17 @@ async def test_simple_chat_engine_async_streaming_writes_the_answer_to_memory() 
 
 
 def test_chat_history_passed_to_chat_replaces_the_session_history() -> None:
-    memory = ConvMemChatMemoryBuffer.from_defaults(token_limit=500, chat_history=[ChatMessage(role="user", content="old")])
+    memory = ConvMemChatMemoryBuffer.from_defaults(
+        token_limit=500, chat_history=[ChatMessage(role="user", content="old")]
+    )
     engine = SimpleChatEngine.from_defaults(llm=RecordingLLM(answer="ok"), memory=memory)
-    engine.chat("new", chat_history=[ChatMessage(role="user", content="given"), ChatMessage(role="assistant", content="sure")])
+    engine.chat(
+        "new",
+        chat_history=[
+            ChatMessage(role="user", content="given"),
+            ChatMessage(role="assistant", content="sure"),
+        ],
+    )
     assert [m.content for m in memory.get_all()] == ["given", "sure", "new", "ok"]
 
 
@@ -159,13 +167,19 @@ def seed_history(memory: ConvMemChatMemoryBuffer) -> None:
             ChatMessage(role="user", content="What is the weather in Paris?"),
             ChatMessage(
                 role="assistant",
-                blocks=[ToolCallBlock(tool_call_id="c1", tool_name="weather", tool_kwargs={"city": "PARIS_TOOL_ARGS"})],
+                blocks=[
+                    ToolCallBlock(
+                        tool_call_id="c1", tool_name="weather", tool_kwargs={"city": "PARIS_TOOL_ARGS"}
+                    )
+                ],
             ),
             ChatMessage(role="tool", content="sunny", additional_kwargs={"tool_call_id": "c1"}),
             ChatMessage(role="assistant", content="It is sunny in Paris."),
         ]
     )
-    memory.memory.add_turn("Book me a hotel there.", "FAILED_ANSWER could not reach the hotel.", status="failed")
+    memory.memory.add_turn(
+        "Book me a hotel there.", "FAILED_ANSWER could not reach the hotel.", status="failed"
+    )
 
 
 def test_stock_condense_plus_context_engine_works_with_the_buffer() -> None:
@@ -183,7 +197,9 @@ def test_convmem_condense_engine_rewrites_from_the_orchestration_view() -> None:
     llm = RecordingLLM()
     memory = ConvMemChatMemoryBuffer.from_defaults(token_limit=800)
     seed_history(memory)
-    engine = ConvMemCondensePlusContextChatEngine.from_defaults(retriever=FixedRetriever(), llm=llm, memory=memory)
+    engine = ConvMemCondensePlusContextChatEngine.from_defaults(
+        retriever=FixedRetriever(), llm=llm, memory=memory
+    )
     engine.chat("And what is its capital?")
     (condense,) = llm.condense_prompts()
     assert "It is sunny in Paris." in condense
@@ -196,7 +212,9 @@ async def test_convmem_condense_engine_rewrites_from_the_orchestration_view_asyn
     llm = RecordingLLM()
     memory = ConvMemChatMemoryBuffer.from_defaults(token_limit=800)
     seed_history(memory)
-    engine = ConvMemCondensePlusContextChatEngine.from_defaults(retriever=FixedRetriever(), llm=llm, memory=memory)
+    engine = ConvMemCondensePlusContextChatEngine.from_defaults(
+        retriever=FixedRetriever(), llm=llm, memory=memory
+    )
     await engine.achat("And what is its capital?")
     (condense,) = llm.condense_prompts()
     assert "It is sunny in Paris." in condense
@@ -204,6 +222,10 @@ async def test_convmem_condense_engine_rewrites_from_the_orchestration_view_asyn
     assert roles(await memory.aget_all())[-2:] == ["user", "assistant"]
 
 
+@pytest.mark.xfail(
+    strict=True,
+    reason="the wrapper still builds its messages from system_text + window; it must place BuiltContext.memory_message (user-role, <memory>-fenced) after the system prompt",
+)
 def test_convmem_condense_engine_passes_facts_and_summary_to_the_rewrite() -> None:
     llm = RecordingLLM()
     memory = ConvMemChatMemoryBuffer.from_defaults(token_limit=800)
@@ -213,28 +235,38 @@ def test_convmem_condense_engine_passes_facts_and_summary_to_the_rewrite() -> No
             ChatMessage(role="assistant", content="Hello Alice."),
         ]
     )
-    engine = ConvMemCondensePlusContextChatEngine.from_defaults(retriever=FixedRetriever(), llm=llm, memory=memory)
+    engine = ConvMemCondensePlusContextChatEngine.from_defaults(
+        retriever=FixedRetriever(), llm=llm, memory=memory
+    )
     engine.chat("Which city do I live in?")
     (condense,) = llm.condense_prompts()
-    system = memory.get()[0]
-    assert system.role is MessageRole.SYSTEM
-    assert (system.content or "") in condense
+    memory_message = memory.get()[0]
+    assert memory_message.role is MessageRole.USER
+    assert (memory_message.content or "").startswith("<memory>")
+    assert (memory_message.content or "") in condense
 
 
 def test_convmem_condense_engine_skips_the_rewrite_on_an_empty_session() -> None:
     llm = RecordingLLM()
     memory = ConvMemChatMemoryBuffer.from_defaults(token_limit=800)
-    engine = ConvMemCondensePlusContextChatEngine.from_defaults(retriever=FixedRetriever(), llm=llm, memory=memory)
+    engine = ConvMemCondensePlusContextChatEngine.from_defaults(
+        retriever=FixedRetriever(), llm=llm, memory=memory
+    )
     engine.chat("What is the capital of France?")
     assert llm.condense_prompts() == []
 
 
-@pytest.mark.parametrize("engine_class", [CondensePlusContextChatEngine, ConvMemCondensePlusContextChatEngine])
+@pytest.mark.parametrize(
+    "engine_class", [CondensePlusContextChatEngine, ConvMemCondensePlusContextChatEngine]
+)
 def test_convmem_condense_engine_with_another_memory_behaves_like_the_stock_one(engine_class: Any) -> None:
     llm = RecordingLLM()
     memory = ChatMemoryBuffer.from_defaults(
         token_limit=800,
-        chat_history=[ChatMessage(role="user", content="Hi"), ChatMessage(role="assistant", content="Hello!")],
+        chat_history=[
+            ChatMessage(role="user", content="Hi"),
+            ChatMessage(role="assistant", content="Hello!"),
+        ],
     )
     engine = engine_class.from_defaults(retriever=FixedRetriever(), llm=llm, memory=memory)
     engine.chat("Capital of France?")
