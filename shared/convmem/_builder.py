@@ -324,17 +324,30 @@ class ContextBuilder:
         share = request.recall_share
         recall_cap = int((available - fixed) * share) if share is not None else 0
         window_cap = available - fixed - recall_cap
-        window = self._select_window(request.turns, window_cap)
-        if facts_lines or summary_text or recall_cap or window.dropped or self._older_uncovered(request):
+        candidates_tokens = sum(turn.token_count for turn in request.turns)
+        if (
+            facts_lines
+            or summary_text
+            or recall_cap
+            or candidates_tokens > window_cap
+            or (
+                self.config.keep_recent_turns is not None
+                and len(request.turns) > self.config.keep_recent_turns
+            )
+            or self._older_uncovered(request)
+        ):
             # The memory block will be there: its framing, and the line saying that
             # history was left out, come out of the window's part.
             framing = self._framing_cost(headers, system_prompt) + self._section_cost(headers["omitted"])
-            reserved = self._select_window(request.turns, window_cap - framing)
-            # The newest turn outranks the line that says older ones are missing: when
-            # only it fits, it stays and the final fit gives up that line instead.
-            if reserved.messages or not window.messages:
+            window = self._select_window(request.turns, window_cap - framing)
+            if window.messages or not request.turns:
                 window_cap -= framing
-                window = reserved
+            else:
+                # The newest turn outranks the line that says older ones are missing:
+                # when only it fits, it stays and the final fit gives up that line.
+                window = self._select_window(request.turns, window_cap)
+        else:
+            window = self._select_window(request.turns, window_cap)
         recall_header = self._section_cost(headers["recall"])
         return ContextPlan(
             request=request,

@@ -322,7 +322,10 @@ class ConversationMemory:
 
     def _request(self, query: str | None, budget: int, include_query: bool) -> ContextRequest:
         """What the builder needs from the log and the derived state, in one language."""
-        turns = self.recent_turns(self.config.keep_recent_turns, max_tokens=4 * budget)
+        # The window never holds more than the budget: read the turns that hold just
+        # over it (with a turn cap, at most that many turns), whatever the log's length.
+        cap = self.config.keep_recent_turns
+        turns = self.recent_turns(cap, max_tokens=budget if cap is None else 4 * budget)
         stats = self.stats()
         language = self._language(turns, query)
         facts = self._derived.facts_book().render_lines(language) if self.fact_extractor is not None else ()
