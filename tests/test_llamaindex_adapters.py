@@ -70,6 +70,10 @@ def test_an_llm_given_as_summarizer_and_fact_extractor_drives_convmem() -> None:
     assert isinstance(buffer.memory.fact_extractor, LLMFactExtractor)
 
 
+@pytest.mark.xfail(
+    strict=True,
+    reason="the wrapper still builds its messages from system_text + window; it must place BuiltContext.memory_message (user-role, <memory>-fenced) after the system prompt",
+)
 def test_the_llm_summary_of_evicted_turns_reaches_get() -> None:
     llm = ScriptedLLM()
     buffer = ConvMemChatMemoryBuffer.from_defaults(
@@ -85,9 +89,10 @@ def test_the_llm_summary_of_evicted_turns_reaches_get() -> None:
     )
     assert buffer.memory.summarize_now()
     assert "trip to Rome" in llm.prompts[-1]
-    system = buffer.get()[0]
-    assert system.role.value == "system"
-    assert llm.answer in (system.content or "")
+    memory_message = buffer.get()[0]
+    assert memory_message.role.value == "user"
+    assert (memory_message.content or "").startswith("<memory>")
+    assert llm.answer in (memory_message.content or "")
 
 
 async def test_the_memory_block_takes_an_llm_summarizer_too() -> None:
