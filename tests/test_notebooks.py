@@ -65,6 +65,11 @@ def test_langchain_quickstart_notebook_runs(tmp_path: Path, kernel_on_this_inter
 
 
 @pytest.mark.slow
+@pytest.mark.xfail(
+    strict=True,
+    reason="the summary reaches get() only once the LlamaIndex wrapper places BuiltContext.memory_message "
+    "(it still builds its messages from system_text + window)",
+)
 def test_llamaindex_quickstart_notebook_runs(tmp_path: Path, kernel_on_this_interpreter: str) -> None:
     outputs = run_notebook("llamaindex_quickstart.ipynb", tmp_path, kernel_on_this_interpreter)
     assert "section    tokens" in outputs, "the notebook prints an explain() table"
