@@ -18,10 +18,9 @@ from convmem import (
     Message,
     TiktokenCounter,
     count_messages,
-    neutralise_stored_text,
 )
 from convmem._builder import ContextBuilder, ContextRequest
-from convmem._language import SECTION_HEADERS
+from convmem._language import SECTION_HEADERS, neutralise_stored_text
 from convmem._models import group_turns
 from convmem._recall import RecalledItem
 
