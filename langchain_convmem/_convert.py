@@ -36,6 +36,7 @@ from ._serialize import from_storable, to_storable
 __all__ = [
     "CONTEXT_MESSAGE_ID",
     "LANGCHAIN_METADATA_KEY",
+    "MEMORY_MESSAGE_ID",
     "context_to_langchain",
     "fallback_message_id",
     "from_convmem_message",
@@ -48,6 +49,7 @@ __all__ = [
 
 LANGCHAIN_METADATA_KEY = "langchain"
 CONTEXT_MESSAGE_ID = "convmem-context"
+MEMORY_MESSAGE_ID = "convmem-memory"
 """Id of the system message that carries facts, summary and recalled turns in agent state."""
 
 _SUPPORTED = "HumanMessage, AIMessage, SystemMessage, ToolMessage or ChatMessage"
@@ -226,12 +228,33 @@ def context_to_langchain(
     messages: list[BaseMessage] = []
     if context.system_text:
         messages.append(SystemMessage(content=context.system_text, id=system_message_id))
+    memory_id = f"{system_message_id}-memory" if system_message_id else None
+    memory = memory_message(context, MEMORY_MESSAGE_ID if stable_ids and memory_id is None else memory_id)
+    if memory is not None:
+        messages.append(memory)
     for stored in context.window:
         message = from_convmem_message(stored)
         if stable_ids and message.id is None:
             message.id = fallback_message_id(stored.seq)
         messages.append(message)
     return messages
+
+
+def memory_message(context: BuiltContext, message_id: str | None) -> BaseMessage | None:
+    """The delimited memory message (facts, summary, recalled turns), or None.
+
+    With the default ``memory_placement="user"`` it is a `HumanMessage`; with
+    ``"developer"`` a `SystemMessage` that OpenAI models receive in the developer
+    role; with ``"system"`` the memory is already part of the system message.
+    """
+    memory = context.memory_message
+    if memory is None:
+        return None
+    if memory["role"] == "developer":
+        return SystemMessage(
+            content=memory["content"], id=message_id, additional_kwargs={"__openai_role__": "developer"}
+        )
+    return HumanMessage(content=memory["content"], id=message_id)
 
 
 def state_messages(context: BuiltContext) -> list[BaseMessage]:
@@ -244,6 +267,9 @@ def state_messages(context: BuiltContext) -> list[BaseMessage]:
     messages: list[BaseMessage] = []
     if context.system_text:
         messages.append(SystemMessage(content=context.system_text, id=CONTEXT_MESSAGE_ID))
+    memory = memory_message(context, MEMORY_MESSAGE_ID)
+    if memory is not None:
+        messages.append(memory)
     for stored in context.window:
         message = from_convmem_message(stored)
         message.id = fallback_message_id(stored.seq)

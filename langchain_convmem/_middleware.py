@@ -35,6 +35,7 @@ from convmem._sessions import memory_from_options
 
 from ._convert import (
     CONTEXT_MESSAGE_ID,
+    MEMORY_MESSAGE_ID,
     latest_human_text,
     state_messages,
 )
@@ -183,7 +184,7 @@ class ConvMemMiddleware(AgentMiddleware):
         """
         messages: Sequence[BaseMessage] = state["messages"]
         stored = state.get(_STORED_KEY) or 0
-        return [m for m in messages[stored:] if m.id != CONTEXT_MESSAGE_ID]
+        return [m for m in messages[stored:] if m.id not in (CONTEXT_MESSAGE_ID, MEMORY_MESSAGE_ID)]
 
     def _sync(self, memory: ConversationMemory, state: Mapping[str, Any], *, final: bool) -> dict[str, Any]:
         """Store the new messages; returns the state update that records them as stored."""

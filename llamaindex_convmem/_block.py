@@ -251,7 +251,7 @@ class ConvMemMemoryBlock(BaseMemoryBlock[str]):
     # -- rendering ---------------------------------------------------------------
 
     def _render(self, context: BuiltContext) -> str:
-        parts = [context.system_text] if context.system_text else []
+        parts = [text for text in (context.system_text, context.memory_text) if text]
         if context.window:
             config = self.memory_config
             earlier = render_transcript(

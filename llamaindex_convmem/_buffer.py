@@ -551,6 +551,10 @@ def _messages(context: BuiltContext) -> list[ChatMessage]:
     messages = (
         [ChatMessage(role=MessageRole.SYSTEM, content=context.system_text)] if context.system_text else []
     )
+    memory = context.memory_message
+    if memory is not None:
+        # Facts, summary and recalled turns: delimited reference data, never system authority.
+        messages.append(ChatMessage(role=MessageRole(memory["role"]), content=memory["content"]))
     messages.extend(to_chat_messages(context.window))
     return messages
 

@@ -117,7 +117,7 @@ def test_without_a_checkpointer_the_history_comes_from_the_memory(sessions: Conv
     assert len(sessions.memory("t1").messages()) == 4
 
 
-def test_the_context_system_message_carries_what_the_memory_knows(sessions: ConvMemSessions) -> None:
+def test_the_context_memory_message_carries_what_the_memory_knows(sessions: ConvMemSessions) -> None:
     model = scripted("Hello Ana.", "You are Ana.")
     agent = create_agent(model, [], system_prompt="Agent prompt.", middleware=[ConvMemMiddleware(sessions)])
     agent.invoke(ask("My name is Ana."), thread("t1"))
@@ -125,8 +125,9 @@ def test_the_context_system_message_carries_what_the_memory_knows(sessions: Conv
     context = sessions.memory("t1").build_context("Who am I?", include_query=False)
     shown = model.calls[-1]
     assert shown[0] == SystemMessage("Agent prompt.")
-    assert "Ana" in context.system_text
-    assert isinstance(shown[1], SystemMessage) and shown[1].content == context.system_text
+    assert "Ana" in context.memory_text and "Ana" not in context.system_text
+    assert isinstance(shown[1], HumanMessage) and shown[1].content == context.memory_text
+    assert not any(isinstance(m, SystemMessage) and "Ana" in str(m.content) for m in shown)
 
 
 def test_with_a_checkpointer_nothing_is_stored_twice(sessions: ConvMemSessions) -> None:

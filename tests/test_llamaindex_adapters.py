@@ -84,9 +84,10 @@ def test_the_llm_summary_of_evicted_turns_reaches_get() -> None:
     )
     assert buffer.memory.summarize_now()
     assert "trip to Rome" in llm.prompts[-1]
-    system = buffer.get()[0]
-    assert system.role.value == "system"
-    assert llm.answer in (system.content or "")
+    memory_message = buffer.get()[0]
+    assert memory_message.role.value == "user"
+    assert (memory_message.content or "").startswith("<memory>")
+    assert llm.answer in (memory_message.content or "")
 
 
 async def test_the_memory_block_takes_an_llm_summarizer_too() -> None:

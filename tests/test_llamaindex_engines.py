@@ -236,9 +236,10 @@ def test_convmem_condense_engine_passes_facts_and_summary_to_the_rewrite() -> No
     )
     engine.chat("Which city do I live in?")
     (condense,) = llm.condense_prompts()
-    system = memory.get()[0]
-    assert system.role is MessageRole.SYSTEM
-    assert (system.content or "") in condense
+    memory_message = memory.get()[0]
+    assert memory_message.role is MessageRole.USER
+    assert (memory_message.content or "").startswith("<memory>")
+    assert (memory_message.content or "") in condense
 
 
 def test_convmem_condense_engine_skips_the_rewrite_on_an_empty_session() -> None:

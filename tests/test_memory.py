@@ -218,3 +218,76 @@ def test_async_stats_and_tail_match_the_sync_ones(store: Store) -> None:
         assert await memory.atail(2) == memory.tail(2)
 
     asyncio.run(scenario())
+
+
+# -- remember by default: the window is bounded by tokens, and nothing leaves silently
+
+
+def test_a_turn_is_kept_while_the_budget_has_room() -> None:
+    memory = ConversationMemory("probe")
+    memory.add_turn("My favourite colour is teal.", "Noted!")
+    for i in range(13):
+        memory.add_turn(f"Question {i}: how do I sort a list in Python?", f"Use sorted(). ({i})")
+    context = memory.build_context(query="What is my favourite colour?", budget=4096)
+    assert any("teal" in str(m["content"]) for m in context.messages)
+    assert context.token_count == count_messages(memory.counter, context.messages) <= 4096
+
+
+def test_a_turn_is_kept_while_the_budget_has_room_in_chinese() -> None:
+    memory = ConversationMemory("probe-zh")
+    memory.add_turn("我最喜欢的颜色是青绿色。", "记住了！")
+    for i in range(13):
+        memory.add_turn(f"问题{i}：Python 里怎么给列表排序？", f"用 sorted()。（{i}）")
+    context = memory.build_context(query="我最喜欢什么颜色？", budget=4096)
+    assert any("青绿色" in str(m["content"]) for m in context.messages)
+    assert context.token_count == count_messages(memory.counter, context.messages) <= 4096
+
+
+def test_the_turn_cap_is_off_by_default_and_still_available() -> None:
+    assert MemoryConfig().keep_recent_turns is None
+    memory = ConversationMemory("capped", config=MemoryConfig(keep_recent_turns=2, summary_trigger="never"))
+    for i in range(5):
+        memory.add_turn(f"Question {i}?", f"Answer {i}.")
+    context = memory.build_context(query="next?", budget=4096)
+    assert len(context.window) == 4
+    assert "keep_recent_turns=2" in context.explain()
+
+
+@pytest.mark.parametrize(
+    ("language", "omitted"),
+    [("en", "(Some earlier conversation is not included here.)"), ("zh", "（更早的部分对话未包含在此。）")],
+)
+def test_left_out_turns_are_announced_without_facts_or_summary(language: str, omitted: str) -> None:
+    config = MemoryConfig(language=language, extract_facts=False, summary_trigger="never")  # type: ignore[arg-type]
+    memory = ConversationMemory("long", config=config)
+    for i in range(30):
+        memory.add_turn(f"Question {i}: how do I sort a list in Python?", f"Use sorted(). ({i})")
+    context = memory.build_context(query="and now?", budget=200)
+    assert context.memory_message is not None and omitted in context.memory_message["content"]
+    explained = context.explain()
+    assert "earlier turns left out" in explained
+    assert "seq 1-2 'Question 0: how do I so…'" in explained and "over the window's token share" in explained
+    assert context.token_count == count_messages(memory.counter, context.messages) <= 200
+
+
+def test_nothing_is_announced_when_every_turn_is_in_the_context() -> None:
+    memory = ConversationMemory("short", config=MemoryConfig(extract_facts=False))
+    for i in range(3):
+        memory.add_turn(f"Question {i}?", f"Answer {i}.")
+    context = memory.build_context(query="next?", budget=4096)
+    assert context.memory_text == "" and context.memory_message is None
+    assert context.messages[0]["role"] == "user"
+
+
+def test_without_a_turn_cap_the_summary_takes_what_no_longer_fits_the_default_window() -> None:
+    config = MemoryConfig(budget=400, extract_facts=False)
+    memory = ConversationMemory("evicting", config=config)
+    for i in range(40):
+        memory.add_turn(f"Fact number {i}: the value of item {i} is {i * 7}.", f"Recorded item {i}.")
+    memory.summarize_now()
+    summary = memory.summary()
+    assert summary.covers_through_seq > 0
+    kept = [t for t in memory.turns() if t.first_seq > summary.covers_through_seq]
+    assert sum(t.token_count for t in kept) <= config.eviction_window_tokens
+    context = memory.build_context(query="what was item 3?")
+    assert context.section("summary").tokens > 0 or "not included" in context.memory_text

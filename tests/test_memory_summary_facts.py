@@ -158,7 +158,7 @@ def test_omitted_marker_when_summary_lags_the_window() -> None:
     memory.add_turn("My name is Alice and I live in Paris.", "Nice to meet you, Alice.")
     talk(memory, 4)
     context = memory.build_context(query="where do I live?")
-    assert "Some earlier conversation is not included here." in context.system_text
+    assert "Some earlier conversation is not included here." in context.memory_text
 
 
 def test_facts_are_extracted_and_newer_values_supersede(store: Store) -> None:
@@ -169,7 +169,8 @@ def test_facts_are_extracted_and_newer_values_supersede(store: Store) -> None:
     assert facts["name"] == "Alice"
     assert facts["city"] == "Beijing"
     context = memory.build_context(query="hi", budget=500)
-    assert "Beijing" in context.system_text and "Hangzhou" not in context.system_text
+    assert "Beijing" in context.memory_text and "Hangzhou" not in context.memory_text
+    assert "Beijing" not in context.system_text
 
 
 def test_forget_fact_removes_it_from_the_context(store: Store) -> None:
@@ -220,8 +221,8 @@ def test_summary_over_its_cap_is_condensed_at_sentence_boundaries() -> None:
     context = memory.build_context(budget=400)
     summary_section = context.section("summary")
     assert 0 < summary_section.tokens <= summary_section.cap  # type: ignore[operator]
-    body = context.system_text.split("Summary of the earlier conversation:")[1]
-    assert body.strip().endswith((".", "。"))
+    body = context.memory_text.split("Summary of the earlier conversation:")[1]
+    assert body.removesuffix("</memory>").strip().endswith((".", "。"))
 
 
 def test_background_add_returns_before_slow_work_and_flush_waits() -> None:

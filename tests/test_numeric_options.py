@@ -19,7 +19,6 @@ NAN, INF = float("nan"), float("inf")
 
 INT_OPTIONS = [
     "budget",
-    "keep_recent_turns",
     "max_message_chars",
     "max_message_bytes",
     "transcript_turns",
@@ -47,6 +46,12 @@ def assert_refused(match_option: str, value: object, **options: object) -> None:
 @pytest.mark.parametrize("option", INT_OPTIONS)
 def test_int_options_refuse_anything_but_a_positive_32_bit_int(option: str, value: object) -> None:
     assert_refused(f"{option} must be an int from 1 to", value, **{option: value})
+
+
+@pytest.mark.parametrize("value", [v for v in BAD_INTS if v is not None], ids=repr)
+def test_turn_cap_is_none_or_a_positive_32_bit_int(value: object) -> None:
+    assert_refused("keep_recent_turns must be None or an int from 1 to", value, keep_recent_turns=value)
+    assert MemoryConfig(keep_recent_turns=None).keep_recent_turns is None
 
 
 @pytest.mark.parametrize("value", BAD_FRACTIONS, ids=repr)

@@ -63,6 +63,7 @@ __all__ = [
     "LLMFactExtractor",
     "LLMSummarizer",
     "MemoryConfig",
+    "MemoryPlacement",
     "Message",
     "PostgresStore",
     "Recall",

@@ -10,8 +10,16 @@ Sections, in prompt order, with how they are sized:
     window   everything that is left      the newest turns, whole
     query    mandatory                    the new user message
 
-Facts, summary and recall are rendered into one leading system message (one
-message overhead instead of four). Every figure comes from counts stored with
+Facts, summary and recall come from user and assistant text, so they are
+data, not instructions: they are rendered into one memory block, wrapped in
+``<memory>…</memory>`` with a line saying so, and placed by
+``MemoryConfig.memory_placement``: by default in a user-role message between
+the system prompt and the window (the system message holds only the
+configured system prompt), or in a developer message, or appended to the
+system message. Stored text is neutralised first (`neutralise_stored_text`),
+so it can never open or close a section. Whenever turns of the log are
+neither in the window nor covered by the summary (nor recalled), the block
+says that earlier conversation was left out. Every figure comes from counts stored with
 the messages or from counting the few section texts; the final message list is
 then counted once more as a whole, and trimmed if tokenizer boundary effects
 pushed it over, so the budget holds exactly under the configured counter.
@@ -39,6 +47,7 @@ from typing import Any
 from ._config import MemoryConfig
 from ._derived import Summary
 from ._errors import BudgetError
+from ._language import MEMORY_CLOSE, MEMORY_OPEN, neutralise_stored_text
 from ._language import SECTION_HEADERS as HEADERS
 from ._models import Message, Role, Turn
 from ._recall import RecalledItem
@@ -128,9 +137,25 @@ class BuiltContext:
     dropped: tuple[Dropped, ...]
     window: tuple[Message, ...]
     system_text: str
+    """The content of the leading system message: the configured system prompt, plus
+    the memory block only with ``memory_placement="system"``."""
     recalled: tuple[RecalledItem, ...] = ()
     """The recalled items in the recall section, as `Recall.search` found them."""
     language: str = "en"
+    memory_text: str = ""
+    """The memory block (facts, summary, omitted-history line, recalled turns) wrapped in
+    ``<memory>…</memory>``, wherever it was placed; just the omitted-history line when
+    that is all it says (no stored text, nothing to fence); "" when there is none."""
+    memory_placement: str = "user"
+    """Where `memory_text` is: ``"user"`` or ``"developer"`` (its own message, right
+    before the window) or ``"system"`` (inside `system_text`)."""
+
+    @property
+    def memory_message(self) -> dict[str, Any] | None:
+        """The message that carries the memory block, when it has one of its own."""
+        if not self.memory_text or self.memory_placement == "system":
+            return None
+        return {"role": self.memory_placement, "content": self.memory_text}
 
     def section(self, name: str) -> SectionReport:
         for report in self.sections:
@@ -191,9 +216,37 @@ class ContextBuilder:
         self._count_system: Callable[[str], int] = functools.lru_cache(maxsize=256)(
             lambda text: counter.count_message(Message(role=Role.SYSTEM, content=text))
         )
+        self._count_user: Callable[[str], int] = functools.lru_cache(maxsize=256)(
+            lambda text: counter.count_message(Message(role=Role.USER, content=text))
+        )
 
     def _system_tokens(self, text: str) -> int:
         return self._count_system(text) if text else 0
+
+    def _memory_message_tokens(self, text: str) -> int:
+        """What the memory block costs as a message of its own (user or developer)."""
+        if not text:
+            return 0
+        if self.config.memory_placement == "developer":
+            return self._count_system(text) - self._count("system") + self._count("developer")
+        return self._count_user(text)
+
+    @staticmethod
+    def _frame(headers: Mapping[str, str], blocks: Sequence[str]) -> str:
+        return f"{MEMORY_OPEN}\n{headers['memory_note']}{_SEPARATOR}{_SEPARATOR.join(blocks)}\n{MEMORY_CLOSE}"
+
+    def _framing_cost(self, headers: Mapping[str, str], system_prompt: str) -> int:
+        """Tokens the memory block costs beyond its sections: tags, note, message framing."""
+        tags = (
+            self._count(f"{MEMORY_OPEN}\n{headers['memory_note']}")
+            + self._count(_SEPARATOR)
+            + self._count(f"\n{MEMORY_CLOSE}")
+        )
+        if self.config.memory_placement != "system":
+            return tags + self._memory_message_tokens(" ") - self._count(" ")
+        if system_prompt:
+            return tags + self._count(_SEPARATOR)
+        return tags + self._system_tokens(" ") - self._count(" ")
 
     def _section_cost(self, text: str) -> int:
         return self._count(text) + self._count(_SEPARATOR)
@@ -238,8 +291,6 @@ class ContextBuilder:
         """Size facts, summary and recall, and choose the window in what they leave."""
         system_prompt, query_message, available = self._available(request)
         headers = HEADERS.get(request.language, HEADERS["en"])
-        # A system message that carries only sections still costs its overhead.
-        overhead = 0 if system_prompt else self._system_tokens(" ") - self._count(" ")
         dropped: list[Dropped] = self._older_history(request)
 
         # facts: header + lines, newest first, up to the share
@@ -248,7 +299,7 @@ class ContextBuilder:
         facts_tokens = 0
         if request.facts:
             used = self._section_cost(headers["facts"])
-            for line in request.facts:
+            for line in map(neutralise_stored_text, request.facts):
                 cost = self._count(line) + 1  # the newline before it
                 if used + cost <= facts_cap:
                     facts_lines.append(line)
@@ -259,7 +310,7 @@ class ContextBuilder:
 
         # summary: whole or not at all (summarizers keep it within the share)
         summary_cap = int(available * self.config.summary_share)
-        summary_text = request.summary.text.strip()
+        summary_text = neutralise_stored_text(request.summary.text.strip())
         summary_tokens = self._summary_tokens(summary_text, headers)
         if summary_tokens > summary_cap:
             dropped.append(
@@ -272,8 +323,31 @@ class ContextBuilder:
         # per query (up to nearly all of it) still leaves the window its part.
         share = request.recall_share
         recall_cap = int((available - fixed) * share) if share is not None else 0
-        sections_present = bool(facts_lines or summary_text)
-        window_cap = available - fixed - recall_cap - (overhead if sections_present or recall_cap else 0)
+        window_cap = available - fixed - recall_cap
+        candidates_tokens = sum(turn.token_count for turn in request.turns)
+        if (
+            facts_lines
+            or summary_text
+            or recall_cap
+            or candidates_tokens > window_cap
+            or (
+                self.config.keep_recent_turns is not None
+                and len(request.turns) > self.config.keep_recent_turns
+            )
+            or self._older_uncovered(request)
+        ):
+            # The memory block will be there: its framing, and the line saying that
+            # history was left out, come out of the window's part.
+            framing = self._framing_cost(headers, system_prompt) + self._section_cost(headers["omitted"])
+            window = self._select_window(request.turns, window_cap - framing)
+            if window.messages or not request.turns:
+                window_cap -= framing
+            else:
+                # The newest turn outranks the line that says older ones are missing:
+                # when only it fits, it stays and the final fit gives up that line.
+                window = self._select_window(request.turns, window_cap)
+        else:
+            window = self._select_window(request.turns, window_cap)
         recall_header = self._section_cost(headers["recall"])
         return ContextPlan(
             request=request,
@@ -283,7 +357,7 @@ class ContextBuilder:
             facts_lines=tuple(facts_lines),
             summary_text=summary_text,
             caps={"facts": facts_cap, "summary": summary_cap, "recall": recall_cap, "window": window_cap},
-            window=self._select_window(request.turns, window_cap),
+            window=window,
             dropped=tuple(dropped),
             recall_room=recall_cap - recall_header if recall_cap > recall_header else 0,
         )
@@ -307,7 +381,7 @@ class ContextBuilder:
     def _select_window(self, turns: Sequence[Turn], max_tokens: int) -> WindowSelection:
         return select_window(
             turns,
-            keep_recent_turns=self.config.keep_recent_turns,
+            keep_recent_turns=self.config.keep_recent_turns or max(1, len(turns)),
             max_tokens=max(0, max_tokens),
             prune_low_information=self.config.prune_low_information,
         )
@@ -358,18 +432,36 @@ class ContextBuilder:
         ]
 
     @staticmethod
-    def _history_omitted(request: ContextRequest, window: WindowSelection) -> bool:
+    def _first_uncovered(request: ContextRequest) -> int:
+        assert request.first_log_seq is not None
+        return max(request.summary.covers_through_seq + 1, request.first_log_seq)
+
+    @classmethod
+    def _older_uncovered(cls, request: ContextRequest) -> bool:
+        """Whether turns before the window candidates are not covered by the summary."""
+        if request.first_log_seq is None or not request.turns:
+            return False
+        return request.turns[0].first_seq > cls._first_uncovered(request)
+
+    @classmethod
+    def _history_omitted(
+        cls, request: ContextRequest, window_messages: Sequence[Message], recalled: Sequence[RecalledItem]
+    ) -> bool:
+        """Whether some turn of the log is in none of summary, window and recall."""
+        if cls._older_uncovered(request):
+            return True
         if request.first_log_seq is None:
             return False
-        start = window.first_seq
-        if start is None:
-            start = (request.turns[-1].last_seq + 1) if request.turns else request.first_log_seq
-        first_uncovered = max(request.summary.covers_through_seq + 1, request.first_log_seq)
-        return start > first_uncovered
+        first_uncovered = cls._first_uncovered(request)
+        present = {m.seq for m in window_messages}
+        present.update(seq for item in recalled for seq in item.seqs)
+        return any(
+            turn.first_seq >= first_uncovered and turn.first_seq not in present for turn in request.turns
+        )
 
-    @staticmethod
-    def _render_system(
-        system_prompt: str,
+    @classmethod
+    def _render_memory(
+        cls,
         headers: Mapping[str, str],
         facts_lines: Sequence[str],
         summary_text: str,
@@ -377,17 +469,18 @@ class ContextBuilder:
         recalled: Sequence[RecalledItem],
     ) -> str:
         blocks = []
-        if system_prompt:
-            blocks.append(system_prompt)
         if facts_lines:
             blocks.append(headers["facts"] + "\n" + "\n".join(facts_lines))
         if summary_text:
             blocks.append(headers["summary"] + _SEPARATOR + summary_text)
-        if omitted and (summary_text or facts_lines or recalled):
+        if omitted:
             blocks.append(headers["omitted"])
         if recalled:
-            blocks.append(headers["recall"] + _SEPARATOR + "\n".join(item.text for item in recalled))
-        return _SEPARATOR.join(blocks)
+            texts = (neutralise_stored_text(item.text) for item in recalled)
+            blocks.append(headers["recall"] + _SEPARATOR + "\n".join(texts))
+        if blocks == [headers["omitted"]]:
+            return blocks[0]  # no stored text in it: nothing to fence
+        return cls._frame(headers, blocks) if blocks else ""
 
     def _assemble(
         self,
@@ -401,16 +494,22 @@ class ContextBuilder:
         system_prompt, query_message = plan.system_prompt, plan.query_message
         facts_lines = list(plan.facts_lines)
         summary_text = plan.summary_text
-        omitted = self._history_omitted(request, window)
         window_messages = list(window.messages)
         query_tokens = self.counter.count_message(query_message) if query_message else 0
+        in_system = self.config.memory_placement == "system"
+        room_for_omitted_line = True
         while True:
-            system_text = self._render_system(
-                system_prompt, headers, facts_lines, summary_text, omitted, recalled
-            )
+            omitted = room_for_omitted_line and self._history_omitted(request, window_messages, recalled)
+            memory_text = self._render_memory(headers, facts_lines, summary_text, omitted, recalled)
+            if in_system:
+                system_text = _SEPARATOR.join(t for t in (system_prompt, memory_text) if t)
+                memory_tokens = 0
+            else:
+                system_text = system_prompt
+                memory_tokens = self._memory_message_tokens(memory_text)
             system_tokens = self._system_tokens(system_text)
             window_tokens = sum(m.token_count or 0 for m in window_messages)
-            total = REPLY_PRIMING_TOKENS + system_tokens + window_tokens + query_tokens
+            total = REPLY_PRIMING_TOKENS + system_tokens + memory_tokens + window_tokens + query_tokens
             if total <= budget:
                 break
             # Tokenizer boundary effects can cost a few tokens more than the
@@ -424,6 +523,13 @@ class ContextBuilder:
             elif summary_text:
                 dropped.append(Dropped("summary", "rolling summary", self._count(summary_text), "final fit"))
                 summary_text = ""
+            elif omitted and not _holds_more_than_one_turn(window_messages):
+                room_for_omitted_line = False
+                dropped.append(
+                    Dropped(
+                        "summary", "omitted-history line", memory_tokens, "no room next to the newest turn"
+                    )
+                )
             elif window_messages:
                 removed = _drop_oldest_turn(window_messages)
                 dropped.append(
@@ -440,6 +546,8 @@ class ContextBuilder:
         messages: list[dict[str, Any]] = []
         if system_text:
             messages.append({"role": "system", "content": system_text})
+        if memory_text and not in_system:
+            messages.append({"role": self.config.memory_placement, "content": memory_text})
         messages.extend(m.to_dict() for m in window_messages)
         if query_message is not None:
             messages.append(query_message.to_dict())
@@ -488,7 +596,8 @@ class ContextBuilder:
                 window_tokens,
                 max(0, caps["window"]),
                 len(window_messages),
-                f"{turns} turns, keep_recent_turns={self.config.keep_recent_turns}",
+                f"{turns} turns, keep_recent_turns={self.config.keep_recent_turns}"
+                + (", earlier turns left out (see below)" if omitted else ""),
             ),
             SectionReport("query", query_tokens, None, 1 if query_message else 0),
             SectionReport(
@@ -496,7 +605,7 @@ class ContextBuilder:
                 overhead_tokens,
                 None,
                 0,
-                "reply priming, section separators, system message framing",
+                "reply priming, message framing, memory block tags and note, section separators",
             ),
         )
         return BuiltContext(
@@ -509,7 +618,13 @@ class ContextBuilder:
             system_text=system_text,
             recalled=tuple(recalled),
             language=request.language,
+            memory_text=memory_text,
+            memory_placement=self.config.memory_placement,
         )
+
+
+def _holds_more_than_one_turn(messages: Sequence[Message]) -> bool:
+    return sum(1 for m in messages if m.role is Role.USER) > 1
 
 
 def _drop_oldest_turn(messages: list[Message]) -> list[Message]:

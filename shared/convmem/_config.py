@@ -10,7 +10,7 @@ from ._errors import ConfigError
 from ._language import SECTION_HEADERS, speaker_prefix
 from ._models import Role
 
-__all__ = ["MemoryConfig", "TranscriptTemplate"]
+__all__ = ["MemoryConfig", "MemoryPlacement", "TranscriptTemplate"]
 
 # Integer options are counts and sizes; beyond 32 bits they are typos, and they
 # would overflow the float arithmetic that shares out a budget.
@@ -20,6 +20,7 @@ MAX_BACKGROUND_TIMEOUT = 86_400.0
 
 Language = Literal["auto", "zh", "en"]
 SummaryTrigger = Literal["tokens", "turns", "never"]
+MemoryPlacement = Literal["user", "system", "developer"]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -67,8 +68,32 @@ class MemoryConfig:
     budget: int = 4096
     """Default token budget of `build_context` (a call may pass its own)."""
     system_prompt: str | None = None
-    keep_recent_turns: int = 10
-    """The recent window holds at most this many turns (then is trimmed to its token share)."""
+    keep_recent_turns: int | None = None
+    """A cap on the turns of the recent window; None (the default): no cap, the window
+    holds every turn that fits its token share and turns leave it only when the budget is
+    full. With a cap, turns beyond it leave the window (and go to the summary) even when
+    there is room.
+
+    What counts as evicted for the rolling summary: with a cap, every turn before the
+    last `keep_recent_turns`; without one, every turn before the newest turns that fit
+    `eviction_window_tokens` (the window's guaranteed part of the default `budget`), so
+    a turn is summarized before it can fall out of a context of the default budget."""
+    memory_placement: MemoryPlacement = "user"
+    """Where facts, summary and recalled turns go. They come from user and assistant
+    text, so by default they never get system authority:
+
+    - ``"user"``: a user-role context message between the system prompt and the
+      recent window, wrapped in ``<memory>…</memory>`` with a line saying it is
+      reference data, not instructions. The window starts with a user message too,
+      so the context may hold two user messages in a row (OpenAI, Anthropic and
+      most chat APIs accept that; Anthropic merges them).
+    - ``"developer"``: the same block in a ``developer`` message (OpenAI models that
+      have the developer role); the system message keeps only the system prompt.
+    - ``"system"``: the same block appended to the system message (the old layout,
+      for models that accept only one leading system message and strict alternation).
+
+    In every placement stored text cannot open or close a section (see
+    `convmem.neutralise_stored_text`) and fact lines are one capped line each."""
     facts_share: float = 0.10
     summary_share: float = 0.20
     recall_share: float = 0.25
@@ -109,9 +134,11 @@ class MemoryConfig:
     """Seconds one background job may take before it is abandoned and retried later."""
 
     def __post_init__(self) -> None:
+        if self.keep_recent_turns is not None:
+            _positive_int("keep_recent_turns", self.keep_recent_turns, or_none=True)
+        _choice("memory_placement", self.memory_placement, ("user", "system", "developer"))
         for name in (
             "budget",
-            "keep_recent_turns",
             "max_message_chars",
             "max_message_bytes",
             "transcript_turns",
@@ -154,6 +181,14 @@ class MemoryConfig:
         if self.system_prompt is not None and not isinstance(self.system_prompt, str):
             raise ConfigError(f"system_prompt must be a str or None, got {type(self.system_prompt).__name__}")
 
+    @property
+    def eviction_window_tokens(self) -> int:
+        """Without a turn cap, turns beyond the newest that fit this many tokens are
+        evicted (due for the summary): the part of the default `budget` that facts,
+        summary and recall can never take from the window."""
+        window_share = 1.0 - self.facts_share - self.summary_share - self.recall_share
+        return max(1, int(self.budget * window_share))
+
     def replace(self, **changes: Any) -> MemoryConfig:
         """A copy with some fields changed (validated again)."""
         return dataclasses.replace(self, **changes)
@@ -175,9 +210,10 @@ class MemoryConfig:
         return cls(**values)
 
 
-def _positive_int(name: str, value: object) -> None:
+def _positive_int(name: str, value: object, *, or_none: bool = False) -> None:
     if not isinstance(value, int) or isinstance(value, bool) or not 0 < value <= MAX_INT_OPTION:
-        raise ConfigError(f"{name} must be an int from 1 to {MAX_INT_OPTION}, got {value!r}")
+        allowed = "None or an int" if or_none else "an int"
+        raise ConfigError(f"{name} must be {allowed} from 1 to {MAX_INT_OPTION}, got {value!r}")
 
 
 def _number(

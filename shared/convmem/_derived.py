@@ -97,7 +97,8 @@ class DerivedState:
     """Summary, facts and vector index of one session, updated after each append.
 
     The summary covers what left the recent window (the last
-    ``config.keep_recent_turns`` turns of the log); facts are kept only with a
+    ``config.keep_recent_turns`` turns of the log, or without a cap the newest
+    turns that fit ``config.eviction_window_tokens``); facts are kept only with a
     `fact_extractor` and vectors only with a `recall` engine.
     """
 
@@ -266,7 +267,12 @@ class DerivedState:
     def _plan_summary(self, force: bool) -> _SummaryJob | None:
         record = self.store.get_state(self.session_id, SUMMARY_KEY)
         previous = Summary.from_record(record, self.session_id)
-        start = window_start(self.store, self.session_id, self.config.keep_recent_turns)
+        start = window_start(
+            self.store,
+            self.session_id,
+            self.config.keep_recent_turns,
+            window_tokens=self.config.eviction_window_tokens,
+        )
         if start is None or start - 1 <= previous.covers_through_seq:
             return None
         evicted = self.store.messages(

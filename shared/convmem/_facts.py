@@ -22,6 +22,7 @@ import math
 import re
 import threading
 import time
+import unicodedata
 from collections.abc import Iterable, Sequence
 from typing import Any, Protocol, runtime_checkable
 
@@ -437,16 +438,22 @@ class FactBook:
         lines = []
         for fact in self.current():
             prefix, colon, thing = fact.key.partition(":")
+            thing_line = _one_line(thing, FACT_KEY_MAX_CHARS)
+            value_line = _one_line(fact.value, FACT_VALUE_MAX_CHARS)
             if colon and prefix in _THING_LABELS:
-                lines.append(_THING_LABELS[prefix][zh].format(thing) + separator + fact.value)
+                lines.append(_THING_LABELS[prefix][zh].format(thing_line) + separator + value_line)
                 continue
             if colon and prefix in _VALUE_LABELS:
                 labels = _VALUE_LABELS[prefix].get(fact.value.lower())
-                lines.append((labels[zh] + separator + thing) if labels else (thing + separator + fact.value))
+                lines.append(
+                    (labels[zh] + separator + thing_line) if labels else (thing_line + separator + value_line)
+                )
                 continue
             labels = _KEY_LABELS.get(fact.key)
             label = labels[zh] if labels else (fact.key if zh else fact.key.replace("_", " "))
-            lines.append(label + separator + fact.value)
+            lines.append(
+                _one_line(label, FACT_KEY_MAX_CHARS) + separator + _one_line(fact.value, FACT_VALUE_MAX_CHARS)
+            )
         return lines
 
     def to_json(self) -> str:
@@ -499,3 +506,23 @@ class FactBook:
         except InvalidMessageError as exc:
             raise StoreError(f"the stored fact book holds a malformed fact: {exc}") from None
         return book
+
+
+FACT_KEY_MAX_CHARS = 60
+FACT_VALUE_MAX_CHARS = 200
+"""A rendered fact line is ``label: value`` on one line, each part capped (an LLM
+extractor may return anything; a fact must not grow into a section of its own)."""
+
+# Line breaks, tabs and other controls become spaces; bidi overrides and other
+# invisible format characters go (the zero-width joiner stays: emoji need it).
+_INVISIBLE = {c for c in map(chr, range(0x2000, 0x2070)) if unicodedata.category(c) == "Cf"} - {"\u200d"}
+
+
+def _one_line(text: str, max_chars: int) -> str:
+    cleaned = "".join(
+        " " if unicodedata.category(c) in ("Cc", "Zl", "Zp") else c
+        for c in text
+        if c not in _INVISIBLE and c != "\ufeff"
+    )
+    cleaned = " ".join(cleaned.split())
+    return cleaned if len(cleaned) <= max_chars else cleaned[: max_chars - 1].rstrip() + "…"

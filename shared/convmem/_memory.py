@@ -273,11 +273,15 @@ class ConversationMemory:
         """The raw log grouped into turns."""
         return group_turns(self.messages())
 
-    def recent_turns(self, max_turns: int, *, max_tokens: int | None = None) -> list[Turn]:
+    def recent_turns(self, max_turns: int | None, *, max_tokens: int | None = None) -> list[Turn]:
         """The newest `max_turns` complete turns, oldest first, read in O(window).
 
-        Reading stops early once the turns read hold more than `max_tokens`.
+        Reading stops early once the turns read hold more than `max_tokens`. With
+        ``max_turns=None`` (``config.keep_recent_turns`` is None by default) the
+        turns are bounded by tokens only: `max_tokens`, else four times ``config.budget``.
         """
+        if max_turns is None and max_tokens is None:
+            max_tokens = 4 * self.config.budget
         return recent_turns(self.store, self.session_id, max_turns, max_tokens=max_tokens)
 
     def tail(self, n: int) -> list[Message]:
@@ -318,7 +322,10 @@ class ConversationMemory:
 
     def _request(self, query: str | None, budget: int, include_query: bool) -> ContextRequest:
         """What the builder needs from the log and the derived state, in one language."""
-        turns = self.recent_turns(self.config.keep_recent_turns, max_tokens=4 * budget)
+        # The window never holds more than the budget: read the turns that hold just
+        # over it (with a turn cap, at most that many turns), whatever the log's length.
+        cap = self.config.keep_recent_turns
+        turns = self.recent_turns(cap, max_tokens=budget if cap is None else 4 * budget)
         stats = self.stats()
         language = self._language(turns, query)
         facts = self._derived.facts_book().render_lines(language) if self.fact_extractor is not None else ()
