@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from llama_index.core.base.llms.types import ChatMessage, MessageRole
+from llama_index.core.base.llms.types import ChatMessage
+
+from convmem import BuiltContext
 from llama_index.core.chat_engine import CondensePlusContextChatEngine
 
 from ._buffer import ConvMemChatMemoryBuffer
@@ -16,8 +18,9 @@ class ConvMemCondensePlusContextChatEngine(CondensePlusContextChatEngine):
 
     The stock engine renders every history message, tool-call payloads and
     failed answers included, into the condense prompt. With a
-    `ConvMemChatMemoryBuffer` this engine gives it the facts and summary
-    (the leading system message of ``memory.get``) plus the recent questions
+    `ConvMemChatMemoryBuffer` this engine gives it the system prompt and the
+    memory block (facts, summary, recalled turns, as ``memory.get`` places
+    them) plus the recent questions
     and the answers that COMPLETED, each clipped
     (``MemoryConfig.transcript_message_chars``). With any other memory it
     behaves exactly like the stock engine. Created the same way::
@@ -26,18 +29,17 @@ class ConvMemCondensePlusContextChatEngine(CondensePlusContextChatEngine):
     """
 
     @staticmethod
-    def _condense_history(chat_history: list[ChatMessage], transcript: str) -> str:
-        blocks = []
-        if chat_history and chat_history[0].role == MessageRole.SYSTEM and chat_history[0].content:
-            blocks.append(chat_history[0].content)
-        if transcript:
-            blocks.append(transcript)
-        return "\n\n".join(blocks)
+    def _condense_history(context: BuiltContext, transcript: str) -> str:
+        # With placement "system" the memory block is already part of system_text.
+        memory = "" if context.memory_placement == "system" else context.memory_text
+        return "\n\n".join(text for text in (context.system_text, memory, transcript) if text)
 
     def _condense_question(self, chat_history: list[ChatMessage], latest_message: str) -> str:
         if not isinstance(self._memory, ConvMemChatMemoryBuffer):
             return super()._condense_question(chat_history, latest_message)
-        history = self._condense_history(chat_history, self._memory.transcript("orchestration"))
+        history = self._condense_history(
+            self._memory.context(latest_message), self._memory.transcript("orchestration")
+        )
         if self._skip_condense or not history:
             return latest_message
         prompt = self._condense_prompt_template.format(chat_history=history, question=latest_message)
@@ -46,7 +48,9 @@ class ConvMemCondensePlusContextChatEngine(CondensePlusContextChatEngine):
     async def _acondense_question(self, chat_history: list[ChatMessage], latest_message: str) -> str:
         if not isinstance(self._memory, ConvMemChatMemoryBuffer):
             return await super()._acondense_question(chat_history, latest_message)
-        history = self._condense_history(chat_history, await self._memory.atranscript("orchestration"))
+        history = self._condense_history(
+            await self._memory.acontext(latest_message), await self._memory.atranscript("orchestration")
+        )
         if self._skip_condense or not history:
             return latest_message
         prompt = self._condense_prompt_template.format(chat_history=history, question=latest_message)

@@ -34,6 +34,10 @@ def runnable(func: Callable[..., Any]) -> Runnable[Any, Any]:
     return RunnableLambda(func)
 
 
+OMITTED_LINE = "(Some earlier conversation is not included here.)"
+"""What the model is told when turns are left out and there is no summary or fact to show."""
+
+
 def echo_messages(messages: list[BaseMessage]) -> AIMessage:
     """A model stand-in that says which human messages it was shown."""
     said = [str(m.content) for m in messages if isinstance(m, HumanMessage)]
@@ -98,7 +102,9 @@ def test_messages_is_the_window_and_full_messages_the_log() -> None:
     history = ConvMemChatMessageHistory(config=MemoryConfig(keep_recent_turns=2))
     for index in range(5):
         history.add_messages([HumanMessage(f"question {index}"), AIMessage(f"answer {index}")])
-    assert [m.content for m in history.messages] == ["question 3", "answer 3", "question 4", "answer 4"]
+    notice, *window = history.messages
+    assert notice == HumanMessage(OMITTED_LINE, id=notice.id)
+    assert [m.content for m in window] == ["question 3", "answer 3", "question 4", "answer 4"]
     assert len(history.full_messages) == 10
 
 
@@ -257,7 +263,7 @@ def test_without_history_key_the_model_sees_the_window_and_the_new_input() -> No
     chain = RunnableWithMessageHistory(runnable(echo_messages), sessions)
     config: RunnableConfig = {"configurable": {"session_id": "s1"}}
     outputs = [chain.invoke([HumanMessage(f"q{index}")], config) for index in range(4)]
-    assert outputs[-1] == AIMessage("you said: q1 | q2 | q3")
+    assert outputs[-1] == AIMessage(f"you said: {OMITTED_LINE} | q1 | q2 | q3")
 
 
 def test_with_history_key_the_prompt_gets_the_managed_context() -> None:
@@ -281,7 +287,7 @@ def test_with_history_key_the_prompt_gets_the_managed_context() -> None:
     for index in range(4):
         chain.invoke({"question": f"q{index}"}, config)
     assert seen[-1][0] == SystemMessage("Be brief.")
-    assert [m.content for m in seen[-1] if isinstance(m, HumanMessage)] == ["q1", "q2", "q3"]
+    assert [m.content for m in seen[-1] if isinstance(m, HumanMessage)] == [OMITTED_LINE, "q1", "q2", "q3"]
     assert len(sessions("s1").full_messages) == 8
 
 

@@ -21,6 +21,7 @@ from pydantic import BaseModel, Field
 
 from convmem import ConversationMemory, InvalidSessionIdError, MemoryConfig, TurnStatus
 from langchain_convmem import ConvMemMiddleware, ConvMemSessions
+from langchain_convmem._convert import MEMORY_MESSAGE_ID
 
 
 class ScriptedToolModel(GenericFakeChatModel):
@@ -112,8 +113,9 @@ def test_without_a_checkpointer_the_history_comes_from_the_memory(sessions: Conv
     agent = create_agent(model, [], middleware=[ConvMemMiddleware(sessions)])
     agent.invoke(ask("I am Ana."), thread("t1"))
     agent.invoke(ask("Who am I?"), thread("t1"))
-    conversation = [m.content for m in model.calls[-1] if not isinstance(m, SystemMessage)]
-    assert conversation == ["I am Ana.", "Nice to meet you, Ana.", "Who am I?"]
+    memory, *conversation = [m for m in model.calls[-1] if not isinstance(m, SystemMessage)]
+    assert memory.id == MEMORY_MESSAGE_ID and "name: Ana" in str(memory.content)
+    assert [m.content for m in conversation] == ["I am Ana.", "Nice to meet you, Ana.", "Who am I?"]
     assert len(sessions.memory("t1").messages()) == 4
 
 
@@ -162,6 +164,7 @@ def test_the_model_sees_a_trimmed_window_with_tool_pairs_intact() -> None:
     last_call = model.calls[-1]
     assert isinstance(last_call[0], SystemMessage) and str(last_call[0].content).startswith("Use tools.")
     assert [m.content for m in last_call if isinstance(m, HumanMessage)] == [
+        "(Some earlier conversation is not included here.)",
         "Weather in city2?",
         "Weather in city3?",
     ]

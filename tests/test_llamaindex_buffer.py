@@ -387,7 +387,11 @@ def test_a_large_tool_call_is_counted_where_chat_memory_buffer_sees_nothing() ->
     ours = ConvMemChatMemoryBuffer.from_defaults(token_limit=300, chat_history=history)
     upstream = ChatMemoryBuffer.from_defaults(token_limit=300, chat_history=history)
     assert len(upstream.get()) == 8  # upstream counts the 3000-character call as nothing
-    assert ours.get() == tool_exchange(2)
+    memory, *window = ours.get()
+    assert memory.role is MessageRole.USER and (memory.content or "").startswith("<memory>")
+    assert "weather in city 1?" in (memory.content or "")  # the summary keeps the question, not the payload
+    assert "x" * 100 not in (memory.content or "")
+    assert window == tool_exchange(2)
 
 
 # -- what the memory adds ------------------------------------------------------------------

@@ -63,7 +63,6 @@ __all__ = [
     "LLMFactExtractor",
     "LLMSummarizer",
     "MemoryConfig",
-    "MemoryPlacement",
     "Message",
     "PostgresStore",
     "Recall",
