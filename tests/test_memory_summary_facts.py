@@ -225,6 +225,41 @@ def test_summary_over_its_cap_is_condensed_at_sentence_boundaries() -> None:
     assert body.removesuffix("</memory>").strip().endswith((".", "。"))
 
 
+class CountingCondenser(RecordingSummarizer):
+    """A summarizer with `condense`, counting how often a build asks for it."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.condensed: list[int] = []
+
+    def summarize(
+        self, previous_summary: str | None, messages: Sequence[Message], *, max_tokens: int | None = None
+    ) -> str:
+        return " ".join([previous_summary or "", *(m.text for m in messages)]).strip()
+
+    def condense(self, summary: str, max_tokens: int) -> str:
+        self.condensed.append(max_tokens)
+        return summary[: max_tokens * 2]
+
+
+def test_an_oversized_summary_is_condensed_once_per_version_and_room_not_per_build() -> None:
+    summarizer = CountingCondenser()
+    memory = ConversationMemory("s", config=config(summary_trigger="never"), summarizer=summarizer)
+    for i in range(40):
+        memory.add_turn(f"Fact number {i}: the value of item {i} is {i * 7}.", f"Recorded item {i}.")
+    memory.summarize_now()
+    first = memory.build_context(budget=400)
+    for _ in range(5):
+        assert memory.build_context(budget=400).messages == first.messages
+    assert len(summarizer.condensed) == 1
+    memory.build_context(budget=300)  # another room
+    assert len(summarizer.condensed) == 2
+    memory.add_turn("Fact number 99: the value is 1.", "Recorded.")
+    memory.summarize_now()  # another version
+    memory.build_context(budget=300)
+    assert len(summarizer.condensed) == 3
+
+
 def test_background_add_returns_before_slow_work_and_flush_waits() -> None:
     summarizer = RecordingSummarizer(delay=0.2)
     memory = ConversationMemory("s", config=config(background=True), summarizer=summarizer)

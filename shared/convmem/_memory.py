@@ -137,6 +137,8 @@ class ConversationMemory:
             index_dir = Path(f"{self.store.path}.vectors") if isinstance(self.store, SQLiteStore) else None
             recall = Recall(embedder, index_dir=index_dir)
         self.recall = recall
+        self._condensed: tuple[tuple[str, int], str] | None = None
+        """The last condensed summary, keyed by (summary text, room): one entry, replaced atomically."""
         self._derived = DerivedState(
             session_id=self.session_id,
             store=self.store,
@@ -350,10 +352,19 @@ class ConversationMemory:
         room = self._builder.summary_room(request)
         if room is None:
             return request
-        condense = getattr(self.summarizer, "condense", None)
-        if condense is None:  # a summarizer without condense: shorten extractively
-            condense = ExtractiveSummarizer(self.counter).condense
-        text = str(condense(request.summary.text.strip(), room))
+        summary = request.summary.text.strip()
+        key = (summary, room)
+        cached = self._condensed
+        if cached is not None and cached[0] == key:
+            text = cached[1]
+        else:
+            # Once per summary version and room, never per build: condensing
+            # re-tokenizes every sentence of the summary.
+            condense = getattr(self.summarizer, "condense", None)
+            if condense is None:  # a summarizer without condense: shorten extractively
+                condense = ExtractiveSummarizer(self.counter).condense
+            text = str(condense(summary, room))
+            self._condensed = (key, text)
         return dataclasses.replace(request, summary=dataclasses.replace(request.summary, text=text))
 
     def _recall_share(self, query: str | None) -> tuple[float | None, str]:

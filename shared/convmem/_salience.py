@@ -9,6 +9,7 @@ keep. Both rest on one small-talk lexicon (English and Chinese) and one
 
 from __future__ import annotations
 
+import functools
 import re
 import unicodedata
 from collections.abc import Sequence
@@ -145,7 +146,15 @@ def _normalized(text: str) -> str:
     return _STRIP.sub(" ", text.lower()).strip()
 
 
+# Longer than this, a message is never only stock replies; checking it would
+# cost a regex pass per message in every window selection.
+_STOCK_REPLY_MAX_CHARS = 64
+
+
+@functools.lru_cache(maxsize=4096)
 def _is_stock_reply(text: str) -> bool:
+    if len(text) > _STOCK_REPLY_MAX_CHARS:
+        return False
     normalized = _normalized(text)
     if not normalized:
         return True
