@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 from llama_index.core.base.llms.types import ChatMessage
+from llama_index.core.chat_engine import CondensePlusContextChatEngine
 
 from convmem import BuiltContext
-from llama_index.core.chat_engine import CondensePlusContextChatEngine
 
 from ._buffer import ConvMemChatMemoryBuffer
 
