@@ -20,4 +20,17 @@ def test_readme_has_python_examples() -> None:
 def test_readme_example_runs(index: int, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.chdir(tmp_path)
     monkeypatch.setenv("CONVMEM_DB", os.fspath(tmp_path / "convmem.db"))
-    exec(compile(BLOCKS[index], f"README.md[python block {index}]", "exec"), {"__name__": "__readme__"})
+    code = compile(BLOCKS[index], f"README.md[python block {index}]", "exec")
+    exec(code, {"__name__": "__readme__"})
+
+
+@pytest.mark.parametrize("index", range(len(BLOCKS)))
+def test_readme_example_runs_again_where_it_left_its_files(
+    index: int, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A user runs an example twice: the second run finds the first run's database."""
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("CONVMEM_DB", os.fspath(tmp_path / "convmem.db"))
+    code = compile(BLOCKS[index], f"README.md[python block {index}]", "exec")
+    for _ in range(2):
+        exec(code, {"__name__": "__readme__"})
