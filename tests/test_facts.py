@@ -670,5 +670,5 @@ def test_a_negated_fact_leaves_the_memory_and_its_context() -> None:
     memory.add_turn("What should we cover next week?", "The roadmap.")
     assert {f.key: f.value for f in memory.facts()} == {"city": "Berlin"}
     context = memory.build_context(query="dinner ideas?", budget=400)
-    assert "diet: vegetarian" not in context.system_text
-    assert "city: Berlin" in context.system_text
+    assert "diet: vegetarian" not in context.memory_text
+    assert "city: Berlin" in context.memory_text
