@@ -11,6 +11,7 @@ import pytest
 from postgres_server import drop_schema, new_schema
 
 from convmem import AsyncPostgresStore, ConfigError, Message, PostgresStore, StoreError, TurnStatus
+from convmem._errors import SessionOwnerError
 
 pytestmark = pytest.mark.postgres
 
@@ -124,6 +125,14 @@ async def test_async_store_appends_reads_and_changes_status(postgres_url: str, s
         assert changed.status is TurnStatus.FAILED
         stats = await store.stats("s")
         assert (stats.message_count, stats.user_id) == (3, "ana")
+
+
+async def test_async_append_as_another_user_is_refused(postgres_url: str, schema: str) -> None:
+    async with AsyncPostgresStore(postgres_url, schema=schema) as store:
+        await store.append("s", [user("a")], user_id="ana")
+        with pytest.raises(SessionOwnerError):
+            await store.append("s", [user("b")], user_id="bob")
+        assert [m.text for m in await store.messages("s")] == ["a"]
 
 
 async def test_async_concurrent_appends_get_distinct_consecutive_seqs(postgres_url: str, schema: str) -> None:

@@ -29,6 +29,7 @@ from convmem import (
     StoreError,
     TurnStatus,
 )
+from convmem._errors import SessionOwnerError
 from convmem._models import Role
 from convmem._redis_layout import _escape
 
@@ -422,11 +423,55 @@ def test_stats_of_an_unknown_session_are_zero(store: Store) -> None:
     assert (stats.message_count, stats.last_seq, stats.total_tokens, stats.user_id) == (0, 0, 0, None)
 
 
-def test_the_first_user_of_a_session_sticks(store: Store) -> None:
-    store.append("s", [user("a")], user_id="ana")
-    store.append("s", [user("b")], user_id="bob")
+def test_the_first_user_of_a_session_owns_it(store: Store) -> None:
+    store.append("s", [user("a")])
+    store.append("s", [user("b")], user_id="ana")
+    store.append("s", [user("c")], user_id="ana")
+    assert store.stats("s").user_id == "ana"
+    assert store.sessions(user_id="ana") == ["s"]
+
+
+def test_an_append_as_another_user_is_refused_and_stores_nothing(store: Store) -> None:
+    store.append("s", [user("ana's secret")], user_id="ana")
+    with pytest.raises(SessionOwnerError):
+        store.append("s", [user("bob's question")], user_id="bob")
+    assert [m.text for m in store.messages("s")] == ["ana's secret"]
     assert store.stats("s").user_id == "ana"
     assert store.sessions(user_id="bob") == []
+
+
+def test_the_refusal_names_the_session_and_the_refused_user_not_the_owner(store: Store) -> None:
+    store.append("shared-1", [user("a")], user_id="owner-ana")
+    with pytest.raises(SessionOwnerError) as refused:
+        store.append("shared-1", [user("b")], user_id="bob")
+    assert "'shared-1'" in str(refused.value) and "'bob'" in str(refused.value)
+    assert "owner-ana" not in str(refused.value)
+    assert refused.value.owner_user_id == "owner-ana"
+
+
+@pytest.mark.parametrize("other", HOSTILE_IDS[:8])
+def test_every_other_user_id_is_refused(store: Store, other: str) -> None:
+    store.append("s", [user("a")], user_id="ana")
+    with pytest.raises(SessionOwnerError):
+        store.append("s", [user("b")], user_id=other)
+
+
+def test_an_append_without_a_user_is_no_claim_on_an_owned_session(store: Store) -> None:
+    store.append("s", [user("a")], user_id="ana")
+    store.append("s", [assistant("b")])
+    assert store.stats("s").user_id == "ana"
+    assert store.forget_user("ana") == ["s"]
+    assert store.messages("s") == []
+
+
+def test_forget_user_deletes_what_the_user_wrote_and_nothing_of_another_user(store: Store) -> None:
+    store.append("1", [user("ana's")], user_id="ana")
+    with pytest.raises(SessionOwnerError):
+        store.append("1", [user("bob's")], user_id="bob")
+    store.append("2", [user("bob's")], user_id="bob")
+    assert store.forget_user("bob") == ["2"]
+    assert [m.text for m in store.messages("1")] == ["ana's"]
+    assert store.messages("2") == []
 
 
 # -- state records -------------------------------------------------------------------------

@@ -24,7 +24,7 @@ from ._models import Message, Role, Turn, TurnStatus, group_turns, validate_mess
 from ._recall import Recall, RecalledItem, choose_recall_share
 from ._recent import recent_turns
 from ._sqlite_store import SQLiteStore
-from ._store import SessionStats, Store, validate_id
+from ._store import SessionStats, Store, check_owner, validate_id
 from ._summarizer import ExtractiveSummarizer, Summarizer
 from ._tokens import REPLY_PRIMING_TOKENS, TokenCounter, default_counter
 from ._transcript import render_transcript
@@ -146,6 +146,23 @@ class ConversationMemory:
             fact_extractor=self.fact_extractor,
             recall=recall,
         )
+        # True once the store showed this memory's user as the session's owner: an owner
+        # only changes when the session is deleted, so reads stop checking from then on.
+        self._owner_seen = False
+        self._check_owner()
+
+    def _check_owner(self, stats: SessionStats | None = None) -> None:
+        """Refuse (`SessionOwnerError`) to serve a session that another user owns.
+
+        A memory with a ``user_id`` opens, reads and writes only a session that
+        user owns or nobody owns yet; a memory without one is unscoped and
+        reaches any session, as the store itself does.
+        """
+        if self.user_id is None or self._owner_seen:
+            return
+        stats = stats or self.store.stats(self.session_id)
+        check_owner(self.session_id, stats.user_id, self.user_id)
+        self._owner_seen = stats.user_id == self.user_id
 
     @classmethod
     def open(
@@ -206,7 +223,10 @@ class ConversationMemory:
         prepared = [self._prepare(m) for m in messages]
         if not prepared:
             return []
-        return self.store.append(self.session_id, prepared, user_id=self.user_id)
+        stored = self.store.append(self.session_id, prepared, user_id=self.user_id)
+        # The store refuses another user's session, so this user owns it now.
+        self._owner_seen = self.user_id is not None
+        return stored
 
     def add(
         self,
@@ -254,12 +274,15 @@ class ConversationMemory:
 
     def set_status(self, seq: int, status: TurnStatus | str) -> Message:
         """Change the status of a stored message (e.g. a RUNNING question that failed)."""
+        self._check_owner()
         return self.store.set_status(self.session_id, seq, TurnStatus.parse(status))
 
     def clear(self) -> None:
         """Delete this session: its log and everything derived from it."""
         self._derived.flush()
+        self._check_owner()
         self.store.clear(self.session_id)
+        self._owner_seen = False
         if self.recall is not None:
             self.recall.forget(self.session_id)
 
@@ -267,6 +290,7 @@ class ConversationMemory:
 
     def messages(self) -> list[Message]:
         """Every stored message of the session, oldest first (the raw log)."""
+        self._check_owner()
         return self.store.messages(self.session_id)
 
     def turns(self) -> list[Turn]:
@@ -278,6 +302,7 @@ class ConversationMemory:
 
         Reading stops early once the turns read hold more than `max_tokens`.
         """
+        self._check_owner()
         return recent_turns(self.store, self.session_id, max_turns, max_tokens=max_tokens)
 
     def tail(self, n: int) -> list[Message]:
@@ -285,13 +310,16 @@ class ConversationMemory:
         (``memory.tail(2)``: usually the last question and its answer)."""
         if not isinstance(n, int) or isinstance(n, bool) or n <= 0:
             raise InvalidMessageError(f"n must be a positive int, got {n!r}")
+        self._check_owner()
         return self.store.tail(self.session_id, n)
 
     def stats(self) -> SessionStats:
         """What the store knows about the session without reading its log, in O(1):
         ``message_count``, ``last_seq``, ``total_tokens``, ``user_id``, ``created_at``
         and ``updated_at`` (zero messages for a session never written)."""
-        return self.store.stats(self.session_id)
+        stats = self.store.stats(self.session_id)
+        self._check_owner(stats)
+        return stats
 
     def _language(self, turns: Sequence[Turn], query: str | None) -> str:
         if self.config.language != "auto":
@@ -405,6 +433,7 @@ class ConversationMemory:
 
     def summary(self) -> Summary:
         """The rolling summary and the seq it covers through (empty until turns are evicted)."""
+        self._check_owner()
         return self._derived.summary()
 
     def summarize_now(self) -> bool:

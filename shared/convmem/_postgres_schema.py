@@ -44,7 +44,15 @@ from typing import Any, TypeVar
 from ._codec import message_from_record, message_to_record
 from ._errors import ConfigError, InvalidMessageError, StoreError
 from ._models import Message, TurnStatus
-from ._store import MAX_ID_LENGTH, SessionStats, StateRecord, idle_cutoff, validate_id, validate_messages
+from ._store import (
+    MAX_ID_LENGTH,
+    SessionStats,
+    StateRecord,
+    check_owner,
+    idle_cutoff,
+    validate_id,
+    validate_messages,
+)
 
 _T = TypeVar("_T")
 
@@ -207,6 +215,8 @@ class _Queries:
                     last_seq = known.last_seq + EXCLUDED.last_seq,
                     message_count = known.message_count + EXCLUDED.message_count,
                     total_tokens = known.total_tokens + EXCLUDED.total_tokens
+                -- Another user's session: no row, so nothing is stored (see check_owner).
+                WHERE known.user_id IS NULL OR EXCLUDED.user_id IS NULL OR known.user_id = EXCLUDED.user_id
                 RETURNING last_seq
             ),
             stored AS (
@@ -288,8 +298,17 @@ class _Queries:
                 *columns,
             ),
         )
+        if not rows:
+            yield from self._refuse_other_user(session_id, user_id)
         first = int(rows[0][0]) - count + 1
         return [dataclasses.replace(m, seq=first + i) for i, m in enumerate(messages)]
+
+    def _refuse_other_user(self, session_id: str, user_id: str | None) -> _Operation[None]:
+        """Raise the `SessionOwnerError` of an append the owner check turned away."""
+        owners = yield _Sql(f"SELECT user_id FROM {self.s}.sessions WHERE session_id = %s", (session_id,))
+        assert user_id is not None  # only a named user is turned away
+        check_owner(session_id, owners[0][0] if owners else None, user_id)
+        raise StoreError(f"append to session {session_id!r:.80} stored nothing; retry it")
 
     def messages(self, session_id: str, after_seq: int, through_seq: int | None) -> _Operation[list[Message]]:
         _check_id(session_id, "session_id")

@@ -50,8 +50,8 @@ from urllib.parse import quote, unquote_to_bytes
 from ._codec import message_from_record, message_to_record
 from ._errors import ConfigError, InvalidMessageError, StoreError
 from ._models import Message, TurnStatus
-from ._redis_scripts import _REGISTER
-from ._store import SessionStats, StateRecord, idle_cutoff, validate_messages
+from ._redis_scripts import _OWNED, _REGISTER
+from ._store import SessionStats, StateRecord, check_owner, idle_cutoff, validate_messages
 
 _T = TypeVar("_T")
 
@@ -230,6 +230,10 @@ class _RedisLayout:
                     *records,
                 ),
             )
+            if _text(reply).startswith(_OWNED):
+                assert user_id is not None  # the script refuses only a named user
+                owner = _unescape(_text(reply)[len(_OWNED) :], f"the user_id of {keys[0]}")
+                check_owner(session_id, owner, user_id)
             if _text(reply) != _REGISTER:
                 break
             # The user's set must list the session before the session names its user.

@@ -32,7 +32,7 @@ from typing import Any
 from ._codec import message_from_record, message_to_record
 from ._errors import ConfigError, InvalidMessageError, StoreError
 from ._models import Message, TurnStatus
-from ._store import SessionStats, StateRecord, idle_cutoff, validate_messages
+from ._store import SessionStats, StateRecord, check_owner, idle_cutoff, validate_messages
 
 __all__ = ["SQLiteStore"]
 
@@ -323,6 +323,13 @@ class SQLiteStore:
             (session_id, now, now),
         )
 
+    @staticmethod
+    def _check_owner(conn: sqlite3.Connection, session_id: str, user_id: str | None) -> None:
+        if user_id is None:
+            return
+        row = conn.execute("SELECT user_id FROM sessions WHERE session_id = ?", (session_id,)).fetchone()
+        check_owner(session_id, row[0] if row else None, user_id)
+
     def _read(self, sql: str, params: Sequence[Any]) -> list[tuple[Any, ...]]:
         try:
             with self._connection() as conn:
@@ -344,6 +351,7 @@ class SQLiteStore:
         now = time.time()
         try:
             with self._transaction() as conn:
+                self._check_owner(conn, session_id, user_id)
                 conn.execute(
                     "INSERT INTO sessions(session_id, user_id, created_at, updated_at) VALUES (?, ?, ?, ?) "
                     "ON CONFLICT(session_id) DO UPDATE SET "

@@ -20,7 +20,7 @@ import unicodedata
 from collections.abc import Sequence
 from typing import Protocol, runtime_checkable
 
-from ._errors import ConfigError, InvalidMessageError, InvalidSessionIdError
+from ._errors import ConfigError, InvalidMessageError, InvalidSessionIdError, SessionOwnerError
 from ._models import Message, TurnStatus, validate_message
 
 __all__ = [
@@ -28,6 +28,7 @@ __all__ = [
     "SessionStats",
     "StateRecord",
     "Store",
+    "check_owner",
     "idle_cutoff",
     "validate_id",
     "validate_messages",
@@ -60,6 +61,18 @@ def validate_id(value: object, what: str = "session_id") -> str:
                 "ids may not contain NUL, newlines or other control characters"
             )
     return value
+
+
+def check_owner(session_id: str, owner_user_id: str | None, user_id: str | None) -> None:
+    """Refuse `user_id` on a session that `owner_user_id` owns (`SessionOwnerError`).
+
+    A session belongs to the first user that appends to it. No user (``None``)
+    on either side is no claim: a session nobody owns is open to every caller,
+    and a caller that names no user (maintenance code, the CLI, a memory built
+    without ``user_id``) reaches any session, as it could through the store.
+    """
+    if owner_user_id is not None and user_id is not None and owner_user_id != user_id:
+        raise SessionOwnerError(session_id, user_id, owner_user_id)
 
 
 def validate_messages(messages: object) -> list[Message]:
@@ -127,7 +140,11 @@ class Store(Protocol):
     def append(
         self, session_id: str, messages: Sequence[Message], *, user_id: str | None = None
     ) -> list[Message]:
-        """Append `messages` atomically; return them with ``seq`` assigned (last seq + 1, ...)."""
+        """Append `messages` atomically; return them with ``seq`` assigned (last seq + 1, ...).
+
+        The first append with a `user_id` makes that user the session's owner;
+        an append naming another user raises `SessionOwnerError` (see
+        `check_owner`) and stores nothing."""
         ...
 
     def messages(
