@@ -408,6 +408,17 @@ def test_set_status_of_an_unknown_seq_raises(store: Store) -> None:
         store.set_status("s", 5, TurnStatus.CANCELLED)
 
 
+def test_the_question_an_answer_belongs_to_is_kept(store: Store) -> None:
+    store.append("s", [user("Q1"), user("Q2")])
+    answer = dataclasses.replace(Message.create("assistant", "A1", reply_to_seq=1), token_count=2)
+    (stored,) = store.append("s", [answer, assistant("plain")])[:1]
+    assert stored.reply_to_seq == 1
+    assert [m.reply_to_seq for m in store.messages("s")] == [None, None, 1, None]
+    assert [m.reply_to_seq for m in store.tail("s", 2)] == [1, None]
+    assert store.get("s", [3])[0].reply_to_seq == 1
+    assert store.set_status("s", 3, TurnStatus.FAILED).reply_to_seq == 1
+
+
 def test_stats_count_messages_tokens_and_user(store: Store) -> None:
     store.append("s", [user("a", tokens=5), assistant("b", tokens=7)], user_id="ana")
     store.append("s", [user("c")])

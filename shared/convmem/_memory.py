@@ -33,7 +33,17 @@ __all__ = ["ConversationMemory", "OverflowStatus", "open_store"]
 
 DEFAULT_DB_ENV = "CONVMEM_DB"
 DEFAULT_DB_PATH = "convmem.db"
-_MESSAGE_FIELDS = {"role", "content", "name", "tool_calls", "tool_call_id", "metadata", "timestamp", "status"}
+_MESSAGE_FIELDS = {
+    "role",
+    "content",
+    "name",
+    "tool_calls",
+    "tool_call_id",
+    "metadata",
+    "timestamp",
+    "status",
+    "reply_to_seq",
+}
 
 _stores_lock = threading.Lock()
 _stores: weakref.WeakValueDictionary[Path, SQLiteStore] = weakref.WeakValueDictionary()
@@ -223,10 +233,24 @@ class ConversationMemory:
         prepared = [self._prepare(m) for m in messages]
         if not prepared:
             return []
+        self._check_replies(prepared)
         stored = self.store.append(self.session_id, prepared, user_id=self.user_id)
         # The store refuses another user's session, so this user owns it now.
         self._owner_seen = self.user_id is not None
         return stored
+
+    def _check_replies(self, messages: Sequence[Message]) -> None:
+        """Refuse an answer whose ``reply_to_seq`` names no stored question of this session."""
+        wanted = sorted({m.reply_to_seq for m in messages if m.reply_to_seq is not None})
+        if not wanted:
+            return
+        questions = {m.seq for m in self.store.get(self.session_id, wanted) if m.role is Role.USER}
+        missing = [seq for seq in wanted if seq not in questions]
+        if missing:
+            raise InvalidMessageError(
+                f"reply_to_seq={missing[0]} names no user message of session {self.session_id!r:.80}; "
+                "pass the seq of the stored question the answer belongs to (nothing was stored)"
+            )
 
     def add(
         self,
@@ -239,8 +263,12 @@ class ConversationMemory:
         metadata: Mapping[str, Any] | None = None,
         timestamp: float | datetime | None = None,
         status: TurnStatus | str = TurnStatus.COMPLETED,
+        reply_to_seq: int | None = None,
     ) -> Message:
-        """Append one message; returns it as stored. See `Message.create` for the rules."""
+        """Append one message; returns it as stored. See `Message.create` for the rules.
+
+        ``reply_to_seq`` pairs an answer with the question stored earlier under that
+        seq, when other turns may have been stored in between (see `Message`)."""
         message = Message.create(
             role,
             content,
@@ -250,6 +278,7 @@ class ConversationMemory:
             metadata=metadata,
             timestamp=timestamp,
             status=status,
+            reply_to_seq=reply_to_seq,
         )
         return self.add_messages([message])[0]
 
@@ -488,6 +517,7 @@ class ConversationMemory:
         metadata: Mapping[str, Any] | None = None,
         timestamp: float | datetime | None = None,
         status: TurnStatus | str = TurnStatus.COMPLETED,
+        reply_to_seq: int | None = None,
     ) -> Message:
         message = Message.create(
             role,
@@ -498,6 +528,7 @@ class ConversationMemory:
             metadata=metadata,
             timestamp=timestamp,
             status=status,
+            reply_to_seq=reply_to_seq,
         )
         return (await self.aadd_messages([message]))[0]
 

@@ -6,7 +6,7 @@ Tables (in their own schema, ``convmem`` by default)::
     schema_version  one row per applied migration (version, description, applied_at)
     sessions        session_id, user_id, created_at, updated_at, last_seq, message_count, total_tokens
     messages        (session_id, seq) -> role, content, name, tool_calls, tool_call_id, metadata,
-                    status, ts, token_count; a foreign key to sessions, ON DELETE CASCADE
+                    status, ts, token_count, reply_to_seq; a foreign key to sessions, ON DELETE CASCADE
     state           (session_id, key) -> value, version, updated_at; likewise
 
 The store creates and migrates its schema itself when it opens: each
@@ -71,6 +71,7 @@ _COLUMNS = (
     "status",
     "ts",
     "token_count",
+    "reply_to_seq",
 )
 _NOW = "extract(epoch FROM clock_timestamp())::float8"
 
@@ -118,6 +119,11 @@ _MIGRATIONS: tuple[tuple[int, str, tuple[str, ...]], ...] = (
                 PRIMARY KEY (session_id, key)
             )""",
         ),
+    ),
+    (
+        2,
+        "messages.reply_to_seq: the question an answer belongs to",
+        ("ALTER TABLE {s}.messages ADD COLUMN reply_to_seq bigint",),
     ),
 )
 SCHEMA_VERSION = _MIGRATIONS[-1][0]
@@ -222,11 +228,11 @@ class _Queries:
             stored AS (
                 INSERT INTO {s}.messages (session_id, {columns})
                 SELECT %s, session.last_seq - %s + m.position, m.role, m.content, m.name, m.tool_calls,
-                       m.tool_call_id, m.metadata, m.status, m.ts, m.token_count
+                       m.tool_call_id, m.metadata, m.status, m.ts, m.token_count, m.reply_to_seq
                 FROM session, unnest(%s::text[], %s::text[], %s::text[], %s::text[], %s::text[],
-                                     %s::text[], %s::text[], %s::float8[], %s::integer[])
+                                     %s::text[], %s::text[], %s::float8[], %s::integer[], %s::bigint[])
                      WITH ORDINALITY AS m(role, content, name, tool_calls, tool_call_id, metadata,
-                                          status, ts, token_count, position)
+                                          status, ts, token_count, reply_to_seq, position)
                 RETURNING seq
             )
             SELECT last_seq FROM session"""

@@ -8,7 +8,7 @@ for the summary). Both read the log the same way, so they agree on the window.
 from __future__ import annotations
 
 from ._errors import InvalidMessageError
-from ._models import Role, Turn, group_turns
+from ._models import Message, Role, Turn, group_turns
 from ._store import Store
 
 __all__ = ["recent_turns", "window_start"]
@@ -19,7 +19,9 @@ def recent_turns(
 ) -> list[Turn]:
     """The newest `max_turns` complete turns of a session, oldest first.
 
-    Reading stops early once the turns read hold more than `max_tokens`.
+    Reading stops early once the turns read hold more than `max_tokens`. An
+    earlier question whose answer (``reply_to_seq``) was written among these
+    turns comes with them, so interleaved turns are never split.
     """
     if not isinstance(max_turns, int) or isinstance(max_turns, bool) or max_turns <= 0:
         raise InvalidMessageError(f"max_turns must be a positive int, got {max_turns!r}")
@@ -30,7 +32,11 @@ def recent_turns(
         users = [i for i, m in enumerate(messages) if m.role is Role.USER]
         enough_tokens = max_tokens is not None and sum(m.token_count or 0 for m in messages) > max_tokens
         if users and (len(users) >= max_turns or enough_tokens):
-            return group_turns(messages[users[-min(max_turns, len(users))] :])
+            start = _with_answered_questions(messages, users[-min(max_turns, len(users))])
+            if start is not None:
+                return group_turns(messages[start:])
+            if reached_start:
+                return group_turns(messages[users[-min(max_turns, len(users))] :])
         if reached_start:
             break
         chunk *= 2
@@ -38,6 +44,25 @@ def recent_turns(
         reached_start = len(older) < chunk
         messages = older + messages
     return group_turns(messages)[-max_turns:]
+
+
+def _with_answered_questions(messages: list[Message], start: int) -> int | None:
+    """Move `start` back to the earliest question that a message from `start` on answers
+    (``reply_to_seq``), so interleaved turns stay whole; None when that question was not read."""
+    first_seq = messages[0].seq or 0
+    earliest = min(
+        (m.reply_to_seq for m in messages[start:] if m.reply_to_seq is not None),
+        default=None,
+    )
+    while earliest is not None and earliest < (messages[start].seq or 0):
+        if earliest < first_seq:
+            return None
+        start = next(i for i, m in enumerate(messages) if (m.seq or 0) >= earliest)
+        earliest = min(
+            (m.reply_to_seq for m in messages[start:] if m.reply_to_seq is not None),
+            default=None,
+        )
+    return start
 
 
 def window_start(store: Store, session_id: str, keep_recent_turns: int) -> int | None:

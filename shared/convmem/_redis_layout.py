@@ -130,6 +130,8 @@ def _encode_record(message: Message, session_id: str) -> bytes:
     record = message_to_record(message)
     # The seq is the hash field; keeping it out of the record lets the script assign it.
     del record["seq"]
+    if record["reply_to_seq"] is None:  # most messages; records written before it lack it too
+        del record["reply_to_seq"]
     try:
         return json.dumps(record, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
     except UnicodeEncodeError as exc:
