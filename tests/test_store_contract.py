@@ -408,6 +408,16 @@ def test_set_status_of_an_unknown_seq_raises(store: Store) -> None:
         store.set_status("s", 5, TurnStatus.CANCELLED)
 
 
+@pytest.mark.parametrize("ids", [[None], ["c1", "c1"]], ids=["no id", "one id twice"])
+def test_tool_calls_no_chat_api_could_answer_are_refused_and_nothing_stored(
+    store: Store, ids: list[str | None]
+) -> None:
+    calls = [{"id": call_id, "name": "f", "args": {}} for call_id in ids]
+    with pytest.raises(InvalidMessageError, match="nothing was stored"):
+        store.append("s", [user("Q"), Message.create("assistant", "", tool_calls=calls)])
+    assert store.messages("s") == []
+
+
 def test_the_question_an_answer_belongs_to_is_kept(store: Store) -> None:
     store.append("s", [user("Q1"), user("Q2")])
     answer = dataclasses.replace(Message.create("assistant", "A1", reply_to_seq=1), token_count=2)

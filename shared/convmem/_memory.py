@@ -27,6 +27,7 @@ from ._sqlite_store import SQLiteStore
 from ._store import SessionStats, Store, check_owner, validate_id
 from ._summarizer import ExtractiveSummarizer, Summarizer
 from ._tokens import REPLY_PRIMING_TOKENS, TokenCounter, default_counter
+from ._tool_sequence import check_tool_results, unanswered_calls
 from ._transcript import render_transcript
 
 __all__ = ["ConversationMemory", "OverflowStatus", "open_store"]
@@ -234,10 +235,26 @@ class ConversationMemory:
         if not prepared:
             return []
         self._check_replies(prepared)
+        self._check_tool_results(prepared)
         stored = self.store.append(self.session_id, prepared, user_id=self.user_id)
         # The store refuses another user's session, so this user owns it now.
         self._owner_seen = self.user_id is not None
         return stored
+
+    def _check_tool_results(self, messages: Sequence[Message]) -> None:
+        """Refuse a tool result that answers no call waiting for one: none earlier in
+        `messages`, nor one of the newest turns' calls still unanswered in the log."""
+        if not check_tool_results(messages, set()):
+            return
+        waiting = unanswered_calls(m for turn in self.recent_turns(2) for m in turn.messages)
+        orphans = check_tool_results(messages, waiting)
+        if orphans:
+            call_id = messages[orphans[0]].tool_call_id
+            raise InvalidMessageError(
+                f"message {orphans[0]} is a tool result for call {call_id!r:.60}, but no tool call with "
+                f"that id is waiting for a result in session {self.session_id!r:.80} (never made, or "
+                "answered already); add the assistant message with the call first (nothing was stored)"
+            )
 
     def _check_replies(self, messages: Sequence[Message]) -> None:
         """Refuse an answer whose ``reply_to_seq`` names no stored question of this session."""

@@ -22,6 +22,7 @@ from typing import Protocol, runtime_checkable
 
 from ._errors import ConfigError, InvalidMessageError, InvalidSessionIdError, SessionOwnerError
 from ._models import Message, TurnStatus, validate_message
+from ._tool_sequence import check_tool_calls
 
 __all__ = [
     "MAX_ID_LENGTH",
@@ -81,7 +82,9 @@ def validate_messages(messages: object) -> list[Message]:
     Every store calls this first in ``append``, before it writes anything, so a
     malformed message (built without `Message.create`) raises
     `InvalidMessageError` and leaves the log as it was, instead of being stored
-    and breaking every later read of its session.
+    and breaking every later read of its session. So does a tool call chat APIs
+    could never pair with its result (no id, or an id two calls of one message
+    share; see `check_tool_calls`).
     """
     if isinstance(messages, (Message, str, bytes)) or not isinstance(messages, Sequence):
         raise InvalidMessageError(
@@ -93,6 +96,7 @@ def validate_messages(messages: object) -> list[Message]:
             checked.append(validate_message(message))
         except InvalidMessageError as exc:
             raise InvalidMessageError(f"message {index} of the append: {exc}; nothing was stored") from None
+    check_tool_calls(checked)
     return checked
 
 

@@ -4,7 +4,9 @@ Turns are kept whole, newest first, so the window is a contiguous tail of the
 log that starts on a user (or system) message. Only the newest turn may be
 shortened, when it alone is larger than the window: its question is kept with
 as many of its newest units as fit, where a unit is a single message or an
-assistant tool-call message together with its tool results.
+assistant tool-call message together with its tool results. A tool call whose
+result never came (the process stopped first) is taken out of the window, and
+the window says so (`repair_tool_exchanges`).
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ from collections.abc import Sequence
 
 from ._models import Message, Role, Turn
 from ._salience import is_low_information
+from ._tool_sequence import repair_tool_exchanges
 
 __all__ = ["Dropped", "WindowSelection", "select_window", "split_units"]
 
@@ -154,7 +157,11 @@ def select_window(
             Dropped("window", _describe(older.messages), older.token_count, "over the window's token share")
         )
     chosen.reverse()
-    messages = tuple(m for t in chosen for m in t.messages)
+    messages, repairs = repair_tool_exchanges([m for t in chosen for m in t.messages])
+    for repair in repairs:
+        dropped.append(Dropped("window", _describe(repair.messages), repair.tokens, repair.reason))
+    if repairs:
+        used = sum(m.token_count or 0 for m in messages)
     return WindowSelection(messages, used, len(chosen), tuple(dropped))
 
 
