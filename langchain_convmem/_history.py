@@ -28,6 +28,7 @@ from convmem import (
     Store,
     TokenCounter,
 )
+from convmem._config import MAX_INT_OPTION
 from convmem._sessions import memory_from_options
 from convmem._store import validate_id
 
@@ -79,8 +80,11 @@ def check_options(owner: Callable[..., Any], options: Mapping[str, object]) -> N
 def check_budget(budget: object) -> int | None:
     if budget is None:
         return None
-    if not isinstance(budget, int) or isinstance(budget, bool) or budget <= 0:
-        raise BudgetError(f"budget must be a positive int or None (use the config's budget), got {budget!r}")
+    if not isinstance(budget, int) or isinstance(budget, bool) or not 0 < budget <= MAX_INT_OPTION:
+        raise BudgetError(
+            f"budget must be a positive int (1 to {MAX_INT_OPTION}) or None (use the config's budget), "
+            f"got {budget!r:.60}"
+        )
     return budget
 
 

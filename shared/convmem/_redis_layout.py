@@ -48,6 +48,7 @@ from typing import Any, TypeVar
 from urllib.parse import quote, unquote_to_bytes
 
 from ._codec import message_from_record, message_to_record
+from ._config import _number
 from ._errors import ConfigError, InvalidMessageError, StoreError
 from ._models import Message, TurnStatus
 from ._redis_scripts import _OWNED, _REGISTER
@@ -167,16 +168,21 @@ def _check_prefix(prefix: object) -> str:
     return prefix
 
 
+# A century: beyond it a TTL means "keep"; pass None for that.
+_MAX_TTL_SECONDS = 100 * 365 * 86_400
+
+
 def _ttl_ms(ttl_seconds: float | None) -> int:
     if ttl_seconds is None:
         return 0
-    if (
-        isinstance(ttl_seconds, bool)
-        or not isinstance(ttl_seconds, (int, float))
-        or not math.isfinite(ttl_seconds)
-        or ttl_seconds <= 0
-    ):
-        raise ConfigError(f"ttl_seconds must be a positive number of seconds or None, got {ttl_seconds!r}")
+    _number(
+        "ttl_seconds",
+        ttl_seconds,
+        low=0,
+        high=_MAX_TTL_SECONDS,
+        low_open=True,
+        allowed=f"None or a positive number of seconds up to {_MAX_TTL_SECONDS}",
+    )
     return max(1, round(ttl_seconds * 1000))
 
 
