@@ -17,7 +17,7 @@ from langchain_convmem import ConvMemSessions
 from langchain_convmem._history import split_storage_session_id, storage_session_id
 
 # Ids are 1-256 characters without control characters; '/' and '%' are the interesting ones.
-_CHARS = st.sampled_from("/%2F5ab ") | st.characters(blacklist_categories=("Cc", "Cs"))
+_CHARS = st.sampled_from("/%2F5ab ") | st.characters(exclude_categories=("Cc", "Cs"))
 ids = st.text(_CHARS, min_size=1, max_size=20).filter(lambda text: text.strip() != "")
 users = st.none() | ids
 

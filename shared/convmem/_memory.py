@@ -138,6 +138,10 @@ class ConversationMemory:
         if recall is not None and embedder is not None:
             raise ConfigError("pass embedder= (recall with default settings) or recall=, not both")
         self.store: Store = store if store is not None else InMemoryStore()
+        # True once the store showed this memory's user as the session's owner: an owner
+        # only changes when the session is deleted, so reads stop checking from then on.
+        self._owner_seen = False
+        self._check_owner()  # before anything is started for a session this user may not open
         self.counter = counter or default_counter()
         self._builder = ContextBuilder(self.config, self.counter)
         self.summarizer: Summarizer = summarizer or ExtractiveSummarizer(self.counter)
@@ -157,10 +161,6 @@ class ConversationMemory:
             fact_extractor=self.fact_extractor,
             recall=recall,
         )
-        # True once the store showed this memory's user as the session's owner: an owner
-        # only changes when the session is deleted, so reads stop checking from then on.
-        self._owner_seen = False
-        self._check_owner()
 
     def _check_owner(self, stats: SessionStats | None = None) -> None:
         """Refuse (`SessionOwnerError`) to serve a session that another user owns.
