@@ -14,14 +14,14 @@ from pathlib import Path
 import pytest
 from langchain_core.runnables import RunnableLambda
 
-from convmem import ConversationMemory, InvalidMessageError, Message, SQLiteStore
+from convmem import ConversationMemory, InvalidMessageError, MemoryConfig, Message, SQLiteStore
 from convmem._models import group_turns
 from convmem._recent import recent_turns
 from langchain_convmem import ConvMemSessions, with_convmem
 
 
-def interleaved(path: Path) -> ConversationMemory:
-    memory = ConversationMemory("s", SQLiteStore(path))
+def interleaved(path: Path, config: MemoryConfig | None = None) -> ConversationMemory:
+    memory = ConversationMemory("s", SQLiteStore(path), config)
     first = memory.add("user", "What is the capital of France?", status="running")
     second = memory.add("user", "And of Spain?", status="running")
     memory.add("assistant", "Madrid.", reply_to_seq=second.seq)
@@ -71,6 +71,13 @@ def test_the_recent_turns_keep_an_earlier_question_answered_among_them(tmp_path:
     memory = interleaved(tmp_path / "chat.db")
     turns = recent_turns(memory.store, "s", 1)
     assert texts(turns) == [["What is the capital of France?", "Paris."], ["And of Spain?", "Madrid."]]
+
+
+def test_a_window_of_one_turn_keeps_the_earlier_question_answered_in_it(tmp_path: Path) -> None:
+    memory = interleaved(tmp_path / "chat.db", MemoryConfig(keep_recent_turns=1))
+    context = memory.build_context(budget=2000, include_query=False)
+    contents = [m["content"] for m in context.messages if m["role"] in ("user", "assistant")]
+    assert contents == ["What is the capital of France?", "Paris.", "And of Spain?", "Madrid."]
 
 
 def test_a_tool_result_joins_the_turn_of_its_call() -> None:

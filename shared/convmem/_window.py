@@ -100,7 +100,12 @@ def select_window(
                 Dropped("window", _describe(turn.messages), turn.token_count, "starts without a user message")
             )
     if len(eligible) > keep_recent_turns:
-        for turn in eligible[:-keep_recent_turns]:
+        # An older turn answered among the kept ones (interleaved, see `group_turns`) is kept
+        # with them, as `recent_turns` reads it: else it would be neither windowed nor summarized.
+        cut = len(eligible) - keep_recent_turns
+        while cut > 0 and eligible[cut - 1].last_seq > eligible[cut].first_seq:
+            cut -= 1
+        for turn in eligible[:cut]:
             dropped.append(
                 Dropped(
                     "window",
@@ -109,7 +114,7 @@ def select_window(
                     f"older than keep_recent_turns={keep_recent_turns}",
                 )
             )
-        eligible = eligible[-keep_recent_turns:]
+        eligible = eligible[cut:]
     if not eligible or max_tokens <= 0:
         for turn in eligible:
             dropped.append(
