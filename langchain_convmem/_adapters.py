@@ -11,6 +11,7 @@ from langchain_core.language_models import BaseLanguageModel
 from langchain_core.messages import BaseMessage
 
 from convmem import ConfigError, Message
+from convmem._config import MAX_INT_OPTION
 
 from ._convert import from_convmem_message
 
@@ -111,8 +112,15 @@ class ChatModelTokenCounter:
         self, model: BaseLanguageModel[Any], *, media_part_tokens: int = DEFAULT_MEDIA_PART_TOKENS
     ) -> None:
         self.model = _check_model(model, "ChatModelTokenCounter")
-        if not isinstance(media_part_tokens, int) or media_part_tokens < 0:
-            raise ConfigError(f"media_part_tokens must be a non-negative int, got {media_part_tokens!r}")
+        if (
+            not isinstance(media_part_tokens, int)
+            or isinstance(media_part_tokens, bool)
+            or not 0 <= media_part_tokens <= MAX_INT_OPTION
+        ):
+            raise ConfigError(
+                f"media_part_tokens must be a non-negative int (0 to {MAX_INT_OPTION}), "
+                f"got {media_part_tokens!r:.60}"
+            )
         self.media_part_tokens = media_part_tokens
         self.name = f"langchain:{_model_label(self.model)}"
         self._list_overhead: int | None = None

@@ -9,6 +9,7 @@ import dataclasses
 import difflib
 import inspect
 import os
+import re
 import uuid
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any
@@ -27,6 +28,7 @@ from convmem import (
     Store,
     TokenCounter,
 )
+from convmem._config import MAX_INT_OPTION
 from convmem._sessions import memory_from_options
 from convmem._store import validate_id
 
@@ -37,6 +39,7 @@ __all__ = [
     "ConvMemSessions",
     "check_budget",
     "check_options",
+    "split_storage_session_id",
     "storage_session_id",
 ]
 
@@ -77,8 +80,11 @@ def check_options(owner: Callable[..., Any], options: Mapping[str, object]) -> N
 def check_budget(budget: object) -> int | None:
     if budget is None:
         return None
-    if not isinstance(budget, int) or isinstance(budget, bool) or budget <= 0:
-        raise BudgetError(f"budget must be a positive int or None (use the config's budget), got {budget!r}")
+    if not isinstance(budget, int) or isinstance(budget, bool) or not 0 < budget <= MAX_INT_OPTION:
+        raise BudgetError(
+            f"budget must be a positive int (1 to {MAX_INT_OPTION}) or None (use the config's budget), "
+            f"got {budget!r:.60}"
+        )
     return budget
 
 
@@ -87,14 +93,37 @@ def storage_session_id(session_id: object, user_id: object = None) -> str:
 
     LangChain factories often key a conversation by ``(user_id, conversation_id)``,
     where two users may both have a conversation ``"1"``; keeping the user in the
-    stored id keeps those conversations apart. ``/`` and ``%`` in a user id are
-    escaped so that two different pairs never map to the same id.
+    stored id keeps those conversations apart. The mapping is one-to-one, so no
+    request can reach another pair's session:
+
+    - with a user, ``user/session``, where ``%`` and ``/`` in the user id are
+      escaped (``%25``, ``%2F``): the first ``/`` ends the user;
+    - without a user, the session id itself when it holds no ``/`` (the ids
+      stored so far), else ``/`` + the session id: an empty user part, which no
+      user id produces, so ``("alice/x", no user)`` never reads alice's ``x``.
+
+    `split_storage_session_id` is the inverse.
     """
     session = validate_id(session_id, "session_id")
     if user_id is None:
-        return session
+        if "/" not in session:
+            return session
+        return validate_id("/" + session, "session_id (stored as '/' + session_id)")
     user = validate_id(user_id, "user_id").replace("%", "%25").replace("/", "%2F")
     return validate_id(f"{user}/{session}", "user_id + session_id")
+
+
+_ESCAPES = re.compile("%(25|2F)")
+
+
+def split_storage_session_id(stored: str) -> tuple[str, str | None]:
+    """The ``(session_id, user_id)`` that `storage_session_id` stored under `stored`."""
+    user, slash, session = stored.partition("/")
+    if not slash:
+        return stored, None
+    if not user:
+        return session, None
+    return session, _ESCAPES.sub(lambda escape: "/" if escape[1] == "2F" else "%", user)
 
 
 @contextlib.contextmanager
@@ -337,7 +366,8 @@ class ConvMemSessions(SessionRegistry):
         chain = RunnableWithMessageHistory(prompt | model, get_session_history, ...)
 
     With ``history_factory_config`` listing ``session_id`` and ``user_id``,
-    LangChain passes both; a user's sessions are stored as ``user/session``.
+    LangChain passes both; a user's sessions are stored as ``user/session``
+    (see `storage_session_id`: no other pair maps to the same stored id).
 
     It is convmem's `SessionRegistry` and takes its arguments (``store``,
     ``config``, ``counter``, ``max_cached_sessions``, and `ConversationMemory`

@@ -36,6 +36,7 @@ from convmem import (
     TokenCounter,
     TurnStatus,
 )
+from convmem._models import Role
 
 from ._convert import context_to_langchain, latest_human_text, to_convmem_messages
 from ._history import ConvMemChatMessageHistory, ConvMemSessions, check_budget, check_options
@@ -289,12 +290,16 @@ class ConvMemRunnable(Runnable[Any, Any]):
         if output is None:
             return []
         try:
-            return to_convmem_messages(self._output_messages(output), status=status)
+            answer = to_convmem_messages(self._output_messages(output), status=status)
         except InvalidMessageError:
             if status is not TurnStatus.COMPLETED:
                 return []
             self._set_status(turn, TurnStatus.FAILED)
             raise
+        # Another turn of this session may have been stored since this question:
+        # name the question, so the answer is not paired with the newer one.
+        question = next((m.seq for m in reversed(turn.stored) if m.role is Role.USER), None)
+        return [m if m.role is Role.USER else dataclasses.replace(m, reply_to_seq=question) for m in answer]
 
     def _finish(self, turn: _Turn, output: Any, status: TurnStatus) -> None:
         turn.memory.add_messages(self._answer(turn, output, status))

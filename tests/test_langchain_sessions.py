@@ -6,6 +6,7 @@ import pytest
 from langchain_core.runnables import RunnableLambda
 
 from convmem import ConfigError, ConversationMemory, InMemoryStore, MemoryConfig, SessionRegistry
+from convmem._errors import SessionOwnerError
 from langchain_convmem import ConvMemChatMessageHistory, ConvMemMiddleware, ConvMemSessions, with_convmem
 
 
@@ -66,3 +67,30 @@ def test_middleware_given_memory_and_sessions_is_refused() -> None:
 def test_middleware_given_memory_and_options_names_the_options() -> None:
     with pytest.raises(ConfigError, match=r"memory= .*not both.*\['path'\]"):
         ConvMemMiddleware(memory=ConversationMemory("s1"), path="chat.db")
+
+
+def test_a_history_of_another_user_on_the_same_session_is_refused() -> None:
+    store = InMemoryStore()
+    ConvMemChatMessageHistory("1", store=store, user_id="alice").add_user_message("alice's secret")
+    with pytest.raises(SessionOwnerError, match="user 'bob'"):
+        ConvMemChatMessageHistory("1", store=store, user_id="bob")
+    assert store.forget_user("bob") == []
+    assert store.forget_user("alice") == ["1"]
+
+
+def test_a_history_opened_before_another_user_wrote_refuses_to_read_it() -> None:
+    store = InMemoryStore()
+    bob = ConvMemChatMessageHistory("1", store=store, user_id="bob")
+    ConvMemChatMessageHistory("1", store=store, user_id="alice").add_user_message("alice's secret")
+    with pytest.raises(SessionOwnerError):
+        _ = bob.messages
+    with pytest.raises(SessionOwnerError):
+        bob.add_user_message("bob's question")
+
+
+def test_sessions_keep_two_users_conversations_with_one_id_apart() -> None:
+    sessions = ConvMemSessions(store=InMemoryStore())
+    sessions.history("1", "alice").add_user_message("alice's")
+    sessions.history("1", "bob").add_user_message("bob's")
+    assert [m.content for m in sessions.history("1", "bob").full_messages] == ["bob's"]
+    assert sessions.store.forget_user("bob") == ["bob/1"]

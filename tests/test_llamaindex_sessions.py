@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
-import pytest
+from pathlib import Path
 
-from convmem import ConfigError, ConversationMemory
+import pytest
+from llama_index.core.llms import ChatMessage
+
+from convmem import ConfigError, ConversationMemory, InMemoryStore, SQLiteStore
+from convmem._errors import SessionOwnerError
 from convmem._sessions import DEFAULT_MAX_CACHED_SESSIONS
 from llamaindex_convmem import ConvMemChatMemoryBuffer, ConvMemMemoryBlock
 
@@ -43,3 +47,34 @@ def test_the_buffers_user_owns_every_session_it_serves() -> None:
 def test_a_memory_kwarg_that_the_core_sets_is_refused_naming_it() -> None:
     with pytest.raises(ConfigError, match=r"memory_kwargs may not set \['user_id'\]"):
         ConvMemChatMemoryBuffer.from_defaults(memory_kwargs={"user_id": "ana"})
+
+
+def test_a_buffer_of_another_user_on_the_same_key_is_refused(tmp_path: Path) -> None:
+    store = SQLiteStore(tmp_path / "chat.db")
+    alice = ConvMemChatMemoryBuffer.from_defaults(chat_store_key="1", store=store, user_id="alice")
+    alice.put(ChatMessage(role="user", content="alice's secret"))
+    bob = ConvMemChatMemoryBuffer.from_defaults(chat_store_key="1", store=store, user_id="bob")
+    with pytest.raises(SessionOwnerError, match="'1' belongs to another user; user 'bob'"):
+        bob.get_all()
+    with pytest.raises(SessionOwnerError):
+        bob.put(ChatMessage(role="user", content="bob's question"))
+    assert [m.content for m in alice.get_all()] == ["alice's secret"]
+    assert store.forget_user("bob") == []
+    assert store.forget_user("alice") == ["1"]
+
+
+async def test_an_async_put_as_another_user_is_refused_and_stores_nothing() -> None:
+    store = InMemoryStore()
+    alice = ConvMemChatMemoryBuffer.from_defaults(chat_store_key="1", store=store, user_id="alice")
+    await alice.aput(ChatMessage(role="user", content="alice's secret"))
+    bob = ConvMemChatMemoryBuffer.from_defaults(chat_store_key="1", store=store, user_id="bob")
+    with pytest.raises(SessionOwnerError):
+        await bob.aput(ChatMessage(role="user", content="bob's question"))
+    assert [m.text for m in store.messages("1")] == ["alice's secret"]
+
+
+def test_a_memory_block_of_another_user_is_refused() -> None:
+    store = InMemoryStore()
+    ConvMemMemoryBlock(store=store, user_id="alice").memory("1").add("user", "alice's secret")
+    with pytest.raises(SessionOwnerError):
+        ConvMemMemoryBlock(store=store, user_id="bob").memory("1")

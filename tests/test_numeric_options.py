@@ -2,7 +2,9 @@
 
 `MemoryConfig(background_timeout=nan)` used to be accepted, after which the
 background worker died and `flush()` never returned; `SQLiteStore(timeout="5")`
-failed only on its first connection. Each bad value now raises `ConfigError`
+failed only on its first connection; `RecallConfig(speaker_weight=nan)` made
+recall return nothing, and `RedisStore(socket_timeout=-1)` failed on its first
+call. Each bad value now raises `ConfigError`
 naming the option, the value and what is allowed.
 """
 
@@ -13,7 +15,22 @@ from pathlib import Path
 
 import pytest
 
-from convmem import ConfigError, MemoryConfig, SQLiteStore
+from convmem import (
+    ApproximateCounter,
+    AsyncPostgresStore,
+    AsyncRedisStore,
+    BudgetError,
+    ConfigError,
+    HashingEmbedder,
+    InMemoryStore,
+    MemoryConfig,
+    PostgresStore,
+    Recall,
+    RecallConfig,
+    RedisStore,
+    SessionRegistry,
+    SQLiteStore,
+)
 
 NAN, INF = float("nan"), float("inf")
 
@@ -123,3 +140,172 @@ def test_sqlite_pool_size_must_be_a_small_positive_int(tmp_path: Path, value: ob
 def test_sqlite_accepts_its_limits_and_any_case(tmp_path: Path) -> None:
     SQLiteStore(tmp_path / "a.db", timeout=0, synchronous="full", pool_size=1).close()
     SQLiteStore(tmp_path / "b.db", timeout=86_400, synchronous="Extra", pool_size=256).close()
+
+
+# -- RecallConfig ----------------------------------------------------------------------------------------
+
+RECALL_FRACTIONS = [
+    "dense_weight",
+    "exchange_weight",
+    "mmr_lambda",
+    "duplicate_similarity",
+    "min_lexical",
+    "past_share",
+    "followup_share",
+]
+RECALL_WEIGHTS = ["speaker_weight", "episode_weight", "recency_weight"]
+RECALL_DURATIONS = ["episode_gap_seconds", "recency_half_life_days"]
+RECALL_COUNTS = ["rrf_k", "candidates", "max_unit_chars", "hnsw_threshold", "persist_every"]
+
+
+def assert_recall_refuses(option: str, value: object, allowed: str) -> None:
+    with pytest.raises(ConfigError, match=re.escape(f"{option} must be {allowed}")) as raised:
+        RecallConfig(**{option: value})
+    assert repr(value)[:20] in str(raised.value) or type(value).__name__ in str(raised.value)
+
+
+@pytest.mark.parametrize("value", [NAN, INF, -INF, -0.1, 1.5, "0.5", True, None], ids=repr)
+@pytest.mark.parametrize("option", RECALL_FRACTIONS)
+def test_recall_fractions_refuse_anything_outside_zero_to_one(option: str, value: object) -> None:
+    assert_recall_refuses(option, value, "a number in [0, 1]")
+
+
+@pytest.mark.parametrize("value", [NAN, INF, -INF, -0.1, "0.2", True, None], ids=repr)
+@pytest.mark.parametrize("option", RECALL_WEIGHTS)
+def test_recall_weights_refuse_nan_infinity_and_negatives(option: str, value: object) -> None:
+    assert_recall_refuses(option, value, "a finite number >= 0")
+
+
+@pytest.mark.parametrize("value", [NAN, INF, 0, -1, "60", True, None], ids=repr)
+@pytest.mark.parametrize("option", RECALL_DURATIONS)
+def test_recall_durations_must_be_finite_and_positive(option: str, value: object) -> None:
+    assert_recall_refuses(option, value, "a finite number > 0")
+
+
+@pytest.mark.parametrize("value", [NAN, 0, -1, 2.0, "5", True, None, 2**64], ids=repr)
+@pytest.mark.parametrize("option", RECALL_COUNTS)
+def test_recall_counts_must_be_positive_32_bit_ints(option: str, value: object) -> None:
+    assert_recall_refuses(option, value, "an int from 1 to 2147483647")
+
+
+@pytest.mark.parametrize("value", [NAN, -1, 1.5, "1", True, None, 2**64], ids=repr)
+def test_recall_neighbour_radius_must_be_an_int_from_zero(value: object) -> None:
+    assert_recall_refuses("neighbour_radius", value, "an int from 0 to 2147483647")
+
+
+@pytest.mark.parametrize("value", [NAN, INF, -1.5, 1.5, "0.1", True, None], ids=repr)
+def test_recall_min_score_must_be_a_cosine_similarity(value: object) -> None:
+    assert_recall_refuses("min_score", value, "a cosine similarity in [-1, 1]")
+
+
+def test_recall_config_accepts_its_limits() -> None:
+    config = RecallConfig(
+        dense_weight=0,
+        mmr_lambda=1,
+        speaker_weight=0,
+        episode_gap_seconds=1e-3,
+        neighbour_radius=0,
+        candidates=2**31 - 1,
+        min_score=-1,
+    )
+    assert config.candidates == 2**31 - 1
+
+
+def test_recall_takes_only_a_recall_config() -> None:
+    with pytest.raises(ConfigError, match="config must be a RecallConfig, got dict"):
+        Recall(HashingEmbedder(), config={"min_score": 0.5})  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("value", [-1, 2.5, NAN, True], ids=repr)
+def test_recall_search_refuses_a_bad_token_budget(value: object) -> None:
+    with pytest.raises(BudgetError, match="max_tokens must be an int >= 0"):
+        Recall(HashingEmbedder()).search(
+            "s",
+            "q",
+            store=InMemoryStore(),
+            max_tokens=value,
+            counter=ApproximateCounter(),  # type: ignore[arg-type]
+        )
+
+
+# -- RedisStore and PostgresStore (refused before any connection is made) --------------------------------
+
+REDIS_URL = "redis://127.0.0.1:9"  # nothing listens there; a refused option never gets that far
+POSTGRES_URL = "postgresql://nobody@127.0.0.1:9/none"
+
+
+@pytest.mark.parametrize("store_class", [RedisStore, AsyncRedisStore])
+@pytest.mark.parametrize("value", [NAN, INF, -1, 0, 86_401, "5", True], ids=repr)
+def test_redis_socket_timeout_is_checked_when_the_store_is_created(store_class: type, value: object) -> None:
+    with pytest.raises(
+        ConfigError, match=re.escape("socket_timeout must be None or a number of seconds in (0, 86400]")
+    ):
+        store_class(REDIS_URL, socket_timeout=value)
+
+
+@pytest.mark.parametrize("store_class", [RedisStore, AsyncRedisStore])
+@pytest.mark.parametrize("value", [NAN, INF, -1, 0, 1e300, "60", True], ids=repr)
+def test_redis_ttl_must_be_a_positive_finite_number_of_seconds(store_class: type, value: object) -> None:
+    with pytest.raises(ConfigError, match=r"ttl_seconds must be None or a positive number of seconds up to"):
+        store_class(REDIS_URL, ttl_seconds=value)
+
+
+@pytest.mark.parametrize("store_class", [RedisStore, AsyncRedisStore])
+@pytest.mark.parametrize("value", [0, -1, 100_001, 2.0, NAN, "64", True, None], ids=repr)
+def test_redis_max_connections_must_be_a_bounded_positive_int(store_class: type, value: object) -> None:
+    with pytest.raises(ConfigError, match=r"max_connections must be an int from 1 to 100000"):
+        store_class(REDIS_URL, max_connections=value)
+
+
+@pytest.mark.parametrize("store_class", [PostgresStore, AsyncPostgresStore])
+@pytest.mark.parametrize("value", [NAN, INF, -1, 0, 86_401, "10", True, None], ids=repr)
+def test_postgres_timeout_is_checked_when_the_store_is_created(store_class: type, value: object) -> None:
+    with pytest.raises(ConfigError, match=re.escape("timeout must be a number of seconds in (0, 86400]")):
+        store_class(POSTGRES_URL, timeout=value)
+
+
+@pytest.mark.parametrize("store_class", [PostgresStore, AsyncPostgresStore])
+@pytest.mark.parametrize("value", [0, -1, 10_001, 2.0, NAN, "10", True, None], ids=repr)
+def test_postgres_max_connections_must_be_a_bounded_positive_int(store_class: type, value: object) -> None:
+    with pytest.raises(ConfigError, match=r"max_connections must be an int from 1 to 10000"):
+        store_class(POSTGRES_URL, max_connections=value)
+
+
+# -- SessionRegistry and the wrappers ----------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("value", [0, -1, 2**31, 2.0, NAN, "8", True, None], ids=repr)
+def test_session_registry_bound_must_be_a_positive_32_bit_int(value: object) -> None:
+    with pytest.raises(ConfigError, match=r"max_cached_sessions must be a positive int \(1 to 2147483647\)"):
+        SessionRegistry(max_cached_sessions=value)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("value", [0, -1, 2**31, 2.0, NAN, "100", True], ids=repr)
+def test_langchain_budget_must_be_a_positive_32_bit_int(value: object) -> None:
+    from langchain_convmem import ConvMemSessions
+
+    with pytest.raises(BudgetError, match=r"budget must be a positive int \(1 to 2147483647\) or None"):
+        ConvMemSessions(budget=value)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("value", [-1, 2**31, 2.0, NAN, "85", True], ids=repr)
+def test_langchain_media_part_tokens_must_be_a_non_negative_int(value: object) -> None:
+    from langchain_core.language_models.fake_chat_models import FakeListChatModel
+
+    from langchain_convmem import ChatModelTokenCounter
+
+    with pytest.raises(
+        ConfigError, match=r"media_part_tokens must be a non-negative int \(0 to 2147483647\)"
+    ):
+        ChatModelTokenCounter(FakeListChatModel(responses=["x"]), media_part_tokens=value)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("option", ["dimension", "batch_size"])
+@pytest.mark.parametrize("value", [0, -1, 2**31, 2.0, "64", True], ids=repr)
+def test_embedder_sizes_must_be_positive_32_bit_ints(option: str, value: object) -> None:
+    from langchain_core.embeddings import DeterministicFakeEmbedding
+
+    from langchain_convmem import LangChainEmbedder
+
+    with pytest.raises(ConfigError, match=rf"{option} must be a positive int \(1 to 2147483647\)"):
+        LangChainEmbedder(DeterministicFakeEmbedding(size=4), **{option: value})

@@ -11,6 +11,7 @@ import pytest
 from postgres_server import drop_schema, new_schema
 
 from convmem import AsyncPostgresStore, ConfigError, Message, PostgresStore, StoreError, TurnStatus
+from convmem._errors import SessionOwnerError
 
 pytestmark = pytest.mark.postgres
 
@@ -99,7 +100,37 @@ def test_the_schema_records_its_version_and_reopening_changes_nothing(postgres_u
     PostgresStore(postgres_url, schema=schema).close()
     with psycopg.connect(postgres_url) as conn:
         rows = conn.execute(f'SELECT version, description FROM "{schema}".schema_version').fetchall()
-    assert rows == [(1, "sessions, messages and state")]
+    assert rows == [
+        (1, "sessions, messages and state"),
+        (2, "messages.reply_to_seq: the question an answer belongs to"),
+    ]
+
+
+def test_a_version_1_schema_gains_reply_to_seq_and_keeps_its_messages(postgres_url: str, schema: str) -> None:
+    from convmem._postgres_schema import _MIGRATIONS
+
+    with psycopg.connect(postgres_url, autocommit=True) as conn:
+        conn.execute(f'CREATE SCHEMA "{schema}"')
+        conn.execute(
+            f'CREATE TABLE "{schema}".schema_version (version integer PRIMARY KEY, '
+            "description text NOT NULL, applied_at timestamptz NOT NULL DEFAULT now())"
+        )
+        for statement in _MIGRATIONS[0][2]:
+            conn.execute(statement.format(s=f'"{schema}"'))
+        conn.execute(f"INSERT INTO \"{schema}\".schema_version (version, description) VALUES (1, 'v1')")
+        conn.execute(
+            f'INSERT INTO "{schema}".sessions (session_id, created_at, updated_at, last_seq, message_count) '
+            "VALUES ('s', 0, 0, 1, 1)"
+        )
+        conn.execute(
+            f'INSERT INTO "{schema}".messages (session_id, seq, role, content, status, ts) '
+            """VALUES ('s', 1, 'user', '"old question"', 'running', 0)"""
+        )
+    with PostgresStore(postgres_url, schema=schema) as store:
+        (old,) = store.messages("s")
+        assert (old.text, old.reply_to_seq) == ("old question", None)
+        (answer,) = store.append("s", [Message.create("assistant", "A", reply_to_seq=1)])
+        assert store.get("s", [answer.seq or 0])[0].reply_to_seq == 1
 
 
 def test_a_schema_dropped_under_a_running_store_gives_a_store_error(postgres_url: str, schema: str) -> None:
@@ -124,6 +155,14 @@ async def test_async_store_appends_reads_and_changes_status(postgres_url: str, s
         assert changed.status is TurnStatus.FAILED
         stats = await store.stats("s")
         assert (stats.message_count, stats.user_id) == (3, "ana")
+
+
+async def test_async_append_as_another_user_is_refused(postgres_url: str, schema: str) -> None:
+    async with AsyncPostgresStore(postgres_url, schema=schema) as store:
+        await store.append("s", [user("a")], user_id="ana")
+        with pytest.raises(SessionOwnerError):
+            await store.append("s", [user("b")], user_id="bob")
+        assert [m.text for m in await store.messages("s")] == ["a"]
 
 
 async def test_async_concurrent_appends_get_distinct_consecutive_seqs(postgres_url: str, schema: str) -> None:

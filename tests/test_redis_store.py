@@ -28,6 +28,7 @@ from convmem import (
     StoreError,
     TurnStatus,
 )
+from convmem._errors import SessionOwnerError
 from convmem._redis_store import _escape
 
 pytestmark = pytest.mark.redis
@@ -529,6 +530,13 @@ async def test_async_forget_user_clear_and_expire_idle(async_store: AsyncRedisSt
     assert await async_store.sessions() == ["s3"]
     assert await async_store.expire_idle(0) == ["s3"]
     assert await async_store.sessions() == []
+
+
+async def test_async_append_as_another_user_is_refused(async_store: AsyncRedisStore) -> None:
+    await async_store.append("s", [user("a")], user_id="ana")
+    with pytest.raises(SessionOwnerError):
+        await async_store.append("s", [user("b")], user_id="bob")
+    assert [m.text for m in await async_store.messages("s")] == ["a"]
 
 
 async def test_async_store_raises_store_error_when_unreachable() -> None:

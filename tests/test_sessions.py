@@ -18,6 +18,7 @@ from convmem import (
     SessionRegistry,
     SQLiteStore,
 )
+from convmem._errors import SessionOwnerError
 from convmem._sessions import DEFAULT_MAX_CACHED_SESSIONS, memory_from_options
 
 
@@ -214,3 +215,16 @@ def test_an_option_the_memory_does_not_take_is_refused_naming_it() -> None:
 def test_a_new_memory_without_a_session_id_is_refused() -> None:
     with pytest.raises(InvalidSessionIdError, match="session_id is missing"):
         memory_from_options(None)
+
+
+def test_a_registry_refuses_a_second_user_on_a_session_the_first_one_wrote() -> None:
+    registry = SessionRegistry()
+    registry.memory("1", "alice").add_turn("alice's question", "an answer")
+    with pytest.raises(SessionOwnerError):
+        registry.memory("1", "bob")
+
+
+def test_a_memory_without_a_user_reaches_any_session() -> None:
+    registry = SessionRegistry()
+    registry.memory("1", "alice").add("user", "alice's question")
+    assert [m.text for m in registry.memory("1").messages()] == ["alice's question"]

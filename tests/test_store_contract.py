@@ -29,6 +29,7 @@ from convmem import (
     StoreError,
     TurnStatus,
 )
+from convmem._errors import SessionOwnerError
 from convmem._models import Role
 from convmem._redis_layout import _escape
 
@@ -407,6 +408,27 @@ def test_set_status_of_an_unknown_seq_raises(store: Store) -> None:
         store.set_status("s", 5, TurnStatus.CANCELLED)
 
 
+@pytest.mark.parametrize("ids", [[None], ["c1", "c1"]], ids=["no id", "one id twice"])
+def test_tool_calls_no_chat_api_could_answer_are_refused_and_nothing_stored(
+    store: Store, ids: list[str | None]
+) -> None:
+    calls = [{"id": call_id, "name": "f", "args": {}} for call_id in ids]
+    with pytest.raises(InvalidMessageError, match="nothing was stored"):
+        store.append("s", [user("Q"), Message.create("assistant", "", tool_calls=calls)])
+    assert store.messages("s") == []
+
+
+def test_the_question_an_answer_belongs_to_is_kept(store: Store) -> None:
+    store.append("s", [user("Q1"), user("Q2")])
+    answer = dataclasses.replace(Message.create("assistant", "A1", reply_to_seq=1), token_count=2)
+    (stored,) = store.append("s", [answer, assistant("plain")])[:1]
+    assert stored.reply_to_seq == 1
+    assert [m.reply_to_seq for m in store.messages("s")] == [None, None, 1, None]
+    assert [m.reply_to_seq for m in store.tail("s", 2)] == [1, None]
+    assert store.get("s", [3])[0].reply_to_seq == 1
+    assert store.set_status("s", 3, TurnStatus.FAILED).reply_to_seq == 1
+
+
 def test_stats_count_messages_tokens_and_user(store: Store) -> None:
     store.append("s", [user("a", tokens=5), assistant("b", tokens=7)], user_id="ana")
     store.append("s", [user("c")])
@@ -422,11 +444,55 @@ def test_stats_of_an_unknown_session_are_zero(store: Store) -> None:
     assert (stats.message_count, stats.last_seq, stats.total_tokens, stats.user_id) == (0, 0, 0, None)
 
 
-def test_the_first_user_of_a_session_sticks(store: Store) -> None:
-    store.append("s", [user("a")], user_id="ana")
-    store.append("s", [user("b")], user_id="bob")
+def test_the_first_user_of_a_session_owns_it(store: Store) -> None:
+    store.append("s", [user("a")])
+    store.append("s", [user("b")], user_id="ana")
+    store.append("s", [user("c")], user_id="ana")
+    assert store.stats("s").user_id == "ana"
+    assert store.sessions(user_id="ana") == ["s"]
+
+
+def test_an_append_as_another_user_is_refused_and_stores_nothing(store: Store) -> None:
+    store.append("s", [user("ana's secret")], user_id="ana")
+    with pytest.raises(SessionOwnerError):
+        store.append("s", [user("bob's question")], user_id="bob")
+    assert [m.text for m in store.messages("s")] == ["ana's secret"]
     assert store.stats("s").user_id == "ana"
     assert store.sessions(user_id="bob") == []
+
+
+def test_the_refusal_names_the_session_and_the_refused_user_not_the_owner(store: Store) -> None:
+    store.append("shared-1", [user("a")], user_id="owner-ana")
+    with pytest.raises(SessionOwnerError) as refused:
+        store.append("shared-1", [user("b")], user_id="bob")
+    assert "'shared-1'" in str(refused.value) and "'bob'" in str(refused.value)
+    assert "owner-ana" not in str(refused.value)
+    assert refused.value.owner_user_id == "owner-ana"
+
+
+@pytest.mark.parametrize("other", HOSTILE_IDS[:8])
+def test_every_other_user_id_is_refused(store: Store, other: str) -> None:
+    store.append("s", [user("a")], user_id="ana")
+    with pytest.raises(SessionOwnerError):
+        store.append("s", [user("b")], user_id=other)
+
+
+def test_an_append_without_a_user_is_no_claim_on_an_owned_session(store: Store) -> None:
+    store.append("s", [user("a")], user_id="ana")
+    store.append("s", [assistant("b")])
+    assert store.stats("s").user_id == "ana"
+    assert store.forget_user("ana") == ["s"]
+    assert store.messages("s") == []
+
+
+def test_forget_user_deletes_what_the_user_wrote_and_nothing_of_another_user(store: Store) -> None:
+    store.append("1", [user("ana's")], user_id="ana")
+    with pytest.raises(SessionOwnerError):
+        store.append("1", [user("bob's")], user_id="bob")
+    store.append("2", [user("bob's")], user_id="bob")
+    assert store.forget_user("bob") == ["2"]
+    assert [m.text for m in store.messages("1")] == ["ana's"]
+    assert store.messages("2") == []
 
 
 # -- state records -------------------------------------------------------------------------

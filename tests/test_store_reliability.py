@@ -45,6 +45,7 @@ from convmem import (
     TurnStatus,
 )
 from convmem._models import MAX_CONTENT_DEPTH
+from convmem._postgres_schema import SCHEMA_VERSION
 from convmem._store import validate_id
 
 PROCESSES = 8
@@ -776,8 +777,8 @@ def test_many_processes_opening_a_new_schema_at_once_create_it_once(
         )
         assert sorted(seqs) == list(range(1, PROCESSES + 1))
         with psycopg.connect(postgres_url) as conn:
-            rows = conn.execute(f'SELECT version FROM "{schema}".schema_version').fetchall()
-        assert rows == [(1,)]
+            rows = conn.execute(f'SELECT version FROM "{schema}".schema_version ORDER BY version').fetchall()
+        assert rows == [(version,) for version in range(1, SCHEMA_VERSION + 1)]
     finally:
         drop_schema(postgres_url, schema)
 

@@ -30,6 +30,7 @@ def message_to_record(message: Message) -> dict[str, Any]:
         "status": message.status.value,
         "ts": message.timestamp,
         "token_count": message.token_count,
+        "reply_to_seq": message.reply_to_seq,
     }
 
 
@@ -67,6 +68,7 @@ def message_from_record(record: dict[str, Any], session_id: str) -> Message:
             status=_STATUSES[record["status"]],
             seq=int(record["seq"]),
             token_count=None if record.get("token_count") is None else int(record["token_count"]),
+            reply_to_seq=None if record.get("reply_to_seq") is None else int(record["reply_to_seq"]),
         )
     except (KeyError, TypeError, ValueError) as exc:
         raise StoreError(

@@ -40,6 +40,7 @@ from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 
+from ._config import MAX_INT_OPTION as _MAX_INT_OPTION
 from ._errors import ConfigError
 from ._lexical import tokenize
 
@@ -129,10 +130,13 @@ class BaseEmbedder:
         show_progress: bool | None = None,
     ) -> None:
         # None keeps what the class says, so a subclass may give any of these as class attributes.
-        if dimension is not None and (not isinstance(dimension, int) or dimension <= 0):
-            raise ConfigError(f"dimension must be a positive int or None, got {dimension!r}")
-        if batch_size is not None and (not isinstance(batch_size, int) or batch_size <= 0):
-            raise ConfigError(f"batch_size must be a positive int, got {batch_size!r}")
+        for option, value in (("dimension", dimension), ("batch_size", batch_size)):
+            if value is not None and (
+                not isinstance(value, int) or isinstance(value, bool) or not 0 < value <= _MAX_INT_OPTION
+            ):
+                raise ConfigError(
+                    f"{option} must be a positive int (1 to {_MAX_INT_OPTION}), got {value!r:.60}"
+                )
         if name is not None:
             self._name = name
         self._dimension = dimension

@@ -8,6 +8,7 @@ __all__ = [
     "ConvMemError",
     "InvalidMessageError",
     "InvalidSessionIdError",
+    "SessionOwnerError",
     "StoreError",
 ]
 
@@ -34,3 +35,28 @@ class BudgetError(ConvMemError, ValueError):
 
 class StoreError(ConvMemError):
     """The storage backend failed (I/O error, lost connection, corrupt record)."""
+
+
+class SessionOwnerError(ConvMemError, PermissionError):
+    """A session written by one user was opened, read or appended to as another user.
+
+    A session belongs to the first user that writes to it; every other user is
+    refused, so nobody reads another user's conversation and `forget_user`
+    deletes everything a user wrote. The message names the session and the
+    refused user, not the owner: it is often shown to the refused user, and
+    who owns a session is not theirs to learn. Server code that needs it for
+    its own logs reads ``owner_user_id``.
+    """
+
+    def __init__(self, session_id: str, user_id: str, owner_user_id: str) -> None:
+        self.session_id = session_id
+        self.user_id = user_id
+        self.owner_user_id = owner_user_id
+        super().__init__(
+            f"session {session_id!r:.80} belongs to another user; user {user_id!r:.80} may not read "
+            "or write it. Give each user's conversations their own session ids (e.g. prefixed "
+            "with the user id)"
+        )
+
+    def __reduce__(self) -> tuple[type[SessionOwnerError], tuple[str, str, str]]:
+        return type(self), (self.session_id, self.user_id, self.owner_user_id)

@@ -10,7 +10,7 @@ from collections.abc import Sequence
 
 from ._errors import InvalidMessageError
 from ._models import Message, TurnStatus
-from ._store import SessionStats, StateRecord, idle_cutoff, validate_messages
+from ._store import SessionStats, StateRecord, check_owner, idle_cutoff, validate_messages
 
 __all__ = ["InMemoryStore"]
 
@@ -38,6 +38,9 @@ class InMemoryStore:
     ) -> list[Message]:
         messages = validate_messages(messages)
         with self._lock:
+            existing = self._sessions.get(session_id)
+            if existing is not None:
+                check_owner(session_id, existing.user_id, user_id)
             session = self._sessions.setdefault(session_id, _Session(user_id=user_id))
             if user_id is not None and session.user_id is None:
                 session.user_id = user_id

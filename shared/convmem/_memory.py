@@ -24,16 +24,27 @@ from ._models import Message, Role, Turn, TurnStatus, group_turns, validate_mess
 from ._recall import Recall, RecalledItem, choose_recall_share
 from ._recent import recent_turns
 from ._sqlite_store import SQLiteStore
-from ._store import SessionStats, Store, validate_id
+from ._store import SessionStats, Store, check_owner, validate_id
 from ._summarizer import ExtractiveSummarizer, Summarizer
 from ._tokens import REPLY_PRIMING_TOKENS, TokenCounter, default_counter
+from ._tool_sequence import check_tool_results, unanswered_calls
 from ._transcript import render_transcript
 
 __all__ = ["ConversationMemory", "OverflowStatus", "open_store"]
 
 DEFAULT_DB_ENV = "CONVMEM_DB"
 DEFAULT_DB_PATH = "convmem.db"
-_MESSAGE_FIELDS = {"role", "content", "name", "tool_calls", "tool_call_id", "metadata", "timestamp", "status"}
+_MESSAGE_FIELDS = {
+    "role",
+    "content",
+    "name",
+    "tool_calls",
+    "tool_call_id",
+    "metadata",
+    "timestamp",
+    "status",
+    "reply_to_seq",
+}
 
 _stores_lock = threading.Lock()
 _stores: weakref.WeakValueDictionary[Path, SQLiteStore] = weakref.WeakValueDictionary()
@@ -127,6 +138,10 @@ class ConversationMemory:
         if recall is not None and embedder is not None:
             raise ConfigError("pass embedder= (recall with default settings) or recall=, not both")
         self.store: Store = store if store is not None else InMemoryStore()
+        # True once the store showed this memory's user as the session's owner: an owner
+        # only changes when the session is deleted, so reads stop checking from then on.
+        self._owner_seen = False
+        self._check_owner()  # before anything is started for a session this user may not open
         self.counter = counter or default_counter()
         self._builder = ContextBuilder(self.config, self.counter)
         self.summarizer: Summarizer = summarizer or ExtractiveSummarizer(self.counter)
@@ -148,6 +163,19 @@ class ConversationMemory:
             fact_extractor=self.fact_extractor,
             recall=recall,
         )
+
+    def _check_owner(self, stats: SessionStats | None = None) -> None:
+        """Refuse (`SessionOwnerError`) to serve a session that another user owns.
+
+        A memory with a ``user_id`` opens, reads and writes only a session that
+        user owns or nobody owns yet; a memory without one is unscoped and
+        reaches any session, as the store itself does.
+        """
+        if self.user_id is None or self._owner_seen:
+            return
+        stats = stats or self.store.stats(self.session_id)
+        check_owner(self.session_id, stats.user_id, self.user_id)
+        self._owner_seen = stats.user_id == self.user_id
 
     @classmethod
     def open(
@@ -208,7 +236,40 @@ class ConversationMemory:
         prepared = [self._prepare(m) for m in messages]
         if not prepared:
             return []
-        return self.store.append(self.session_id, prepared, user_id=self.user_id)
+        self._check_replies(prepared)
+        self._check_tool_results(prepared)
+        stored = self.store.append(self.session_id, prepared, user_id=self.user_id)
+        # The store refuses another user's session, so this user owns it now.
+        self._owner_seen = self.user_id is not None
+        return stored
+
+    def _check_tool_results(self, messages: Sequence[Message]) -> None:
+        """Refuse a tool result that answers no call waiting for one: none earlier in
+        `messages`, nor one of the newest turns' calls still unanswered in the log."""
+        if not check_tool_results(messages, set()):
+            return
+        waiting = unanswered_calls(m for turn in self.recent_turns(2) for m in turn.messages)
+        orphans = check_tool_results(messages, waiting)
+        if orphans:
+            call_id = messages[orphans[0]].tool_call_id
+            raise InvalidMessageError(
+                f"message {orphans[0]} is a tool result for call {call_id!r:.60}, but no tool call with "
+                f"that id is waiting for a result in session {self.session_id!r:.80} (never made, or "
+                "answered already); add the assistant message with the call first (nothing was stored)"
+            )
+
+    def _check_replies(self, messages: Sequence[Message]) -> None:
+        """Refuse an answer whose ``reply_to_seq`` names no stored question of this session."""
+        wanted = sorted({m.reply_to_seq for m in messages if m.reply_to_seq is not None})
+        if not wanted:
+            return
+        questions = {m.seq for m in self.store.get(self.session_id, wanted) if m.role is Role.USER}
+        missing = [seq for seq in wanted if seq not in questions]
+        if missing:
+            raise InvalidMessageError(
+                f"reply_to_seq={missing[0]} names no user message of session {self.session_id!r:.80}; "
+                "pass the seq of the stored question the answer belongs to (nothing was stored)"
+            )
 
     def add(
         self,
@@ -221,8 +282,12 @@ class ConversationMemory:
         metadata: Mapping[str, Any] | None = None,
         timestamp: float | datetime | None = None,
         status: TurnStatus | str = TurnStatus.COMPLETED,
+        reply_to_seq: int | None = None,
     ) -> Message:
-        """Append one message; returns it as stored. See `Message.create` for the rules."""
+        """Append one message; returns it as stored. See `Message.create` for the rules.
+
+        ``reply_to_seq`` pairs an answer with the question stored earlier under that
+        seq, when other turns may have been stored in between (see `Message`)."""
         message = Message.create(
             role,
             content,
@@ -232,6 +297,7 @@ class ConversationMemory:
             metadata=metadata,
             timestamp=timestamp,
             status=status,
+            reply_to_seq=reply_to_seq,
         )
         return self.add_messages([message])[0]
 
@@ -256,12 +322,15 @@ class ConversationMemory:
 
     def set_status(self, seq: int, status: TurnStatus | str) -> Message:
         """Change the status of a stored message (e.g. a RUNNING question that failed)."""
+        self._check_owner()
         return self.store.set_status(self.session_id, seq, TurnStatus.parse(status))
 
     def clear(self) -> None:
         """Delete this session: its log and everything derived from it."""
         self._derived.flush()
+        self._check_owner()
         self.store.clear(self.session_id)
+        self._owner_seen = False
         if self.recall is not None:
             self.recall.forget(self.session_id)
 
@@ -269,6 +338,7 @@ class ConversationMemory:
 
     def messages(self) -> list[Message]:
         """Every stored message of the session, oldest first (the raw log)."""
+        self._check_owner()
         return self.store.messages(self.session_id)
 
     def turns(self) -> list[Turn]:
@@ -284,6 +354,7 @@ class ConversationMemory:
         """
         if max_turns is None and max_tokens is None:
             max_tokens = 4 * self.config.budget
+        self._check_owner()
         return recent_turns(self.store, self.session_id, max_turns, max_tokens=max_tokens)
 
     def tail(self, n: int) -> list[Message]:
@@ -291,13 +362,16 @@ class ConversationMemory:
         (``memory.tail(2)``: usually the last question and its answer)."""
         if not isinstance(n, int) or isinstance(n, bool) or n <= 0:
             raise InvalidMessageError(f"n must be a positive int, got {n!r}")
+        self._check_owner()
         return self.store.tail(self.session_id, n)
 
     def stats(self) -> SessionStats:
         """What the store knows about the session without reading its log, in O(1):
         ``message_count``, ``last_seq``, ``total_tokens``, ``user_id``, ``created_at``
         and ``updated_at`` (zero messages for a session never written)."""
-        return self.store.stats(self.session_id)
+        stats = self.store.stats(self.session_id)
+        self._check_owner(stats)
+        return stats
 
     def _language(self, turns: Sequence[Turn], query: str | None) -> str:
         if self.config.language != "auto":
@@ -423,6 +497,7 @@ class ConversationMemory:
 
     def summary(self) -> Summary:
         """The rolling summary and the seq it covers through (empty until turns are evicted)."""
+        self._check_owner()
         return self._derived.summary()
 
     def summarize_now(self) -> bool:
@@ -477,6 +552,7 @@ class ConversationMemory:
         metadata: Mapping[str, Any] | None = None,
         timestamp: float | datetime | None = None,
         status: TurnStatus | str = TurnStatus.COMPLETED,
+        reply_to_seq: int | None = None,
     ) -> Message:
         message = Message.create(
             role,
@@ -487,6 +563,7 @@ class ConversationMemory:
             metadata=metadata,
             timestamp=timestamp,
             status=status,
+            reply_to_seq=reply_to_seq,
         )
         return (await self.aadd_messages([message]))[0]
 

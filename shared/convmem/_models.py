@@ -168,6 +168,16 @@ class Message:
         Message.create("tool", "sunny", tool_call_id="c1")
 
     ``seq`` and ``token_count`` are ``None`` until a store has written the message.
+
+    ``reply_to_seq`` is the seq of the question an answer (or a tool step)
+    belongs to. Leave it None when the answer is written right after its
+    question; set it when the question was stored first and other turns may
+    have been stored in between (two tabs, a double submit), so the answer is
+    paired with its own question and not with the newest one::
+
+        question = memory.add("user", "Q1", status="running")
+        ...
+        memory.add("assistant", "A1", reply_to_seq=question.seq)
     """
 
     role: Role
@@ -180,6 +190,7 @@ class Message:
     status: TurnStatus = TurnStatus.COMPLETED
     seq: int | None = None
     token_count: int | None = None
+    reply_to_seq: int | None = None
 
     @classmethod
     def create(
@@ -193,6 +204,7 @@ class Message:
         metadata: Mapping[str, Any] | None = None,
         timestamp: float | int | datetime | None = None,
         status: TurnStatus | str = TurnStatus.COMPLETED,
+        reply_to_seq: int | None = None,
     ) -> Message:
         """Validate the fields and return a new, unsaved message.
 
@@ -229,6 +241,7 @@ class Message:
                 metadata=dict(metadata or {}),
                 timestamp=_timestamp(timestamp),
                 status=parsed_status,
+                reply_to_seq=reply_to_seq,
             )
         )
 
@@ -285,6 +298,8 @@ def validate_message(
       "name": str, "args": dict}``; a tool message has a non-empty
       ``tool_call_id``; ``name`` is None or a non-empty str;
     - ``metadata`` is a dict with str keys; ``token_count`` is None or an int >= 0;
+    - ``reply_to_seq`` is None or an int >= 1, and never on a user message (a
+      question starts a turn; it answers none);
     - everything is JSON (no NaN, sets or objects) and valid UTF-8 (no lone surrogates).
 
     The limits (``MemoryConfig.max_message_chars`` and ``max_message_bytes``):
@@ -315,6 +330,17 @@ def validate_message(
         isinstance(token_count, bool) or not isinstance(token_count, int) or token_count < 0
     ):
         raise InvalidMessageError(f"token_count must be None or an int >= 0, got {token_count!r:.80}")
+    reply_to_seq = message.reply_to_seq
+    if reply_to_seq is not None:
+        if isinstance(reply_to_seq, bool) or not isinstance(reply_to_seq, int) or reply_to_seq < 1:
+            raise InvalidMessageError(
+                f"reply_to_seq must be None or the seq (an int >= 1) of a stored question, got {reply_to_seq!r:.80}"
+            )
+        if message.role is Role.USER:
+            raise InvalidMessageError(
+                f"a user message starts a turn and answers none; reply_to_seq={reply_to_seq} belongs on "
+                "the assistant and tool messages that answer that question"
+            )
     if message.name is not None and (not isinstance(message.name, str) or not message.name):
         raise InvalidMessageError(f"name must be a non-empty str or None, got {message.name!r:.80}")
     if message.role is Role.TOOL:
@@ -423,11 +449,12 @@ def _too_large(role: str, size: str, max_bytes: int) -> InvalidMessageError:
 
 @dataclasses.dataclass(frozen=True)
 class Turn:
-    """A user question and everything that followed it until the next question.
+    """A user question and everything that answered it.
 
     ``messages`` holds the question first (when there is one), then assistant
-    and tool messages. A turn's status is the status of its last assistant
-    message, or of the question when nothing answered it yet.
+    and tool messages, oldest first (see `group_turns` for which messages
+    belong to which question). A turn's status is the status of its last
+    assistant message, or of the question when nothing answered it yet.
     """
 
     messages: tuple[Message, ...]
@@ -468,15 +495,46 @@ class Turn:
 def group_turns(messages: Sequence[Message]) -> list[Turn]:
     """Split a log (oldest first) into turns; a turn starts at each user message.
 
-    Messages before the first user message form a leading turn of their own.
+    An assistant or tool message joins the turn of the question its
+    ``reply_to_seq`` names, a tool result the turn of the call it answers, and
+    any other message the turn of the newest question before it. So when two
+    turns interleave (Q1, Q2, A2, A1), A1 still pairs with Q1. Messages before
+    the first user message form a leading turn of their own, as does a
+    message answering a question that is not in `messages` (its turn has no
+    question). Turns are in the order their first message was written.
     """
-    turns: list[Turn] = []
-    current: list[Message] = []
+    turns: list[list[Message]] = []
+    questions: dict[int, list[Message]] = {}
+    calls: dict[str, list[Message]] = {}
+    current: list[Message] | None = None
     for message in messages:
-        if message.role is Role.USER and current:
-            turns.append(Turn(tuple(current)))
-            current = []
-        current.append(message)
-    if current:
-        turns.append(Turn(tuple(current)))
-    return turns
+        if message.role is Role.USER:
+            current = [message]
+            turns.append(current)
+            if message.seq is not None:
+                questions[message.seq] = current
+            continue
+        target: list[Message] | None
+        if message.reply_to_seq is not None:
+            target = questions.get(message.reply_to_seq)
+            if target is None:  # its question is older than `messages`
+                target = [message]
+                turns.append(target)
+                _note_calls(calls, message, target)
+                continue
+        elif message.role is Role.TOOL and message.tool_call_id in calls:
+            target = calls[message.tool_call_id]
+        else:
+            target = current
+        if target is None:  # before the first question
+            current = target = []
+            turns.append(target)
+        target.append(message)
+        _note_calls(calls, message, target)
+    return [Turn(tuple(turn)) for turn in turns]
+
+
+def _note_calls(calls: dict[str, list[Message]], message: Message, turn: list[Message]) -> None:
+    for call in message.tool_calls:
+        if isinstance(call.get("id"), str):
+            calls[call["id"]] = turn

@@ -6,7 +6,7 @@ Tables (in their own schema, ``convmem`` by default)::
     schema_version  one row per applied migration (version, description, applied_at)
     sessions        session_id, user_id, created_at, updated_at, last_seq, message_count, total_tokens
     messages        (session_id, seq) -> role, content, name, tool_calls, tool_call_id, metadata,
-                    status, ts, token_count; a foreign key to sessions, ON DELETE CASCADE
+                    status, ts, token_count, reply_to_seq; a foreign key to sessions, ON DELETE CASCADE
     state           (session_id, key) -> value, version, updated_at; likewise
 
 The store creates and migrates its schema itself when it opens: each
@@ -44,7 +44,15 @@ from typing import Any, TypeVar
 from ._codec import message_from_record, message_to_record
 from ._errors import ConfigError, InvalidMessageError, StoreError
 from ._models import Message, TurnStatus
-from ._store import MAX_ID_LENGTH, SessionStats, StateRecord, idle_cutoff, validate_id, validate_messages
+from ._store import (
+    MAX_ID_LENGTH,
+    SessionStats,
+    StateRecord,
+    check_owner,
+    idle_cutoff,
+    validate_id,
+    validate_messages,
+)
 
 _T = TypeVar("_T")
 
@@ -63,6 +71,7 @@ _COLUMNS = (
     "status",
     "ts",
     "token_count",
+    "reply_to_seq",
 )
 _NOW = "extract(epoch FROM clock_timestamp())::float8"
 
@@ -110,6 +119,11 @@ _MIGRATIONS: tuple[tuple[int, str, tuple[str, ...]], ...] = (
                 PRIMARY KEY (session_id, key)
             )""",
         ),
+    ),
+    (
+        2,
+        "messages.reply_to_seq: the question an answer belongs to",
+        ("ALTER TABLE {s}.messages ADD COLUMN reply_to_seq bigint",),
     ),
 )
 SCHEMA_VERSION = _MIGRATIONS[-1][0]
@@ -207,16 +221,18 @@ class _Queries:
                     last_seq = known.last_seq + EXCLUDED.last_seq,
                     message_count = known.message_count + EXCLUDED.message_count,
                     total_tokens = known.total_tokens + EXCLUDED.total_tokens
+                -- Another user's session: no row, so nothing is stored (see check_owner).
+                WHERE known.user_id IS NULL OR EXCLUDED.user_id IS NULL OR known.user_id = EXCLUDED.user_id
                 RETURNING last_seq
             ),
             stored AS (
                 INSERT INTO {s}.messages (session_id, {columns})
                 SELECT %s, session.last_seq - %s + m.position, m.role, m.content, m.name, m.tool_calls,
-                       m.tool_call_id, m.metadata, m.status, m.ts, m.token_count
+                       m.tool_call_id, m.metadata, m.status, m.ts, m.token_count, m.reply_to_seq
                 FROM session, unnest(%s::text[], %s::text[], %s::text[], %s::text[], %s::text[],
-                                     %s::text[], %s::text[], %s::float8[], %s::integer[])
+                                     %s::text[], %s::text[], %s::float8[], %s::integer[], %s::bigint[])
                      WITH ORDINALITY AS m(role, content, name, tool_calls, tool_call_id, metadata,
-                                          status, ts, token_count, position)
+                                          status, ts, token_count, reply_to_seq, position)
                 RETURNING seq
             )
             SELECT last_seq FROM session"""
@@ -288,8 +304,17 @@ class _Queries:
                 *columns,
             ),
         )
+        if not rows:
+            yield from self._refuse_other_user(session_id, user_id)
         first = int(rows[0][0]) - count + 1
         return [dataclasses.replace(m, seq=first + i) for i, m in enumerate(messages)]
+
+    def _refuse_other_user(self, session_id: str, user_id: str | None) -> _Operation[None]:
+        """Raise the `SessionOwnerError` of an append the owner check turned away."""
+        owners = yield _Sql(f"SELECT user_id FROM {self.s}.sessions WHERE session_id = %s", (session_id,))
+        assert user_id is not None  # only a named user is turned away
+        check_owner(session_id, owners[0][0] if owners else None, user_id)
+        raise StoreError(f"append to session {session_id!r:.80} stored nothing; retry it")
 
     def messages(self, session_id: str, after_seq: int, through_seq: int | None) -> _Operation[list[Message]]:
         _check_id(session_id, "session_id")

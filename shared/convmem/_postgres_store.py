@@ -14,12 +14,12 @@ options, the watchdog and failure messages in `_postgres_connection`.
 from __future__ import annotations
 
 import asyncio
-import math
 import time
 from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING, Any, TypeVar
 
+from ._config import _number
 from ._errors import ConfigError
 from ._models import Message, TurnStatus
 from ._postgres_connection import (
@@ -49,20 +49,33 @@ _T = TypeVar("_T")
 _ATTEMPTS = 5
 
 
+# A day: no call should wait longer for PostgreSQL, and psycopg takes milliseconds as an int.
+_MAX_TIMEOUT_SECONDS = 86_400.0
+_MAX_CONNECTIONS = 10_000
+
+
 def _check_timeout(timeout: object) -> float:
-    if (
-        isinstance(timeout, bool)
-        or not isinstance(timeout, (int, float))
-        or not math.isfinite(timeout)
-        or timeout <= 0
-    ):
-        raise ConfigError(f"timeout must be a positive number of seconds, got {timeout!r}")
+    _number(
+        "timeout",
+        timeout,
+        low=0,
+        high=_MAX_TIMEOUT_SECONDS,
+        low_open=True,
+        allowed=f"a number of seconds in (0, {_MAX_TIMEOUT_SECONDS:.0f}]",
+    )
+    assert isinstance(timeout, (int, float))
     return float(timeout)
 
 
 def _check_pool_size(max_connections: object) -> int:
-    if isinstance(max_connections, bool) or not isinstance(max_connections, int) or max_connections < 1:
-        raise ConfigError(f"max_connections must be a positive int, got {max_connections!r}")
+    if (
+        isinstance(max_connections, bool)
+        or not isinstance(max_connections, int)
+        or not 1 <= max_connections <= _MAX_CONNECTIONS
+    ):
+        raise ConfigError(
+            f"max_connections must be an int from 1 to {_MAX_CONNECTIONS}, got {max_connections!r:.60}"
+        )
     return max_connections
 
 

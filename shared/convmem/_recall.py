@@ -41,7 +41,7 @@ from typing import Any
 import numpy as np
 
 from ._embedder import Embedder
-from ._errors import ConfigError
+from ._errors import BudgetError, ConfigError
 from ._intent import choose_recall_share
 from ._models import Message
 from ._recall_config import RecallConfig, RecallFilters
@@ -107,6 +107,8 @@ class Recall:
                 "give Recall an index_dir (FAISS files on this server) or an index_factory "
                 "(a shared vector store), not both"
             )
+        if config is not None and not isinstance(config, RecallConfig):
+            raise ConfigError(f"config must be a RecallConfig, got {type(config).__name__}: {config!r:.60}")
         self.embedder = embedder
         self.config = config or RecallConfig()
         self.index_dir = None if index_dir is None else Path(index_dir)
@@ -343,6 +345,10 @@ class Recall:
         counter: TokenCounter,
         filters: RecallFilters | None,
     ) -> Plan[RecallResult]:
+        if isinstance(max_tokens, bool) or not isinstance(max_tokens, int) or max_tokens < 0:
+            raise BudgetError(
+                f"max_tokens must be an int >= 0 (the tokens recall may fill), got {max_tokens!r:.60}"
+            )
         state = yield from self._ready(session_id, store)
         try:
             vector: np.ndarray | None = yield EmbedQuery(query)

@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import dataclasses
+import math
 from collections.abc import Collection, Mapping
 from datetime import datetime, timezone, tzinfo
 from typing import Any, Literal
 
+from ._config import MAX_INT_OPTION, _number
 from ._errors import ConfigError
 from ._models import Message, Role
 
@@ -84,14 +86,9 @@ class RecallConfig:
             raise ConfigError(f"fusion must be 'weighted' or 'rrf', got {self.fusion!r}")
         if self.language not in ("auto", "zh", "en"):
             raise ConfigError(f"language must be 'auto', 'zh' or 'en', got {self.language!r}")
-        for name in ("neighbour_radius",):
-            value = getattr(self, name)
-            if not isinstance(value, int) or isinstance(value, bool) or value < 0:
-                raise ConfigError(f"{name} must be an int >= 0, got {value!r}")
+        _int_option("neighbour_radius", self.neighbour_radius, low=0)
         for name in ("rrf_k", "candidates", "max_unit_chars", "hnsw_threshold", "persist_every"):
-            value = getattr(self, name)
-            if not isinstance(value, int) or isinstance(value, bool) or value <= 0:
-                raise ConfigError(f"{name} must be a positive int, got {value!r}")
+            _int_option(name, getattr(self, name), low=1)
         for name in (
             "dense_weight",
             "exchange_weight",
@@ -101,19 +98,14 @@ class RecallConfig:
             "past_share",
             "followup_share",
         ):
-            value = getattr(self, name)
-            if not isinstance(value, (int, float)) or isinstance(value, bool) or not 0 <= value <= 1:
-                raise ConfigError(f"{name} must be in [0, 1], got {value!r}")
+            _number(name, getattr(self, name), low=0, high=1, allowed="a number in [0, 1]")
         for name in ("speaker_weight", "episode_weight", "recency_weight"):
-            value = getattr(self, name)
-            if not isinstance(value, (int, float)) or isinstance(value, bool) or value < 0:
-                raise ConfigError(f"{name} must be a number >= 0, got {value!r}")
+            _number(name, getattr(self, name), low=0, high=math.inf, allowed="a finite number >= 0")
         for name in ("episode_gap_seconds", "recency_half_life_days"):
-            value = getattr(self, name)
-            if not isinstance(value, (int, float)) or isinstance(value, bool) or value <= 0:
-                raise ConfigError(f"{name} must be a positive number, got {value!r}")
-        if not -1 <= self.min_score <= 1:
-            raise ConfigError(f"min_score is a cosine similarity in [-1, 1], got {self.min_score!r}")
+            _number(
+                name, getattr(self, name), low=0, high=math.inf, low_open=True, allowed="a finite number > 0"
+            )
+        _number("min_score", self.min_score, low=-1, high=1, allowed="a cosine similarity in [-1, 1]")
         roles = tuple(Role.parse(r).value for r in self.indexed_roles)
         if not roles:
             raise ConfigError("indexed_roles must name at least one role, e.g. ('user', 'assistant')")
@@ -153,6 +145,11 @@ class RecallFilters:
                 if key not in message.metadata or message.metadata[key] != value:
                     return False
         return True
+
+
+def _int_option(name: str, value: object, *, low: int) -> None:
+    if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= MAX_INT_OPTION:
+        raise ConfigError(f"{name} must be an int from {low} to {MAX_INT_OPTION}, got {value!r:.60}")
 
 
 def _epoch(value: float | datetime) -> float:

@@ -8,7 +8,7 @@ for the summary). Both read the log the same way, so they agree on the window.
 from __future__ import annotations
 
 from ._errors import InvalidMessageError
-from ._models import Role, Turn, group_turns
+from ._models import Message, Role, Turn, group_turns
 from ._store import Store
 
 __all__ = ["recent_turns", "window_start"]
@@ -23,7 +23,9 @@ def recent_turns(
     """The newest `max_turns` complete turns of a session, oldest first.
 
     Reading stops early once the turns read hold more than `max_tokens`. With
-    ``max_turns=None`` only `max_tokens` bounds the read (and it is required).
+    ``max_turns=None`` only `max_tokens` bounds the read (and it is required). An
+    earlier question whose answer (``reply_to_seq``) was written among these
+    turns comes with them, so interleaved turns are never split.
     """
     if max_turns is None:
         if not isinstance(max_tokens, int) or isinstance(max_tokens, bool) or max_tokens <= 0:
@@ -41,7 +43,11 @@ def recent_turns(
         enough_turns = max_turns is not None and len(users) >= max_turns
         if users and (enough_turns or enough_tokens):
             first = users[0] if max_turns is None else users[-min(max_turns, len(users))]
-            return group_turns(messages[first:])
+            start = _with_answered_questions(messages, first)
+            if start is not None:
+                return group_turns(messages[start:])
+            if reached_start:
+                return group_turns(messages[first:])
         if reached_start:
             break
         chunk *= 2
@@ -50,6 +56,25 @@ def recent_turns(
         messages = older + messages
     turns = group_turns(messages)
     return turns if max_turns is None else turns[-max_turns:]
+
+
+def _with_answered_questions(messages: list[Message], start: int) -> int | None:
+    """Move `start` back to the earliest question that a message from `start` on answers
+    (``reply_to_seq``), so interleaved turns stay whole; None when that question was not read."""
+    first_seq = messages[0].seq or 0
+    earliest = min(
+        (m.reply_to_seq for m in messages[start:] if m.reply_to_seq is not None),
+        default=None,
+    )
+    while earliest is not None and earliest < (messages[start].seq or 0):
+        if earliest < first_seq:
+            return None
+        start = next(i for i, m in enumerate(messages) if (m.seq or 0) >= earliest)
+        earliest = min(
+            (m.reply_to_seq for m in messages[start:] if m.reply_to_seq is not None),
+            default=None,
+        )
+    return start
 
 
 def window_start(

@@ -48,10 +48,11 @@ from typing import Any, TypeVar
 from urllib.parse import quote, unquote_to_bytes
 
 from ._codec import message_from_record, message_to_record
+from ._config import _number
 from ._errors import ConfigError, InvalidMessageError, StoreError
 from ._models import Message, TurnStatus
-from ._redis_scripts import _REGISTER
-from ._store import SessionStats, StateRecord, idle_cutoff, validate_messages
+from ._redis_scripts import _OWNED, _REGISTER
+from ._store import SessionStats, StateRecord, check_owner, idle_cutoff, validate_messages
 
 _T = TypeVar("_T")
 
@@ -130,6 +131,8 @@ def _encode_record(message: Message, session_id: str) -> bytes:
     record = message_to_record(message)
     # The seq is the hash field; keeping it out of the record lets the script assign it.
     del record["seq"]
+    if record["reply_to_seq"] is None:  # most messages; records written before it lack it too
+        del record["reply_to_seq"]
     try:
         return json.dumps(record, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
     except UnicodeEncodeError as exc:
@@ -165,16 +168,21 @@ def _check_prefix(prefix: object) -> str:
     return prefix
 
 
+# A century: beyond it a TTL means "keep"; pass None for that.
+_MAX_TTL_SECONDS = 100 * 365 * 86_400
+
+
 def _ttl_ms(ttl_seconds: float | None) -> int:
     if ttl_seconds is None:
         return 0
-    if (
-        isinstance(ttl_seconds, bool)
-        or not isinstance(ttl_seconds, (int, float))
-        or not math.isfinite(ttl_seconds)
-        or ttl_seconds <= 0
-    ):
-        raise ConfigError(f"ttl_seconds must be a positive number of seconds or None, got {ttl_seconds!r}")
+    _number(
+        "ttl_seconds",
+        ttl_seconds,
+        low=0,
+        high=_MAX_TTL_SECONDS,
+        low_open=True,
+        allowed=f"None or a positive number of seconds up to {_MAX_TTL_SECONDS}",
+    )
     return max(1, round(ttl_seconds * 1000))
 
 
@@ -230,6 +238,10 @@ class _RedisLayout:
                     *records,
                 ),
             )
+            if _text(reply).startswith(_OWNED):
+                assert user_id is not None  # the script refuses only a named user
+                owner = _unescape(_text(reply)[len(_OWNED) :], f"the user_id of {keys[0]}")
+                check_owner(session_id, owner, user_id)
             if _text(reply) != _REGISTER:
                 break
             # The user's set must list the session before the session names its user.

@@ -10,6 +10,8 @@ import hashlib
 
 # The append script's reply when the session must first be added to its user's set.
 _REGISTER = "register"
+# The append script's reply (followed by the owner's escaped id) when another user owns the session.
+_OWNED = "owned:"
 
 # Redis does not roll a script back when a command in it fails: commands that
 # ran before the error stay applied. So every write script first checks all
@@ -46,7 +48,8 @@ end
 
 # KEYS: meta, log, state   ARGV: has_user, user, registered, ttl_ms, tokens, record...
 # Returns the first seq, or 'register' (nothing written) when this append would give the
-# session its user and the client has not yet added the session to the user's set.
+# session its user and the client has not yet added the session to the user's set, or
+# 'owned:<owner>' (nothing written) when another user owns the session.
 _APPEND = (
     _PRELUDE
     + """
@@ -61,6 +64,9 @@ for i = 1, 3 do
     return redis.error_reply('the counters in ' .. meta .. ' are damaged; clear the session')
   end
 end
+if has_user and counters[4] and counters[4] ~= user then return '"""
+    + _OWNED
+    + """' .. counters[4] end
 local claims = has_user and not counters[4]
 if claims and not registered then return '"""
     + _REGISTER

@@ -20,6 +20,7 @@ import asyncio
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, TypeVar
 
+from ._config import _number
 from ._errors import ConfigError, StoreError
 from ._models import Message, TurnStatus
 from ._redis_layout import _Command, _Operation, _RedisLayout, _Request, _Scan, _Script
@@ -85,9 +86,32 @@ def _pool(pool_class: Any, url: str, socket_timeout: float | None, max_connectio
         raise ConfigError(f"cannot use Redis URL {url!r}: {exc}") from None
 
 
+_MAX_CONNECTIONS = 100_000
+# Seconds: a call that waits longer than a day for Redis is not waiting for a reply.
+_MAX_SOCKET_TIMEOUT = 86_400.0
+
+
 def _check_pool_size(max_connections: object) -> None:
-    if isinstance(max_connections, bool) or not isinstance(max_connections, int) or max_connections < 1:
-        raise ConfigError(f"max_connections must be a positive int, got {max_connections!r}")
+    if (
+        isinstance(max_connections, bool)
+        or not isinstance(max_connections, int)
+        or not 1 <= max_connections <= _MAX_CONNECTIONS
+    ):
+        raise ConfigError(
+            f"max_connections must be an int from 1 to {_MAX_CONNECTIONS}, got {max_connections!r:.60}"
+        )
+
+
+def _check_socket_timeout(socket_timeout: object) -> None:
+    if socket_timeout is not None:
+        _number(
+            "socket_timeout",
+            socket_timeout,
+            low=0,
+            high=_MAX_SOCKET_TIMEOUT,
+            low_open=True,
+            allowed=f"None or a number of seconds in (0, {_MAX_SOCKET_TIMEOUT:.0f}]",
+        )
 
 
 def _cluster(cluster_class: Any, url: str, socket_timeout: float | None, retry: Any) -> Any:
@@ -167,6 +191,7 @@ class RedisStore:
         self._layout = _RedisLayout(prefix, ttl_seconds)
         _check_source(url, client)
         _check_pool_size(max_connections)
+        _check_socket_timeout(socket_timeout)
         redis_module = _redis_module()
         self._errors = (redis_module.RedisError, redis_module.exceptions.RedisClusterException, OSError)
         self._no_script = redis_module.exceptions.NoScriptError
@@ -379,6 +404,7 @@ class AsyncRedisStore:
         self._layout = _RedisLayout(prefix, ttl_seconds)
         _check_source(url, client)
         _check_pool_size(max_connections)
+        _check_socket_timeout(socket_timeout)
         redis_module = _redis_module()
         self._owns_client = client is None
         if client is None:

@@ -17,7 +17,7 @@ from collections import OrderedDict
 from collections.abc import Mapping
 from typing import Any, TypeVar
 
-from ._config import MemoryConfig
+from ._config import MAX_INT_OPTION, MemoryConfig
 from ._errors import ConfigError, InvalidSessionIdError
 from ._inmemory_store import InMemoryStore
 from ._memory import ConversationMemory, open_store
@@ -160,9 +160,12 @@ class SessionRegistry:
         if (
             not isinstance(max_cached_sessions, int)
             or isinstance(max_cached_sessions, bool)
-            or max_cached_sessions <= 0
+            or not 0 < max_cached_sessions <= MAX_INT_OPTION
         ):
-            raise ConfigError(f"max_cached_sessions must be a positive int, got {max_cached_sessions!r}")
+            raise ConfigError(
+                f"max_cached_sessions must be a positive int (1 to {MAX_INT_OPTION}), "
+                f"got {max_cached_sessions!r:.60}"
+            )
         _check_memory_options(memory_options)
         self.config = _check_config(config)
         self.store = store_from_options(path, store)

@@ -32,13 +32,14 @@ from typing import Any
 from ._codec import message_from_record, message_to_record
 from ._errors import ConfigError, InvalidMessageError, StoreError
 from ._models import Message, TurnStatus
-from ._store import SessionStats, StateRecord, idle_cutoff, validate_messages
+from ._store import SessionStats, StateRecord, check_owner, idle_cutoff, validate_messages
 
 __all__ = ["SQLiteStore"]
 
 logger = logging.getLogger("convmem")
 
-_SCHEMA_VERSION = 1
+# 2: messages.reply_to_seq (added to a version 1 file when it is opened).
+_SCHEMA_VERSION = 2
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS sessions (
     session_id   TEXT PRIMARY KEY,
@@ -63,6 +64,7 @@ CREATE TABLE IF NOT EXISTS messages (
     status       TEXT NOT NULL,
     ts           REAL NOT NULL,
     token_count  INTEGER,
+    reply_to_seq INTEGER,
     PRIMARY KEY (session_id, seq)
 ) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS state (
@@ -74,7 +76,12 @@ CREATE TABLE IF NOT EXISTS state (
     PRIMARY KEY (session_id, key)
 ) WITHOUT ROWID;
 """
-_COLUMNS = "seq, role, content, name, tool_calls, tool_call_id, metadata, status, ts, token_count"
+_COLUMNS = (
+    "seq, role, content, name, tool_calls, tool_call_id, metadata, status, ts, token_count, reply_to_seq"
+)
+_PLACEHOLDERS = ", ".join("?" * (1 + len(_COLUMNS.split(", "))))
+# Columns later versions added to a table, for files created before them: (table, column, type).
+_ADDED_COLUMNS = (("messages", "reply_to_seq", "INTEGER"),)
 _SYNCHRONOUS = ("OFF", "NORMAL", "FULL", "EXTRA")
 # A checkpoint waits for other processes' writes and reads to finish; a delete has
 # already committed by then, so it should not wait for them as long as a write would.
@@ -168,7 +175,12 @@ class SQLiteStore:
                         f"{self.path} was written by a newer convmem (schema {version} > "
                         f"{_SCHEMA_VERSION}); upgrade convmem to open it"
                     )
-                conn.executescript(_SCHEMA + f"PRAGMA user_version = {_SCHEMA_VERSION};")
+                conn.executescript(_SCHEMA)
+                # One transaction, so two processes opening an old file add each column once.
+                conn.execute("BEGIN IMMEDIATE")
+                self._add_columns(conn)
+                conn.execute(f"PRAGMA user_version = {_SCHEMA_VERSION}")
+                conn.execute("COMMIT")
         except sqlite3.DatabaseError as exc:
             self.close()
             raise StoreError(f"{self.path} is not a usable SQLite database: {exc}") from exc
@@ -323,6 +335,22 @@ class SQLiteStore:
             (session_id, now, now),
         )
 
+    @staticmethod
+    def _add_columns(conn: sqlite3.Connection) -> None:
+        """Bring a file written by an older convmem up to date; adding a nullable column
+        leaves every stored row as it was, and older rows read it as NULL."""
+        for table, column, kind in _ADDED_COLUMNS:
+            present = {row[1] for row in conn.execute(f"PRAGMA table_info({table})")}
+            if column not in present:
+                conn.execute(f"ALTER TABLE {table} ADD COLUMN {column} {kind}")
+
+    @staticmethod
+    def _check_owner(conn: sqlite3.Connection, session_id: str, user_id: str | None) -> None:
+        if user_id is None:
+            return
+        row = conn.execute("SELECT user_id FROM sessions WHERE session_id = ?", (session_id,)).fetchone()
+        check_owner(session_id, row[0] if row else None, user_id)
+
     def _read(self, sql: str, params: Sequence[Any]) -> list[tuple[Any, ...]]:
         try:
             with self._connection() as conn:
@@ -344,6 +372,7 @@ class SQLiteStore:
         now = time.time()
         try:
             with self._transaction() as conn:
+                self._check_owner(conn, session_id, user_id)
                 conn.execute(
                     "INSERT INTO sessions(session_id, user_id, created_at, updated_at) VALUES (?, ?, ?, ?) "
                     "ON CONFLICT(session_id) DO UPDATE SET "
@@ -355,7 +384,7 @@ class SQLiteStore:
                 ).fetchone()[0]
                 stored = [dataclasses.replace(m, seq=last_seq + i + 1) for i, m in enumerate(messages)]
                 conn.executemany(
-                    f"INSERT INTO messages(session_id, {_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                    f"INSERT INTO messages(session_id, {_COLUMNS}) VALUES ({_PLACEHOLDERS})",
                     [(session_id, *message_to_record(m).values()) for m in stored],
                 )
                 conn.execute(

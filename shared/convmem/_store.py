@@ -20,14 +20,16 @@ import unicodedata
 from collections.abc import Sequence
 from typing import Protocol, runtime_checkable
 
-from ._errors import ConfigError, InvalidMessageError, InvalidSessionIdError
+from ._errors import ConfigError, InvalidMessageError, InvalidSessionIdError, SessionOwnerError
 from ._models import Message, TurnStatus, validate_message
+from ._tool_sequence import check_tool_calls
 
 __all__ = [
     "MAX_ID_LENGTH",
     "SessionStats",
     "StateRecord",
     "Store",
+    "check_owner",
     "idle_cutoff",
     "validate_id",
     "validate_messages",
@@ -62,13 +64,27 @@ def validate_id(value: object, what: str = "session_id") -> str:
     return value
 
 
+def check_owner(session_id: str, owner_user_id: str | None, user_id: str | None) -> None:
+    """Refuse `user_id` on a session that `owner_user_id` owns (`SessionOwnerError`).
+
+    A session belongs to the first user that appends to it. No user (``None``)
+    on either side is no claim: a session nobody owns is open to every caller,
+    and a caller that names no user (maintenance code, the CLI, a memory built
+    without ``user_id``) reaches any session, as it could through the store.
+    """
+    if owner_user_id is not None and user_id is not None and owner_user_id != user_id:
+        raise SessionOwnerError(session_id, user_id, owner_user_id)
+
+
 def validate_messages(messages: object) -> list[Message]:
     """The messages of one `Store.append` call, each checked by `validate_message`.
 
     Every store calls this first in ``append``, before it writes anything, so a
     malformed message (built without `Message.create`) raises
     `InvalidMessageError` and leaves the log as it was, instead of being stored
-    and breaking every later read of its session.
+    and breaking every later read of its session. So does a tool call chat APIs
+    could never pair with its result (no id, or an id two calls of one message
+    share; see `check_tool_calls`).
     """
     if isinstance(messages, (Message, str, bytes)) or not isinstance(messages, Sequence):
         raise InvalidMessageError(
@@ -80,6 +96,7 @@ def validate_messages(messages: object) -> list[Message]:
             checked.append(validate_message(message))
         except InvalidMessageError as exc:
             raise InvalidMessageError(f"message {index} of the append: {exc}; nothing was stored") from None
+    check_tool_calls(checked)
     return checked
 
 
@@ -127,7 +144,11 @@ class Store(Protocol):
     def append(
         self, session_id: str, messages: Sequence[Message], *, user_id: str | None = None
     ) -> list[Message]:
-        """Append `messages` atomically; return them with ``seq`` assigned (last seq + 1, ...)."""
+        """Append `messages` atomically; return them with ``seq`` assigned (last seq + 1, ...).
+
+        The first append with a `user_id` makes that user the session's owner;
+        an append naming another user raises `SessionOwnerError` (see
+        `check_owner`) and stores nothing."""
         ...
 
     def messages(

@@ -4,7 +4,9 @@ Turns are kept whole, newest first, so the window is a contiguous tail of the
 log that starts on a user (or system) message. Only the newest turn may be
 shortened, when it alone is larger than the window: its question is kept with
 as many of its newest units as fit, where a unit is a single message or an
-assistant tool-call message together with its tool results.
+assistant tool-call message together with its tool results. A tool call whose
+result never came (the process stopped first) is taken out of the window, and
+the window says so (`repair_tool_exchanges`).
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ from collections.abc import Sequence
 
 from ._models import Message, Role, Turn
 from ._salience import is_low_information
+from ._tool_sequence import repair_tool_exchanges
 
 __all__ = ["Dropped", "WindowSelection", "select_window", "split_units"]
 
@@ -97,7 +100,12 @@ def select_window(
                 Dropped("window", _describe(turn.messages), turn.token_count, "starts without a user message")
             )
     if len(eligible) > keep_recent_turns:
-        for turn in eligible[:-keep_recent_turns]:
+        # An older turn answered among the kept ones (interleaved, see `group_turns`) is kept
+        # with them, as `recent_turns` reads it: else it would be neither windowed nor summarized.
+        cut = len(eligible) - keep_recent_turns
+        while cut > 0 and eligible[cut - 1].last_seq > eligible[cut].first_seq:
+            cut -= 1
+        for turn in eligible[:cut]:
             dropped.append(
                 Dropped(
                     "window",
@@ -106,7 +114,7 @@ def select_window(
                     f"older than keep_recent_turns={keep_recent_turns}",
                 )
             )
-        eligible = eligible[-keep_recent_turns:]
+        eligible = eligible[cut:]
     if not eligible or max_tokens <= 0:
         for turn in eligible:
             dropped.append(
@@ -154,7 +162,11 @@ def select_window(
             Dropped("window", _describe(older.messages), older.token_count, "over the window's token share")
         )
     chosen.reverse()
-    messages = tuple(m for t in chosen for m in t.messages)
+    messages, repairs = repair_tool_exchanges([m for t in chosen for m in t.messages])
+    for repair in repairs:
+        dropped.append(Dropped("window", _describe(repair.messages), repair.tokens, repair.reason))
+    if repairs:
+        used = sum(m.token_count or 0 for m in messages)
     return WindowSelection(messages, used, len(chosen), tuple(dropped))
 
 
