@@ -67,6 +67,8 @@ def test_a_get_session_history_taking_user_id_gets_it() -> None:
     assert [m.text for m in sessions.memory("s", "ana").messages()] == ["hi", "ok"]
 
 
+# Users still pass LangChain's deprecated in-memory history; the refusal must name ours.
+@pytest.mark.filterwarnings("ignore:The class `InMemoryChatMessageHistory` was deprecated")
 def test_a_get_session_history_of_another_kind_is_refused_clearly() -> None:
     chain = with_convmem(echo_model(), lambda session_id: InMemoryChatMessageHistory())
     with pytest.raises(ConfigError, match="must return a ConvMemChatMessageHistory"):
