@@ -99,7 +99,22 @@ def test_the_schema_records_its_version_and_reopening_changes_nothing(postgres_u
     PostgresStore(postgres_url, schema=schema).close()
     with psycopg.connect(postgres_url) as conn:
         rows = conn.execute(f'SELECT version, description FROM "{schema}".schema_version').fetchall()
-    assert rows == [(1, "sessions, messages and state")]
+    assert rows == [(1, "sessions, messages and state"), (2, "a generation per session log")]
+
+
+def test_a_schema_of_version_1_is_migrated_and_its_sessions_get_distinct_generations(
+    postgres_url: str, schema: str
+) -> None:
+    with PostgresStore(postgres_url, schema=schema) as store:
+        store.append("a", [user("a")])
+        store.append("b", [user("b")])
+    with psycopg.connect(postgres_url, autocommit=True) as conn:  # as convmem before migration 2 left it
+        conn.execute(f'ALTER TABLE "{schema}".sessions DROP COLUMN generation')
+        conn.execute(f'DELETE FROM "{schema}".schema_version WHERE version = 2')
+    with PostgresStore(postgres_url, schema=schema) as store:
+        generations = {store.stats(s).generation for s in ("a", "b")}
+        assert None not in generations and len(generations) == 2
+        assert [m.text for m in store.messages("a")] == ["a"]
 
 
 def test_a_schema_dropped_under_a_running_store_gives_a_store_error(postgres_url: str, schema: str) -> None:

@@ -123,9 +123,10 @@ if ARGV[1] == 'tail' then
   local found = {}
   local seq, scanned = hi, 0
   while #found < limit and seq >= 1 do
-    if scanned > size then return whole_log(1, hi, limit) end
+    local step = math.min(limit - #found, 1000)
+    if scanned + step > size then return whole_log(1, hi, limit) end
     local fields = {}
-    local stop = math.max(1, seq - math.min(limit - #found, 1000) + 1)
+    local stop = math.max(1, seq - step + 1)
     for s = seq, stop, -1 do fields[#fields + 1] = tostring(s) end
     local values = redis.call('HMGET', KEYS[2], unpack(fields))
     for i = 1, #fields do
