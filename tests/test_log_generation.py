@@ -7,12 +7,14 @@ import asyncio
 import gc
 import multiprocessing
 import sqlite3
+from collections.abc import Iterator
 from contextlib import closing
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pytest
+from shared_stores import SERVER_KINDS, Location, location_for
 
 from convmem import (
     ConfigError,
@@ -158,6 +160,48 @@ def test_a_session_cleared_and_reused_in_this_process_through_another_store_obje
     other.clear("s")
     other.append("s", [Message.create(role, text) for role, text in NEW_CONVERSATION])
     assert "4111" not in context_text(first, CARD_QUERY)
+
+
+@pytest.fixture(params=["memory", "sqlite", *SERVER_KINDS])
+def two_handles(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[tuple[Store, Store]]:
+    """Two store objects on the same data (one object for the in-memory store)."""
+    if request.param == "memory":
+        store = InMemoryStore()
+        yield store, store
+        return
+    if request.param == "sqlite":
+        location = Location("sqlite", str(tmp_path / "m.db"), "")
+    else:
+        location = location_for(request.param, request)
+    first, second = location.open(), location.open()
+    yield first, second
+    first.close()
+    second.close()
+    if request.param != "sqlite":
+        location.cleanup()
+
+
+def test_on_every_store_a_session_cleared_and_started_again_elsewhere_is_not_recalled(
+    two_handles: tuple[Store, Store],
+) -> None:
+    server, other = two_handles
+    memory = ConversationMemory("support-7", server, QUIET, recall=Recall(HashingEmbedder(64)))
+    tell_card_then_chat(memory)
+    assert "4111" in context_text(memory, CARD_QUERY)
+    other.clear("support-7")
+    other.append("support-7", [Message.create(role, text) for role, text in NEW_CONVERSATION])
+    assert "4111" not in context_text(memory, CARD_QUERY)
+
+
+def test_on_every_store_a_message_deleted_elsewhere_is_not_recalled(two_handles: tuple[Store, Store]) -> None:
+    server, other = two_handles
+    memory = ConversationMemory("support-7", server, QUIET, recall=Recall(HashingEmbedder(64)))
+    tell_card_then_chat(memory)
+    assert "4111" in context_text(memory, CARD_QUERY)
+    [seq] = [m.seq for m in other.messages("support-7") if "4111" in m.text]
+    assert seq is not None
+    other.delete_messages("support-7", [seq])
+    assert "4111" not in context_text(memory, CARD_QUERY)
 
 
 # -- stores kept apart -------------------------------------------------------------------------

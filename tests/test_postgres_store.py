@@ -180,3 +180,17 @@ async def test_async_store_raises_store_error_when_unreachable() -> None:
     with pytest.raises(StoreError, match=r"no connection within 1 s"):
         await store.append("s", [user("hi")])
     await store.close()
+
+
+async def test_async_store_deletes_and_replaces_messages_and_renews_the_generation(
+    postgres_url: str, schema: str
+) -> None:
+    async with AsyncPostgresStore(postgres_url, schema=schema) as store:
+        await store.append("s", [user("a"), user("b"), user("c")])
+        first = (await store.stats("s")).generation
+        assert [m.text for m in await store.delete_messages("s", [2])] == ["b"]
+        second = (await store.stats("s")).generation
+        replaced = await store.replace_message("s", 3, user("C"))
+        assert replaced.seq == 3
+        assert [m.text for m in await store.messages("s")] == ["a", "C"]
+        assert len({first, second, (await store.stats("s")).generation}) == 3

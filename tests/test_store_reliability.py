@@ -45,6 +45,7 @@ from convmem import (
     TurnStatus,
 )
 from convmem._models import MAX_CONTENT_DEPTH
+from convmem._postgres_schema import SCHEMA_VERSION
 from convmem._store import validate_id
 
 PROCESSES = 8
@@ -777,7 +778,7 @@ def test_many_processes_opening_a_new_schema_at_once_create_it_once(
         assert sorted(seqs) == list(range(1, PROCESSES + 1))
         with psycopg.connect(postgres_url) as conn:
             rows = conn.execute(f'SELECT version FROM "{schema}".schema_version').fetchall()
-        assert rows == [(1,)]
+        assert rows == [(version,) for version in range(1, SCHEMA_VERSION + 1)]
     finally:
         drop_schema(postgres_url, schema)
 

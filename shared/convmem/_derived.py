@@ -469,8 +469,13 @@ class DerivedState:
             if record is None or not seqs or min(seqs) > summary.covers_through_seq:
                 return
             # An empty summary covering nothing: rebuilt from the log, which no longer holds the text.
+            # requires_seq=0: a session deleted meanwhile gets no state record back.
             if self.store.put_state(
-                self.session_id, SUMMARY_KEY, Summary().to_json(), expected_version=record.version
+                self.session_id,
+                SUMMARY_KEY,
+                Summary().to_json(),
+                expected_version=record.version,
+                requires_seq=0,
             ):
                 return
         raise self._too_many_writers("summary")
@@ -495,6 +500,7 @@ class DerivedState:
             FACTS_KEY,
             _FactsState(plan.book, plan.covers_through_seq).to_json(),
             expected_version=plan.version,
+            requires_seq=0,
         )
         return written is not None
 
