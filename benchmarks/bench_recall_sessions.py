@@ -47,7 +47,7 @@ def _rss_mb() -> float:
 
 def _mirrors() -> int:
     gc.collect()
-    return sum(isinstance(o, SessionMirror) for o in gc.get_objects())
+    return sum(type(o) is SessionMirror for o in gc.get_objects())
 
 
 def _run(sessions: int, messages: int, dimension: int, max_sessions: int, report: list[str]) -> None:

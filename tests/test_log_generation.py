@@ -254,7 +254,7 @@ def test_add_without_a_store_for_a_session_of_two_stores_asks_for_the_store() ->
 
 def live_mirrors() -> int:
     gc.collect()
-    return sum(isinstance(o, SessionMirror) for o in gc.get_objects())
+    return sum(type(o) is SessionMirror for o in gc.get_objects())
 
 
 def test_a_shared_recall_keeps_at_most_max_sessions_mirrors() -> None:
