@@ -14,9 +14,13 @@ model into a graph node that does both::
     graph.invoke({"messages": [("user", "Hi, I'm Ana.")]}, {"configurable": {"thread_id": "ana-1"}})
 
 What is new is decided by position: the messages after the last AI message
-in state (the previous reply) are stored, as RUNNING; the reply completes the
+in state (the previous reply) are stored, as RUNNING (unless the log holds
+them already); the reply completes the
 turn (or keeps it RUNNING while it asks for tools). A turn left RUNNING when the
 next user message arrives is CANCELLED; a model call that raises marks it FAILED.
+A message removed from the state (``RemoveMessage(id=...)`` from a node or
+``graph.update_state``, or ``REMOVE_ALL_MESSAGES``) is deleted from the memory
+at the next model call, so the context never brings it back.
 
 Needs ``langgraph`` only for the graph itself; this module imports nothing from it.
 """
@@ -34,6 +38,7 @@ from convmem import ConversationMemory, InvalidSessionIdError, MemoryConfig, Sto
 
 from ._convert import context_to_langchain, latest_human_text
 from ._history import ConvMemSessions, check_budget, check_options
+from ._removals import forget_removed_from_graph
 from ._turns import record_new_messages, settle_last_turn
 
 __all__ = ["ConvMemNode"]
@@ -92,7 +97,9 @@ class ConvMemNode:
         """Store the state's new messages and return what the model should see now."""
         memory = self.memory(config)
         messages: Sequence[BaseMessage] = state["messages"]
-        record_new_messages(memory, self._new_messages(messages), final=False)
+        # RemoveMessage (or REMOVE_ALL_MESSAGES) took messages out of the state: out of the log too.
+        new = forget_removed_from_graph(memory, messages, self._new_messages(messages))
+        record_new_messages(memory, new, final=False)
         context = memory.build_context(latest_human_text(messages), self.budget, include_query=False)
         return context_to_langchain(context)
 

@@ -40,6 +40,7 @@ from ._convert import (
     state_messages,
 )
 from ._history import ConvMemSessions, check_budget, check_options
+from ._removals import delete_by_ids
 from ._turns import record_new_messages, settle_last_turn
 
 __all__ = ["ConvMemMiddleware"]
@@ -71,12 +72,15 @@ else:
     _IMPORT_ERROR = None
 
 _STORED_KEY = "convmem_stored"
+_IDS_KEY = "convmem_ids"
 
 
 class ConvMemAgentState(AgentState):
-    """The agent state plus how many leading messages are already in the log."""
+    """The agent state plus how many leading messages are already in the log, and their ids
+    (to tell which of them a ``RemoveMessage`` took out)."""
 
     convmem_stored: NotRequired[Annotated[int, PrivateStateAttr]]
+    convmem_ids: NotRequired[Annotated[list[str], PrivateStateAttr]]
 
 
 class ConvMemMiddleware(AgentMiddleware):
@@ -96,6 +100,12 @@ class ConvMemMiddleware(AgentMiddleware):
     of the conversation, so invoke the agent with the new message only (with or
     without a checkpointer); the agent's ``messages`` state holds the managed
     context, not the whole conversation.
+
+    A message removed from the agent's state (``RemoveMessage(id=...)`` from a
+    node, a tool or ``agent.update_state``) is deleted from the memory before
+    the next model call, so the context never brings it back;
+    ``RemoveMessage(id=REMOVE_ALL_MESSAGES)`` deletes the whole conversation.
+    Ids in the state are ``convmem-seq-<seq>`` for messages of the context.
 
     Turn status: the new user message and the steps that follow it are stored
     as RUNNING; the final answer marks the turn COMPLETED; a model call that
@@ -174,27 +184,46 @@ class ConvMemMiddleware(AgentMiddleware):
     # -- syncing the agent's messages into the log ----------------------------------------
 
     @staticmethod
-    def _unstored(state: Mapping[str, Any]) -> list[BaseMessage]:
+    def _unstored(state: Mapping[str, Any], removed: int) -> list[BaseMessage]:
         """The messages of the agent state that the log does not hold yet.
 
         Decided by position, never by id: the state's first ``convmem_stored``
         messages are in the log (the context this middleware put there, then
-        what it stored since), and everything after them is new. A client may
-        reuse a message id for a new message; that message is new all the same.
+        what it stored since), less the `removed` ones, and everything after
+        them is new. A client may reuse a message id for a new message; that
+        message is new all the same.
         """
         messages: Sequence[BaseMessage] = state["messages"]
-        stored = state.get(_STORED_KEY) or 0
+        stored = max(0, (state.get(_STORED_KEY) or 0) - removed)
         return [m for m in messages[stored:] if m.id not in (CONTEXT_MESSAGE_ID, MEMORY_MESSAGE_ID)]
+
+    @staticmethod
+    def _forget_removed(memory: ConversationMemory, state: Mapping[str, Any]) -> int:
+        """Delete from the log what a ``RemoveMessage`` took out of the stored part of the
+        state; return how many stored messages went. All of them gone (``REMOVE_ALL_MESSAGES``)
+        deletes the whole conversation."""
+        recorded: list[str] = list(state.get(_IDS_KEY) or ())
+        present = {m.id for m in state["messages"]}
+        removed = [message_id for message_id in recorded if message_id not in present]
+        if not removed:
+            return 0
+        if len(removed) == len(recorded):
+            memory.clear()
+        else:
+            delete_by_ids(memory, removed, search_newest=len(recorded))
+        return len(removed)
 
     def _sync(self, memory: ConversationMemory, state: Mapping[str, Any], *, final: bool) -> dict[str, Any]:
         """Store the new messages; returns the state update that records them as stored."""
-        record_new_messages(memory, self._unstored(state), final=final)
-        return {_STORED_KEY: len(state["messages"])}
+        removed = self._forget_removed(memory, state)
+        record_new_messages(memory, self._unstored(state, removed), final=final)
+        messages: Sequence[BaseMessage] = state["messages"]
+        return {_STORED_KEY: len(messages), _IDS_KEY: [str(m.id) for m in messages]}
 
     def _replace(self, memory: ConversationMemory, messages: Sequence[BaseMessage]) -> dict[str, Any]:
         context = memory.build_context(latest_human_text(messages), self.budget, include_query=False)
         managed = state_messages(context)
-        update: dict[str, Any] = {_STORED_KEY: len(managed)}
+        update: dict[str, Any] = {_STORED_KEY: len(managed), _IDS_KEY: [str(m.id) for m in managed]}
         if [(m.id, m.content) for m in managed] != [(m.id, m.content) for m in messages]:
             update["messages"] = [RemoveMessage(id=REMOVE_ALL_MESSAGES), *managed]
         return update

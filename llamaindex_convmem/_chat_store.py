@@ -18,7 +18,7 @@ from llama_index.core.base.llms.types import ChatMessage
 from llama_index.core.bridge.pydantic import PrivateAttr
 from llama_index.core.storage.chat_store import BaseChatStore, SimpleChatStore
 
-from convmem import ConversationMemory, Message, SessionRegistry
+from convmem import ConversationMemory, InvalidMessageError, Message, SessionRegistry
 
 from ._messages import from_chat_message, from_chat_messages, to_chat_messages
 from ._sessions import session_id_for_key
@@ -32,10 +32,11 @@ class ConvMemChatStore(BaseChatStore):
     ``get_messages(key)`` is the raw log of the session ``key`` maps to (see
     `session_id_for_key`); `set_messages`, `add_message` and the deletes change
     that log and everything derived from it (summary, facts, vectors are
-    rebuilt from what is left). Deleting one message rewrites the session's log
-    without it (its other messages keep their status and timestamps, and get
-    new sequence numbers); do not delete while another process appends to the
-    same session. `get_keys` lists the store's sessions (a hashed key shows as
+    rebuilt from what is left). Deleting one message deletes it from the log
+    in one atomic step (the others keep their places; recall and the summary
+    drop its text), safe while other processes append to the session;
+    `set_messages` and inserting at an index rewrite the session's log whole,
+    so do not run those while another process appends. `get_keys` lists the store's sessions (a hashed key shows as
     the key itself once this view has seen it)::
 
         memory = ConvMemChatMemoryBuffer.from_defaults(chat_store_key="user-42")
@@ -96,14 +97,13 @@ class ConvMemChatStore(BaseChatStore):
     def delete_message(self, key: str, idx: int) -> ChatMessage | None:
         """Delete the message at `idx` of the log; it, or None when there is no such message."""
         memory = self.memory(key)
-        messages = memory.messages()
+        messages = memory.tail(-idx) if idx < 0 else memory.messages()
         if not -len(messages) <= idx < len(messages):
             return None
-        removed = messages.pop(idx)
-        _rewrite(memory, messages)
-        return to_chat_messages([removed])[0]
+        return _delete(memory, messages[idx])
 
     def delete_last_message(self, key: str) -> ChatMessage | None:
+        """Delete the newest message of the log (read in O(1)); it, or None for an empty log."""
         return self.delete_message(key, -1)
 
     def get_keys(self) -> list[str]:
@@ -158,6 +158,16 @@ def simple_chat_store_dict(store: dict[str, list[ChatMessage]]) -> dict[str, Any
         "store": {key: [m.model_dump(mode="json") for m in messages] for key, messages in store.items()},
         "class_name": SimpleChatStore.class_name(),
     }
+
+
+def _delete(memory: ConversationMemory, message: Message) -> ChatMessage | None:
+    """Delete one logged message by its seq; None when another writer deleted it first."""
+    assert message.seq is not None
+    try:
+        [deleted] = memory.delete_messages([message.seq])
+    except InvalidMessageError:
+        return None
+    return to_chat_messages([deleted])[0]
 
 
 def _rewrite(memory: ConversationMemory, messages: Sequence[Message]) -> None:

@@ -103,6 +103,7 @@ def test_the_schema_records_its_version_and_reopening_changes_nothing(postgres_u
     assert rows == [
         (1, "sessions, messages and state"),
         (2, "messages.reply_to_seq: the question an answer belongs to"),
+        (3, "a generation per session log"),
     ]
 
 
@@ -131,6 +132,21 @@ def test_a_version_1_schema_gains_reply_to_seq_and_keeps_its_messages(postgres_u
         assert (old.text, old.reply_to_seq) == ("old question", None)
         (answer,) = store.append("s", [Message.create("assistant", "A", reply_to_seq=1)])
         assert store.get("s", [answer.seq or 0])[0].reply_to_seq == 1
+
+
+def test_a_schema_of_version_2_is_migrated_and_its_sessions_get_distinct_generations(
+    postgres_url: str, schema: str
+) -> None:
+    with PostgresStore(postgres_url, schema=schema) as store:
+        store.append("a", [user("a")])
+        store.append("b", [user("b")])
+    with psycopg.connect(postgres_url, autocommit=True) as conn:  # as convmem before migration 3 left it
+        conn.execute(f'ALTER TABLE "{schema}".sessions DROP COLUMN generation')
+        conn.execute(f'DELETE FROM "{schema}".schema_version WHERE version = 3')
+    with PostgresStore(postgres_url, schema=schema) as store:
+        generations = {store.stats(s).generation for s in ("a", "b")}
+        assert None not in generations and len(generations) == 2
+        assert [m.text for m in store.messages("a")] == ["a"]
 
 
 def test_a_schema_dropped_under_a_running_store_gives_a_store_error(postgres_url: str, schema: str) -> None:
@@ -204,3 +220,17 @@ async def test_async_store_raises_store_error_when_unreachable() -> None:
     with pytest.raises(StoreError, match=r"no connection within 1 s"):
         await store.append("s", [user("hi")])
     await store.close()
+
+
+async def test_async_store_deletes_and_replaces_messages_and_renews_the_generation(
+    postgres_url: str, schema: str
+) -> None:
+    async with AsyncPostgresStore(postgres_url, schema=schema) as store:
+        await store.append("s", [user("a"), user("b"), user("c")])
+        first = (await store.stats("s")).generation
+        assert [m.text for m in await store.delete_messages("s", [2])] == ["b"]
+        second = (await store.stats("s")).generation
+        replaced = await store.replace_message("s", 3, user("C"))
+        assert replaced.seq == 3
+        assert [m.text for m in await store.messages("s")] == ["a", "C"]
+        assert len({first, second, (await store.stats("s")).generation}) == 3

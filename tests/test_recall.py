@@ -83,7 +83,7 @@ def index_dir(tmp_path: Path) -> Path:
 def dog_session(recall: Recall, store: Store, session_id: str = "s1") -> list[Message]:
     stored = store_messages(store, session_id, [("user", "I adopted a corgi named Duoduo last spring.")])
     stored += store_messages(store, session_id, FILLER)
-    recall.add(session_id, stored)
+    recall.add(session_id, stored, store=store)
     return stored
 
 
@@ -641,7 +641,9 @@ def test_minilm_recall_is_identical_after_the_index_file_is_deleted(
 ) -> None:
     store = SQLiteStore(tmp_path / "m.db")
     first = Recall(minilm, index_dir=tmp_path / "v")
-    first.add("en", store_messages(store, "en", [("user", "My favourite dish is lasagna."), *FILLER]))
+    first.add(
+        "en", store_messages(store, "en", [("user", "My favourite dish is lasagna."), *FILLER]), store=store
+    )
     first.close()
     before = first.search("en", "What food do I like?", store=store, max_tokens=200, counter=COUNTER)
     path = first.index_path("en")

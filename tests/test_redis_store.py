@@ -624,3 +624,16 @@ def test_migrating_untagged_keys_on_a_cluster_is_a_config_error(redis_cluster_ur
         pytest.raises(ConfigError, match="cluster import"),
     ):
         store.migrate_untagged_keys()
+
+
+async def test_async_store_deletes_and_replaces_messages_and_renews_the_generation(
+    async_store: AsyncRedisStore,
+) -> None:
+    await async_store.append("s", [user("a"), user("b"), user("c")])
+    first = (await async_store.stats("s")).generation
+    assert [m.text for m in await async_store.delete_messages("s", [2])] == ["b"]
+    second = (await async_store.stats("s")).generation
+    replaced = await async_store.replace_message("s", 3, user("C"))
+    assert replaced.seq == 3
+    assert [m.text for m in await async_store.messages("s")] == ["a", "C"]
+    assert len({first, second, (await async_store.stats("s")).generation}) == 3

@@ -85,6 +85,16 @@ class _FactsState:
 
 
 @dataclasses.dataclass(frozen=True)
+class _FactEdit:
+    """Facts with those of deleted or replaced messages dropped, and replacements to read."""
+
+    book: FactBook
+    covers_through_seq: int
+    version: int
+    replaced: tuple[Message, ...]
+
+
+@dataclasses.dataclass(frozen=True)
 class _SummaryJob:
     previous: Summary
     version: int
@@ -412,6 +422,93 @@ class DerivedState:
         raise StoreError(
             f"could not update the facts of session {self.session_id!r}: too many concurrent writers"
         )
+
+    # -- deleted and rewritten messages -------------------------------------------
+
+    def after_edit(self, seqs: Sequence[int], replaced: Sequence[Message] = ()) -> None:
+        """Stop serving text of messages that were deleted or replaced (`seqs`), then catch up.
+
+        The summary is reset when it covered one of them (it is rebuilt from the log as
+        turns are evicted); facts stated by them are dropped, and facts of a replacement
+        that the fact watermark already passed are extracted from it. Recall notices the
+        log's new generation by itself. Each write is a compare-and-set, so a summary or
+        facts job that read the old log loses its commit instead of writing it back.
+        """
+        self._reset_summary(seqs)
+        if self.fact_extractor is not None:
+            for _ in range(5):
+                plan = self._plan_fact_edit(seqs, replaced)
+                if plan is None:
+                    break
+                facts = self.fact_extractor.extract(plan.replaced) if plan.replaced else []
+                if self._commit_fact_edit(plan, facts):
+                    break
+            else:
+                raise self._too_many_writers("facts")
+        self.after_append()
+
+    async def aafter_edit(self, seqs: Sequence[int], replaced: Sequence[Message] = ()) -> None:
+        """Async `after_edit`: the extractor is awaited."""
+        await asyncio.to_thread(self._reset_summary, seqs)
+        if self.fact_extractor is not None:
+            for _ in range(5):
+                plan = await asyncio.to_thread(self._plan_fact_edit, seqs, replaced)
+                if plan is None:
+                    break
+                facts = await self.fact_extractor.aextract(plan.replaced) if plan.replaced else []
+                if await asyncio.to_thread(self._commit_fact_edit, plan, facts):
+                    break
+            else:
+                raise self._too_many_writers("facts")
+        await self.aafter_append()
+
+    def _too_many_writers(self, what: str) -> StoreError:
+        return StoreError(
+            f"could not update the {what} of session {self.session_id!r} after an edit: too many "
+            "concurrent writers; retry the edit"
+        )
+
+    def _reset_summary(self, seqs: Sequence[int]) -> None:
+        for _ in range(5):
+            record = self.store.get_state(self.session_id, SUMMARY_KEY)
+            summary = Summary.from_record(record, self.session_id)
+            if record is None or not seqs or min(seqs) > summary.covers_through_seq:
+                return
+            # An empty summary covering nothing: rebuilt from the log, which no longer holds the text.
+            # requires_seq=0: a session deleted meanwhile gets no state record back.
+            if self.store.put_state(
+                self.session_id,
+                SUMMARY_KEY,
+                Summary().to_json(),
+                expected_version=record.version,
+                requires_seq=0,
+            ):
+                return
+        raise self._too_many_writers("summary")
+
+    def _plan_fact_edit(self, seqs: Sequence[int], replaced: Sequence[Message]) -> _FactEdit | None:
+        record = self.store.get_state(self.session_id, FACTS_KEY)
+        if record is None:
+            return None
+        state = _FactsState.from_record(record, self.session_id)
+        book = FactBook.from_json(state.book.to_json())
+        dropped = book.drop_seqs(seqs)
+        # A replacement the watermark passed is never read again by update_facts: read it here.
+        again = tuple(m for m in replaced if (m.seq or 0) <= state.covers_through_seq)
+        if not dropped and not again:
+            return None
+        return _FactEdit(book, state.covers_through_seq, record.version, again)
+
+    def _commit_fact_edit(self, plan: _FactEdit, facts: list[Fact]) -> bool:
+        plan.book.apply(facts)
+        written = self.store.put_state(
+            self.session_id,
+            FACTS_KEY,
+            _FactsState(plan.book, plan.covers_through_seq).to_json(),
+            expected_version=plan.version,
+            requires_seq=0,
+        )
+        return written is not None
 
     # -- vectors ------------------------------------------------------------------
 

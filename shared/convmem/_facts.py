@@ -421,6 +421,27 @@ class FactBook:
                 self._forgotten[key] = max(max(seqs), self._forgotten.get(key, -1))
             return True
 
+    def drop_seqs(self, seqs: Iterable[int]) -> bool:
+        """Remove every fact stated by the messages `seqs` (deleted or rewritten messages);
+        a key whose current value goes falls back to its previous one. True if any went."""
+        doomed = set(seqs)
+        changed = False
+        with self._lock:
+            for key in list(self._history):
+                history = self._history[key]
+                kept = [fact for fact in history if fact.seq is None or fact.seq not in doomed]
+                if len(kept) == len(history):
+                    continue
+                changed = True
+                if kept:
+                    self._history[key] = kept
+                    self._clock += 1
+                    self._updated[key] = self._clock
+                else:
+                    del self._history[key]
+                    self._updated.pop(key, None)
+        return changed
+
     def __len__(self) -> int:
         with self._lock:
             return sum(1 for history in self._history.values() if _live(history) is not None)

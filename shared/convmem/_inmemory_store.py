@@ -10,7 +10,17 @@ from collections.abc import Sequence
 
 from ._errors import InvalidMessageError
 from ._models import Message, TurnStatus
-from ._store import SessionStats, StateRecord, check_owner, idle_cutoff, validate_messages
+from ._store import (
+    SessionStats,
+    StateRecord,
+    check_owner,
+    check_seq,
+    idle_cutoff,
+    missing_seqs_error,
+    new_generation,
+    validate_messages,
+    validate_seqs,
+)
 
 __all__ = ["InMemoryStore"]
 
@@ -22,6 +32,8 @@ class _Session:
     state: dict[str, StateRecord] = dataclasses.field(default_factory=dict)
     user_id: str | None = None
     total_tokens: int = 0
+    last_seq: int = 0
+    generation: str = dataclasses.field(default_factory=new_generation)
     created_at: float = dataclasses.field(default_factory=time.time)
     updated_at: float = dataclasses.field(default_factory=time.time)
 
@@ -44,8 +56,9 @@ class InMemoryStore:
             session = self._sessions.setdefault(session_id, _Session(user_id=user_id))
             if user_id is not None and session.user_id is None:
                 session.user_id = user_id
-            next_seq = session.seqs[-1] + 1 if session.seqs else 1
+            next_seq = session.last_seq + 1
             stored = [dataclasses.replace(m, seq=next_seq + i) for i, m in enumerate(messages)]
+            session.last_seq += len(stored)
             session.messages.extend(stored)
             session.seqs.extend(m.seq or 0 for m in stored)
             session.total_tokens += sum(m.token_count or 0 for m in stored)
@@ -102,12 +115,59 @@ class InMemoryStore:
             return SessionStats(
                 session_id,
                 message_count=len(session.messages),
-                last_seq=session.seqs[-1] if session.seqs else 0,
+                last_seq=session.last_seq,
                 total_tokens=session.total_tokens,
                 user_id=session.user_id,
                 created_at=session.created_at,
                 updated_at=session.updated_at,
+                generation=session.generation,
             )
+
+    def delete_messages(self, session_id: str, seqs: Sequence[int]) -> list[Message]:
+        wanted = validate_seqs(seqs)
+        with self._lock:
+            session = self._sessions.get(session_id)
+            if not wanted:
+                return []
+            indexes = self._indexes(session_id, session, wanted)
+            assert session is not None
+            deleted = [session.messages[i] for i in indexes]
+            for index in reversed(indexes):
+                del session.messages[index]
+                del session.seqs[index]
+            session.total_tokens -= sum(m.token_count or 0 for m in deleted)
+            session.generation = new_generation()
+            session.updated_at = time.time()
+            return deleted
+
+    def replace_message(self, session_id: str, seq: int, message: Message) -> Message:
+        check_seq(seq)
+        (message,) = validate_messages([message])
+        with self._lock:
+            session = self._sessions.get(session_id)
+            (index,) = self._indexes(session_id, session, [seq])
+            assert session is not None
+            stored = dataclasses.replace(message, seq=seq)
+            old = session.messages[index]
+            session.messages[index] = stored
+            session.total_tokens += (stored.token_count or 0) - (old.token_count or 0)
+            session.generation = new_generation()
+            session.updated_at = time.time()
+            return stored
+
+    @staticmethod
+    def _indexes(session_id: str, session: _Session | None, seqs: list[int]) -> list[int]:
+        """Positions of `seqs` (sorted) in the session's log; every one must be there."""
+        found, missing = [], []
+        for seq in seqs:
+            index = bisect.bisect_left(session.seqs, seq) if session else -1
+            if session is None or index >= len(session.seqs) or session.seqs[index] != seq:
+                missing.append(seq)
+            else:
+                found.append(index)
+        if missing:
+            raise missing_seqs_error(session_id, missing)
+        return found
 
     def get_state(self, session_id: str, key: str) -> StateRecord | None:
         with self._lock:
@@ -126,7 +186,7 @@ class InMemoryStore:
         with self._lock:
             if requires_seq is not None:
                 existing = self._sessions.get(session_id)
-                if existing is None or (existing.seqs[-1] if existing.seqs else 0) < requires_seq:
+                if existing is None or existing.last_seq < requires_seq:
                     return None
             session = self._sessions.setdefault(session_id, _Session())
             current = session.state.get(key)

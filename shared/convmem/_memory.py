@@ -24,7 +24,7 @@ from ._models import Message, Role, Turn, TurnStatus, group_turns, validate_mess
 from ._recall import Recall, RecalledItem, choose_recall_share
 from ._recent import recent_turns
 from ._sqlite_store import SQLiteStore
-from ._store import SessionStats, Store, check_owner, validate_id
+from ._store import SessionStats, Store, check_owner, check_seq, validate_id, validate_seqs
 from ._summarizer import ExtractiveSummarizer, Summarizer
 from ._tokens import REPLY_PRIMING_TOKENS, TokenCounter, default_counter
 from ._tool_sequence import check_tool_results, unanswered_calls
@@ -325,6 +325,42 @@ class ConversationMemory:
         self._check_owner()
         return self.store.set_status(self.session_id, seq, TurnStatus.parse(status))
 
+    def delete_messages(self, seqs: Iterable[int]) -> list[Message]:
+        """Delete stored messages of this session by seq, all or none; return them, oldest first.
+
+        Nothing derived keeps serving their text: a summary that covered one of them
+        is reset (rebuilt from the log), facts they stated are dropped, and recall
+        (in this process or any other) drops their vectors when it sees the log's new
+        generation. A seq the log does not hold raises `InvalidMessageError` and
+        deletes nothing. Seqs are never reused::
+
+            [question] = memory.delete_messages([12])
+        """
+        wanted = validate_seqs(list(seqs) if not isinstance(seqs, (str, bytes)) else seqs)
+        self._check_owner()
+        self._derived.flush()
+        deleted = self.store.delete_messages(self.session_id, wanted)
+        if deleted:
+            self._derived.after_edit(wanted)
+        return deleted
+
+    def replace_message(self, seq: int, message: Message | Mapping[str, Any]) -> Message:
+        """Put `message` in place of the stored message `seq` (e.g. to redact it); return it as stored.
+
+        `message` is a `Message` or a dict, checked and counted as `add_messages` does.
+        What was derived from the old text goes as with `delete_messages`, and facts the
+        new text states are extracted::
+
+            memory.replace_message(3, {"role": "user", "content": "My card is [removed]."})
+        """
+        check_seq(seq)
+        prepared = self._prepare(message)
+        self._check_owner()
+        self._derived.flush()
+        stored = self.store.replace_message(self.session_id, seq, prepared)
+        self._derived.after_edit([seq], [stored])
+        return stored
+
     def clear(self) -> None:
         """Delete this session: its log and everything derived from it."""
         self._derived.flush()
@@ -621,6 +657,24 @@ class ConversationMemory:
 
     async def aclear(self) -> None:
         await asyncio.to_thread(self.clear)
+
+    async def adelete_messages(self, seqs: Iterable[int]) -> list[Message]:
+        """Async `delete_messages`; the extractor and summarizer are awaited."""
+        wanted = validate_seqs(list(seqs) if not isinstance(seqs, (str, bytes)) else seqs)
+        await self._derived.aflush()
+        deleted = await asyncio.to_thread(self.store.delete_messages, self.session_id, wanted)
+        if deleted:
+            await self._derived.aafter_edit(wanted)
+        return deleted
+
+    async def areplace_message(self, seq: int, message: Message | Mapping[str, Any]) -> Message:
+        """Async `replace_message`."""
+        check_seq(seq)
+        prepared = self._prepare(message)
+        await self._derived.aflush()
+        stored = await asyncio.to_thread(self.store.replace_message, self.session_id, seq, prepared)
+        await self._derived.aafter_edit([seq], [stored])
+        return stored
 
 
 def _turn_messages(

@@ -4,7 +4,8 @@ every operation (`_Queries`), with the encoding of messages into rows and back.
 Tables (in their own schema, ``convmem`` by default)::
 
     schema_version  one row per applied migration (version, description, applied_at)
-    sessions        session_id, user_id, created_at, updated_at, last_seq, message_count, total_tokens
+    sessions        session_id, user_id, created_at, updated_at, last_seq, message_count, total_tokens,
+                    generation (migration 3)
     messages        (session_id, seq) -> role, content, name, tool_calls, tool_call_id, metadata,
                     status, ts, token_count, reply_to_seq; a foreign key to sessions, ON DELETE CASCADE
     state           (session_id, key) -> value, version, updated_at; likewise
@@ -49,9 +50,13 @@ from ._store import (
     SessionStats,
     StateRecord,
     check_owner,
+    check_seq,
     idle_cutoff,
+    missing_seqs_error,
+    new_generation,
     validate_id,
     validate_messages,
+    validate_seqs,
 )
 
 _T = TypeVar("_T")
@@ -124,6 +129,16 @@ _MIGRATIONS: tuple[tuple[int, str, tuple[str, ...]], ...] = (
         2,
         "messages.reply_to_seq: the question an answer belongs to",
         ("ALTER TABLE {s}.messages ADD COLUMN reply_to_seq bigint",),
+    ),
+    (
+        3,
+        "a generation per session log",
+        (
+            # A volatile default is computed for every existing row, and for every new session row:
+            # no insert has to name the column. Deleting or replacing messages sets a new one.
+            "ALTER TABLE {s}.sessions ADD COLUMN generation text NOT NULL "
+            "DEFAULT substr(md5(random()::text || clock_timestamp()::text), 1, 16)",
+        ),
     ),
 )
 SCHEMA_VERSION = _MIGRATIONS[-1][0]
@@ -372,14 +387,73 @@ class _Queries:
     def stats(self, session_id: str) -> _Operation[SessionStats]:
         _check_id(session_id, "session_id")
         rows = yield _Sql(
-            f"SELECT message_count, last_seq, total_tokens, user_id, created_at, updated_at "
+            f"SELECT message_count, last_seq, total_tokens, user_id, created_at, updated_at, generation "
             f"FROM {self.s}.sessions WHERE session_id = %s",
             (session_id,),
         )
         if not rows:
             return SessionStats(session_id, 0, 0, 0)
-        count, last_seq, tokens, user_id, created, updated = rows[0]
-        return SessionStats(session_id, int(count), int(last_seq), int(tokens), user_id, created, updated)
+        count, last_seq, tokens, user_id, created, updated, generation = rows[0]
+        return SessionStats(
+            session_id, int(count), int(last_seq), int(tokens), user_id, created, updated, generation
+        )
+
+    def delete_messages(self, session_id: str, seqs: Sequence[int]) -> _Operation[list[Message]]:
+        """Run in a transaction: a seq that is not there rolls every deletion back."""
+        _check_id(session_id, "session_id")
+        wanted = validate_seqs(seqs)
+        if not wanted:
+            return []
+        s = self.s
+        yield from self._lock_session(session_id, wanted)
+        rows = yield _Sql(
+            f"DELETE FROM {s}.messages WHERE session_id = %s AND seq = ANY(%s::bigint[]) "
+            f"RETURNING {', '.join(_COLUMNS)}",
+            (session_id, wanted),
+        )
+        if len(rows) != len(wanted):
+            present = {int(row[0]) for row in rows}
+            raise missing_seqs_error(session_id, [seq for seq in wanted if seq not in present])
+        deleted = sorted(self._decode(rows, session_id), key=lambda m: m.seq or 0)
+        yield from self._log_changed(session_id, -len(deleted), -sum(m.token_count or 0 for m in deleted))
+        return deleted
+
+    def replace_message(self, session_id: str, seq: int, message: Message) -> _Operation[Message]:
+        """Run in a transaction, like `delete_messages`."""
+        _check_id(session_id, "session_id")
+        check_seq(seq)
+        (message,) = validate_messages([message])
+        stored = dataclasses.replace(message, seq=seq)
+        record = _row_values(stored, session_id)
+        s = self.s
+        yield from self._lock_session(session_id, [seq])
+        rows = yield _Sql(
+            f"SELECT token_count FROM {s}.messages WHERE session_id = %s AND seq = %s FOR UPDATE",
+            (session_id, int(seq)),
+        )
+        if not rows:
+            raise missing_seqs_error(session_id, [seq])
+        yield _Sql(
+            f"UPDATE {s}.messages SET ({', '.join(_COLUMNS[1:])}) = "
+            f"({', '.join(['%s'] * (len(_COLUMNS) - 1))}) WHERE session_id = %s AND seq = %s",
+            (*(record[name] for name in _COLUMNS[1:]), session_id, int(seq)),
+        )
+        yield from self._log_changed(session_id, 0, (stored.token_count or 0) - int(rows[0][0] or 0))
+        return stored
+
+    def _lock_session(self, session_id: str, seqs: list[int]) -> _Operation[None]:
+        # The session row first, as every other write locks it.
+        rows = yield _Sql(f"SELECT 1 FROM {self.s}.sessions WHERE session_id = %s FOR UPDATE", (session_id,))
+        if not rows:
+            raise missing_seqs_error(session_id, seqs)
+
+    def _log_changed(self, session_id: str, count_delta: int, token_delta: int) -> _Operation[None]:
+        yield _Sql(
+            f"UPDATE {self.s}.sessions SET message_count = message_count + %s, "
+            "total_tokens = total_tokens + %s, generation = %s, "
+            f"updated_at = GREATEST(updated_at, {_NOW}) WHERE session_id = %s",
+            (count_delta, token_delta, new_generation(), session_id),
+        )
 
     # -- state records -----------------------------------------------------------------------
 

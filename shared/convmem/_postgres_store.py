@@ -260,6 +260,20 @@ class PostgresStore:
             f"delete of state {key!r} of session {session_id!r:.80}",
         )
 
+    def delete_messages(self, session_id: str, seqs: Sequence[int]) -> list[Message]:
+        return self._run(
+            lambda: self._queries.delete_messages(session_id, seqs),
+            f"delete of messages of session {session_id!r:.80}",
+            transaction=True,
+        )
+
+    def replace_message(self, session_id: str, seq: int, message: Message) -> Message:
+        return self._run(
+            lambda: self._queries.replace_message(session_id, seq, message),
+            f"replacing seq={seq} of session {session_id!r:.80}",
+            transaction=True,
+        )
+
     def clear(self, session_id: str) -> None:
         self._run(lambda: self._queries.clear(session_id), f"clear of session {session_id!r:.80}")
 
@@ -472,6 +486,20 @@ class AsyncPostgresStore:
         await self._run(
             lambda: self._queries.delete_state(session_id, key),
             f"delete of state {key!r} of session {session_id!r:.80}",
+        )
+
+    async def delete_messages(self, session_id: str, seqs: Sequence[int]) -> list[Message]:
+        return await self._run(
+            lambda: self._queries.delete_messages(session_id, seqs),
+            f"delete of messages of session {session_id!r:.80}",
+            transaction=True,
+        )
+
+    async def replace_message(self, session_id: str, seq: int, message: Message) -> Message:
+        return await self._run(
+            lambda: self._queries.replace_message(session_id, seq, message),
+            f"replacing seq={seq} of session {session_id!r:.80}",
+            transaction=True,
         )
 
     async def clear(self, session_id: str) -> None:

@@ -34,6 +34,8 @@ from __future__ import annotations
 import functools
 import logging
 import threading
+import weakref
+from collections import OrderedDict
 from collections.abc import Callable, Collection, Sequence
 from pathlib import Path
 from typing import Any
@@ -48,7 +50,7 @@ from ._recall_config import RecallConfig, RecallFilters
 from ._recall_plan import Blocking, EmbedQuery, Plan, arun_plan, run_plan
 from ._recall_render import RecalledItem, RecallResult
 from ._recall_search import answer
-from ._recall_units import SessionMirror, is_exchange_unit
+from ._recall_units import UNKNOWN, SessionMirror, is_exchange_unit
 from ._store import Store
 from ._tokens import TokenCounter
 from ._vector_index import FaissIndex, IndexFiles, VectorIndex
@@ -64,6 +66,14 @@ __all__ = [
 
 logger = logging.getLogger("convmem")
 
+# Sessions a Recall mirrors in one process before the least recently used is dropped.
+DEFAULT_MAX_SESSIONS = 1024
+
+
+def _known(generation: object) -> str | None:
+    """A mirror's generation as a file name wants it: UNKNOWN (never read) names no generation."""
+    return generation if isinstance(generation, str) else None
+
 
 # -- the engine ---------------------------------------------------------------------
 
@@ -74,21 +84,31 @@ class Recall:
     Args:
         embedder: any `Embedder` (`SentenceTransformerEmbedder`, `HashingEmbedder`, an adapter).
         config: ranking and rendering knobs (`RecallConfig`).
-        index_dir: where vectors are persisted, one ``<session>.faiss`` file plus a
-            ``.json`` manifest per session; ``None`` keeps them in memory only.
+        index_dir: where vectors are persisted, one ``<session>.<generation>.faiss`` file
+            plus a ``.json`` manifest per session log; ``None`` keeps them in memory only.
             Put it next to the store, e.g. ``Path(str(db_path) + ".vectors")``.
         index_factory: ``(session_id, dimension) -> VectorIndex`` for vectors kept in a
             shared vector store instead of files on this server.
+        max_sessions: how many sessions' mirrors (texts, lexical indexes, vectors) stay in
+            this process (default 1024). Beyond that the least recently used one is saved
+            and dropped, and read again from its file and the log when next used.
 
     Thread-safe. `add` may run in a background thread while `search` serves
     requests: a search uses what is indexed at that moment (new messages are
     found lexically at once, and by meaning once embedded).
 
+    One `Recall` may serve the memories of many stores (tenants): what it keeps is
+    per store and session, so two stores with the same session id never see each
+    other's turns, in memory or in files. Every read and catch-up checks the
+    log's generation (`Store.stats`, read anyway): a session that another process
+    forgot, cleared or edited is dropped and mirrored afresh from the log, so
+    deleted text is never recalled and its vectors are never written back.
+
     Example::
 
         recall = Recall(SentenceTransformerEmbedder(), index_dir=Path("memory.db.vectors"))
         stored = store.append("s1", [Message.create("user", "My dog is called Duoduo.")])
-        recall.add("s1", stored)
+        recall.add("s1", stored, store=store)
         result = recall.search("s1", "what is my dog called?", store=store,
                                exclude_seqs=(), max_tokens=300, counter=TiktokenCounter())
         print(result.text)
@@ -101,7 +121,13 @@ class Recall:
         config: RecallConfig | None = None,
         index_dir: str | Path | None = None,
         index_factory: Callable[[str, int], VectorIndex] | None = None,
+        max_sessions: int = DEFAULT_MAX_SESSIONS,
     ) -> None:
+        if isinstance(max_sessions, bool) or not isinstance(max_sessions, int) or max_sessions < 1:
+            raise ConfigError(
+                f"Recall max_sessions must be a positive int (sessions mirrored in this process), "
+                f"got {max_sessions!r}"
+            )
         if index_dir is not None and index_factory is not None:
             raise ConfigError(
                 "give Recall an index_dir (FAISS files on this server) or an index_factory "
@@ -114,7 +140,17 @@ class Recall:
         self.index_dir = None if index_dir is None else Path(index_dir)
         self.index_factory = index_factory
         self._files = None if self.index_dir is None else IndexFiles(self.index_dir)
-        self._sessions: dict[str, SessionMirror] = {}
+        self.max_sessions = max_sessions
+        # (store key, session id) -> mirror, least recently used first.
+        self._sessions: OrderedDict[tuple[int | None, str], SessionMirror] = OrderedDict()
+        self._keys_of: dict[str, set[tuple[int | None, str]]] = {}
+        # Mirrors dropped from the LRU that a running add or search still holds: forget() must
+        # reach them too, or their next save would write a forgotten session's file again.
+        self._evicted: weakref.WeakValueDictionary[tuple[int | None, str], SessionMirror] = (
+            weakref.WeakValueDictionary()
+        )
+        self._store_keys: weakref.WeakKeyDictionary[Any, int] = weakref.WeakKeyDictionary()
+        self._next_store_key = 1
         self._lock = threading.Lock()
 
     def __repr__(self) -> str:
@@ -122,9 +158,21 @@ class Recall:
 
     # -- files ---------------------------------------------------------------------------
 
-    def index_path(self, session_id: str) -> Path | None:
-        """The FAISS file of a session (its manifest has the same name with ``.json``)."""
-        return None if self._files is None else self._files.path(session_id)
+    def index_path(self, session_id: str, *, store: Store | None = None) -> Path | None:
+        """The FAISS file of a session's log (its manifest has the same name with ``.json``).
+
+        The name depends on the log's generation: read from `store` when given, else
+        from what this engine mirrors of the session.
+        """
+        if self._files is None:
+            return None
+        if store is not None:
+            generation = store.stats(session_id).generation
+        else:
+            with self._lock:
+                state = self._resolve(session_id)
+            generation = None if state is None else _known(state.generation)
+        return self._files.path(session_id, generation)
 
     def _identity(self, dimension: int) -> dict[str, Any]:
         """What a saved index must have been made with to be adopted."""
@@ -134,8 +182,9 @@ class Recall:
             "granularity": self.config.granularity,
         }
 
-    def _load_saved(self, state: SessionMirror) -> None:
-        """Adopt a saved index when it matches this embedder and config; otherwise discard it."""
+    def _load_saved(self, state: SessionMirror, generation: str | None) -> None:
+        """Adopt the saved index of this log generation when it matches this embedder and
+        config; otherwise discard it."""
         if self._files is None:
             return
         try:
@@ -143,22 +192,25 @@ class Recall:
                 state.session_id,
                 self._identity(self.embedder.dimension),
                 hnsw_threshold=self.config.hnsw_threshold,
+                generation=generation,
             )
         except Exception as exc:  # anything wrong with derived files means: rebuild
             logger.warning(
                 "recall index for session %r at %s is unusable (%s); rebuilding it from the log",
                 state.session_id,
-                self._files.path(state.session_id),
+                self._files.path(state.session_id, generation),
                 exc,
             )
-            self._files.delete(state.session_id)
+            self._files.delete(state.session_id, generation)
 
     def _save(self, state: SessionMirror) -> None:
         if self._files is None:
             return
         with state.lock:
-            if state.forgotten or not isinstance(state.index, FaissIndex):
-                return  # nothing yet, or vectors that live in a shared store
+            if state.forgotten or not isinstance(state.index, FaissIndex) or state.generation is UNKNOWN:
+                # nothing yet, vectors that live in a shared store, or a log not read yet
+                return
+            generation = _known(state.generation)
             index = state.index
             embedded = [u for u in index.ids() if not is_exchange_unit(u)]
             try:
@@ -167,13 +219,14 @@ class Recall:
                     index,
                     self._identity(index.dimension),
                     {"last_indexed_seq": max(embedded, default=0)},
+                    generation=generation,
                 )
                 state.unsaved = 0
             except OSError as exc:
                 logger.warning(
                     "could not save the recall index of %r to %s: %s",
                     state.session_id,
-                    self._files.path(state.session_id),
+                    self._files.path(state.session_id, generation),
                     exc,
                 )
 
@@ -196,20 +249,108 @@ class Recall:
             return self.index_factory(session_id, dimension)
         return FaissIndex(dimension, hnsw_threshold=self.config.hnsw_threshold)
 
-    def _state(self, session_id: str) -> SessionMirror:
+    def _store_key(self, store: Store | None) -> int | None:
+        """A number for `store` that no other store object gets while this one lives (lock held)."""
+        if store is None:
+            return None
+        try:
+            key = self._store_keys.get(store)
+        except TypeError:  # neither hashable nor weakly referenceable: go by identity
+            return id(store)
+        if key is None:
+            key = self._next_store_key
+            self._next_store_key += 1
+            self._store_keys[store] = key
+        return key
+
+    def _resolve(self, session_id: str) -> SessionMirror | None:
+        """The mirror of `session_id` for a call that names no store (lock held).
+
+        The one store this engine mirrors the session for, else what `add` fed without
+        a store; a session mirrored for several stores needs the store named.
+        """
+        keys = self._keys_of.get(session_id, set())
+        named = [key for key in keys if key[0] is not None]
+        if len(named) > 1:
+            raise ConfigError(
+                f"this Recall mirrors session {session_id!r:.80} for {len(named)} stores; pass "
+                "store= to say which one"
+            )
+        key = named[0] if named else (None, session_id)
+        return self._sessions.get(key)
+
+    def _state(self, session_id: str, store: Store | None = None) -> SessionMirror:
+        """The mirror of a session of `store`, made (or taken from what `add` fed without a
+        store) when there is none; the least recently used mirrors beyond `max_sessions` go."""
         with self._lock:
-            state = self._sessions.get(session_id)
-            created = state is None
+            if store is None:
+                state = self._resolve(session_id)
+                key = (None, session_id) if state is None else state.key
+            else:
+                key = (self._store_key(store), session_id)
+                state = self._sessions.get(key)
+                if state is None:
+                    # Messages add() was given without a store: checked against the log on first read.
+                    state = self._sessions.pop((None, session_id), None)
+                    if state is not None:
+                        self._keys_of[session_id].discard(state.key)
             if state is None:
-                state = self._sessions[session_id] = SessionMirror(session_id)
-        if created:
-            with state.lock:
-                if self.index_factory is not None:
-                    # A shared store may already hold units other servers embedded.
-                    state.index = self.index_factory(session_id, self.embedder.dimension)
-                else:
-                    self._load_saved(state)
+                state = self._evicted.pop(key, None) or SessionMirror(session_id)
+            state.key = key
+            self._sessions[key] = state
+            self._sessions.move_to_end(key)
+            self._keys_of.setdefault(session_id, set()).add(key)
+            evicted = []
+            while len(self._sessions) > self.max_sessions:
+                old_key, old = self._sessions.popitem(last=False)
+                self._forget_key(old_key)
+                self._evicted[old_key] = old
+                evicted.append(old)
+        for old in evicted:
+            if old.unsaved:
+                self._save(old)
         return state
+
+    def _forget_key(self, key: tuple[int | None, str]) -> None:
+        keys = self._keys_of.get(key[1])
+        if keys is not None:
+            keys.discard(key)
+            if not keys:
+                del self._keys_of[key[1]]
+
+    def _follow_log(self, state: SessionMirror, store: Store) -> bool:
+        """Bring the mirror in step with the log; True when the whole log was read.
+
+        One ``store.stats`` call when nothing changed. A new mirror, a gap, or a log of
+        another generation (forgotten, cleared, edited, or never checked) is read whole.
+        """
+        if not state.needs_full_read:
+            state.read_newer(store, self.config)
+            if not state.needs_full_read:
+                return False
+        generation = store.stats(state.session_id).generation  # before the log: see adopt_log
+        changed, retired = False, state.generation
+        with state.lock:
+            if state.index is None and state.generation is UNKNOWN:
+                # First sight: vectors saved for this very log, or held in a shared store.
+                if self.index_factory is not None:
+                    state.index = self.index_factory(state.session_id, self.embedder.dimension)
+                else:
+                    self._load_saved(state, generation)
+                state.generation = generation
+            elif state.generation != generation:
+                changed, retired = True, state.generation
+        log = store.messages(state.session_id)
+        state.adopt_log(log, generation, self.config)
+        # What add() ingested while the log was read is newer than the log read: read it again.
+        state.read_newer(store, self.config)
+        if changed and self._files is not None:
+            # Vectors of a log that is gone: the kept ones are saved under the new generation.
+            if retired is not UNKNOWN:
+                self._files.delete(state.session_id, _known(retired))
+            with state.lock:
+                state.unsaved += 1
+        return True
 
     def _embed_queued(self, state: SessionMirror) -> Plan[None]:
         new_index = functools.partial(self._new_index, state.session_id)
@@ -218,20 +359,27 @@ class Recall:
 
     # -- writing -------------------------------------------------------------------------
 
-    def add(self, session_id: str, messages: Sequence[Message]) -> None:
+    def add(self, session_id: str, messages: Sequence[Message], *, store: Store | None = None) -> None:
         """Index newly stored messages (``seq`` set). Safe from a background thread.
+
+        Pass the `store` they were appended to: the log's generation is checked first
+        (one small read), so a session forgotten or edited meanwhile is mirrored afresh.
+        Without it the messages join the mirror of the one store this engine serves
+        the session for (checked against the log at the next search or catch-up).
 
         Lexical indexing happens at once; embedding happens here too, and if the
         embedder fails the units stay queued (logged) and are retried on the next add.
         """
-        run_plan(self._add(session_id, messages), self.embedder)
+        run_plan(self._add(session_id, messages, store), self.embedder)
 
-    async def aadd(self, session_id: str, messages: Sequence[Message]) -> None:
+    async def aadd(self, session_id: str, messages: Sequence[Message], *, store: Store | None = None) -> None:
         """Async `add`: embedding awaits the embedder's async API."""
-        await arun_plan(self._add(session_id, messages), self.embedder)
+        await arun_plan(self._add(session_id, messages, store), self.embedder)
 
-    def _add(self, session_id: str, messages: Sequence[Message]) -> Plan[None]:
-        state: SessionMirror = yield Blocking(functools.partial(self._state, session_id))
+    def _add(self, session_id: str, messages: Sequence[Message], store: Store | None) -> Plan[None]:
+        state: SessionMirror = yield Blocking(functools.partial(self._state, session_id, store))
+        if store is not None:
+            yield Blocking(functools.partial(self._follow_log, state, store))
         with state.lock:
             state.drop_units(state.ingest(messages, self.config))
         yield from self._embed_queued(state)
@@ -252,8 +400,8 @@ class Recall:
         await arun_plan(self._catch_up(session_id, store), self.embedder)
 
     def _catch_up(self, session_id: str, store: Store) -> Plan[None]:
-        state: SessionMirror = yield Blocking(functools.partial(self._state, session_id))
-        yield Blocking(functools.partial(state.read_log, store, self.config))
+        state: SessionMirror = yield Blocking(functools.partial(self._state, session_id, store))
+        yield Blocking(functools.partial(self._follow_log, state, store))
         yield from self._embed_queued(state)
         if state.unsaved:
             yield Blocking(functools.partial(self._save, state))
@@ -264,14 +412,22 @@ class Recall:
         self.catch_up(session_id, store)
 
     def forget(self, session_id: str) -> None:
-        """Remove a session's vectors and lexical index: in memory, on disk, or in the shared store."""
+        """Remove a session's vectors and lexical index: in memory, on disk, or in the shared store.
+
+        Every store's copy of the session id goes (the files of every generation too).
+        """
         with self._lock:
-            state = self._sessions.pop(session_id, None)
+            keys = self._keys_of.pop(session_id, set())
+            states = [state for key in keys if (state := self._sessions.pop(key, None)) is not None]
+            for key in [key for key in list(self._evicted.keys()) if key[1] == session_id]:
+                state = self._evicted.pop(key, None)
+                if state is not None:
+                    states.append(state)
         index = None
-        if state is not None:
+        for state in states:
             with state.lock:
                 state.forgotten = True
-                index, state.index = state.index, None
+                index, state.index = state.index or index, None
                 state.reset_log_view()
         if self.index_factory is not None:
             # Vectors in a shared store outlive this process's view of them.
@@ -283,11 +439,21 @@ class Recall:
             else:
                 clear()
         if self._files is not None:
-            self._files.delete(session_id)
+            self._files.delete_all(session_id)
 
-    def stats(self, session_id: str) -> dict[str, Any]:
-        """Counts for a session: messages, vectors, queued units, index kind and bytes per vector."""
-        state = self._state(session_id)
+    def stats(self, session_id: str, *, store: Store | None = None) -> dict[str, Any]:
+        """Counts for a session: messages, vectors, queued units, index kind and bytes per vector.
+
+        What this engine holds now (nothing for a session it does not mirror); name the
+        `store` when it serves the session id for several stores.
+        """
+        with self._lock:
+            if store is None:
+                state = self._resolve(session_id)
+            else:
+                state = self._sessions.get((self._store_key(store), session_id))
+            if state is None:
+                return {"messages": 0, "vectors": 0, "pending": 0, "kind": None, "bytes_per_vector": None}
         with state.lock:
             index = state.index
             return {
@@ -373,14 +539,14 @@ class Recall:
         )
 
     def _ready(self, session_id: str, store: Store) -> Plan[SessionMirror]:
-        state: SessionMirror = yield Blocking(functools.partial(self._state, session_id))
+        state: SessionMirror = yield Blocking(functools.partial(self._state, session_id, store))
         try:
-            if not state.needs_full_read:
-                # Lexical at once; embedding is left to add() and catch_up().
-                yield Blocking(functools.partial(state.read_newer, store, self.config))
-            if state.needs_full_read:
-                # First sight of the session: read and embed its log once.
-                yield from self._catch_up(session_id, store)
+            # Newer messages are found lexically at once; embedding is left to add() and
+            # catch_up(), except when the whole log was read (first sight, another generation).
+            if (yield Blocking(functools.partial(self._follow_log, state, store))):
+                yield from self._embed_queued(state)
+                if state.unsaved:
+                    yield Blocking(functools.partial(self._save, state))
         except Exception as exc:  # recall degrades, the build goes on
             logger.warning("recall could not read the log of session %r: %s", session_id, exc)
         return state

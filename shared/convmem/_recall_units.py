@@ -4,8 +4,9 @@ A *unit* is what gets a vector: a message (its id is its seq), or an exchange,
 a user message with what follows it (its id packs its first seq and its
 length, so an exchange that grows gets a new id: HNSW cannot overwrite a
 vector in place). `SessionMirror` folds log messages in (`ingest`), catches
-up with a log another writer appended to (`read_log`), and keeps the queue of
-units still to embed (`embed_queued`).
+up with a log another writer appended to (`read_newer`), mirrors a whole log
+read afresh (`adopt_log`, e.g. after its generation changed), and keeps the
+queue of units still to embed (`embed_queued`).
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ from ._recall_plan import EmbedDocuments, Plan
 from ._store import Store
 from ._vector_index import VectorIndex
 
-__all__ = ["SessionMirror", "exchange_first_seq", "exchange_unit_id", "is_exchange_unit"]
+__all__ = ["UNKNOWN", "SessionMirror", "exchange_first_seq", "exchange_unit_id", "is_exchange_unit"]
 
 logger = logging.getLogger("convmem")
 
@@ -33,6 +34,15 @@ _SEQ_BITS = 40
 _MAX_SPAN = 255
 # A long run of messages without a question must not become one giant unit.
 _MAX_EXCHANGE_MESSAGES = 16
+
+
+class _Unknown:
+    def __repr__(self) -> str:
+        return "UNKNOWN"
+
+
+# The generation of a mirror that has not read its log's stats yet (fed by add() alone).
+UNKNOWN = _Unknown()
 
 
 def exchange_unit_id(first_seq: int, span: int) -> int:
@@ -52,6 +62,10 @@ class SessionMirror:
 
     def __init__(self, session_id: str) -> None:
         self.session_id = session_id
+        self.key: tuple[int | None, str] = (None, session_id)  # (store key, session id) in its Recall
+        # The generation of the log this mirrors (see `Store.stats`): when the store reports
+        # another one, the log was forgotten, edited or replaced and the mirror is rebuilt.
+        self.generation: str | _Unknown | None = UNKNOWN
         self.lock = threading.RLock()
         self.index: VectorIndex | None = None
         self.messages: dict[int, Message] = {}
@@ -201,45 +215,59 @@ class SessionMirror:
 
     # -- catching up with the log ---------------------------------------------------------
 
-    def read_log(self, store: Store, config: RecallConfig) -> None:
-        """Read what the log gained since we last looked, or all of it when we lost track."""
-        if not self.needs_full_read:
-            self.read_newer(store, config)
-        if self.needs_full_read:
-            self.read_all(store, config)
-
     def read_newer(self, store: Store, config: RecallConfig) -> None:
         """Read messages another writer appended since we last looked (lexical at once)."""
+        with self.lock:
+            # Before the stats: an add() running meanwhile may take last_seq past what they say.
+            known = self.last_seq
         try:
-            last_seq = store.stats(self.session_id).last_seq
+            stats = store.stats(self.session_id)
         except Exception as exc:  # a store hiccup must not fail the build
             logger.warning("recall could not read stats of session %r: %s", self.session_id, exc)
             return
-        if last_seq > self.last_seq:
+        if stats.generation != self.generation:
+            with self.lock:
+                self.needs_full_read = True  # another log than the one mirrored: read it afresh
+        elif stats.last_seq > known:
             with self.lock:
                 after = self.last_seq
             newer = store.messages(self.session_id, after_seq=after)
             with self.lock:
                 self.drop_units(self.ingest(newer, config))
-        elif last_seq < self.last_seq:
+        elif stats.last_seq < known:
             with self.lock:
                 self.needs_full_read = True  # the log shrank: it was cleared or replaced
 
-    def read_all(self, store: Store, config: RecallConfig) -> None:
-        """Read the whole log again; drop vectors it no longer calls for, queue missing ones."""
-        log = store.messages(self.session_id)
+    def adopt_log(self, log: Sequence[Message], generation: str | None, config: RecallConfig) -> None:
+        """Mirror `log`, read after its `generation` was (lock taken here).
+
+        Reading the generation first means a log changed in between is labelled with
+        the older generation, so the next check reads it again; never the reverse.
+        Within one generation a vector is kept when the log still calls for its unit.
+        Across generations (a message deleted or replaced, the log forgotten and
+        started again) only vectors whose unit text is unchanged are kept: a vector
+        depends on nothing but its text, and nothing deleted keeps one.
+        """
         with self.lock:
+            same_log = generation == self.generation
+            embedded_texts = self.wanted_units()
             self.reset_log_view()
+            self.generation = generation
             self.ingest(log, config)  # what it supersedes is not wanted: dropped just below
             self.needs_full_read = False
             wanted = self.wanted_units()
             if self.index is not None:
                 present = self.index.ids()
-                extra = present - wanted.keys()
+                keep = {
+                    unit
+                    for unit in present & wanted.keys()
+                    if same_log or embedded_texts.get(unit) == wanted[unit]
+                }
+                extra = present - keep
                 if extra:
                     self.index.remove(extra)
                     self.unsaved += len(extra)
-                for unit in present & wanted.keys():
+                for unit in keep:
                     self.pending.pop(unit, None)
 
     # -- the embedding queue ------------------------------------------------------------

@@ -2,7 +2,7 @@
 
 Key layout (``P`` is the prefix, ``E`` an escaped session id, ``U`` an escaped user id)::
 
-    P:session:{E}:meta     hash  last_seq, count, tokens, user_id, created_at, updated_at
+    P:session:{E}:meta     hash  last_seq, count, tokens, user_id, created_at, updated_at, generation
     P:session:{E}:log      hash  seq -> message record (JSON)
     P:session:{E}:state    hash  "v:<key>" -> value, "n:<key>" -> version
     P:user:{U}:sessions    set   escaped ids of the sessions the user owns
@@ -52,7 +52,17 @@ from ._config import _number
 from ._errors import ConfigError, InvalidMessageError, StoreError
 from ._models import Message, TurnStatus
 from ._redis_scripts import _OWNED, _REGISTER
-from ._store import SessionStats, StateRecord, check_owner, idle_cutoff, validate_messages
+from ._store import (
+    SessionStats,
+    StateRecord,
+    check_owner,
+    check_seq,
+    idle_cutoff,
+    missing_seqs_error,
+    new_generation,
+    validate_messages,
+    validate_seqs,
+)
 
 _T = TypeVar("_T")
 
@@ -224,6 +234,7 @@ class _RedisLayout:
         escaped = _escape(session_id)
         keys = self.escaped_session_keys(escaped)
         user = _escape(user_id) if user_id is not None else ""
+        generation = new_generation()  # kept only if this append creates the log
         registered = False
         while True:
             reply = yield _Script(
@@ -235,6 +246,7 @@ class _RedisLayout:
                     "1" if registered else "0",
                     str(self.ttl_ms),
                     str(sum(m.token_count or 0 for m in messages)),
+                    generation,
                     *records,
                 ),
             )
@@ -301,6 +313,38 @@ class _RedisLayout:
             "its status was being set; retry later"
         )
 
+    def delete_messages(self, session_id: str, seqs: Sequence[int]) -> _Operation[list[Message]]:
+        wanted = validate_seqs(seqs)
+        if not wanted:
+            return []
+        reply = yield _Script(
+            "delete_messages",
+            self.session_keys(session_id),
+            (str(self.ttl_ms), new_generation(), *(str(s) for s in wanted)),
+        )
+        if int(reply[0]) != 1:
+            raise missing_seqs_error(session_id, [int(s) for s in reply[1:]])
+        return [_decode_record(reply[i + 1], int(reply[i]), session_id) for i in range(1, len(reply), 2)]
+
+    def replace_message(self, session_id: str, seq: int, message: Message) -> _Operation[Message]:
+        check_seq(seq)
+        (message,) = validate_messages([message])
+        stored = dataclasses.replace(message, seq=seq)
+        replaced = yield _Script(
+            "replace_message",
+            self.session_keys(session_id),
+            (
+                str(seq),
+                _encode_record(stored, session_id),
+                str(stored.token_count or 0),
+                str(self.ttl_ms),
+                new_generation(),
+            ),
+        )
+        if int(replaced) != 1:
+            raise missing_seqs_error(session_id, [seq])
+        return stored
+
     def stats(self, session_id: str) -> _Operation[SessionStats]:
         meta, _, _ = self.session_keys(session_id)
         raw = yield _Command(("HGETALL", meta))
@@ -318,6 +362,7 @@ class _RedisLayout:
                 else None,
                 created_at=float(fields["created_at"]) if "created_at" in fields else None,
                 updated_at=float(fields["updated_at"]) if "updated_at" in fields else None,
+                generation=fields.get("generation"),
             )
         except (ValueError, UnicodeDecodeError) as exc:
             raise StoreError(

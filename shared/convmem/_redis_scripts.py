@@ -46,7 +46,7 @@ local function touch(meta, log, state, ttl_ms)
 end
 """
 
-# KEYS: meta, log, state   ARGV: has_user, user, registered, ttl_ms, tokens, record...
+# KEYS: meta, log, state   ARGV: has_user, user, registered, ttl_ms, tokens, generation, record...
 # Returns the first seq, or 'register' (nothing written) when this append would give the
 # session its user and the client has not yet added the session to the user's set, or
 # 'owned:<owner>' (nothing written) when another user owns the session.
@@ -55,7 +55,7 @@ _APPEND = (
     + """
 local meta, log, state = KEYS[1], KEYS[2], KEYS[3]
 local has_user, user, registered, ttl_ms = ARGV[1] == '1', ARGV[2], ARGV[3] == '1', tonumber(ARGV[4])
-local count = #ARGV - 5
+local count = #ARGV - 6
 local problem = check_session(meta, log, state)
 if problem then return problem end
 local counters = redis.call('HMGET', meta, 'last_seq', 'count', 'tokens', 'user_id')
@@ -76,7 +76,7 @@ local first = tonumber(counters[1] or '0') + 1
 local batch = {}
 for i = 1, count do
   batch[#batch + 1] = tostring(first + i - 1)
-  batch[#batch + 1] = ARGV[5 + i]
+  batch[#batch + 1] = ARGV[6 + i]
   if #batch >= 1000 then
     redis.call('HSET', log, unpack(batch))
     batch = {}
@@ -87,6 +87,8 @@ redis.call('HINCRBY', meta, 'last_seq', count)
 redis.call('HINCRBY', meta, 'count', count)
 redis.call('HINCRBY', meta, 'tokens', ARGV[5])
 if claims then redis.call('HSET', meta, 'user_id', user) end
+-- The log's generation is made with the log; deleting or replacing messages renews it.
+redis.call('HSETNX', meta, 'generation', ARGV[6])
 touch(meta, log, state, ttl_ms)
 return tostring(first)
 """
@@ -95,22 +97,14 @@ return tostring(first)
 # KEYS: meta, log   ARGV: 'range', after_seq, through_seq|''  or  'tail', limit, before_seq|''
 # Returns {seq, record, seq, record, ...} in seq order.
 # The work is bounded by the log's size, not by last_seq: a window wider than the log
-# (a damaged counter, a huge through_seq) reads the log itself instead of every seq in it.
+# (a damaged counter, a huge through_seq, a tail over many deleted seqs) reads the log
+# itself instead of every seq in it.
 _READ_LOG = """
 local last = tonumber(redis.call('HGET', KEYS[1], 'last_seq') or '0') or 0
-local lo, hi = 1, last
-if ARGV[1] == 'range' then
-  lo = tonumber(ARGV[2]) + 1
-  if ARGV[3] ~= '' then hi = math.min(hi, tonumber(ARGV[3])) end
-else
-  if ARGV[3] ~= '' then hi = math.min(hi, tonumber(ARGV[3]) - 1) end
-  lo = hi - tonumber(ARGV[2]) + 1
-end
-if lo < 1 then lo = 1 end
-local out = {}
-if hi < lo then return out end
 local size = redis.call('HLEN', KEYS[2])
-if hi - lo + 1 > size then
+local out = {}
+
+local function whole_log(lo, hi, keep_last)
   local found = {}
   local all = redis.call('HGETALL', KEYS[2])
   for i = 1, #all, 2 do
@@ -118,17 +112,47 @@ if hi - lo + 1 > size then
     if seq and seq >= lo and seq <= hi then found[#found + 1] = {seq, all[i + 1]} end
   end
   table.sort(found, function(a, b) return a[1] < b[1] end)
-  if ARGV[1] == 'tail' and #found > tonumber(ARGV[2]) then
-    local keep = {}
-    for i = #found - tonumber(ARGV[2]) + 1, #found do keep[#keep + 1] = found[i] end
-    found = keep
-  end
-  for _, pair in ipairs(found) do
-    out[#out + 1] = tostring(pair[1])
-    out[#out + 1] = pair[2]
+  local first = 1
+  if keep_last and #found > keep_last then first = #found - keep_last + 1 end
+  for i = first, #found do
+    out[#out + 1] = tostring(found[i][1])
+    out[#out + 1] = found[i][2]
   end
   return out
 end
+
+if ARGV[1] == 'tail' then
+  local hi = last
+  if ARGV[3] ~= '' then hi = math.min(hi, tonumber(ARGV[3]) - 1) end
+  local limit = math.min(tonumber(ARGV[2]), size)
+  -- Newest first; seqs of deleted messages are gaps, so keep going down until `limit` are found.
+  local found = {}
+  local seq, scanned = hi, 0
+  while #found < limit and seq >= 1 do
+    local step = math.min(limit - #found, 1000)
+    if scanned + step > size then return whole_log(1, hi, limit) end
+    local fields = {}
+    local stop = math.max(1, seq - step + 1)
+    for s = seq, stop, -1 do fields[#fields + 1] = tostring(s) end
+    local values = redis.call('HMGET', KEYS[2], unpack(fields))
+    for i = 1, #fields do
+      if values[i] and #found < limit then found[#found + 1] = {fields[i], values[i]} end
+    end
+    scanned = scanned + #fields
+    seq = stop - 1
+  end
+  for i = #found, 1, -1 do
+    out[#out + 1] = found[i][1]
+    out[#out + 1] = found[i][2]
+  end
+  return out
+end
+
+local lo, hi = tonumber(ARGV[2]) + 1, last
+if ARGV[3] ~= '' then hi = math.min(hi, tonumber(ARGV[3])) end
+if lo < 1 then lo = 1 end
+if hi < lo then return out end
+if hi - lo + 1 > size then return whole_log(lo, hi, nil) end
 local fields = {}
 for seq = lo, hi do
   fields[#fields + 1] = tostring(seq)
@@ -155,6 +179,81 @@ if problem then return problem end
 if redis.call('HGET', KEYS[2], ARGV[1]) ~= ARGV[2] then return 0 end
 redis.call('HSET', KEYS[2], ARGV[1], ARGV[3])
 touch(KEYS[1], KEYS[2], KEYS[3], tonumber(ARGV[4]))
+return 1
+"""
+)
+
+# KEYS: meta, log, state   ARGV: ttl_ms, generation, seq...
+# Deletes the messages with these seqs if every one is there: returns {1, seq, record, ...}
+# (the deleted ones), or {0, missing seq, ...} with nothing deleted.
+_DELETE_MESSAGES = (
+    _PRELUDE
+    + """
+local meta, log, state = KEYS[1], KEYS[2], KEYS[3]
+local problem = check_session(meta, log, state)
+if problem then return problem end
+local seqs = {}
+for i = 3, #ARGV do seqs[#seqs + 1] = ARGV[i] end
+-- unpack() takes a few thousand values at most: read and delete in chunks.
+local function chunks(command, key)
+  local replies = {}
+  for start = 1, #seqs, 1000 do
+    local reply = redis.call(command, key, unpack(seqs, start, math.min(start + 999, #seqs)))
+    if type(reply) == 'table' then
+      for i = 1, #seqs do
+        if start + i - 1 > math.min(start + 999, #seqs) then break end
+        replies[start + i - 1] = reply[i]
+      end
+    end
+  end
+  return replies
+end
+local records = chunks('HMGET', log)
+local missing = {0}
+for i = 1, #seqs do
+  if not records[i] then missing[#missing + 1] = seqs[i] end
+end
+if #missing > 1 then return missing end
+local tokens = 0
+for i = 1, #records do
+  local ok, record = pcall(cjson.decode, records[i])
+  if ok and type(record) == 'table' and type(record['token_count']) == 'number' then
+    tokens = tokens + record['token_count']
+  end
+end
+local out = {1}
+for i = 1, #seqs do
+  out[#out + 1] = seqs[i]
+  out[#out + 1] = records[i]
+end
+chunks('HDEL', log)
+redis.call('HINCRBY', meta, 'count', -#seqs)
+redis.call('HINCRBY', meta, 'tokens', 0 - tokens)  -- never '-0'
+redis.call('HSET', meta, 'generation', ARGV[2])
+touch(meta, log, state, tonumber(ARGV[1]))
+return out
+"""
+)
+
+# KEYS: meta, log, state   ARGV: seq, record, tokens, ttl_ms, generation
+# Returns 1, or 0 (nothing written) when the log has no message with that seq.
+_REPLACE_MESSAGE = (
+    _PRELUDE
+    + """
+local meta, log, state = KEYS[1], KEYS[2], KEYS[3]
+local problem = check_session(meta, log, state)
+if problem then return problem end
+local old = redis.call('HGET', log, ARGV[1])
+if not old then return 0 end
+local ok, record = pcall(cjson.decode, old)
+local before = 0
+if ok and type(record) == 'table' and type(record['token_count']) == 'number' then
+  before = record['token_count']
+end
+redis.call('HSET', log, ARGV[1], ARGV[2])
+redis.call('HINCRBY', meta, 'tokens', tonumber(ARGV[3]) - before)
+redis.call('HSET', meta, 'generation', ARGV[5])
+touch(meta, log, state, tonumber(ARGV[4]))
 return 1
 """
 )
@@ -236,6 +335,8 @@ _SCRIPT_SOURCES = {
     "append": _APPEND,
     "read_log": _READ_LOG,
     "replace_record": _REPLACE_RECORD,
+    "delete_messages": _DELETE_MESSAGES,
+    "replace_message": _REPLACE_MESSAGE,
     "put_state": _PUT_STATE,
     "delete_state": _DELETE_STATE,
     "forget": _FORGET,

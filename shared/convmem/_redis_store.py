@@ -306,6 +306,18 @@ class RedisStore:
             f"status change of seq={seq} in session {session_id!r:.80}",
         )
 
+    def delete_messages(self, session_id: str, seqs: Sequence[int]) -> list[Message]:
+        return self._run(
+            self._layout.delete_messages(session_id, seqs),
+            f"delete of messages of session {session_id!r:.80}",
+        )
+
+    def replace_message(self, session_id: str, seq: int, message: Message) -> Message:
+        return self._run(
+            self._layout.replace_message(session_id, seq, message),
+            f"replacing seq={seq} of session {session_id!r:.80}",
+        )
+
     def stats(self, session_id: str) -> SessionStats:
         return self._run(self._layout.stats(session_id), f"stats of session {session_id!r:.80}")
 
@@ -520,6 +532,18 @@ class AsyncRedisStore:
         return await self._run(
             self._layout.set_status(session_id, seq, status),
             f"status change of seq={seq} in session {session_id!r:.80}",
+        )
+
+    async def delete_messages(self, session_id: str, seqs: Sequence[int]) -> list[Message]:
+        return await self._run(
+            self._layout.delete_messages(session_id, seqs),
+            f"delete of messages of session {session_id!r:.80}",
+        )
+
+    async def replace_message(self, session_id: str, seq: int, message: Message) -> Message:
+        return await self._run(
+            self._layout.replace_message(session_id, seq, message),
+            f"replacing seq={seq} of session {session_id!r:.80}",
         )
 
     async def stats(self, session_id: str) -> SessionStats:

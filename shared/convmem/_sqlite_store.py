@@ -32,14 +32,23 @@ from typing import Any
 from ._codec import message_from_record, message_to_record
 from ._errors import ConfigError, InvalidMessageError, StoreError
 from ._models import Message, TurnStatus
-from ._store import SessionStats, StateRecord, check_owner, idle_cutoff, validate_messages
+from ._store import (
+    SessionStats,
+    StateRecord,
+    check_owner,
+    check_seq,
+    idle_cutoff,
+    missing_seqs_error,
+    validate_messages,
+    validate_seqs,
+)
 
 __all__ = ["SQLiteStore"]
 
 logger = logging.getLogger("convmem")
 
-# 2: messages.reply_to_seq (added to a version 1 file when it is opened).
-_SCHEMA_VERSION = 2
+# 2: messages.reply_to_seq; 3: sessions.generation (both added to an older file when it is opened).
+_SCHEMA_VERSION = 3
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS sessions (
     session_id   TEXT PRIMARY KEY,
@@ -48,7 +57,8 @@ CREATE TABLE IF NOT EXISTS sessions (
     updated_at   REAL NOT NULL,
     last_seq     INTEGER NOT NULL DEFAULT 0,
     message_count INTEGER NOT NULL DEFAULT 0,
-    total_tokens INTEGER NOT NULL DEFAULT 0
+    total_tokens INTEGER NOT NULL DEFAULT 0,
+    generation   TEXT
 );
 CREATE INDEX IF NOT EXISTS sessions_by_user ON sessions(user_id);
 CREATE INDEX IF NOT EXISTS sessions_by_activity ON sessions(updated_at);
@@ -81,7 +91,17 @@ _COLUMNS = (
 )
 _PLACEHOLDERS = ", ".join("?" * (1 + len(_COLUMNS.split(", "))))
 # Columns later versions added to a table, for files created before them: (table, column, type).
-_ADDED_COLUMNS = (("messages", "reply_to_seq", "INTEGER"),)
+_ADDED_COLUMNS = (("messages", "reply_to_seq", "INTEGER"), ("sessions", "generation", "TEXT"))
+# Schema 3: the log's generation (see `Store`). A trigger gives every new session row
+# one, so no insert has to name the column; deleting or replacing messages sets a new one.
+_NEW_GENERATION = "lower(hex(randomblob(8)))"
+_GENERATION_TRIGGER = f"""
+CREATE TRIGGER IF NOT EXISTS sessions_generation AFTER INSERT ON sessions
+WHEN NEW.generation IS NULL
+BEGIN
+    UPDATE sessions SET generation = {_NEW_GENERATION} WHERE session_id = NEW.session_id;
+END;
+"""
 _SYNCHRONOUS = ("OFF", "NORMAL", "FULL", "EXTRA")
 # A checkpoint waits for other processes' writes and reads to finish; a delete has
 # already committed by then, so it should not wait for them as long as a write would.
@@ -168,19 +188,7 @@ class SQLiteStore:
         self._pid = os.getpid()
         self._closed = False
         try:
-            with self._connection() as conn:
-                version = conn.execute("PRAGMA user_version").fetchone()[0]
-                if version > _SCHEMA_VERSION:
-                    raise StoreError(
-                        f"{self.path} was written by a newer convmem (schema {version} > "
-                        f"{_SCHEMA_VERSION}); upgrade convmem to open it"
-                    )
-                conn.executescript(_SCHEMA)
-                # One transaction, so two processes opening an old file add each column once.
-                conn.execute("BEGIN IMMEDIATE")
-                self._add_columns(conn)
-                conn.execute(f"PRAGMA user_version = {_SCHEMA_VERSION}")
-                conn.execute("COMMIT")
+            self._migrate()
         except sqlite3.DatabaseError as exc:
             self.close()
             raise StoreError(f"{self.path} is not a usable SQLite database: {exc}") from exc
@@ -190,6 +198,31 @@ class SQLiteStore:
 
     def __repr__(self) -> str:
         return f"SQLiteStore({str(self.path)!r})"
+
+    def _migrate(self) -> None:
+        """Create the tables, or bring a file written by an older convmem up to date.
+
+        One ``BEGIN IMMEDIATE`` transaction: processes opening an old file at once
+        migrate it exactly once.
+        """
+        with self._connection() as conn:
+            if conn.execute("PRAGMA user_version").fetchone()[0] == _SCHEMA_VERSION:
+                return
+            conn.execute("BEGIN IMMEDIATE")
+            version = conn.execute("PRAGMA user_version").fetchone()[0]
+            if version > _SCHEMA_VERSION:
+                raise StoreError(
+                    f"{self.path} was written by a newer convmem (schema {version} > "
+                    f"{_SCHEMA_VERSION}); upgrade convmem to open it"
+                )
+            for statement in _SCHEMA.split(";"):
+                if statement.strip():
+                    conn.execute(statement)
+            self._add_columns(conn)
+            conn.execute(f"UPDATE sessions SET generation = {_NEW_GENERATION} WHERE generation IS NULL")
+            conn.execute(_GENERATION_TRIGGER)
+            conn.execute(f"PRAGMA user_version = {_SCHEMA_VERSION}")
+            conn.execute("COMMIT")
 
     @property
     def closed(self) -> bool:
@@ -458,14 +491,73 @@ class SQLiteStore:
 
     def stats(self, session_id: str) -> SessionStats:
         rows = self._read(
-            "SELECT message_count, last_seq, total_tokens, user_id, created_at, updated_at "
+            "SELECT message_count, last_seq, total_tokens, user_id, created_at, updated_at, generation "
             "FROM sessions WHERE session_id = ?",
             (session_id,),
         )
         if not rows:
             return SessionStats(session_id, 0, 0, 0)
-        count, last_seq, tokens, user_id, created, updated = rows[0]
-        return SessionStats(session_id, count, last_seq, tokens, user_id, created, updated)
+        count, last_seq, tokens, user_id, created, updated, generation = rows[0]
+        return SessionStats(session_id, count, last_seq, tokens, user_id, created, updated, generation)
+
+    def delete_messages(self, session_id: str, seqs: Sequence[int]) -> list[Message]:
+        wanted = validate_seqs(seqs)
+        if not wanted:
+            return []
+        with self._transaction() as conn:
+            doomed = self._locked_messages(conn, session_id, wanted)
+            conn.executemany(
+                "DELETE FROM messages WHERE session_id = ? AND seq = ?", [(session_id, s) for s in wanted]
+            )
+            self._log_changed(conn, session_id, -len(doomed), -sum(m.token_count or 0 for m in doomed))
+        self._checkpoint()  # the deleted text must not stay in the -wal file
+        return doomed
+
+    def replace_message(self, session_id: str, seq: int, message: Message) -> Message:
+        check_seq(seq)
+        (message,) = validate_messages([message])
+        stored = dataclasses.replace(message, seq=seq)
+        record = message_to_record(stored)
+        try:
+            with self._transaction() as conn:
+                (old,) = self._locked_messages(conn, session_id, [seq])
+                conn.execute(
+                    f"UPDATE messages SET ({_COLUMNS}) = ({', '.join('?' * len(record))}) "
+                    "WHERE session_id = ? AND seq = ?",
+                    (*record.values(), session_id, seq),
+                )
+                self._log_changed(conn, session_id, 0, (stored.token_count or 0) - (old.token_count or 0))
+        except UnicodeEncodeError as exc:
+            raise InvalidMessageError(
+                f"the replacement for seq={seq} of session {session_id!r} is not valid UTF-8 text "
+                f"({exc.reason}); nothing was replaced"
+            ) from None
+        self._checkpoint()
+        return stored
+
+    def _locked_messages(self, conn: sqlite3.Connection, session_id: str, seqs: list[int]) -> list[Message]:
+        """The messages `seqs` inside a write transaction; every one must exist."""
+        found: list[Message] = []
+        for start in range(0, len(seqs), 500):
+            chunk = seqs[start : start + 500]
+            rows = conn.execute(
+                f"SELECT {_COLUMNS} FROM messages WHERE session_id = ? "
+                f"AND seq IN ({','.join('?' * len(chunk))}) ORDER BY seq",
+                (session_id, *chunk),
+            ).fetchall()
+            found.extend(self._decode(rows, session_id))
+        if len(found) != len(seqs):
+            present = {m.seq for m in found}
+            raise missing_seqs_error(session_id, [s for s in seqs if s not in present])
+        return found
+
+    @staticmethod
+    def _log_changed(conn: sqlite3.Connection, session_id: str, count_delta: int, token_delta: int) -> None:
+        conn.execute(
+            "UPDATE sessions SET message_count = message_count + ?, total_tokens = total_tokens + ?, "
+            f"generation = {_NEW_GENERATION}, updated_at = ? WHERE session_id = ?",
+            (count_delta, token_delta, time.time(), session_id),
+        )
 
     def get_state(self, session_id: str, key: str) -> StateRecord | None:
         rows = self._read(

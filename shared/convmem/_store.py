@@ -8,14 +8,24 @@ to one session and every message gets exactly one place in its log.
 
 Deleting data is explicit: `Store.clear` forgets one session, `Store.forget_user`
 every session of one user, and `Store.expire_idle` every session with no write
-(append, status change or state write) for a given time. Nothing else removes
-a stored message.
+(append, status change or state write) for a given time; `Store.delete_messages`
+and `Store.replace_message` remove or rewrite single messages. Nothing else
+removes a stored message. Seqs are never reused: deleting the newest message
+leaves ``last_seq`` as it was.
+
+Every log has a *generation*: an opaque token made when the session's log is
+created and replaced whenever messages are deleted or replaced; a session that
+is cleared, forgotten or expired and then written again gets a new one. It is
+reported by `Store.stats`, so a process that mirrors a log (recall's indexes)
+notices with the read it makes anyway that what it mirrors is no longer the
+log, and drops it instead of serving forgotten text.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import math
+import secrets
 import unicodedata
 from collections.abc import Sequence
 from typing import Protocol, runtime_checkable
@@ -30,9 +40,13 @@ __all__ = [
     "StateRecord",
     "Store",
     "check_owner",
+    "check_seq",
     "idle_cutoff",
+    "missing_seqs_error",
+    "new_generation",
     "validate_id",
     "validate_messages",
+    "validate_seqs",
 ]
 
 MAX_ID_LENGTH = 256
@@ -100,6 +114,38 @@ def validate_messages(messages: object) -> list[Message]:
     return checked
 
 
+def validate_seqs(seqs: object, what: str = "seqs") -> list[int]:
+    """The distinct seqs of a `Store.delete_messages` call, sorted; raises `InvalidMessageError`.
+
+    A seq is a positive int (not a bool). Stores call this before they touch the log.
+    """
+    if isinstance(seqs, (str, bytes)) or not isinstance(seqs, (Sequence, set, frozenset)):
+        raise InvalidMessageError(f"{what} must be a list of message seqs (ints), got {type(seqs).__name__}")
+    for seq in seqs:
+        check_seq(seq, what)
+    return sorted(set(seqs))
+
+
+def check_seq(seq: object, what: str = "seq") -> int:
+    """`seq` if it is a positive int, else `InvalidMessageError` naming it."""
+    if isinstance(seq, bool) or not isinstance(seq, int) or seq <= 0:
+        raise InvalidMessageError(f"{what} must hold positive ints (message seqs), got {seq!r:.60}")
+    return seq
+
+
+def new_generation() -> str:
+    """A fresh log generation: 16 random hex digits, never the same twice in practice."""
+    return secrets.token_hex(8)
+
+
+def missing_seqs_error(session_id: str, missing: Sequence[int]) -> InvalidMessageError:
+    shown = ", ".join(str(s) for s in list(missing)[:10]) + (" ..." if len(missing) > 10 else "")
+    return InvalidMessageError(
+        f"session {session_id!r:.80} has no message with seq {shown}; nothing was deleted or "
+        "replaced (read the log with messages() for the seqs it holds)"
+    )
+
+
 def idle_cutoff(older_than_seconds: float, now: float) -> float:
     """The last-write time before which a session counts as idle, for `Store.expire_idle`."""
     if isinstance(older_than_seconds, bool) or not isinstance(older_than_seconds, (int, float)):
@@ -122,6 +168,9 @@ class SessionStats:
     user_id: str | None = None
     created_at: float | None = None
     updated_at: float | None = None
+    # The log's generation (see the module docstring); None for a session with no log,
+    # or one written before stores kept generations.
+    generation: str | None = None
 
 
 @dataclasses.dataclass(frozen=True)
@@ -170,7 +219,23 @@ class Store(Protocol):
         ...
 
     def stats(self, session_id: str) -> SessionStats:
-        """Counts for a session; an unknown session has zero messages."""
+        """Counts for a session and its log's generation; an unknown session has zero messages."""
+        ...
+
+    def delete_messages(self, session_id: str, seqs: Sequence[int]) -> list[Message]:
+        """Delete the messages with these seqs atomically; return them, oldest first.
+
+        A seq the log does not hold raises `InvalidMessageError` and deletes nothing.
+        Deleting changes the log's generation (an empty `seqs` changes nothing).
+        """
+        ...
+
+    def replace_message(self, session_id: str, seq: int, message: Message) -> Message:
+        """Put `message` in place of the stored message `seq` atomically; return it as stored.
+
+        `message` is checked as `append` checks messages; an unknown seq raises
+        `InvalidMessageError`. Replacing changes the log's generation.
+        """
         ...
 
     def get_state(self, session_id: str, key: str) -> StateRecord | None: ...

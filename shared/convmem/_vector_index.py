@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import tempfile
 import threading
 import urllib.parse
@@ -340,6 +341,8 @@ class FaissIndex:
 # -- one file and manifest per session ---------------------------------------------
 
 _MANIFEST_FORMAT = 1
+# Hex digits of a generation's digest in a file name.
+_GENERATION_DIGITS = 16
 
 
 def _escape_session_id(session_id: str) -> str:
@@ -370,22 +373,35 @@ class IndexFiles:
     def __repr__(self) -> str:
         return f"IndexFiles({str(self.directory)!r})"
 
-    def path(self, session_id: str) -> Path:
-        """The FAISS file of a session (its manifest has the same name with ``.json``)."""
-        return self.directory / f"{_escape_session_id(session_id)}.faiss"
+    def path(self, session_id: str, generation: str | None = None) -> Path:
+        """The FAISS file of a session's log (its manifest has the same name with ``.json``).
 
-    def manifest_path(self, session_id: str) -> Path:
-        return self.path(session_id).with_suffix(".json")
+        With the log's `generation` (see `Store.stats`) the name carries a digest of
+        it: vectors of a log that was forgotten, edited or belongs to another store
+        with the same session id live in another file, and are never adopted.
+        """
+        name = _escape_session_id(session_id)
+        if generation is not None:
+            name += "." + sha256(generation.encode("utf-8")).hexdigest()[:_GENERATION_DIGITS]
+        return self.directory / f"{name}.faiss"
+
+    def manifest_path(self, session_id: str, generation: str | None = None) -> Path:
+        return self.path(session_id, generation).with_suffix(".json")
 
     def load(
-        self, session_id: str, identity: Mapping[str, Any], *, hnsw_threshold: int = 50_000
+        self,
+        session_id: str,
+        identity: Mapping[str, Any],
+        *,
+        hnsw_threshold: int = 50_000,
+        generation: str | None = None,
     ) -> FaissIndex | None:
         """The saved index of a session, ``None`` when there is none.
 
         Raises `IndexFileError` when the files are there but unusable: made with
         another identity, damaged, or one of the pair missing.
         """
-        path, manifest_path = self.path(session_id), self.manifest_path(session_id)
+        path, manifest_path = self.path(session_id, generation), self.manifest_path(session_id, generation)
         if not (path.exists() or manifest_path.exists()):
             return None
         try:
@@ -410,12 +426,14 @@ class IndexFiles:
         index: FaissIndex,
         identity: Mapping[str, Any],
         extra: Mapping[str, Any] | None = None,
+        *,
+        generation: str | None = None,
     ) -> None:
         """Write the index, then its manifest (both atomically); `extra` is kept for people reading it.
 
         Raises `OSError` when the folder cannot be written.
         """
-        path, manifest_path = self.path(session_id), self.manifest_path(session_id)
+        path, manifest_path = self.path(session_id, generation), self.manifest_path(session_id, generation)
         manifest: dict[str, Any] = {
             "format": _MANIFEST_FORMAT,
             "session_id": session_id,
@@ -430,6 +448,17 @@ class IndexFiles:
         tmp.write_text(json.dumps(manifest, ensure_ascii=False, indent=1), "utf-8")
         tmp.replace(manifest_path)
 
-    def delete(self, session_id: str) -> None:
-        for path in (self.path(session_id), self.manifest_path(session_id)):
+    def delete(self, session_id: str, generation: str | None = None) -> None:
+        """Delete the files of one generation of a session's log."""
+        for path in (self.path(session_id, generation), self.manifest_path(session_id, generation)):
             path.unlink(missing_ok=True)
+
+    def delete_all(self, session_id: str) -> None:
+        """Delete the files of every generation of a session (of every store using this folder)."""
+        name = _escape_session_id(session_id)
+        pattern = re.compile(re.escape(name) + rf"(\.[0-9a-f]{{{_GENERATION_DIGITS}}})?\.(faiss|json)")
+        if not self.directory.is_dir():
+            return
+        for path in self.directory.glob(f"{name}*"):
+            if pattern.fullmatch(path.name):
+                path.unlink(missing_ok=True)
