@@ -91,12 +91,16 @@ class ConversationMemory:
     methods), so `add` returns at once; `flush` waits for it.
 
     Components: a `summarizer`, `fact_extractor` or `counter` left None is
-    the offline default; recall is on only with ``recall=`` (a configured
-    `Recall`, which may serve many sessions) or ``embedder=`` (recall with
-    default settings), not both. Each part has one switch: facts are turned
-    off by ``MemoryConfig(extract_facts=False)`` (then ``fact_extractor=`` is
+    the offline default. Recall is on by default: with neither ``recall=`` nor
+    ``embedder=`` earlier turns are found by their words (``Recall()``: BM25
+    over CJK-aware terms, no model); ``embedder=`` adds meaning (recall with
+    default settings, vectors next to a SQLite store), and ``recall=`` takes a
+    configured `Recall`, which may serve many sessions; not both. Each part
+    has one switch: facts are turned off by
+    ``MemoryConfig(extract_facts=False)`` (then ``fact_extractor=`` is
     refused), automatic summarizing by ``summary_trigger="never"``, recall by
-    giving neither ``recall`` nor ``embedder``.
+    ``MemoryConfig(recall_earlier_turns=False)`` (then ``recall=`` and
+    ``embedder=`` are refused).
 
     Every method has an async twin (``aadd``, ``abuild_context``, ...).
     """
@@ -126,6 +130,12 @@ class ConversationMemory:
             )
         if recall is not None and embedder is not None:
             raise ConfigError("pass embedder= (recall with default settings) or recall=, not both")
+        if not self.config.recall_earlier_turns and (recall is not None or embedder is not None):
+            given = "recall" if recall is not None else "embedder"
+            raise ConfigError(
+                f"{given}= was given but config.recall_earlier_turns is False; "
+                "recall_earlier_turns=False switches recall off, so pass one or the other"
+            )
         self.store: Store = store if store is not None else InMemoryStore()
         self.counter = counter or default_counter()
         self._builder = ContextBuilder(self.config, self.counter)
@@ -136,7 +146,9 @@ class ConversationMemory:
         if embedder is not None:
             index_dir = Path(f"{self.store.path}.vectors") if isinstance(self.store, SQLiteStore) else None
             recall = Recall(embedder, index_dir=index_dir)
-        self.recall = recall
+        elif recall is None and self.config.recall_earlier_turns:
+            recall = Recall()  # by words: nothing to load, nothing written to disk
+        self.recall: Recall | None = recall
         self._derived = DerivedState(
             session_id=self.session_id,
             store=self.store,

@@ -72,13 +72,19 @@ class Recall:
     """Semantic recall over a session's log: index on write, hybrid search on read.
 
     Args:
-        embedder: any `Embedder` (`SentenceTransformerEmbedder`, `HashingEmbedder`, an adapter).
+        embedder: any `Embedder` (`SentenceTransformerEmbedder`, `HashingEmbedder`, an adapter),
+            or ``None`` for lexical recall: BM25 over the CJK-aware terms of each message and
+            exchange, with the same boosts, relevance floor and rendering, and no model at all
+            (what a `ConversationMemory` gets by default).
         config: ranking and rendering knobs (`RecallConfig`).
         index_dir: where vectors are persisted, one ``<session>.faiss`` file plus a
             ``.json`` manifest per session; ``None`` keeps them in memory only.
             Put it next to the store, e.g. ``Path(str(db_path) + ".vectors")``.
         index_factory: ``(session_id, dimension) -> VectorIndex`` for vectors kept in a
             shared vector store instead of files on this server.
+
+    Without an embedder there are no vectors, so `index_dir` and `index_factory` are
+    refused; everything recall needs is rebuilt from the log on first use.
 
     Thread-safe. `add` may run in a background thread while `search` serves
     requests: a search uses what is indexed at that moment (new messages are
@@ -87,6 +93,7 @@ class Recall:
     Example::
 
         recall = Recall(SentenceTransformerEmbedder(), index_dir=Path("memory.db.vectors"))
+        # or Recall() / Recall(None): by words only, no model
         stored = store.append("s1", [Message.create("user", "My dog is called Duoduo.")])
         recall.add("s1", stored)
         result = recall.search("s1", "what is my dog called?", store=store,
@@ -96,7 +103,7 @@ class Recall:
 
     def __init__(
         self,
-        embedder: Embedder,
+        embedder: Embedder | None = None,
         *,
         config: RecallConfig | None = None,
         index_dir: str | Path | None = None,
@@ -107,6 +114,12 @@ class Recall:
                 "give Recall an index_dir (FAISS files on this server) or an index_factory "
                 "(a shared vector store), not both"
             )
+        if embedder is None and (index_dir is not None or index_factory is not None):
+            given = "index_dir" if index_dir is not None else "index_factory"
+            raise ConfigError(
+                f"{given} was given to a Recall without an embedder; lexical recall keeps no "
+                "vectors, so pass an embedder too or leave index_dir and index_factory out"
+            )
         self.embedder = embedder
         self.config = config or RecallConfig()
         self.index_dir = None if index_dir is None else Path(index_dir)
@@ -116,6 +129,8 @@ class Recall:
         self._lock = threading.Lock()
 
     def __repr__(self) -> str:
+        if self.embedder is None:
+            return "Recall(None)"
         return f"Recall({self.embedder!r}, index_dir={self.index_dir!r})"
 
     # -- files ---------------------------------------------------------------------------
@@ -127,14 +142,14 @@ class Recall:
     def _identity(self, dimension: int) -> dict[str, Any]:
         """What a saved index must have been made with to be adopted."""
         return {
-            "embedder": self.embedder.name,
+            "embedder": self.embedder.name if self.embedder is not None else None,
             "dimension": dimension,
             "granularity": self.config.granularity,
         }
 
     def _load_saved(self, state: SessionMirror) -> None:
         """Adopt a saved index when it matches this embedder and config; otherwise discard it."""
-        if self._files is None:
+        if self._files is None or self.embedder is None:
             return
         try:
             state.index = self._files.load(
@@ -199,10 +214,12 @@ class Recall:
             state = self._sessions.get(session_id)
             created = state is None
             if state is None:
-                state = self._sessions[session_id] = SessionMirror(session_id)
+                state = self._sessions[session_id] = SessionMirror(
+                    session_id, embeds=self.embedder is not None
+                )
         if created:
             with state.lock:
-                if self.index_factory is not None:
+                if self.index_factory is not None and self.embedder is not None:
                     # A shared store may already hold units other servers embedded.
                     state.index = self.index_factory(session_id, self.embedder.dimension)
                 else:
@@ -271,7 +288,7 @@ class Recall:
                 state.forgotten = True
                 index, state.index = state.index, None
                 state.reset_log_view()
-        if self.index_factory is not None:
+        if self.index_factory is not None and self.embedder is not None:
             # Vectors in a shared store outlive this process's view of them.
             if index is None:
                 index = self.index_factory(session_id, self.embedder.dimension)
@@ -344,9 +361,11 @@ class Recall:
         filters: RecallFilters | None,
     ) -> Plan[RecallResult]:
         state = yield from self._ready(session_id, store)
+        vector: np.ndarray | None = None
+        problem = None
         try:
-            vector: np.ndarray | None = yield EmbedQuery(query)
-            problem = None
+            if self.embedder is not None:
+                vector = yield EmbedQuery(query)
         except Exception as exc:
             logger.warning(
                 "the recall embedder failed on the query (%s: %s); recalling by keywords only",

@@ -55,6 +55,9 @@ class RecallConfig:
     min_lexical: float = 0.5
     """A message below `min_score` is still recalled when its BM25 score is at least this
     fraction of the best one (exact names, numbers, rare words)."""
+    relevance_floor: float = 0.0
+    """A candidate scoring below this fraction of the best candidate's score is not
+    recalled, however much room is left: the room goes back to the recent window."""
     candidates: int = 200
     """Candidates each retriever (dense, lexical) contributes before fusion."""
     indexed_roles: tuple[str, ...] = ("user", "assistant")
@@ -98,6 +101,7 @@ class RecallConfig:
             "mmr_lambda",
             "duplicate_similarity",
             "min_lexical",
+            "relevance_floor",
             "past_share",
             "followup_share",
         ):

@@ -179,13 +179,26 @@ def rank(evidence: Evidence, config: RecallConfig) -> Ranking:
         eligible = lexical > 0
     score = _boosted(np.asarray(score, dtype=np.float64), evidence, config)
 
-    order = [i for i in np.argsort(-score, kind="stable").tolist() if eligible[i]]
     dropped = []
     below = int(len(seqs) - eligible.sum())
     if below:
         dropped.append(
             Dropped("recall", f"{below} candidate messages", 0, f"below min_score {config.min_score}")
         )
+    if config.relevance_floor and eligible.any():
+        floor = config.relevance_floor * float(score[eligible].max())
+        weak = eligible & (score < floor)
+        if weak.any():
+            eligible = eligible & ~weak
+            dropped.append(
+                Dropped(
+                    "recall",
+                    f"{int(weak.sum())} candidate messages",
+                    0,
+                    f"below the relevance floor ({config.relevance_floor:.0%} of the best score)",
+                )
+            )
+    order = [i for i in np.argsort(-score, kind="stable").tolist() if eligible[i]]
     best = float(similarity[order].max()) if has_dense and order else None
     order = diversify(order, score, seqs, evidence.vectors, config.mmr_lambda)
     ranked = tuple(
