@@ -193,7 +193,7 @@ def test_chinese_question_words_and_pronouns_alone_recall_nothing() -> None:
 
 
 def test_relevance_floor_must_be_a_fraction() -> None:
-    with pytest.raises(ConfigError, match=r"relevance_floor must be in \[0, 1\], got 1.5"):
+    with pytest.raises(ConfigError, match=r"relevance_floor must be None or in \[0, 1\], got 1.5"):
         RecallConfig(relevance_floor=1.5)
 
 

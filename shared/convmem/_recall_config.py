@@ -55,9 +55,12 @@ class RecallConfig:
     min_lexical: float = 0.5
     """A message below `min_score` is still recalled when its BM25 score is at least this
     fraction of the best one (exact names, numbers, rare words)."""
-    relevance_floor: float = 0.0
+    relevance_floor: float | None = None
     """A candidate scoring below this fraction of the best candidate's score is not
-    recalled, however much room is left: the room goes back to the recent window."""
+    recalled, however much room is left: the room goes back to the recent window.
+    None picks by how recall ranks: 0.5 with dense search, 0.25 by words only (where
+    the episode boost lifts every candidate of a good episode alike). Tuned on LoCoMo
+    to cut candidates without losing evidence."""
     candidates: int = 200
     """Candidates each retriever (dense, lexical) contributes before fusion."""
     indexed_roles: tuple[str, ...] = ("user", "assistant")
@@ -101,13 +104,17 @@ class RecallConfig:
             "mmr_lambda",
             "duplicate_similarity",
             "min_lexical",
-            "relevance_floor",
             "past_share",
             "followup_share",
         ):
             value = getattr(self, name)
             if not isinstance(value, (int, float)) or isinstance(value, bool) or not 0 <= value <= 1:
                 raise ConfigError(f"{name} must be in [0, 1], got {value!r}")
+        floor = self.relevance_floor
+        if floor is not None and (
+            not isinstance(floor, (int, float)) or isinstance(floor, bool) or not 0 <= floor <= 1
+        ):
+            raise ConfigError(f"relevance_floor must be None or in [0, 1], got {floor!r}")
         for name in ("speaker_weight", "episode_weight", "recency_weight"):
             value = getattr(self, name)
             if not isinstance(value, (int, float)) or isinstance(value, bool) or value < 0:

@@ -1,4 +1,4 @@
-"""Ranking recall candidates: fusion, boosts, a relevance floor and MMR, over plain arrays.
+"""Ranking recall candidates: fusion, boosts, relevance floors and MMR, over plain arrays.
 
 Nothing here touches an index, a store or a lock: `rank` takes the evidence
 gathered for each candidate message (`Evidence`) and a `RecallConfig`, and
@@ -35,6 +35,7 @@ __all__ = [
     "named_speakers",
     "normalized",
     "rank",
+    "relevance_floor",
 ]
 
 # MMR re-ranks this many of the best candidates; the rest keep their order.
@@ -160,7 +161,9 @@ def rank(evidence: Evidence, config: RecallConfig) -> Ranking:
 
     A candidate passes the floor when it is similar enough by meaning
     (``min_score``) or a strong keyword match (``min_lexical``); without dense
-    search, when it matches any keyword.
+    search, when it matches any keyword. Then it needs a score of at least
+    `relevance_floor` of the best candidate's: what falls short is not
+    recalled however much room is left.
     """
     seqs = evidence.seqs
     if not seqs:
@@ -185,9 +188,9 @@ def rank(evidence: Evidence, config: RecallConfig) -> Ranking:
         dropped.append(
             Dropped("recall", f"{below} candidate messages", 0, f"below min_score {config.min_score}")
         )
-    if config.relevance_floor and eligible.any():
-        floor = config.relevance_floor * float(score[eligible].max())
-        weak = eligible & (score < floor)
+    fraction = relevance_floor(config, has_dense)
+    if fraction and eligible.any():
+        weak = eligible & (score < fraction * float(score[eligible].max()))
         if weak.any():
             eligible = eligible & ~weak
             dropped.append(
@@ -195,7 +198,7 @@ def rank(evidence: Evidence, config: RecallConfig) -> Ranking:
                     "recall",
                     f"{int(weak.sum())} candidate messages",
                     0,
-                    f"below the relevance floor ({config.relevance_floor:.0%} of the best score)",
+                    f"below the relevance floor ({fraction:.0%} of the best score)",
                 )
             )
     order = [i for i in np.argsort(-score, kind="stable").tolist() if eligible[i]]
@@ -205,6 +208,18 @@ def rank(evidence: Evidence, config: RecallConfig) -> Ranking:
         Ranked(seqs[i], float(score[i]), float(similarity[i]) if has_dense else None) for i in order
     )
     return Ranking(ranked, best, len(seqs), tuple(dropped))
+
+
+# The relevance floor when the config leaves it to the ranking (``relevance_floor=None``).
+_FLOOR_WITH_DENSE = 0.5
+_FLOOR_BY_WORDS = 0.25
+
+
+def relevance_floor(config: RecallConfig, has_dense: bool) -> float:
+    """The fraction of the best score a candidate needs to be recalled."""
+    if config.relevance_floor is not None:
+        return float(config.relevance_floor)
+    return _FLOOR_WITH_DENSE if has_dense else _FLOOR_BY_WORDS
 
 
 def diversify(
