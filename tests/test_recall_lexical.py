@@ -298,3 +298,25 @@ def test_recall_room_a_weak_match_leaves_goes_back_to_the_window() -> None:
     window = context.section("window")
     assert {seq for item in context.recalled for seq in item.seqs} <= {1, 2}  # the corgi exchange only
     assert window.tokens > window.cap  # the window took the room recall left
+
+
+def moved_memory() -> ConversationMemory:
+    memory = ConversationMemory("s", config=MemoryConfig(keep_recent_turns=2))
+    memory.add_turn("I live in Hangzhou, near the lake.", "Hangzhou is lovely.")
+    memory.add_turn("I moved to Beijing last month.", "Welcome to Beijing!")
+    for i in range(6):
+        memory.add_turn(f"Question {i} about the database migration.", f"Answer {i}: it runs.")
+    return memory
+
+
+def test_a_statement_a_newer_one_replaced_is_not_recalled_without_it() -> None:
+    memory = moved_memory()
+    assert [f.value for f in memory.facts() if f.key == "city"] == ["Beijing"]
+    context = memory.build_context(query="Is the lake in Hangzhou nice?", budget=500)
+    assert "I live in Hangzhou" not in context.system_text
+
+
+def test_a_replaced_statement_is_recalled_next_to_the_one_that_replaced_it() -> None:
+    context = moved_memory().build_context(query="Did I live in Hangzhou before Beijing?", budget=500)
+    assert "I live in Hangzhou" in context.system_text
+    assert "I moved to Beijing" in context.system_text

@@ -170,3 +170,17 @@ def test_the_relevance_floor_left_to_the_ranking_is_higher_with_dense_search() -
 def test_a_configured_relevance_floor_holds_whatever_the_ranking() -> None:
     config = RecallConfig(relevance_floor=0.0)
     assert relevance_floor(config, has_dense=True) == relevance_floor(config, has_dense=False) == 0.0
+
+
+def test_candidates_below_the_relevance_floor_are_dropped_with_a_reason() -> None:
+    ranking = rank(evidence(None, [1.0, 0.6, 0.2]), PLAIN.replace(relevance_floor=0.5))
+    assert [r.seq for r in ranking.ranked] == [1, 2]
+    assert any("relevance floor" in d.reason for d in ranking.dropped)
+
+
+def test_an_episode_boost_every_candidate_shares_does_not_lift_them_over_the_floor() -> None:
+    one_episode = evidence(None, [1.0, 0.6, 0.2], episodes=[1, 1, 1])
+    assert order(one_episode, episode_weight=0.3, relevance_floor=0.5) == [1, 2]
+    two_episodes = evidence(None, [1.0, 0.3, 0.2], episodes=[1, 1, 2])
+    # the weak one in the best episode passes on its episode; the one alone does not
+    assert order(two_episodes, episode_weight=1.0, relevance_floor=0.5) == [1, 2]

@@ -381,7 +381,37 @@ class ConversationMemory:
             max_tokens=plan.recall_room,
             counter=self.counter,
         )
-        return result.items
+        return self._without_stale_statements(result.items, plan.window_seqs)
+
+    def _without_stale_statements(
+        self, items: tuple[RecalledItem, ...], window_seqs: frozenset[int]
+    ) -> tuple[RecalledItem, ...]:
+        """The items less those stating a fact a newer message replaced ("I live in
+        Hangzhou" after "I moved to Beijing") when neither the window nor another item
+        holds the newer statement: recalled alone, the old one reads as still true."""
+        replaced_by = self._replaced_statements() if items else {}
+        if not replaced_by:
+            return items
+        present = window_seqs | {seq for item in items for seq in item.seqs}
+        return tuple(
+            item
+            for item in items
+            if all(replaced_by[seq] & present for seq in item.seqs if seq in replaced_by)
+        )
+
+    def _replaced_statements(self) -> dict[int, set[int]]:
+        """Seq of each message whose fact a newer value replaced -> seqs stating the current values."""
+        if self.fact_extractor is None:
+            return {}
+        book = self._derived.facts_book()
+        replaced_by: dict[int, set[int]] = {}
+        for current in book.current():
+            if current.seq is None:
+                continue
+            for older in book.history(current.key):
+                if older.seq is not None and older.seq < current.seq and older.value != current.value:
+                    replaced_by.setdefault(older.seq, set()).add(current.seq)
+        return replaced_by
 
     def render_transcript(self, view: str = "orchestration", *, max_turns: int | None = None) -> str:
         """The recent conversation as text for another prompt.

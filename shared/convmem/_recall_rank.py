@@ -140,7 +140,13 @@ def _fuse(dense: np.ndarray, lexical: np.ndarray, config: RecallConfig) -> np.nd
     return np.asarray(score / score.max())
 
 
-def _boosted(score: np.ndarray, evidence: Evidence, config: RecallConfig) -> np.ndarray:
+def _boosted(score: np.ndarray, evidence: Evidence, config: RecallConfig) -> tuple[np.ndarray, float]:
+    """Scores with the boosts added, and the part of the boost every candidate got.
+
+    In a conversation of one episode every candidate gets the same episode boost:
+    it tells nothing about relevance, so the relevance floor leaves it out.
+    """
+    shared = 0.0
     if config.speaker_weight and evidence.said_by_named.any():
         score = score + config.speaker_weight * np.asarray(evidence.said_by_named, dtype=np.float64)
     if config.recency_weight:
@@ -153,7 +159,8 @@ def _boosted(score: np.ndarray, evidence: Evidence, config: RecallConfig) -> np.
             if value > best_in_episode.get(episode, -math.inf):
                 best_in_episode[episode] = value
         score = score + config.episode_weight * np.array([best_in_episode[e] for e in episodes])
-    return score
+        shared = config.episode_weight * min(best_in_episode.values())
+    return score, shared
 
 
 def rank(evidence: Evidence, config: RecallConfig) -> Ranking:
@@ -162,8 +169,9 @@ def rank(evidence: Evidence, config: RecallConfig) -> Ranking:
     A candidate passes the floor when it is similar enough by meaning
     (``min_score``) or a strong keyword match (``min_lexical``); without dense
     search, when it matches any keyword. Then it needs a score of at least
-    `relevance_floor` of the best candidate's: what falls short is not
-    recalled however much room is left.
+    `relevance_floor` of the best candidate's (both less the episode boost
+    that every candidate got): what falls short is not recalled however
+    much room is left.
     """
     seqs = evidence.seqs
     if not seqs:
@@ -180,7 +188,7 @@ def rank(evidence: Evidence, config: RecallConfig) -> Ranking:
         similarity = np.zeros(len(seqs), dtype=np.float32)
         score = lexical.astype(np.float64)
         eligible = lexical > 0
-    score = _boosted(np.asarray(score, dtype=np.float64), evidence, config)
+    score, shared_boost = _boosted(np.asarray(score, dtype=np.float64), evidence, config)
 
     dropped = []
     below = int(len(seqs) - eligible.sum())
@@ -190,7 +198,8 @@ def rank(evidence: Evidence, config: RecallConfig) -> Ranking:
         )
     fraction = relevance_floor(config, has_dense)
     if fraction and eligible.any():
-        weak = eligible & (score < fraction * float(score[eligible].max()))
+        own = score - shared_boost
+        weak = eligible & (own < fraction * float(own[eligible].max()))
         if weak.any():
             eligible = eligible & ~weak
             dropped.append(
