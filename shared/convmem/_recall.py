@@ -2,10 +2,11 @@
 
 `Recall` indexes every stored message (and every question-and-answer
 exchange) of a session twice: as a vector in a `VectorIndex` and as terms in
-a BM25 index. A query is answered by blending dense and lexical scores with
-speaker, episode and recency boosts, dropping near-duplicates, what the
-recent window already holds and what is below `min_score`, and filling the
-recall section greedily up to its token cap.
+a BM25 index (without an embedder, as terms only). A query is answered by
+blending dense and lexical scores with speaker, episode and recency boosts,
+dropping near-duplicates, small talk, what the recent window already holds
+and what is below `min_score` or the relevance floor, and filling the recall
+section best first up to its token cap.
 
 This module only orchestrates; each job has its own module:
 
