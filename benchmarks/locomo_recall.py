@@ -1,25 +1,37 @@
 """Evidence recall on LoCoMo: how much of what a question needs reaches the context.
 
 For each conversation of ``../shared/data/locomo-dev.json`` every turn goes
-into a `ConversationMemory` (speaker as the message name, session date as the
-timestamp, the first speaker as "user" and the other as "assistant"). For
-each question a context is built with ``build_context(query=question,
-budget=B)`` and a question's evidence recall is the fraction of its evidence
-turns whose text appears in the built messages. Headline: categories 1-4
-(category 5 is adversarial and reported apart). The memory runs with the
-facts and summary sections off, so the budget is split between the recent
-window and recall, as `choose_recall_share` decides for each question; every
-context is checked to be within its budget.
+into a memory (speaker as the message name, session date as the timestamp,
+the first speaker as "user" and the other as "assistant"). For each question
+a context is built with ``build_context(query=question, budget=B)`` and a
+question's evidence recall is the fraction of its evidence turns whose text
+appears in the built messages. Headline: categories 1-4 (category 5 is
+adversarial and reported apart). Every context is checked to be within its
+budget.
 
-Baselines, in the same run and under the same budget and counter:
-  last turns     LangChain ``trim_messages(strategy="last")`` with a tiktoken counter
-  vector top-k   the same MiniLM model and a FAISS flat index, best turns first,
-                 filled to the budget (embedding the text alone, and "Speaker: text")
+Methods, in one run, under the same budgets:
+  defaults, no model    ``ConversationMemory(session_id, store)``: the real defaults
+                        (facts, summary, lexical recall, keep_recent_turns=10)
+  defaults + MiniLM     the same with ``embedder=SentenceTransformerEmbedder()``
+  tuned recall-only     facts and summary off, so the budget is split between the
+                        window and a MiniLM `Recall` (``--set`` / ``--variant`` tune it)
+  last turns            LangChain ``trim_messages(strategy="last")``
+  vector top-k          MiniLM and a FAISS flat index, best turns first, filled to
+                        the budget (embedding the text alone, and "Speaker: text")
+
+Besides evidence recall, each row reports per question the context's tokens,
+the recalled items and their tokens, and precision: the share of recalled items
+(vector top-k: chosen turns) that hold evidence; "talk" counts recalled items
+that say nothing ("thanks", "ok", "😊"), which should be 0. The MiniLM rows
+share one embedding cache, filled for each conversation in one batch before
+its memories are built (the vectors are the model's; a call per turn is slow
+on a small machine), so their ingest times leave the model out.
 
 Usage::
 
-    python benchmarks/locomo_recall.py            # all five conversations
-    python benchmarks/locomo_recall.py --quick    # two conversations
+    python benchmarks/locomo_recall.py                 # all five conversations
+    python benchmarks/locomo_recall.py --quick         # two conversations
+    python benchmarks/locomo_recall.py --no-minilm     # only what needs no model (fast)
     python benchmarks/locomo_recall.py --variant episode_weight=0 --variant speaker_weight=0
 """
 
@@ -35,7 +47,7 @@ import sys
 import tempfile
 import time
 from collections import defaultdict
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
@@ -44,15 +56,20 @@ import numpy as np
 
 from convmem import (
     ConversationMemory,
+    InMemoryStore,
     MemoryConfig,
+    Message,
     Recall,
     RecallConfig,
     SentenceTransformerEmbedder,
     SQLiteStore,
     TiktokenCounter,
 )
+from convmem._embedder import BaseEmbedder
+from convmem._recall import RecalledItem
+from convmem._salience import says_nothing
 
-BUDGETS = (1024, 2048)
+BUDGETS = (256, 512, 1024, 2048)
 HEADLINE_CATEGORIES = (1, 2, 3, 4)
 CATEGORY_NAMES = {1: "multi-hop", 2: "temporal", 3: "open-domain", 4: "single-hop", 5: "adversarial"}
 
@@ -61,7 +78,13 @@ def default_data_path() -> Path:
     env = os.environ.get("CONVMEM_LOCOMO")
     if env:
         return Path(env)
-    return Path(__file__).resolve().parents[2] / "shared" / "data" / "locomo-dev.json"
+    here = Path(__file__).resolve()
+    # ../shared/data beside the repository (or beside the folder holding a git worktree)
+    for parent in here.parents[1:4]:
+        candidate = parent / "shared" / "data" / "locomo-dev.json"
+        if candidate.exists():
+            return candidate
+    return here.parents[2] / "shared" / "data" / "locomo-dev.json"
 
 
 # -- data ----------------------------------------------------------------------------
@@ -126,19 +149,37 @@ def load_conversations(path: Path) -> list[Conversation]:
 
 
 class Scores:
-    """Evidence recall per category, tokens used and build times of one method at one budget."""
+    """Evidence recall per category, tokens, recalled items and build times of one method at one budget."""
 
     def __init__(self) -> None:
         self.recall: dict[int, list[float]] = defaultdict(list)
         self.tokens: list[int] = []
         self.build_ms: list[float] = []
+        self.items: list[int] = []
+        self.item_tokens: list[int] = []
+        self.evidence_items = 0
+        self.small_talk_items = 0
 
-    def record(self, question: Question, context_text: str, tokens: int, build_ms: float | None) -> None:
+    def record(
+        self,
+        question: Question,
+        context_text: str,
+        tokens: int,
+        build_ms: float | None,
+        items: Sequence[tuple[str, bool]] | None = None,
+        item_tokens: int | None = None,
+    ) -> None:
+        """`items`: the recalled passages (text, whether it says nothing), when the method recalls."""
         found = sum(1 for text in question.evidence if text in context_text)
         self.recall[question.category].append(found / len(question.evidence))
         self.tokens.append(tokens)
         if build_ms is not None:
             self.build_ms.append(build_ms)
+        if items is not None and question.category in HEADLINE_CATEGORIES:
+            self.items.append(len(items))
+            self.item_tokens.append(item_tokens or 0)
+            self.evidence_items += sum(1 for text, _ in items if any(e in text for e in question.evidence))
+            self.small_talk_items += sum(1 for _, empty in items if empty)
 
     def headline(self) -> float:
         values = [v for c in HEADLINE_CATEGORIES for v in self.recall.get(c, [])]
@@ -147,6 +188,10 @@ class Scores:
     def category(self, category: int) -> float:
         values = self.recall.get(category, [])
         return statistics.fmean(values) if values else float("nan")
+
+    def precision(self) -> float:
+        total = sum(self.items)
+        return self.evidence_items / total if total else float("nan")
 
 
 def context_text(messages: Sequence[dict[str, Any]]) -> str:
@@ -157,6 +202,67 @@ def context_text(messages: Sequence[dict[str, Any]]) -> str:
     return "\n".join(parts)
 
 
+# -- the model, embedded once ----------------------------------------------------------
+
+
+class SharedMiniLM(BaseEmbedder):
+    """`SentenceTransformerEmbedder` behind a cache: every MiniLM row embeds a text once.
+
+    `prefetch` embeds what a conversation's recall will ask for in one batch
+    (a turn at a time costs a model call per turn, slow on a small machine).
+    """
+
+    def __init__(self) -> None:
+        self.model = SentenceTransformerEmbedder(show_progress=False)
+        super().__init__(name=self.model.name, dimension=self.model.dimension)
+        self._cache: dict[tuple[str, bool], np.ndarray] = {}
+
+    def prefetch(self, documents: Sequence[str], queries: Sequence[str]) -> None:
+        for texts, query in ((documents, False), (queries, True)):
+            missing = [t for t in dict.fromkeys(texts) if (t, query) not in self._cache]
+            if missing:
+                # sentence-transformers embeds a query as it embeds a document
+                for text, vector in zip(missing, self.model.embed_documents(missing), strict=True):
+                    self._cache[(text, query)] = vector
+
+    def _embed(self, texts: list[str], *, query: bool) -> Any:
+        missing = [t for t in dict.fromkeys(texts) if (t, query) not in self._cache]
+        if missing:
+            if query:
+                vectors = np.stack([self.model.embed_query(text) for text in missing])
+            else:
+                vectors = self.model.embed_documents(missing)
+            for text, vector in zip(missing, vectors, strict=True):
+                self._cache[(text, query)] = vector
+        return np.stack([self._cache[(t, query)] for t in texts])
+
+
+class _RecordingEmbedder(BaseEmbedder):
+    """Records what recall asks to embed, answering with throwaway vectors."""
+
+    def __init__(self, dimension: int) -> None:
+        super().__init__(name="recording", dimension=dimension)
+        self.texts: list[str] = []
+        self._random = np.random.default_rng(0)
+
+    def _embed(self, texts: list[str], *, query: bool) -> Any:
+        self.texts.extend(texts)
+        return self._random.normal(size=(len(texts), self.dimension))
+
+
+def prefetch(conversation: Conversation, embedder: SharedMiniLM, configs: Sequence[RecallConfig]) -> None:
+    """Embed, in one batch, every unit recall will index for `conversation` and every question."""
+    recorder = _RecordingEmbedder(embedder.dimension)
+    for config in configs:
+        store = InMemoryStore()
+        recall = Recall(recorder, config=config)
+        for turn in conversation.turns:
+            role = "user" if turn.speaker == conversation.speaker_a else "assistant"
+            message = Message.create(role, turn.text, name=turn.speaker, timestamp=turn.timestamp)
+            recall.add(conversation.sample_id, store.append(conversation.sample_id, [message]))
+    embedder.prefetch(recorder.texts, [q.text for q in conversation.questions])
+
+
 # -- runs ----------------------------------------------------------------------------
 
 
@@ -164,68 +270,107 @@ def lines_for(conversation: Conversation) -> list[str]:
     return [f"{t.speaker}: {t.text}" for t in conversation.turns]
 
 
-def run_memory(
+@dataclasses.dataclass
+class MemoryRun:
+    """One way of building a `ConversationMemory` per conversation, measured under each budget."""
+
+    name: str
+    make: Callable[[str, SQLiteStore], ConversationMemory]
+    recall_config: RecallConfig | None = None
+    """The config of its MiniLM recall (None: no model), for `prefetch`."""
+
+
+def _recalled_items(items: Sequence[RecalledItem], messages: dict[int, Message]) -> list[tuple[str, bool]]:
+    return [(item.text, any(says_nothing(messages[s].text) for s in item.seqs)) for item in items]
+
+
+def run_memories(
     conversations: Sequence[Conversation],
-    embedder: SentenceTransformerEmbedder,
-    counter: TiktokenCounter,
-    recall_config: RecallConfig,
+    runs: Sequence[MemoryRun],
     variants: Sequence[dict[str, Any]],
+    embedder: SharedMiniLM | None,
     workdir: Path,
 ) -> tuple[dict[str, dict[int, Scores]], dict[str, float]]:
-    results: dict[str, dict[int, Scores]] = {
-        name: {b: Scores() for b in BUDGETS} for name in ["convmem"] + [_variant_name(v) for v in variants]
-    }
-    ingest_ms: list[float] = []
-    bytes_per_vector: list[float] = []
-    vectors = 0
+    """Each run, and each run again with each variant's RecallConfig overrides."""
+    results: dict[str, dict[int, Scores]] = {}
+    ingest: dict[str, list[float]] = defaultdict(list)
+    for run in runs:
+        for name, _ in _with_variants(run, variants):
+            results[name] = {b: Scores() for b in BUDGETS}
     for conversation in conversations:
-        db = workdir / f"{conversation.sample_id}.db"
-        store = SQLiteStore(db)
-        recall = Recall(embedder, config=recall_config, index_dir=Path(f"{db}.vectors"))
-        memory = ConversationMemory(
-            conversation.sample_id,
-            store,
-            MemoryConfig(
-                budget=BUDGETS[0],
-                facts_share=0.0,
-                summary_share=0.0,
-                recall_share=0.25,
-                summary_trigger="never",
-                extract_facts=False,
-            ),
-            counter=counter,
-            recall=recall,
-        )
-        started = time.perf_counter()
-        for turn in conversation.turns:
-            role = "user" if turn.speaker == conversation.speaker_a else "assistant"
-            memory.add(role, turn.text, name=turn.speaker, timestamp=turn.timestamp)
-        memory.flush()
-        ingest_ms.append((time.perf_counter() - started) * 1000 / len(conversation.turns))
-        stats = recall.stats(conversation.sample_id)
-        vectors += stats["vectors"]
-        bytes_per_vector.append(stats["bytes_per_vector"] or 0.0)
-        for name, overrides in [("convmem", {})] + [(_variant_name(v), v) for v in variants]:
-            recall.config = recall_config.replace(**overrides)
-            for question in conversation.questions:
-                for budget in BUDGETS:
-                    started = time.perf_counter()
-                    context = memory.build_context(query=question.text, budget=budget)
-                    elapsed = (time.perf_counter() - started) * 1000
-                    if context.token_count > budget:
-                        raise AssertionError(f"context of {context.token_count} tokens over budget {budget}")
-                    results[name][budget].record(
-                        question, context_text(context.messages), context.token_count, elapsed
-                    )
-        recall.config = recall_config
-        recall.close()
-        store.close()
-    info = {
-        "ingest_ms_per_turn": statistics.fmean(ingest_ms),
-        "bytes_per_vector": statistics.fmean(bytes_per_vector),
-        "vectors": vectors,
-    }
+        if embedder is not None:
+            prefetch(conversation, embedder, [r.recall_config for r in runs if r.recall_config is not None])
+        for number, run in enumerate(runs):
+            db = workdir / f"{conversation.sample_id}-{number}.db"
+            store = SQLiteStore(db)
+            memory = run.make(conversation.sample_id, store)
+            started = time.perf_counter()
+            for turn in conversation.turns:
+                role = "user" if turn.speaker == conversation.speaker_a else "assistant"
+                memory.add(role, turn.text, name=turn.speaker, timestamp=turn.timestamp)
+            memory.flush()
+            ingest[run.name].append((time.perf_counter() - started) * 1000 / len(conversation.turns))
+            messages = {m.seq or 0: m for m in memory.messages()}
+            recall = memory.recall
+            tuned = recall.config if recall is not None else None
+            for name, overrides in _with_variants(run, variants):
+                if recall is not None and tuned is not None:
+                    recall.config = tuned.replace(**overrides)
+                for question in conversation.questions:
+                    for budget in BUDGETS:
+                        started = time.perf_counter()
+                        context = memory.build_context(query=question.text, budget=budget)
+                        elapsed = (time.perf_counter() - started) * 1000
+                        if context.token_count > budget:
+                            raise AssertionError(
+                                f"context of {context.token_count} tokens over budget {budget}"
+                            )
+                        results[name][budget].record(
+                            question,
+                            context_text(context.messages),
+                            context.token_count,
+                            elapsed,
+                            _recalled_items(context.recalled, messages),
+                            context.section("recall").tokens,
+                        )
+            memory.close()
+            store.close()
+    info = {name: statistics.fmean(values) for name, values in ingest.items()}
     return results, info
+
+
+def defaults_run(name: str, embedder: SharedMiniLM | None = None, **config: Any) -> MemoryRun:
+    """``ConversationMemory(session_id, store)`` as a user gets it (plus an embedder, if given)."""
+
+    def make(session_id: str, store: SQLiteStore) -> ConversationMemory:
+        memory_config = MemoryConfig(**config) if config else None
+        if embedder is None:
+            return ConversationMemory(session_id, store, memory_config)
+        return ConversationMemory(session_id, store, memory_config, embedder=embedder)
+
+    return MemoryRun(name, make, None if embedder is None else RecallConfig())
+
+
+def tuned_run(embedder: SharedMiniLM, counter: TiktokenCounter, recall_config: RecallConfig) -> MemoryRun:
+    """Facts and summary off: the budget is split between the window and a tuned MiniLM recall."""
+
+    def make(session_id: str, store: SQLiteStore) -> ConversationMemory:
+        recall = Recall(embedder, config=recall_config, index_dir=Path(f"{store.path}.vectors"))
+        config = MemoryConfig(
+            budget=BUDGETS[0],
+            facts_share=0.0,
+            summary_share=0.0,
+            recall_share=0.25,
+            summary_trigger="never",
+            extract_facts=False,
+        )
+        return ConversationMemory(session_id, store, config, counter=counter, recall=recall)
+
+    return MemoryRun("tuned recall-only + MiniLM", make, recall_config)
+
+
+def _with_variants(run: MemoryRun, variants: Sequence[dict[str, Any]]) -> list[tuple[str, dict[str, Any]]]:
+    return [(run.name, {}), *((f"  {run.name}, {_variant_name(v)}", v) for v in variants)]
 
 
 def _variant_name(overrides: dict[str, Any]) -> str:
@@ -271,7 +416,7 @@ def run_last_turns(conversations: Sequence[Conversation], counter: TiktokenCount
 
 def run_vector_topk(
     conversations: Sequence[Conversation],
-    embedder: SentenceTransformerEmbedder,
+    embedder: SharedMiniLM,
     counter: TiktokenCounter,
     unit: Callable[[Turn], str],
 ) -> dict[int, Scores]:
@@ -301,32 +446,45 @@ def run_vector_topk(
                 elapsed = (time.perf_counter() - started) * 1000
                 if tokens > budget:
                     raise AssertionError(f"baseline context of {tokens} tokens over budget {budget}")
-                scores[budget].record(question, text, tokens, elapsed)
+                items = [(lines[i], says_nothing(conversation.turns[i].text)) for i in chosen]
+                item_tokens = sum(line_tokens[i] for i in chosen)
+                scores[budget].record(question, text, tokens, elapsed, items, item_tokens)
     return scores
 
 
 # -- report --------------------------------------------------------------------------
 
 
+def _rows_of(rows: list[tuple[str, dict[int, Scores]]]) -> Iterator[tuple[str, int, Scores]]:
+    for name, by_budget in rows:
+        for budget in BUDGETS:
+            yield name, budget, by_budget[budget]
+
+
 def print_table(rows: list[tuple[str, dict[int, Scores]]]) -> None:
     categories = [*HEADLINE_CATEGORIES, 5]
     header = (
-        f"{'method':<44} {'budget':>6} {'cat1-4':>7} "
+        f"{'method':<32} {'budget':>6} {'cat1-4':>7} "
         + " ".join(f"{'c' + str(c):>6}" for c in categories)
-        + f" {'tokens':>7} {'ms/q':>6} {'p95':>6}"
+        + f" {'tokens':>6} {'items':>6} {'itok':>6} {'prec':>6} {'talk':>5} {'ms/q':>6} {'p95':>6}"
     )
     print(header)
     print("-" * len(header))
-    for name, by_budget in rows:
-        for budget in BUDGETS:
-            s = by_budget[budget]
-            cats = " ".join(f"{s.category(c):>6.3f}" for c in categories)
-            ms = statistics.fmean(s.build_ms) if s.build_ms else float("nan")
-            p95 = float(np.percentile(s.build_ms, 95)) if s.build_ms else float("nan")
-            print(
-                f"{name:<44} {budget:>6} {s.headline():>7.3f} {cats} "
-                f"{statistics.fmean(s.tokens):>7.0f} {ms:>6.1f} {p95:>6.1f}"
+    for name, budget, s in _rows_of(rows):
+        cats = " ".join(f"{s.category(c):>6.3f}" for c in categories)
+        ms = statistics.fmean(s.build_ms) if s.build_ms else float("nan")
+        p95 = float(np.percentile(s.build_ms, 95)) if s.build_ms else float("nan")
+        if s.items:
+            recalled = (
+                f"{statistics.fmean(s.items):>6.1f} {statistics.fmean(s.item_tokens):>6.0f} "
+                f"{s.precision():>6.3f} {s.small_talk_items:>5}"
             )
+        else:
+            recalled = f"{'-':>6} {'-':>6} {'-':>6} {'-':>5}"
+        print(
+            f"{name:<32} {budget:>6} {s.headline():>7.3f} {cats} "
+            f"{statistics.fmean(s.tokens):>6.0f} {recalled} {ms:>6.1f} {p95:>6.1f}"
+        )
 
 
 def parse_variant(text: str) -> dict[str, Any]:
@@ -343,20 +501,30 @@ def parse_variant(text: str) -> dict[str, Any]:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n")[0])
     parser.add_argument("--quick", action="store_true", help="two conversations instead of five")
     parser.add_argument("--data", type=Path, default=default_data_path(), help="path of locomo-dev.json")
+    parser.add_argument(
+        "--no-minilm", action="store_true", help="skip every row that needs the MiniLM model (fast)"
+    )
     parser.add_argument(
         "--variant",
         action="append",
         default=[],
         type=parse_variant,
-        help="also rank with these RecallConfig overrides, e.g. episode_weight=0 (repeatable)",
+        help="also rank every memory row with these RecallConfig overrides, e.g. episode_weight=0 "
+        "(repeatable)",
     )
     parser.add_argument(
-        "--set", type=parse_variant, default={}, help="RecallConfig overrides for the main run"
+        "--set", type=parse_variant, default={}, help="RecallConfig overrides for the tuned row"
     )
-    parser.add_argument("--no-baselines", action="store_true")
+    parser.add_argument(
+        "--wide-window",
+        action="store_true",
+        help="also run the no-model defaults with the window bounded by tokens only "
+        "(keep_recent_turns=100000), to preview a token-bounded window",
+    )
+    parser.add_argument("--no-baselines", action="store_true", help="skip trim_messages and vector top-k")
     args = parser.parse_args(argv)
 
     if not args.data.exists():
@@ -370,38 +538,48 @@ def main(argv: Sequence[str] | None = None) -> int:
     print(f"LoCoMo: {len(conversations)} conversations, {turns} turns, {questions} questions with evidence")
 
     counter = TiktokenCounter()
-    embedder = SentenceTransformerEmbedder(show_progress=False)
-    embedder.embed_query("warm up")
-    recall_config = RecallConfig().replace(**args.set)
-
-    print(f"RecallConfig overrides: {args.set or 'none'}")
+    runs = [defaults_run("defaults, no model")]
+    if args.wide_window:
+        runs.append(defaults_run("defaults, no model, wide window", keep_recent_turns=100_000))
+    embedder = None
+    if not args.no_minilm:
+        embedder = SharedMiniLM()
+        embedder.embed_query("warm up")
+        recall_config = RecallConfig().replace(**args.set)
+        print(f"RecallConfig overrides of the tuned row: {args.set or 'none'}")
+        runs.append(defaults_run("defaults + MiniLM", embedder))
+        runs.append(tuned_run(embedder, counter, recall_config))
 
     with tempfile.TemporaryDirectory(prefix="locomo-") as tmp:
-        results, info = run_memory(conversations, embedder, counter, recall_config, args.variant, Path(tmp))
-    rows: list[tuple[str, dict[int, Scores]]] = [
-        ("convmem (ConversationMemory.build_context)", results["convmem"])
-    ]
-    rows += [(f"  variant {name}", scores) for name, scores in results.items() if name != "convmem"]
+        results, ingest = run_memories(conversations, runs, args.variant, embedder, Path(tmp))
+    rows: list[tuple[str, dict[int, Scores]]] = list(results.items())
     if not args.no_baselines:
-        rows.append(("last turns (LangChain trim_messages)", run_last_turns(conversations, counter)))
-        rows.append(
-            (
-                "vector top-k, MiniLM+FAISS (text)",
-                run_vector_topk(conversations, embedder, counter, lambda t: t.text),
+        rows.append(("last turns (trim_messages)", run_last_turns(conversations, counter)))
+        if embedder is not None:
+            rows.append(
+                (
+                    "vector top-k MiniLM (text)",
+                    run_vector_topk(conversations, embedder, counter, lambda t: t.text),
+                )
             )
-        )
-        rows.append(
-            (
-                "vector top-k, MiniLM+FAISS (speaker: text)",
-                run_vector_topk(conversations, embedder, counter, lambda t: f"{t.speaker}: {t.text}"),
+            rows.append(
+                (
+                    "vector top-k MiniLM (spk: text)",
+                    run_vector_topk(conversations, embedder, counter, lambda t: f"{t.speaker}: {t.text}"),
+                )
             )
-        )
     print()
     print_table(rows)
     print()
     print(
-        f"ingest: {info['ingest_ms_per_turn']:.1f} ms per turn (store append, token count, embedding, index); "
-        f"{info['vectors']} vectors, {info['bytes_per_vector']:.0f} bytes per vector on disk"
+        "ingest, ms per turn (store append, token count, facts, summary, indexing; the MiniLM rows "
+        "read vectors embedded beforehand in one batch): "
+        + ", ".join(f"{name} {ms:.1f}" for name, ms in ingest.items())
+    )
+    print(
+        "columns: tokens = context tokens per question; items, itok = recalled items and their tokens "
+        "per question; prec = recalled items holding evidence / recalled items; talk = recalled items "
+        "that say nothing (categories 1-4)"
     )
     print("categories: " + ", ".join(f"c{k} {v}" for k, v in CATEGORY_NAMES.items()))
     return 0

@@ -203,9 +203,11 @@ class ConvMemChatMemoryBuffer(ChatMemoryBuffer):
         in a SQLite file (shared by every buffer on that file); `store` takes
         any convmem `Store`; neither keeps it in this process. `chat_history`
         replaces the session's history. `summarizer` and `fact_extractor` may
-        be LlamaIndex LLMs. `embedder` (a LlamaIndex `BaseEmbedding` or a convmem
-        embedder) turns on semantic recall with default settings, its vectors
-        next to the SQLite file; `recall` takes a configured convmem `Recall`.
+        be LlamaIndex LLMs. Recall is on by default, finding earlier turns by
+        their words; `embedder` (a LlamaIndex `BaseEmbedding` or a convmem
+        embedder) adds their meaning, its vectors next to the SQLite file;
+        `recall` takes a configured convmem `Recall`, and
+        ``config=MemoryConfig(recall_earlier_turns=False)`` switches recall off.
         A `tokenizer_fn` counts text the LlamaIndex way; `counter` takes a
         convmem `TokenCounter` instead.
         """

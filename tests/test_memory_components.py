@@ -33,8 +33,13 @@ def test_summary_trigger_never_leaves_summarizing_to_summarize_now() -> None:
     assert memory.summary().covers_through_seq == 6
 
 
-def test_recall_is_off_without_recall_or_embedder() -> None:
-    assert ConversationMemory("s").recall is None
+def test_recall_without_recall_or_embedder_is_by_words() -> None:
+    recall = ConversationMemory("s").recall
+    assert isinstance(recall, Recall) and recall.embedder is None
+
+
+def test_recall_earlier_turns_false_switches_recall_off() -> None:
+    assert ConversationMemory("s", config=MemoryConfig(recall_earlier_turns=False)).recall is None
 
 
 def test_an_embedder_turns_recall_on_with_default_settings() -> None:

@@ -17,10 +17,13 @@ from convmem._recall_rank import (
     named_speakers,
     normalized,
     rank,
+    relevance_floor,
 )
 
 # Boosts off unless a test turns one on, so each test sees one effect.
-PLAIN = RecallConfig(speaker_weight=0.0, episode_weight=0.0, recency_weight=0.0, granularity="message")
+PLAIN = RecallConfig(
+    speaker_weight=0.0, episode_weight=0.0, recency_weight=0.0, granularity="message", relevance_floor=0.0
+)
 
 
 def evidence(
@@ -157,3 +160,27 @@ def test_speakers_are_named_by_whole_words_or_by_chinese_characters() -> None:
     speakers = {"ann": "Ann", "caroline": "Caroline", "小明": "小明"}
     assert named_speakers(speakers, "What did Caroline say to Annabel?") == {"Caroline"}
     assert named_speakers(speakers, "小明说了什么？") == {"小明"}
+
+
+def test_the_relevance_floor_left_to_the_ranking_is_higher_with_dense_search() -> None:
+    assert relevance_floor(RecallConfig(), has_dense=True) == 0.5
+    assert relevance_floor(RecallConfig(), has_dense=False) == 0.25
+
+
+def test_a_configured_relevance_floor_holds_whatever_the_ranking() -> None:
+    config = RecallConfig(relevance_floor=0.0)
+    assert relevance_floor(config, has_dense=True) == relevance_floor(config, has_dense=False) == 0.0
+
+
+def test_candidates_below_the_relevance_floor_are_dropped_with_a_reason() -> None:
+    ranking = rank(evidence(None, [1.0, 0.6, 0.2]), PLAIN.replace(relevance_floor=0.5))
+    assert [r.seq for r in ranking.ranked] == [1, 2]
+    assert any("relevance floor" in d.reason for d in ranking.dropped)
+
+
+def test_an_episode_boost_every_candidate_shares_does_not_lift_them_over_the_floor() -> None:
+    one_episode = evidence(None, [1.0, 0.6, 0.2], episodes=[1, 1, 1])
+    assert order(one_episode, episode_weight=0.3, relevance_floor=0.5) == [1, 2]
+    two_episodes = evidence(None, [1.0, 0.3, 0.2], episodes=[1, 1, 2])
+    # the weak one in the best episode passes on its episode; the one alone does not
+    assert order(two_episodes, episode_weight=1.0, relevance_floor=0.5) == [1, 2]

@@ -115,7 +115,8 @@ def build_parser() -> argparse.ArgumentParser:
     demo.add_argument(
         "--recall",
         action="store_true",
-        help="also recall earlier turns by meaning (sentence-transformers, convmem[retrieval])",
+        help="recall earlier turns by meaning too, not only by their words "
+        "(sentence-transformers, convmem[retrieval])",
     )
     demo.set_defaults(run=_demo)
 

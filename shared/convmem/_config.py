@@ -127,6 +127,10 @@ class MemoryConfig:
     """Extract core facts about the user from their messages (the facts section).
     The one switch for facts: False turns them off; a memory's ``fact_extractor``
     only chooses how they are extracted (and is refused with False)."""
+    recall_earlier_turns: bool = True
+    """Recall earlier turns relevant to the query into the context. With no ``recall=`` or
+    ``embedder=`` a memory recalls by words (BM25, no model); an embedder adds meaning.
+    The one switch for recall: False turns it off (and ``recall=``/``embedder=`` are refused)."""
     background: bool = False
     """Run summarizing, fact extraction and embedding off the hot path: on the process's
     shared worker threads (see `set_background_workers`), or in asyncio tasks for ``aadd``."""
@@ -173,7 +177,7 @@ class MemoryConfig:
             allowed=f"a number of seconds in (0, {MAX_BACKGROUND_TIMEOUT:.0f}]",
             low_open=True,
         )
-        for name in ("prune_low_information", "extract_facts", "background"):
+        for name in ("prune_low_information", "extract_facts", "recall_earlier_turns", "background"):
             if not isinstance(getattr(self, name), bool):
                 raise ConfigError(f"{name} must be True or False, got {getattr(self, name)!r}")
         _choice("language", self.language, ("auto", "zh", "en"))

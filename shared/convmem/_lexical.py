@@ -1,13 +1,21 @@
 """Lexical matching: a CJK-aware tokenizer and a small incremental BM25 index.
 
-Dense embeddings miss exact names, numbers and rare words; BM25 catches them.
-The index is incremental (a document is added once, when its message is
-stored) because rebuilding a BM25 model for every query costs O(history).
+Dense embeddings miss exact names, numbers and rare words; BM25 catches them,
+and with no embedder at all it is the whole of recall. The index is
+incremental (a document is added once, when its message is stored) because
+rebuilding a BM25 model for every query costs O(history).
+
+Recall reaches its lexical half through `LexicalIndex` (text in, scores out),
+so an index a store keeps (SQLite FTS5, PostgreSQL full-text search) can
+replace `BM25TextIndex`, which keeps the terms in this process and is rebuilt
+from the log on first use.
 
 Tokens: Latin words are lowercased, stripped of possessives and a light
 suffix (``running`` -> ``runn``, ``dogs`` -> ``dog``), and English stopwords
 are dropped; Chinese, Japanese and Korean text has no spaces, so every CJK
-character is a token and so is every pair of adjacent characters (``名字``).
+character is a token and so is every pair of adjacent characters (``名字``),
+except particles, pronouns and question words (``的``, ``我``, ``什么``), the
+Chinese stopwords.
 """
 
 from __future__ import annotations
@@ -16,10 +24,11 @@ import math
 import re
 from collections import Counter
 from collections.abc import Iterable, Sequence
+from typing import Protocol
 
 from ._language import CJK_RANGES
 
-__all__ = ["BM25Index", "tokenize"]
+__all__ = ["BM25Index", "BM25TextIndex", "LexicalIndex", "tokenize"]
 
 _PIECES = re.compile(rf"[{CJK_RANGES}]+|[^\W_{CJK_RANGES}]+(?:'[^\W_{CJK_RANGES}]+)*")
 _CJK_RUN = re.compile(rf"[{CJK_RANGES}]+")
@@ -35,8 +44,14 @@ _STOPWORD_TEXT = """
     really s t d ll m re ve im
 """
 _STOPWORDS = frozenset(_STOPWORD_TEXT.split())
-# Single characters so common in Chinese that matching them says nothing.
-_CJK_STOP_CHARS = frozenset("的了是吗呢吧啊呀哦嗯也就都还在和与及或")
+# Single characters so common in Chinese that matching them says nothing: particles,
+# pronouns, question words and measure words (as "I", "what" and "a" are English stopwords).
+# Pairs that hold them still count ("我的", "名字", "哪个城市" gives "城市").
+_CJK_STOP_CHARS = frozenset("的了是吗呢吧啊呀哦嗯也就都还在和与及或我你您他她它们什么哪怎谁这那个有")
+# Pairs that are only question words, pronouns or "now": in a question they ask, they match nothing.
+_CJK_STOP_PAIRS = frozenset(
+    "什么 怎么 怎样 哪个 哪里 哪儿 为什 为啥 我们 你们 他们 她们 这个 那个 一个 现在 有没 没有".split()  # noqa: SIM905 - a word list reads better as text
+)
 
 _SUFFIXES = ("ingly", "edly", "ing", "ies", "ied", "ed", "es", "ly", "s")
 _KEEP_DOUBLE = frozenset("lsz")
@@ -73,13 +88,14 @@ def tokenize(text: str) -> list[str]:
     >>> tokenize("Caroline's dogs were painting!")
     ['carolin', 'dog', 'paint']
     >>> tokenize("我的狗叫多多")
-    ['我', '狗', '叫', '多', '多', '我的', '的狗', '狗叫', '叫多', '多多']
+    ['狗', '叫', '多', '多', '我的', '的狗', '狗叫', '叫多', '多多']
     """
     tokens: list[str] = []
     for piece in _PIECES.findall(text.lower()):
         if _CJK_RUN.match(piece):
             tokens.extend(c for c in piece if c not in _CJK_STOP_CHARS)
-            tokens.extend(piece[i : i + 2] for i in range(len(piece) - 1))
+            pairs = (piece[i : i + 2] for i in range(len(piece) - 1))
+            tokens.extend(pair for pair in pairs if pair not in _CJK_STOP_PAIRS)
             continue
         for word in piece.split("'", 1)[:1]:  # "caroline's" -> "caroline"
             if word not in _STOPWORDS:
@@ -171,3 +187,57 @@ class BM25Index:
         """The `top_k` best (id, score) pairs, best first."""
         scored = self.scores(query_tokens)
         return sorted(scored.items(), key=lambda item: (-item[1], item[0]))[:top_k]
+
+
+class LexicalIndex(Protocol):
+    """Documents (messages or exchanges, keyed by an int id) found by their words.
+
+    Recall adds each document once, removes the ones the log no longer holds,
+    and asks for the scores of a query: any relevance where higher is better
+    and a document sharing no term with the query is absent (recall divides by
+    the best score of the query, so the scale is free). Not thread-safe: recall
+    calls it under the session's lock.
+    """
+
+    def add(self, doc_id: int, text: str) -> None:
+        """Index `text` under `doc_id`, replacing what the id held."""
+        ...
+
+    def remove(self, doc_id: int) -> None:
+        """Forget a document (unknown ids are ignored)."""
+        ...
+
+    def clear(self) -> None: ...
+
+    def scores(self, query: str) -> dict[int, float]:
+        """The relevance of every document that shares a term with `query`."""
+        ...
+
+
+class BM25TextIndex:
+    """The in-process `LexicalIndex`: `tokenize`, then Okapi BM25 (`BM25Index`).
+
+    Example::
+
+        index = BM25TextIndex()
+        index.add(1, "My dog is called Duoduo")
+        index.scores("what is my dog called?")  # {1: 0.57...}
+    """
+
+    def __init__(self) -> None:
+        self.bm25 = BM25Index()
+
+    def __len__(self) -> int:
+        return len(self.bm25)
+
+    def add(self, doc_id: int, text: str) -> None:
+        self.bm25.add(doc_id, tokenize(text))
+
+    def remove(self, doc_id: int) -> None:
+        self.bm25.remove(doc_id)
+
+    def clear(self) -> None:
+        self.bm25.clear()
+
+    def scores(self, query: str) -> dict[int, float]:
+        return self.bm25.scores(tokenize(query))

@@ -102,12 +102,16 @@ class ConversationMemory:
     methods), so `add` returns at once; `flush` waits for it.
 
     Components: a `summarizer`, `fact_extractor` or `counter` left None is
-    the offline default; recall is on only with ``recall=`` (a configured
-    `Recall`, which may serve many sessions) or ``embedder=`` (recall with
-    default settings), not both. Each part has one switch: facts are turned
-    off by ``MemoryConfig(extract_facts=False)`` (then ``fact_extractor=`` is
+    the offline default. Recall is on by default: with neither ``recall=`` nor
+    ``embedder=`` earlier turns are found by their words (``Recall()``: BM25
+    over CJK-aware terms, no model); ``embedder=`` adds meaning (recall with
+    default settings, vectors next to a SQLite store), and ``recall=`` takes a
+    configured `Recall`, which may serve many sessions; not both. Each part
+    has one switch: facts are turned off by
+    ``MemoryConfig(extract_facts=False)`` (then ``fact_extractor=`` is
     refused), automatic summarizing by ``summary_trigger="never"``, recall by
-    giving neither ``recall`` nor ``embedder``.
+    ``MemoryConfig(recall_earlier_turns=False)`` (then ``recall=`` and
+    ``embedder=`` are refused).
 
     Every method has an async twin (``aadd``, ``abuild_context``, ...).
     """
@@ -137,6 +141,12 @@ class ConversationMemory:
             )
         if recall is not None and embedder is not None:
             raise ConfigError("pass embedder= (recall with default settings) or recall=, not both")
+        if not self.config.recall_earlier_turns and (recall is not None or embedder is not None):
+            given = "recall" if recall is not None else "embedder"
+            raise ConfigError(
+                f"{given}= was given but config.recall_earlier_turns is False; "
+                "recall_earlier_turns=False switches recall off, so pass one or the other"
+            )
         self.store: Store = store if store is not None else InMemoryStore()
         # True once the store showed this memory's user as the session's owner: an owner
         # only changes when the session is deleted, so reads stop checking from then on.
@@ -151,7 +161,9 @@ class ConversationMemory:
         if embedder is not None:
             index_dir = Path(f"{self.store.path}.vectors") if isinstance(self.store, SQLiteStore) else None
             recall = Recall(embedder, index_dir=index_dir)
-        self.recall = recall
+        elif recall is None and self.config.recall_earlier_turns:
+            recall = Recall()  # by words: nothing to load, nothing written to disk
+        self.recall: Recall | None = recall
         self._condensed: tuple[tuple[str, int], str] | None = None
         """The last condensed summary, keyed by (summary text, room): one entry, replaced atomically."""
         self._derived = DerivedState(
@@ -497,7 +509,37 @@ class ConversationMemory:
             max_tokens=plan.recall_room,
             counter=self.counter,
         )
-        return result.items
+        return self._without_stale_statements(result.items, plan.window_seqs)
+
+    def _without_stale_statements(
+        self, items: tuple[RecalledItem, ...], window_seqs: frozenset[int]
+    ) -> tuple[RecalledItem, ...]:
+        """The items less those stating a fact a newer message replaced ("I live in
+        Hangzhou" after "I moved to Beijing") when neither the window nor another item
+        holds the newer statement: recalled alone, the old one reads as still true."""
+        replaced_by = self._replaced_statements() if items else {}
+        if not replaced_by:
+            return items
+        present = window_seqs | {seq for item in items for seq in item.seqs}
+        return tuple(
+            item
+            for item in items
+            if all(replaced_by[seq] & present for seq in item.seqs if seq in replaced_by)
+        )
+
+    def _replaced_statements(self) -> dict[int, set[int]]:
+        """Seq of each message whose fact a newer value replaced -> seqs stating the current values."""
+        if self.fact_extractor is None:
+            return {}
+        book = self._derived.facts_book()
+        replaced_by: dict[int, set[int]] = {}
+        for current in book.current():
+            if current.seq is None:
+                continue
+            for older in book.history(current.key):
+                if older.seq is not None and older.seq < current.seq and older.value != current.value:
+                    replaced_by.setdefault(older.seq, set()).add(current.seq)
+        return replaced_by
 
     def render_transcript(self, view: str = "orchestration", *, max_turns: int | None = None) -> str:
         """The recent conversation as text for another prompt.

@@ -2,10 +2,11 @@
 
 `Recall` indexes every stored message (and every question-and-answer
 exchange) of a session twice: as a vector in a `VectorIndex` and as terms in
-a BM25 index. A query is answered by blending dense and lexical scores with
-speaker, episode and recency boosts, dropping near-duplicates, what the
-recent window already holds and what is below `min_score`, and filling the
-recall section greedily up to its token cap.
+a BM25 index (without an embedder, as terms only). A query is answered by
+blending dense and lexical scores with speaker, episode and recency boosts,
+dropping near-duplicates, small talk, what the recent window already holds
+and what is below `min_score` or the relevance floor, and filling the recall
+section best first up to its token cap.
 
 This module only orchestrates; each job has its own module:
 
@@ -82,7 +83,10 @@ class Recall:
     """Semantic recall over a session's log: index on write, hybrid search on read.
 
     Args:
-        embedder: any `Embedder` (`SentenceTransformerEmbedder`, `HashingEmbedder`, an adapter).
+        embedder: any `Embedder` (`SentenceTransformerEmbedder`, `HashingEmbedder`, an adapter),
+            or ``None`` for lexical recall: BM25 over the CJK-aware terms of each message and
+            exchange, with the same boosts, relevance floor and rendering, and no model at all
+            (what a `ConversationMemory` gets by default).
         config: ranking and rendering knobs (`RecallConfig`).
         index_dir: where vectors are persisted, one ``<session>.<generation>.faiss`` file
             plus a ``.json`` manifest per session log; ``None`` keeps them in memory only.
@@ -92,6 +96,9 @@ class Recall:
         max_sessions: how many sessions' mirrors (texts, lexical indexes, vectors) stay in
             this process (default 1024). Beyond that the least recently used one is saved
             and dropped, and read again from its file and the log when next used.
+
+    Without an embedder there are no vectors, so `index_dir` and `index_factory` are
+    refused; everything recall needs is rebuilt from the log on first use.
 
     Thread-safe. `add` may run in a background thread while `search` serves
     requests: a search uses what is indexed at that moment (new messages are
@@ -107,6 +114,7 @@ class Recall:
     Example::
 
         recall = Recall(SentenceTransformerEmbedder(), index_dir=Path("memory.db.vectors"))
+        # or Recall() / Recall(None): by words only, no model
         stored = store.append("s1", [Message.create("user", "My dog is called Duoduo.")])
         recall.add("s1", stored, store=store)
         result = recall.search("s1", "what is my dog called?", store=store,
@@ -116,7 +124,7 @@ class Recall:
 
     def __init__(
         self,
-        embedder: Embedder,
+        embedder: Embedder | None = None,
         *,
         config: RecallConfig | None = None,
         index_dir: str | Path | None = None,
@@ -135,6 +143,12 @@ class Recall:
             )
         if config is not None and not isinstance(config, RecallConfig):
             raise ConfigError(f"config must be a RecallConfig, got {type(config).__name__}: {config!r:.60}")
+        if embedder is None and (index_dir is not None or index_factory is not None):
+            given = "index_dir" if index_dir is not None else "index_factory"
+            raise ConfigError(
+                f"{given} was given to a Recall without an embedder; lexical recall keeps no "
+                "vectors, so pass an embedder too or leave index_dir and index_factory out"
+            )
         self.embedder = embedder
         self.config = config or RecallConfig()
         self.index_dir = None if index_dir is None else Path(index_dir)
@@ -154,6 +168,8 @@ class Recall:
         self._lock = threading.Lock()
 
     def __repr__(self) -> str:
+        if self.embedder is None:
+            return "Recall(None)"
         return f"Recall({self.embedder!r}, index_dir={self.index_dir!r})"
 
     # -- files ---------------------------------------------------------------------------
@@ -177,7 +193,7 @@ class Recall:
     def _identity(self, dimension: int) -> dict[str, Any]:
         """What a saved index must have been made with to be adopted."""
         return {
-            "embedder": self.embedder.name,
+            "embedder": self.embedder.name if self.embedder is not None else None,
             "dimension": dimension,
             "granularity": self.config.granularity,
         }
@@ -185,7 +201,7 @@ class Recall:
     def _load_saved(self, state: SessionMirror, generation: str | None) -> None:
         """Adopt the saved index of this log generation when it matches this embedder and
         config; otherwise discard it."""
-        if self._files is None:
+        if self._files is None or self.embedder is None:
             return
         try:
             state.index = self._files.load(
@@ -295,7 +311,9 @@ class Recall:
                     if state is not None:
                         self._keys_of[session_id].discard(state.key)
             if state is None:
-                state = self._evicted.pop(key, None) or SessionMirror(session_id)
+                state = self._evicted.pop(key, None) or SessionMirror(
+                    session_id, embeds=self.embedder is not None
+                )
             state.key = key
             self._sessions[key] = state
             self._sessions.move_to_end(key)
@@ -333,7 +351,7 @@ class Recall:
         with state.lock:
             if state.index is None and state.generation is UNKNOWN:
                 # First sight: vectors saved for this very log, or held in a shared store.
-                if self.index_factory is not None:
+                if self.index_factory is not None and self.embedder is not None:
                     state.index = self.index_factory(state.session_id, self.embedder.dimension)
                 else:
                     self._load_saved(state, generation)
@@ -429,7 +447,7 @@ class Recall:
                 state.forgotten = True
                 index, state.index = state.index or index, None
                 state.reset_log_view()
-        if self.index_factory is not None:
+        if self.index_factory is not None and self.embedder is not None:
             # Vectors in a shared store outlive this process's view of them.
             if index is None:
                 index = self.index_factory(session_id, self.embedder.dimension)
@@ -516,9 +534,11 @@ class Recall:
                 f"max_tokens must be an int >= 0 (the tokens recall may fill), got {max_tokens!r:.60}"
             )
         state = yield from self._ready(session_id, store)
+        vector: np.ndarray | None = None
+        problem = None
         try:
-            vector: np.ndarray | None = yield EmbedQuery(query)
-            problem = None
+            if self.embedder is not None:
+                vector = yield EmbedQuery(query)
         except Exception as exc:
             logger.warning(
                 "the recall embedder failed on the query (%s: %s); recalling by keywords only",

@@ -57,6 +57,12 @@ class RecallConfig:
     min_lexical: float = 0.5
     """A message below `min_score` is still recalled when its BM25 score is at least this
     fraction of the best one (exact names, numbers, rare words)."""
+    relevance_floor: float | None = None
+    """A candidate scoring below this fraction of the best candidate's score is not
+    recalled, however much room is left: the room goes back to the recent window.
+    None picks by how recall ranks: 0.5 with dense search, 0.25 by words only (where
+    the episode boost lifts every candidate of a good episode alike). Tuned on LoCoMo
+    to cut candidates without losing evidence."""
     candidates: int = 200
     """Candidates each retriever (dense, lexical) contributes before fusion."""
     indexed_roles: tuple[str, ...] = ("user", "assistant")
@@ -99,6 +105,10 @@ class RecallConfig:
             "followup_share",
         ):
             _number(name, getattr(self, name), low=0, high=1, allowed="a number in [0, 1]")
+        if self.relevance_floor is not None:
+            _number(
+                "relevance_floor", self.relevance_floor, low=0, high=1, allowed="None or a number in [0, 1]"
+            )
         for name in ("speaker_weight", "episode_weight", "recency_weight"):
             _number(name, getattr(self, name), low=0, high=math.inf, allowed="a finite number >= 0")
         for name in ("episode_gap_seconds", "recency_half_life_days"):

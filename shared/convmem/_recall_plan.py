@@ -48,17 +48,24 @@ Request = EmbedDocuments | EmbedQuery | Blocking
 Plan = Generator[Request, Any, _T]
 
 
-def run_plan(plan: Plan[_T], embedder: Embedder) -> _T:
+def _no_embedder(request: EmbedDocuments | EmbedQuery) -> Exception:
+    return RuntimeError(f"{type(request).__name__} was requested of a recall that has no embedder")
+
+
+def run_plan(plan: Plan[_T], embedder: Embedder | None) -> _T:
+    """Run `plan` with the embedder's sync API (a lexical-only plan has ``embedder=None``)."""
     try:
         request = next(plan)
         while True:
             try:
-                if isinstance(request, EmbedDocuments):
-                    reply: Any = embedder.embed_documents(request.texts)
-                elif isinstance(request, EmbedQuery):
-                    reply = embedder.embed_query(request.text)
+                if isinstance(request, Blocking):
+                    reply: Any = request.call()
+                elif embedder is None:
+                    raise _no_embedder(request)
+                elif isinstance(request, EmbedDocuments):
+                    reply = embedder.embed_documents(request.texts)
                 else:
-                    reply = request.call()
+                    reply = embedder.embed_query(request.text)
             except Exception as exc:
                 request = plan.throw(exc)
             else:
@@ -68,17 +75,20 @@ def run_plan(plan: Plan[_T], embedder: Embedder) -> _T:
         return result
 
 
-async def arun_plan(plan: Plan[_T], embedder: Embedder) -> _T:
+async def arun_plan(plan: Plan[_T], embedder: Embedder | None) -> _T:
+    """Run `plan` with the embedder's async API; blocking I/O goes to a worker thread."""
     try:
         request = next(plan)
         while True:
             try:
-                if isinstance(request, EmbedDocuments):
-                    reply: Any = await embedder.aembed_documents(request.texts)
-                elif isinstance(request, EmbedQuery):
-                    reply = await embedder.aembed_query(request.text)
+                if isinstance(request, Blocking):
+                    reply: Any = await asyncio.to_thread(request.call)
+                elif embedder is None:
+                    raise _no_embedder(request)
+                elif isinstance(request, EmbedDocuments):
+                    reply = await embedder.aembed_documents(request.texts)
                 else:
-                    reply = await asyncio.to_thread(request.call)
+                    reply = await embedder.aembed_query(request.text)
             except Exception as exc:
                 request = plan.throw(exc)
             else:

@@ -1,4 +1,4 @@
-"""Ranking recall candidates: fusion, boosts, a relevance floor and MMR, over plain arrays.
+"""Ranking recall candidates: fusion, boosts, relevance floors and MMR, over plain arrays.
 
 Nothing here touches an index, a store or a lock: `rank` takes the evidence
 gathered for each candidate message (`Evidence`) and a `RecallConfig`, and
@@ -35,6 +35,7 @@ __all__ = [
     "named_speakers",
     "normalized",
     "rank",
+    "relevance_floor",
 ]
 
 # MMR re-ranks this many of the best candidates; the rest keep their order.
@@ -139,7 +140,13 @@ def _fuse(dense: np.ndarray, lexical: np.ndarray, config: RecallConfig) -> np.nd
     return np.asarray(score / score.max())
 
 
-def _boosted(score: np.ndarray, evidence: Evidence, config: RecallConfig) -> np.ndarray:
+def _boosted(score: np.ndarray, evidence: Evidence, config: RecallConfig) -> tuple[np.ndarray, float]:
+    """Scores with the boosts added, and the part of the boost every candidate got.
+
+    In a conversation of one episode every candidate gets the same episode boost:
+    it tells nothing about relevance, so the relevance floor leaves it out.
+    """
+    shared = 0.0
     if config.speaker_weight and evidence.said_by_named.any():
         score = score + config.speaker_weight * np.asarray(evidence.said_by_named, dtype=np.float64)
     if config.recency_weight:
@@ -152,7 +159,8 @@ def _boosted(score: np.ndarray, evidence: Evidence, config: RecallConfig) -> np.
             if value > best_in_episode.get(episode, -math.inf):
                 best_in_episode[episode] = value
         score = score + config.episode_weight * np.array([best_in_episode[e] for e in episodes])
-    return score
+        shared = config.episode_weight * min(best_in_episode.values())
+    return score, shared
 
 
 def rank(evidence: Evidence, config: RecallConfig) -> Ranking:
@@ -160,7 +168,10 @@ def rank(evidence: Evidence, config: RecallConfig) -> Ranking:
 
     A candidate passes the floor when it is similar enough by meaning
     (``min_score``) or a strong keyword match (``min_lexical``); without dense
-    search, when it matches any keyword.
+    search, when it matches any keyword. Then it needs a score of at least
+    `relevance_floor` of the best candidate's (both less the episode boost
+    that every candidate got): what falls short is not recalled however
+    much room is left.
     """
     seqs = evidence.seqs
     if not seqs:
@@ -177,21 +188,47 @@ def rank(evidence: Evidence, config: RecallConfig) -> Ranking:
         similarity = np.zeros(len(seqs), dtype=np.float32)
         score = lexical.astype(np.float64)
         eligible = lexical > 0
-    score = _boosted(np.asarray(score, dtype=np.float64), evidence, config)
+    score, shared_boost = _boosted(np.asarray(score, dtype=np.float64), evidence, config)
 
-    order = [i for i in np.argsort(-score, kind="stable").tolist() if eligible[i]]
     dropped = []
     below = int(len(seqs) - eligible.sum())
     if below:
         dropped.append(
             Dropped("recall", f"{below} candidate messages", 0, f"below min_score {config.min_score}")
         )
+    fraction = relevance_floor(config, has_dense)
+    if fraction and eligible.any():
+        own = score - shared_boost
+        weak = eligible & (own < fraction * float(own[eligible].max()))
+        if weak.any():
+            eligible = eligible & ~weak
+            dropped.append(
+                Dropped(
+                    "recall",
+                    f"{int(weak.sum())} candidate messages",
+                    0,
+                    f"below the relevance floor ({fraction:.0%} of the best score)",
+                )
+            )
+    order = [i for i in np.argsort(-score, kind="stable").tolist() if eligible[i]]
     best = float(similarity[order].max()) if has_dense and order else None
     order = diversify(order, score, seqs, evidence.vectors, config.mmr_lambda)
     ranked = tuple(
         Ranked(seqs[i], float(score[i]), float(similarity[i]) if has_dense else None) for i in order
     )
     return Ranking(ranked, best, len(seqs), tuple(dropped))
+
+
+# The relevance floor when the config leaves it to the ranking (``relevance_floor=None``).
+_FLOOR_WITH_DENSE = 0.5
+_FLOOR_BY_WORDS = 0.25
+
+
+def relevance_floor(config: RecallConfig, has_dense: bool) -> float:
+    """The fraction of the best score a candidate needs to be recalled."""
+    if config.relevance_floor is not None:
+        return float(config.relevance_floor)
+    return _FLOOR_WITH_DENSE if has_dense else _FLOOR_BY_WORDS
 
 
 def diversify(

@@ -13,7 +13,6 @@ from collections.abc import Collection
 
 import numpy as np
 
-from ._lexical import tokenize
 from ._recall_config import RecallConfig, RecallFilters
 from ._recall_language import SECTION_HEADERS, choose_language
 from ._recall_rank import Evidence, dense_similarities, named_speakers, normalized, rank
@@ -98,9 +97,8 @@ def gather(
     """
     granularity = config.granularity
     k = config.candidates
-    terms = tokenize(query)
-    lexical_m = mirror.lexical_messages.scores(terms) if granularity != "exchange" else {}
-    lexical_x = mirror.lexical_exchanges.scores(terms) if granularity != "message" else {}
+    lexical_m = mirror.lexical_messages.scores(query) if granularity != "exchange" else {}
+    lexical_x = mirror.lexical_exchanges.scores(query) if granularity != "message" else {}
 
     pool: set[int] = set()
     for seq, _ in sorted(lexical_m.items(), key=lambda kv: -kv[1])[:k]:
@@ -137,6 +135,7 @@ def gather(
         for s in pool
         if s in mirror.messages
         and s not in excluded
+        and s not in mirror.small_talk
         and (filters is None or filters.accepts(mirror.messages[s]))
     )
     dense_m = dense_x = None

@@ -18,10 +18,11 @@ from collections.abc import Callable, Collection, Sequence
 import numpy as np
 
 from ._errors import ConfigError
-from ._lexical import BM25Index, tokenize
+from ._lexical import BM25TextIndex, LexicalIndex
 from ._models import Message, Role, TurnStatus
 from ._recall_config import RecallConfig
 from ._recall_plan import EmbedDocuments, Plan
+from ._salience import says_nothing
 from ._store import Store
 from ._vector_index import VectorIndex
 
@@ -58,14 +59,26 @@ def exchange_first_seq(unit_id: int) -> int:
 
 
 class SessionMirror:
-    """Everything recall knows about one session. Guarded by `lock`."""
+    """Everything recall knows about one session. Guarded by `lock`.
 
-    def __init__(self, session_id: str) -> None:
+    With ``embeds=False`` (recall without an embedder) no unit is queued for
+    embedding: the mirror keeps its lexical indexes only. `new_lexical_index`
+    makes the two lexical indexes (messages, exchanges).
+    """
+
+    def __init__(
+        self,
+        session_id: str,
+        *,
+        embeds: bool = True,
+        new_lexical_index: Callable[[], LexicalIndex] = BM25TextIndex,
+    ) -> None:
         self.session_id = session_id
         self.key: tuple[int | None, str] = (None, session_id)  # (store key, session id) in its Recall
         # The generation of the log this mirrors (see `Store.stats`): when the store reports
         # another one, the log was forgotten, edited or replaced and the mirror is rebuilt.
         self.generation: str | _Unknown | None = UNKNOWN
+        self.embeds = embeds
         self.lock = threading.RLock()
         self.index: VectorIndex | None = None
         self.messages: dict[int, Message] = {}
@@ -81,11 +94,12 @@ class SessionMirror:
         self.exchanges: dict[int, list[int]] = {}
         self.open_exchange: int | None = None
         self.exchange_units: dict[int, int] = {}  # first seq -> unit id wanted now
-        self.lexical_messages = BM25Index()
-        self.lexical_exchanges = BM25Index()
+        self.lexical_messages = new_lexical_index()
+        self.lexical_exchanges = new_lexical_index()
         self.pending: dict[int, str] = {}  # unit id -> text still to embed
         self.inflight: set[int] = set()
         self.speakers: dict[str, str] = {}  # lowercased name -> name
+        self.small_talk: set[int] = set()  # seqs that say nothing ("thanks", "ok", "😊"): never recalled
         self.needs_full_read = True
         self.unsaved = 0
         self.forgotten = False
@@ -109,13 +123,14 @@ class SessionMirror:
         self.lexical_exchanges.clear()
         self.pending.clear()
         self.speakers.clear()
+        self.small_talk.clear()
         self.token_cache.clear()
 
     def wanted_units(self) -> dict[int, str]:
         """Unit id -> text for every unit the log calls for now."""
         units: dict[int, str] = {}
         for seq in self.order:
-            if seq in self.lines:
+            if seq in self.lines and seq not in self.small_talk:
                 units[seq] = self.lines[seq]
         for first_seq, unit_id in self.exchange_units.items():
             units[unit_id] = self.exchange_text(first_seq)
@@ -182,9 +197,13 @@ class SessionMirror:
         self.order.append(seq)
         self.lines[seq] = line
         self.episode_of[seq] = self.episode_count
-        self.lexical_messages.add(seq, tokenize(line))
-        if config.granularity != "exchange":
-            self.pending[seq] = line[: config.max_unit_chars]
+        if says_nothing(text):
+            # Kept for its exchange's text, never a candidate of its own.
+            self.small_talk.add(seq)
+        else:
+            self.lexical_messages.add(seq, line)
+            if config.granularity != "exchange" and self.embeds:
+                self.pending[seq] = line[: config.max_unit_chars]
         # Exchanges: a user message opens one; what follows joins it, up to a cap.
         if (
             message.role is Role.USER
@@ -198,8 +217,8 @@ class SessionMirror:
         first = self.open_exchange
         self.exchange_of[seq] = first
         members = self.exchanges[first]
-        self.lexical_exchanges.add(first, tokenize(self.exchange_text(first)))
-        if config.granularity == "message":
+        self.lexical_exchanges.add(first, self.exchange_text(first))
+        if config.granularity == "message" or not self.embeds:
             return
         old_unit = self.exchange_units.get(first)
         # A lone message's exchange is the message itself: with "both" it needs no
@@ -341,4 +360,4 @@ class SessionMirror:
             lo = self.position[core[0]] - radius
             hi = self.position[core[-1]] + radius
             core = [s for s in self.order[max(lo, 0) : hi + 1] if self.episode_of.get(s) == episode]
-        return [s for s in core if s not in excluded and s in self.lines]
+        return [s for s in core if s not in excluded and s in self.lines and s not in self.small_talk]

@@ -15,7 +15,7 @@ import unicodedata
 from collections.abc import Sequence
 
 from ._errors import InvalidMessageError
-from ._language import HAN
+from ._language import HAN, split_sentences
 from ._models import Message, Role, Turn, TurnStatus
 
 __all__ = [
@@ -24,6 +24,7 @@ __all__ = [
     "information_value",
     "is_filler",
     "is_low_information",
+    "says_nothing",
 ]
 
 # --------------------------------------------------------------------------- messages
@@ -186,6 +187,16 @@ def _is_small_talk(sentence: str) -> bool:
         else:
             return False
     return True
+
+
+def says_nothing(text: str) -> bool:
+    """Whether a whole message is small talk: every sentence of it is filler.
+
+    "You're welcome! Let me know if you need anything else.", "😊", "好的，谢谢"
+    and "不客气！" say nothing; "Thanks! My dog is called Rex." does. Recall
+    never brings such a message back: it costs tokens and answers nothing.
+    """
+    return all(is_filler(sentence) for sentence in split_sentences(text))
 
 
 # A stock question with an answer longer than this may hold something worth keeping.
