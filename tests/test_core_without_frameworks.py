@@ -143,6 +143,16 @@ def test_importing_convmem_loads_no_framework_and_no_model_library() -> None:
     assert result.stdout.split() == []
 
 
+def test_numpy_loads_with_recall_not_with_convmem() -> None:
+    # numpy takes longer to import than the rest of convmem: importing the package
+    # (a type annotation, a CLI, a worker that only forgets users) must not pay for it.
+    result = run_python(
+        "import sys, convmem\nprint('numpy' in sys.modules)\nconvmem.Recall\nprint('numpy' in sys.modules)"
+    )
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.split() == ["False", "True"]
+
+
 @pytest.fixture(scope="module")
 def core_without_frameworks() -> dict[str, Any]:
     result = run_python(blocking(FRAMEWORK_PREFIXES, USE_EVERY_CORE_FEATURE))

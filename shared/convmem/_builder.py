@@ -42,7 +42,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ._config import MemoryConfig
 from ._derived import Summary
@@ -50,9 +50,11 @@ from ._errors import BudgetError
 from ._language import MEMORY_CLOSE, MEMORY_OPEN, neutralise_stored_text
 from ._language import SECTION_HEADERS as HEADERS
 from ._models import Message, Role, Turn
-from ._recall import RecalledItem
 from ._tokens import REPLY_PRIMING_TOKENS, TokenCounter
 from ._window import Dropped, WindowSelection, select_window
+
+if TYPE_CHECKING:  # recall loads numpy; the builder only passes its items along
+    from ._recall_render import RecalledItem
 
 __all__ = ["BuiltContext", "ContextBuilder", "ContextPlan", "ContextRequest", "SectionReport"]
 

@@ -19,17 +19,20 @@ import json
 import logging
 import time
 from collections.abc import Awaitable, Callable, Sequence
+from typing import TYPE_CHECKING
 
 from ._background import Backoff, shared_pool
 from ._config import MemoryConfig
 from ._errors import StoreError
 from ._facts import Fact, FactBook, FactExtractor
 from ._models import Message, Role
-from ._recall import Recall
 from ._recent import window_start
 from ._store import StateRecord, Store
 from ._summarizer import Summarizer
 from ._tokens import TokenCounter
+
+if TYPE_CHECKING:  # recall loads numpy; the derived state only calls the engine it is given
+    from ._recall import Recall
 
 __all__ = ["FACTS_KEY", "SUMMARY_KEY", "DerivedState", "Summary"]
 

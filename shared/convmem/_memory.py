@@ -10,18 +10,17 @@ import weakref
 from collections.abc import Iterable, Mapping, Sequence
 from datetime import datetime
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ._builder import BuiltContext, ContextBuilder, ContextPlan, ContextRequest
 from ._config import MemoryConfig, TranscriptTemplate
 from ._derived import DerivedState, Summary
-from ._embedder import Embedder
 from ._errors import BudgetError, ConfigError, InvalidMessageError
 from ._facts import Fact, FactExtractor, RuleFactExtractor
 from ._inmemory_store import InMemoryStore
+from ._intent import choose_recall_share
 from ._language import detect_language
 from ._models import Message, Role, Turn, TurnStatus, group_turns, validate_message
-from ._recall import Recall, RecalledItem, choose_recall_share
 from ._recent import recent_turns
 from ._sqlite_store import SQLiteStore
 from ._store import SessionStats, Store, check_owner, check_seq, validate_id, validate_seqs
@@ -29,6 +28,10 @@ from ._summarizer import ExtractiveSummarizer, Summarizer
 from ._tokens import REPLY_PRIMING_TOKENS, TokenCounter, default_counter
 from ._tool_sequence import check_tool_results, unanswered_calls
 from ._transcript import render_transcript
+
+if TYPE_CHECKING:  # recall loads numpy: imported when a memory is made, not with convmem
+    from ._embedder import Embedder
+    from ._recall import Recall, RecalledItem
 
 __all__ = ["ConversationMemory", "OverflowStatus", "open_store"]
 
@@ -158,11 +161,16 @@ class ConversationMemory:
         self.fact_extractor: FactExtractor | None = (
             fact_extractor or RuleFactExtractor() if self.config.extract_facts else None
         )
-        if embedder is not None:
-            index_dir = Path(f"{self.store.path}.vectors") if isinstance(self.store, SQLiteStore) else None
-            recall = Recall(embedder, index_dir=index_dir)
-        elif recall is None and self.config.recall_earlier_turns:
-            recall = Recall()  # by words: nothing to load, nothing written to disk
+        if embedder is not None or (recall is None and self.config.recall_earlier_turns):
+            from ._recall import Recall
+
+            if embedder is not None:
+                index_dir = (
+                    Path(f"{self.store.path}.vectors") if isinstance(self.store, SQLiteStore) else None
+                )
+                recall = Recall(embedder, index_dir=index_dir)
+            else:
+                recall = Recall()  # by words: nothing to load, nothing written to disk
         self.recall: Recall | None = recall
         self._condensed: tuple[tuple[str, int], str] | None = None
         """The last condensed summary, keyed by (summary text, room): one entry, replaced atomically."""
