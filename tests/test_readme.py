@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import contextlib
+import io
 import os
 import re
 from pathlib import Path
@@ -28,9 +30,16 @@ def test_readme_example_runs(index: int, tmp_path: Path, monkeypatch: pytest.Mon
 def test_readme_example_runs_again_where_it_left_its_files(
     index: int, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """A user runs an example twice: the second run finds the first run's database."""
+    """A user runs an example twice in one folder: the second run, which finds
+    whatever files the first one left, prints what the first printed."""
     monkeypatch.chdir(tmp_path)
     monkeypatch.setenv("CONVMEM_DB", os.fspath(tmp_path / "convmem.db"))
     code = compile(BLOCKS[index], f"README.md[python block {index}]", "exec")
+    printed = []
     for _ in range(2):
-        exec(code, {"__name__": "__readme__"})
+        stdout = io.StringIO()
+        with contextlib.redirect_stdout(stdout):
+            exec(code, {"__name__": "__readme__"})
+        printed.append(stdout.getvalue())
+    first, second = printed
+    assert second == first, f"README.md python block {index} prints something else when run again"
