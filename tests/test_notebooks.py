@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -41,19 +42,28 @@ def kernel_on_this_interpreter(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) 
     return KERNEL_NAME
 
 
-def run_notebook(name: str, workdir: Path, kernel: str) -> str:
-    """Execute a notebook with `workdir` as its directory; return the text it printed."""
+def printed_by_cell(notebook: Any) -> list[str]:
+    """The text each code cell of `notebook` printed, in order."""
+    return [
+        "".join(output.get("text", "") for output in cell.get("outputs", []))
+        for cell in notebook.cells
+        if cell.cell_type == "code"
+    ]
+
+
+def execute_notebook(name: str, workdir: Path, kernel: str) -> list[str]:
+    """Execute a notebook with `workdir` as its directory; return the text each code cell printed."""
     notebook = nbformat.read(NOTEBOOKS / name, as_version=4)
     client = nbclient.NotebookClient(
         notebook, kernel_name=kernel, timeout=300, resources={"metadata": {"path": str(workdir)}}
     )
     client.execute()
-    return "\n".join(
-        output.get("text", "")
-        for cell in notebook.cells
-        if cell.cell_type == "code"
-        for output in cell.get("outputs", [])
-    )
+    return printed_by_cell(notebook)
+
+
+def run_notebook(name: str, workdir: Path, kernel: str) -> str:
+    """Execute a notebook with `workdir` as its directory; return the text it printed."""
+    return "\n".join(execute_notebook(name, workdir, kernel))
 
 
 @pytest.mark.slow
@@ -74,3 +84,28 @@ def test_llamaindex_quickstart_notebook_runs(tmp_path: Path, kernel_on_this_inte
     assert "12 messages after reopening" in outputs
     assert "Bob" in outputs
     assert (tmp_path / "quickstart.db").exists(), "the notebook writes next to itself, not into the repo"
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", ["langchain_quickstart.ipynb", "llamaindex_quickstart.ipynb"])
+def test_notebook_runs_again_where_it_left_its_files(
+    name: str, tmp_path: Path, kernel_on_this_interpreter: str
+) -> None:
+    """A user runs a notebook twice in one folder: the second run, which finds whatever
+    files the first one left, prints what the first printed, cell by cell."""
+    first = execute_notebook(name, tmp_path, kernel_on_this_interpreter)
+    second = execute_notebook(name, tmp_path, kernel_on_this_interpreter)
+    for cell, (before, again) in enumerate(zip(first, second, strict=True)):
+        assert again == before, f"{name} code cell {cell} prints something else when run again"
+
+
+@pytest.mark.slow
+def test_langchain_quickstart_notebook_shows_what_it_prints(
+    tmp_path: Path, kernel_on_this_interpreter: str
+) -> None:
+    """The outputs saved in the notebook, which readers see without running it, are current."""
+    name = "langchain_quickstart.ipynb"
+    saved = printed_by_cell(nbformat.read(NOTEBOOKS / name, as_version=4))
+    printed = execute_notebook(name, tmp_path, kernel_on_this_interpreter)
+    for cell, (shown, now) in enumerate(zip(saved, printed, strict=True)):
+        assert shown == now, f"{name} code cell {cell} shows an output it no longer prints: re-run it"
