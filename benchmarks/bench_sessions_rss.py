@@ -10,10 +10,9 @@ prints the resident set size (VmRSS) after 1,000, 10,000 and N sessions:
   llamaindex  ConvMemChatMemoryBuffer.for_session(session)
   block       ConvMemMemoryBlock (LlamaIndex Memory) with one session per call
 
-The store is in memory (its log grows with the sessions, as it must: a few
-hundred bytes per turn); what should stay flat is everything per-process
-beyond the log. A second figure, "beyond the log", subtracts the bytes of
-the stored text.
+The log is a SQLite file in a temporary folder, so what the process holds is
+only its per-process state (memories, recall mirrors, caches, connections):
+that is what must stay flat while the file grows.
 
 Usage::
 
@@ -27,8 +26,11 @@ import argparse
 import asyncio
 import gc
 import json
+import os
+import shutil
 import subprocess
 import sys
+import tempfile
 from collections.abc import Callable
 
 KINDS = ("core", "langchain", "llamaindex", "block")
@@ -50,12 +52,14 @@ def answer(index: int) -> str:
     return f"Order {index} ships tomorrow."
 
 
-def toucher(kind: str) -> Callable[[int], None]:
-    """A function that serves one request of session `index` in the wrapper `kind`."""
+def toucher(kind: str, path: str) -> Callable[[int], None]:
+    """A function that serves one request of session `index` in the wrapper `kind`,
+    on the SQLite file `path`."""
     if kind == "core":
+        from convmem import SQLiteStore
         from convmem._sessions import SessionRegistry
 
-        registry = SessionRegistry()
+        registry = SessionRegistry(store=SQLiteStore(path))
 
         def touch_core(index: int) -> None:
             memory = registry.memory(f"s{index}")
@@ -68,7 +72,7 @@ def toucher(kind: str) -> Callable[[int], None]:
 
         from langchain_convmem import ConvMemSessions
 
-        sessions = ConvMemSessions()
+        sessions = ConvMemSessions(path=path)
 
         def touch_langchain(index: int) -> None:
             history = sessions.history(f"s{index}")
@@ -81,7 +85,7 @@ def toucher(kind: str) -> Callable[[int], None]:
 
         from llamaindex_convmem import ConvMemChatMemoryBuffer
 
-        root = ConvMemChatMemoryBuffer.from_defaults(token_limit=2000)
+        root = ConvMemChatMemoryBuffer.from_defaults(token_limit=2000, path=path)
 
         def touch_llamaindex(index: int) -> None:
             buffer = root.for_session(f"s{index}")
@@ -99,7 +103,7 @@ def toucher(kind: str) -> Callable[[int], None]:
 
         from llamaindex_convmem import ConvMemMemoryBlock
 
-        block = ConvMemMemoryBlock(token_limit=800)
+        block = ConvMemMemoryBlock(token_limit=800, path=path)
         loop = asyncio.new_event_loop()
 
         def touch_block(index: int) -> None:
@@ -115,7 +119,8 @@ def toucher(kind: str) -> Callable[[int], None]:
 
 
 def measure(kind: str, sessions: int) -> dict[str, float]:
-    touch = toucher(kind)
+    folder = tempfile.mkdtemp(prefix="convmem-rss-")
+    touch = toucher(kind, os.path.join(folder, "sessions.db"))
     touch(0)
     gc.collect()
     figures = {"start": rss_mb()}
@@ -128,6 +133,7 @@ def measure(kind: str, sessions: int) -> dict[str, float]:
             gc.collect()
             figures[str(index)] = rss_mb()
             figures[f"text {index}"] = stored_bytes / 2**20
+    shutil.rmtree(folder, ignore_errors=True)
     return figures
 
 
@@ -160,7 +166,7 @@ def main() -> int:
         print(
             f"{kind:<11} {figures['start']:>7.0f} {figures.get('1000', float('nan')):>7.0f} "
             f"{figures.get('10000', float('nan')):>7.0f} {figures[last]:>7.0f}   "
-            f"+{growth:.0f} MB from {int(base) // 1000}k (stored text +{figures[f'text {last}'] - figures[f'text {base}']:.1f} MB)"
+            f"+{growth:.0f} MB from {int(base) // 1000}k (the file gained {figures[f'text {last}'] - figures[f'text {base}']:.1f} MB of text)"
         )
     return 0
 

@@ -11,7 +11,7 @@ budget.
 
 Methods, in one run, under the same budgets:
   defaults, no model    ``ConversationMemory(session_id, store)``: the real defaults
-                        (facts, summary, lexical recall, keep_recent_turns=10)
+                        (facts, summary, lexical recall, a window bounded by tokens)
   defaults + MiniLM     the same with ``embedder=SentenceTransformerEmbedder()``
   tuned recall-only     facts and summary off, so the budget is split between the
                         window and a MiniLM `Recall` (``--set`` / ``--variant`` tune it)
@@ -518,12 +518,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument(
         "--set", type=parse_variant, default={}, help="RecallConfig overrides for the tuned row"
     )
-    parser.add_argument(
-        "--wide-window",
-        action="store_true",
-        help="also run the no-model defaults with the window bounded by tokens only "
-        "(keep_recent_turns=100000), to preview a token-bounded window",
-    )
     parser.add_argument("--no-baselines", action="store_true", help="skip trim_messages and vector top-k")
     args = parser.parse_args(argv)
 
@@ -539,8 +533,6 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     counter = TiktokenCounter()
     runs = [defaults_run("defaults, no model")]
-    if args.wide_window:
-        runs.append(defaults_run("defaults, no model, wide window", keep_recent_turns=100_000))
     embedder = None
     if not args.no_minilm:
         embedder = SharedMiniLM()
