@@ -7,6 +7,7 @@ import dataclasses
 import os
 import threading
 import weakref
+from collections import OrderedDict
 from collections.abc import Iterable, Mapping, Sequence
 from datetime import datetime
 from pathlib import Path
@@ -34,6 +35,11 @@ if TYPE_CHECKING:  # recall loads numpy: imported when a memory is made, not wit
     from ._recall import Recall, RecalledItem
 
 __all__ = ["ConversationMemory", "OverflowStatus", "open_store"]
+
+_CONDENSED_KEPT = 8
+"""Condensed summaries a memory keeps: one per room a query's recall share leaves."""
+_CONDENSE_STEP = 32
+"""Tokens by which a condensed summary's room is rounded down (see `_fit_summary`)."""
 
 DEFAULT_DB_ENV = "CONVMEM_DB"
 DEFAULT_DB_PATH = "convmem.db"
@@ -172,8 +178,9 @@ class ConversationMemory:
             else:
                 recall = Recall()  # by words: nothing to load, nothing written to disk
         self.recall: Recall | None = recall
-        self._condensed: tuple[tuple[str, int], str] | None = None
-        """The last condensed summary, keyed by (summary text, room): one entry, replaced atomically."""
+        self._condensed: OrderedDict[tuple[str, int], str] = OrderedDict()
+        """Condensed summaries by (summary text, room), the most recently used last."""
+        self._condensed_lock = threading.Lock()
         self._derived = DerivedState(
             session_id=self.session_id,
             store=self.store,
@@ -482,19 +489,27 @@ class ConversationMemory:
         room = self._builder.summary_room(request)
         if room is None:
             return request
+        # The room shrinks with each query's length: condense to a room rounded down
+        # to a step, so the questions of a session share a few condensed versions.
+        if room >= 2 * _CONDENSE_STEP:
+            room -= room % _CONDENSE_STEP
         summary = request.summary.text.strip()
         key = (summary, room)
-        cached = self._condensed
-        if cached is not None and cached[0] == key:
-            text = cached[1]
-        else:
+        with self._condensed_lock:
+            text = self._condensed.get(key)
+            if text is not None:
+                self._condensed.move_to_end(key)
+        if text is None:
             # Once per summary version and room, never per build: condensing
             # re-tokenizes every sentence of the summary.
             condense = getattr(self.summarizer, "condense", None)
             if condense is None:  # a summarizer without condense: shorten extractively
                 condense = ExtractiveSummarizer(self.counter).condense
             text = str(condense(summary, room))
-            self._condensed = (key, text)
+            with self._condensed_lock:
+                self._condensed[key] = text
+                while len(self._condensed) > _CONDENSED_KEPT:
+                    self._condensed.popitem(last=False)
         return dataclasses.replace(request, summary=dataclasses.replace(request.summary, text=text))
 
     def _recall_share(self, query: str | None) -> tuple[float | None, str]:
