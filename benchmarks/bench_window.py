@@ -94,6 +94,59 @@ def bench_chat_memory_buffer(size: int, repeat: int) -> float:
     return median_seconds(buffer.get, repeat)
 
 
+def defaults_at(size: int, folder: Path, repeat: int) -> tuple[float, float, float, int]:
+    """Median build without and with a query, median background add, and the seq the
+    summary covers, for `ConversationMemory` as a new user makes it, at `size` messages."""
+    store = SQLiteStore(folder / f"defaults-{size}.db")
+    memory = ConversationMemory("bench", store, MemoryConfig(budget=BUDGET))
+    rows = history(size)
+    for start in range(0, size, 2000):
+        memory.add_messages([{"role": r, "content": t} for r, t in rows[start : start + 2000]])
+    memory.flush()
+    questions = iter(
+        [
+            "What did we decide about the database?",
+            "我的狗叫什么名字？",
+            "When does the train to Shanghai leave?",
+            "What is the project budget?",
+        ]
+        * repeat
+    )
+    build = median_seconds(lambda: memory.build_context(), repeat)
+    with_query = median_seconds(lambda: memory.build_context(query=next(questions)), repeat)
+    background = ConversationMemory("bench", store, MemoryConfig(budget=BUDGET, background=True))
+    counter = iter(range(10**9))
+    add = median_seconds(
+        lambda: background.add("user" if next(counter) % 2 else "assistant", "one more message, 再来一条"),
+        repeat,
+    )
+    background.flush()
+    covered = memory.summary().covers_through_seq
+    background.close()
+    memory.close()
+    store.close()
+    return build, with_query, add, covered
+
+
+def bench_defaults(sizes: list[int], folder: Path, repeat: int) -> None:
+    """`ConversationMemory` exactly as a new user makes it: summary, facts and
+    lexical recall on, the window bounded by tokens, on a SQLite file."""
+    print("\nDefaults (summary, facts, lexical recall on), SQLite, budget 2048, median:")
+    print(
+        f"{'messages':>9}  {'build, no query':>15}  {'build, query':>12}  {'add (background)':>16}  summary"
+    )
+    builds: dict[int, float] = {}
+    for size in sizes:
+        build, with_query, add, covered = defaults_at(size, folder, repeat)
+        builds[size] = build
+        print(f"{size:>9}  {fmt(build):>15}  {fmt(with_query):>12}  {fmt(add):>16}  covers seq <= {covered}")
+    largest = max(sizes)
+    print(
+        f"  build_context without a query at {largest:,} / at 1,000 messages: "
+        f"{builds[largest] / builds[1_000]:.2f}x  (target <= 2x)"
+    )
+
+
 def chinese_counting() -> None:
     exact, approx = TiktokenCounter(), ApproximateCounter()
     texts = [t for _, t in history(400) if any("\u4e00" <= c <= "\u9fff" for c in t)]
@@ -147,6 +200,8 @@ def main() -> None:
     print(
         f"  ChatMemoryBuffer.get / build_context at 1,000: {results[1_000]['cmb'] / results[1_000]['build']:.0f}x  (target >= 1000x)"
     )
+    with tempfile.TemporaryDirectory() as folder:
+        bench_defaults(sizes, Path(folder), max(repeat // 4, 10))
     chinese_counting()
 
 
