@@ -153,6 +153,18 @@ def test_numpy_loads_with_recall_not_with_convmem() -> None:
     assert result.stdout.split() == ["False", "True"]
 
 
+def test_the_fact_rules_compile_with_the_first_extractor_not_with_convmem() -> None:
+    # Over a hundred patterns: compiling them was most of what `import convmem` cost.
+    result = run_python(
+        "import sys, convmem\n"
+        "print('convmem._fact_rules' in sys.modules)\n"
+        "convmem.RuleFactExtractor()\n"
+        "print('convmem._fact_rules' in sys.modules)"
+    )
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.split() == ["False", "True"]
+
+
 @pytest.fixture(scope="module")
 def core_without_frameworks() -> dict[str, Any]:
     result = run_python(blocking(FRAMEWORK_PREFIXES, USE_EVERY_CORE_FEATURE))

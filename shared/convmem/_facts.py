@@ -24,21 +24,15 @@ import threading
 import time
 import unicodedata
 from collections.abc import Iterable, Sequence
-from typing import Any, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from ._errors import InvalidMessageError, StoreError
-from ._fact_rules import (
-    TRIM_CHARS,
-    RuleTable,
-    Said,
-    carries_instructions,
-    is_question,
-    pet_name_following,
-    strip_quoted_speech,
-)
 from ._language import LABEL_SEPARATORS, check_language, split_sentences
 from ._models import Message, Role
 from ._salience import check_messages
+
+if TYPE_CHECKING:
+    from ._fact_rules import Said
 
 __all__ = [
     "Fact",
@@ -65,6 +59,8 @@ def normalize_key(key: str) -> str:
 
 
 def _comparable(value: str) -> str:
+    from ._fact_rules import TRIM_CHARS  # loaded on first use: see RuleFactExtractor
+
     return " ".join(value.casefold().split()).strip(TRIM_CHARS)
 
 
@@ -180,6 +176,8 @@ def _facts_from(message: Message, said: Iterable[Said], source: str) -> list[Fac
 
 def _sentences_to_scan(text: str) -> list[str]:
     """The sentences of the first `_RULE_SCAN_CHARS` characters of `text`, quoted speech emptied."""
+    from ._fact_rules import strip_quoted_speech  # loaded on first use: see RuleFactExtractor
+
     sentences = split_sentences(strip_quoted_speech(text[:_RULE_SCAN_CHARS]).replace("’", "'"))
     if len(text) > _RULE_SCAN_CHARS and sentences:
         # The cut may fall inside a sentence; half a sentence can state a wrong fact ("I live in New").
@@ -212,11 +210,17 @@ class RuleFactExtractor:
     """
 
     def __init__(self, language: str = "auto") -> None:
+        # The rule tables compile over a hundred patterns, most of `import convmem`'s
+        # time: they load with the first extractor, not with the package.
+        from ._fact_rules import RuleTable
+
         self.language = check_language(language)
         self._table = RuleTable.for_language(self.language)
 
     def extract(self, messages: Sequence[Message]) -> list[Fact]:
         """Facts stated in the user messages of `messages`, in the order stated."""
+        from ._fact_rules import carries_instructions, is_question, pet_name_following
+
         facts: list[Fact] = []
         for message in check_messages(messages):
             if message.role is not Role.USER or carries_instructions(message.text[:_RULE_SCAN_CHARS]):

@@ -23,7 +23,6 @@ from collections.abc import Awaitable, Callable, Generator, Sequence
 from typing import Any, TypeVar
 
 from ._errors import ConfigError
-from ._fact_rules import trim_value
 from ._facts import Fact, normalize_key, source_quote
 from ._language import LANGUAGE_NAMES, check_language, resolve_language, speaker_prefix
 from ._models import Message, Role
@@ -488,6 +487,8 @@ class LLMFactExtractor:
 
     @staticmethod
     def _facts(items: list[Any], numbered: dict[int, Message]) -> list[Fact]:
+        from ._fact_rules import trim_value  # the rule tables load on first use
+
         user_messages = [m for m in numbered.values() if m.role is Role.USER]
         fallback = user_messages[-1]
         facts = []
