@@ -24,10 +24,11 @@ import re
 from collections.abc import Callable, Sequence
 from typing import NamedTuple
 
+from ._language import TRIM_CHARS
+
 __all__ = [
     "EN_NEGATIONS",
     "EN_RULES",
-    "TRIM_CHARS",
     "ZH_NEGATIONS",
     "ZH_RULES",
     "Pairs",
@@ -40,9 +41,6 @@ __all__ = [
     "strip_quoted_speech",
     "trim_value",
 ]
-
-TRIM_CHARS = " \t\r\n.,!?;:，。！？；：、…\"'“”‘’()（）[]【】「」『』《》~～"
-"""Spaces, punctuation and quotes that never belong to the start or end of a value."""
 
 Pairs = list[tuple[str, str]]
 

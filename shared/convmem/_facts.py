@@ -27,7 +27,7 @@ from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from ._errors import InvalidMessageError, StoreError
-from ._language import LABEL_SEPARATORS, check_language, split_sentences
+from ._language import LABEL_SEPARATORS, TRIM_CHARS, check_language, split_sentences
 from ._models import Message, Role
 from ._salience import check_messages
 
@@ -59,8 +59,6 @@ def normalize_key(key: str) -> str:
 
 
 def _comparable(value: str) -> str:
-    from ._fact_rules import TRIM_CHARS  # loaded on first use: see RuleFactExtractor
-
     return " ".join(value.casefold().split()).strip(TRIM_CHARS)
 
 

@@ -31,6 +31,7 @@ __all__ = [
     "MEMORY_OPEN",
     "SECTION_HEADERS",
     "SPEAKER_LABELS",
+    "TRIM_CHARS",
     "WIDE_CJK",
     "WIDE_CJK_RANGES",
     "check_language",
@@ -202,6 +203,10 @@ SPEAKER_LABELS: dict[str, dict[str, str]] = {
     "zh": {"user": "用户", "assistant": "助手", "system": "系统", "tool": "工具"},
 }
 """What each role is called in a transcript, a summary or a prompt, per language."""
+
+TRIM_CHARS = " \t\r\n.,!?;:，。！？；：、…\"'“”‘’()（）[]【】「」『』《》~～"
+"""Spaces, punctuation and quotes that never belong to the start or end of a value."""
+
 LABEL_SEPARATORS = {"en": ": ", "zh": "："}
 
 
