@@ -50,7 +50,7 @@ from ._models import Message
 from ._recall_config import RecallConfig, RecallFilters
 from ._recall_plan import Blocking, EmbedQuery, Plan, arun_plan, run_plan
 from ._recall_render import RecalledItem, RecallResult
-from ._recall_search import answer
+from ._recall_search import answer_sessions
 from ._recall_units import UNKNOWN, SessionMirror, is_exchange_unit
 from ._store import Store
 from ._tokens import TokenCounter
@@ -494,14 +494,23 @@ class Recall:
         max_tokens: int,
         counter: TokenCounter,
         filters: RecallFilters | None = None,
+        other_sessions: Sequence[str] = (),
     ) -> RecallResult:
         """Recall what is relevant to `query`, rendered into at most `max_tokens` tokens.
 
         `exclude_seqs` (what the recent window holds) is never recalled. Never
         raises because of the embedder or the index: it degrades to keyword
         matching (or nothing) and says so in ``result.degraded``.
+
+        `other_sessions` (sessions of the same user in the same store) are
+        searched too and ranked with this one; their items carry their
+        ``session_id`` and come with their date (see `answer_sessions`). The
+        caller decides which sessions may be read: recall never looks beyond
+        the ids it is given.
         """
-        plan = self._search(session_id, query, store, exclude_seqs, max_tokens, counter, filters)
+        plan = self._search(
+            session_id, query, store, exclude_seqs, max_tokens, counter, filters, other_sessions
+        )
         return run_plan(plan, self.embedder)
 
     async def asearch(
@@ -514,9 +523,12 @@ class Recall:
         max_tokens: int,
         counter: TokenCounter,
         filters: RecallFilters | None = None,
+        other_sessions: Sequence[str] = (),
     ) -> RecallResult:
         """Async `search`: the log is read in a worker thread, the query embedded with the async API."""
-        plan = self._search(session_id, query, store, exclude_seqs, max_tokens, counter, filters)
+        plan = self._search(
+            session_id, query, store, exclude_seqs, max_tokens, counter, filters, other_sessions
+        )
         return await arun_plan(plan, self.embedder)
 
     def _search(
@@ -528,12 +540,19 @@ class Recall:
         max_tokens: int,
         counter: TokenCounter,
         filters: RecallFilters | None,
+        other_sessions: Sequence[str] = (),
     ) -> Plan[RecallResult]:
         if isinstance(max_tokens, bool) or not isinstance(max_tokens, int) or max_tokens < 0:
             raise BudgetError(
                 f"max_tokens must be an int >= 0 (the tokens recall may fill), got {max_tokens!r:.60}"
             )
+        if isinstance(other_sessions, str) or not all(isinstance(s, str) for s in other_sessions):
+            raise ConfigError(f"other_sessions must be a list of session ids, got {other_sessions!r:.80}")
         state = yield from self._ready(session_id, store)
+        mirrors = [state]
+        for other in dict.fromkeys(other_sessions):
+            if other != session_id:
+                mirrors.append((yield from self._ready(other, store)))
         vector: np.ndarray | None = None
         problem = None
         try:
@@ -546,8 +565,8 @@ class Recall:
                 exc,
             )
             vector, problem = None, f"embedder failed ({type(exc).__name__}: {exc}); keywords only"
-        return answer(
-            state,
+        return answer_sessions(
+            mirrors,
             query,
             vector,
             problem,
