@@ -1,7 +1,7 @@
 """Memory across one user's sessions: build time as the number of sessions grows.
 
-One user with N sessions of M messages each (a synthetic chat history with a
-few distinctive facts per session) in a SQLite file; a new session of that
+One user with N sessions of M messages each (a synthetic chat history: each
+session names its own project and locker code, the rest is routine questions) in a SQLite file; a new session of that
 user asks questions whose answers lie in earlier sessions. Prints, side by
 side in one run:
 
@@ -45,6 +45,15 @@ FILLER = [
 ]
 
 
+_SYLLABLES = ["ka", "lo", "mi", "ru", "te", "zo", "pa", "ne", "vi", "su"]
+
+
+def project_name(number: int) -> str:
+    """A made-up word, one per session (up to 10,000): what a question names to find it."""
+    digits = f"{number:04d}"
+    return "".join(_SYLLABLES[int(d)] for d in digits).capitalize()
+
+
 def fill(
     store: SQLiteStore, user: str, sessions: int, per_session: int, seed: int = 7
 ) -> list[tuple[str, str]]:
@@ -55,8 +64,8 @@ def fill(
     for number in range(sessions):
         when = start + number * 86400.0
         code = f"K{number:04d}"
-        topic, city = TOPICS[number % len(TOPICS)], CITIES[number % len(CITIES)]
-        said = f"For the {topic} club in {city} my locker code is {code}."
+        topic, city, name = TOPICS[number % len(TOPICS)], CITIES[number % len(CITIES)], project_name(number)
+        said = f"For the {name} project of the {topic} club in {city} my locker code is {code}."
         messages = [
             Message.create("user", said, timestamp=when),
             Message.create("assistant", "Noted.", timestamp=when),
@@ -65,7 +74,7 @@ def fill(
             messages.append(Message.create("user", rng.choice(FILLER), timestamp=when + i))
             messages.append(Message.create("assistant", f"Answer {i} to that.", timestamp=when + i))
         store.append(f"{user}-s{number}", messages, user_id=user)
-        questions.append((f"What is my locker code for the {topic} club in {city}?", code))
+        questions.append((f"What is my locker code for the {name} project?", code))
     return questions
 
 

@@ -13,12 +13,15 @@ from collections.abc import Iterator
 from contextlib import closing
 from pathlib import Path
 
+import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from shared_stores import SERVER_KINDS, location_for
 
-from convmem import ConversationMemory, InMemoryStore, MemoryConfig, SQLiteStore, Store
+from convmem import ConversationMemory, InMemoryStore, MemoryConfig, Recall, SQLiteStore, Store
+from convmem._embedder import BaseEmbedder
+from convmem._recall_search import SESSIONS_SEARCHED
 
 DAY = 86400.0
 THEN = time.time() - 40 * DAY
@@ -307,3 +310,94 @@ def test_no_text_of_one_user_ever_reaches_another(
             ).text
         )
         assert not any(marker in text for text in seen)
+
+
+# -- many sessions: only the best-matching ones are searched in full ----------------------------
+
+
+class Concepts(BaseEmbedder):
+    """Vectors by concept, not by word: "canine" and "barks" meet, sharing no word."""
+
+    _name = "concepts-test"
+
+    def _embed(self, texts: list[str], *, query: bool) -> np.ndarray:
+        rows = []
+        for text in texts:
+            lowered = text.lower()
+            row = np.zeros(4, dtype=np.float32)
+            if "canine" in lowered or "barks" in lowered:
+                row[0] = 1.0
+            elif "feline" in lowered:
+                row[1] = 1.0
+            else:
+                row[2], row[3] = 1.0, 0.5
+            rows.append(row)
+        return np.stack(rows)
+
+
+def test_with_many_sessions_the_one_that_names_the_thing_is_found(store: Store) -> None:
+    config = MemoryConfig(extract_facts=False)
+    for number in range(SESSIONS_SEARCHED + 8):
+        memory = ConversationMemory(f"s{number}", store, config, user_id="alice")
+        chat(memory, (f"My locker code for the club is K{number:03d}.", "Noted."))
+    chat(
+        ConversationMemory("target", store, config, user_id="alice"),
+        ("My locker code for the Kalomiru project is K999.", "Noted."),
+    )
+    fresh = ConversationMemory("new", store, config, user_id="alice")
+    assert "K999" in context_text(fresh, "What is my locker code for the Kalomiru project?", 400)
+
+
+def test_with_many_sessions_a_match_by_meaning_alone_is_found(tmp_path: Path) -> None:
+    store = SQLiteStore(tmp_path / "m.db")
+    recall = Recall(Concepts())
+    config = MemoryConfig(extract_facts=False)
+    for number in range(SESSIONS_SEARCHED + 8):
+        memory = ConversationMemory(f"s{number}", store, config, user_id="alice", recall=recall)
+        chat(memory, (f"Which animal shelter is open on day {number}?", "The one downtown."))
+    target = ConversationMemory("target", store, config, user_id="alice", recall=recall)
+    chat(target, ("Our canine friend is named Biscuit.", "What a good name."))
+    fresh = ConversationMemory("new", store, config, user_id="alice", recall=recall)
+    assert "Biscuit" in context_text(fresh, "Which animal barks at night?", 400)
+    store.close()
+
+
+def test_batched_reads_agree_with_one_read_per_session(store: Store) -> None:
+    """What a store answers in one query (`user_session_stats`, `get_states`) is what one
+    read per session gives; a store without them is read a session at a time."""
+    from convmem._derived import FACTS_KEY
+    from convmem._user_scope import other_session_stats
+
+    for name in ("a", "b", "c"):
+        chat(
+            ConversationMemory(f"alice-{name}", store, user_id="alice"),
+            (f"My name is {name.upper()}x.", "Hi."),
+        )
+    chat(ConversationMemory("bob-a", store, user_id="bob"), ("My name is Bob.", "Hi."))
+    chat(ConversationMemory("nobody", store), ("My name is Zed.", "Hi."))
+    expected = [store.stats(s) for s in ("alice-b", "alice-c")]
+    assert other_session_stats(store, "alice", "alice-a") == expected
+    assert other_session_stats(store, "carol", "carol-1") == []
+    batched = getattr(store, "get_states", None)
+    if batched is not None:
+        wanted = ["alice-a", "bob-a", "nobody", "missing"]
+        assert batched(wanted, FACTS_KEY) == {
+            s: record for s in wanted if (record := store.get_state(s, FACTS_KEY)) is not None
+        }
+        assert set(batched(wanted, FACTS_KEY)) == {"alice-a", "bob-a", "nobody"}
+        assert batched([], FACTS_KEY) == {}
+
+
+def test_a_statement_another_session_replaced_is_not_recalled_alone(store: Store) -> None:
+    old = ConversationMemory("spring", store, user_id="alice")
+    chat(old, ("I live in Hangzhou near the lake.", "Lovely city."), at=THEN)
+    new = ConversationMemory("autumn", store, user_id="alice")
+    chat(new, ("I moved to Beijing.", "Big change!"), at=THEN + 100 * DAY)
+    asking = ConversationMemory("today", store, user_id="alice")
+    recalled = asking.build_context("Do I live near the lake in Hangzhou?", 600).recalled
+    texts = [item.text for item in recalled]
+    assert not any("Hangzhou" in text for text in texts) or any("Beijing" in text for text in texts)
+    # Without the newer statement's session, the old one is all there is, and it is recalled.
+    store.clear("autumn")
+    recalled = asking.build_context("Do I live near the lake in Hangzhou?", 600).recalled
+    assert any("Hangzhou" in item.text and item.session_id == "spring" for item in recalled)

@@ -29,7 +29,7 @@ from ._summarizer import ExtractiveSummarizer, Summarizer
 from ._tokens import REPLY_PRIMING_TOKENS, TokenCounter, default_counter
 from ._tool_sequence import check_tool_results, unanswered_calls
 from ._transcript import render_transcript
-from ._user_scope import UserFacts, user_sessions
+from ._user_scope import UserFacts, other_session_stats
 
 if TYPE_CHECKING:  # recall loads numpy: imported when a memory is made, not with convmem
     from ._embedder import Embedder
@@ -548,40 +548,56 @@ class ConversationMemory:
         )
         return self._without_stale_statements(result.items, plan.window_seqs)
 
-    def _other_sessions(self) -> list[str]:
+    def _other_sessions(self) -> list[SessionStats]:
         """The user's other sessions recall also searches (none without a user or sharing)."""
         if self.user_id is None or not self.config.share_recall:
             return []
-        return user_sessions(self.store, self.user_id, self.session_id)[1:]
+        return other_session_stats(self.store, self.user_id, self.session_id)
 
     def _without_stale_statements(
         self, items: tuple[RecalledItem, ...], window_seqs: frozenset[int]
     ) -> tuple[RecalledItem, ...]:
         """The items less those stating a fact a newer message replaced ("I live in
-        Hangzhou" after "I moved to Beijing") when neither the window nor another item
-        holds the newer statement: recalled alone, the old one reads as still true."""
+        Hangzhou" after "I moved to Beijing", in this session or, sharing the user's
+        facts, in another) when neither the window nor another item holds the newer
+        statement: recalled alone, the old one reads as still true."""
         replaced_by = self._replaced_statements() if items else {}
         if not replaced_by:
             return items
-        present = window_seqs | {seq for item in items for seq in item.local_seqs}
+        present = {(None, seq) for seq in window_seqs}
+        present.update((item.session_id, seq) for item in items for seq in item.seqs)
         return tuple(
             item
             for item in items
-            if all(replaced_by[seq] & present for seq in item.local_seqs if seq in replaced_by)
+            if all(
+                replaced_by[(item.session_id, seq)] & present
+                for seq in item.seqs
+                if (item.session_id, seq) in replaced_by
+            )
         )
 
-    def _replaced_statements(self) -> dict[int, set[int]]:
-        """Seq of each message whose fact a newer value replaced -> seqs stating the current values."""
+    def _replaced_statements(self) -> dict[tuple[str | None, int], set[tuple[str | None, int]]]:
+        """(session, seq) of each message whose fact a newer value replaced -> the (session,
+        seq) stating the current values; ``None`` is this session."""
         if self.fact_extractor is None:
             return {}
-        book = self._derived.facts_book()
-        replaced_by: dict[int, set[int]] = {}
+        book = self._facts_book()
+
+        def said(fact: Fact) -> tuple[str | None, int] | None:
+            if fact.seq is None:
+                return None
+            return (None if fact.session_id in (None, self.session_id) else fact.session_id, fact.seq)
+
+        replaced_by: dict[tuple[str | None, int], set[tuple[str | None, int]]] = {}
         for current in book.current():
-            if current.seq is None:
+            newer = said(current)
+            if newer is None:
                 continue
-            for older in book.history(current.key):
-                if older.seq is not None and older.seq < current.seq and older.value != current.value:
-                    replaced_by.setdefault(older.seq, set()).add(current.seq)
+            history = book.history(current.key)
+            for older in history[:-1]:  # a key's history is in the order it was said
+                where = said(older)
+                if where is not None and where != newer and older.value != current.value:
+                    replaced_by.setdefault(where, set()).add(newer)
         return replaced_by
 
     def render_transcript(self, view: str = "orchestration", *, max_turns: int | None = None) -> str:

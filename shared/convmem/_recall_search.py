@@ -9,6 +9,7 @@ mirror's lock and never raises: recall must never break a build.
 from __future__ import annotations
 
 import dataclasses
+import heapq
 import logging
 from collections.abc import Collection, Iterator, Mapping, MutableMapping, Sequence
 
@@ -293,6 +294,45 @@ class _Counted(MutableMapping[tuple[str, str, int], int]):
         return sum(len(cache) for cache in self._caches.values())
 
 
+# Of a user's other sessions, those with the best keyword or meaning match are
+# searched in full (their candidates ranked with the asking session's): the
+# cost of a search grows with what is retrieved, not with the user's sessions.
+SESSIONS_SEARCHED = 12
+
+
+def _screened(mirrors: Sequence[SessionMirror], query: str, vector: np.ndarray | None) -> list[SessionMirror]:
+    """The asking session (first) and the other sessions worth a full search: the
+    `SESSIONS_SEARCHED` best by their best keyword match (on the scale sessions share)
+    and the `SESSIONS_SEARCHED` best by their most similar message."""
+    if len(mirrors) <= SESSIONS_SEARCHED + 1:
+        return list(mirrors)
+    by_words: list[tuple[float, int]] = []
+    by_meaning: list[tuple[float, int]] = []
+    for position in range(1, len(mirrors)):
+        mirror = mirrors[position]
+        with mirror.lock:
+            scores = mirror.lexical_messages.scores(query)
+            if scores:
+                by_words.append((_shared_scale(mirror.lexical_messages, query, scores), position))
+            index = mirror.index
+            if (
+                vector is not None
+                and index is not None
+                and len(index)
+                and index.dimension == vector.shape[-1]
+            ):
+                try:
+                    hits = index.search(vector, 1)
+                except Exception as exc:  # screened out, not fatal: the others are still searched
+                    logger.warning("vector search failed for session %r: %s", mirror.session_id, exc)
+                    hits = []
+                if hits:
+                    by_meaning.append((float(hits[0][1]), position))
+    chosen = {position for _, position in heapq.nlargest(SESSIONS_SEARCHED, by_words)}
+    chosen.update(position for _, position in heapq.nlargest(SESSIONS_SEARCHED, by_meaning))
+    return [mirrors[0], *(mirrors[position] for position in sorted(chosen))]
+
+
 def answer_sessions(
     mirrors: Sequence[SessionMirror],
     query: str,
@@ -328,7 +368,7 @@ def answer_sessions(
         )
     try:
         parts: list[_Gathered] = []
-        for position, mirror in enumerate(mirrors):
+        for position, mirror in enumerate(_screened(mirrors, query, vector)):
             part, search_problem = _gather_one(
                 mirror, query, vector, excluded if position == 0 else (), filters, config
             )

@@ -21,9 +21,9 @@ from collections.abc import Sequence
 
 from ._derived import FACTS_KEY, forget_fact_of, parse_facts
 from ._facts import FactBook
-from ._store import StateRecord, Store
+from ._store import SessionStats, StateRecord, Store
 
-__all__ = ["UserFacts", "user_sessions"]
+__all__ = ["UserFacts", "other_session_stats", "user_sessions"]
 
 # Parsed fact books by their stored text (a text always parses to the same book): a
 # server that opens a memory per request parses each session's facts once.
@@ -50,6 +50,18 @@ def user_sessions(store: Store, user_id: str, current: str) -> list[str]:
     """The sessions of `user_id` in `store`, `current` first (listed even before its
     first message makes the user its owner)."""
     return [current] + [session for session in store.sessions(user_id=user_id) if session != current]
+
+
+def other_session_stats(store: Store, user_id: str, current: str) -> list[SessionStats]:
+    """`stats` of the sessions of `user_id` other than `current`: in one call where the
+    store offers ``user_session_stats`` (one query), else a listing and a read per session."""
+    batched = getattr(store, "user_session_stats", None)
+    if batched is not None:
+        found: list[SessionStats] = batched(user_id)
+    else:
+        found = [store.stats(session) for session in store.sessions(user_id=user_id)]
+    # Only what the user owns: a session forgotten between listing and reading is gone.
+    return [stats for stats in found if stats.session_id != current and stats.user_id == user_id]
 
 
 def _states(store: Store, sessions: Sequence[str], key: str) -> dict[str, StateRecord]:
