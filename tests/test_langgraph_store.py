@@ -7,6 +7,8 @@ import math
 import re
 import subprocess
 import sys
+from collections.abc import Iterator
+from contextlib import closing
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -30,6 +32,7 @@ from langgraph.store.base import (
     SearchOp,
 )
 from langgraph.store.memory import InMemoryStore as LangGraphInMemoryStore
+from shared_stores import SERVER_KINDS, location_for
 
 import convmem
 from convmem import ConfigError, ConversationMemory, HashingEmbedder
@@ -48,14 +51,33 @@ def say(store: convmem.Store, session_id: str, user_id: str, *turns: str) -> Con
     return memory
 
 
-@pytest.fixture
-def logged() -> convmem.InMemoryStore:
+def log_alice_and_bob(store: convmem.Store) -> None:
     """Alice in two chats, Bob in one: same kinds of facts, different values."""
-    store = convmem.InMemoryStore()
     say(store, "alice-1", "alice", "My name is Alice. My dog is called Duoduo.", "Hello Alice!")
     say(store, "alice-2", "alice", "I live in Hangzhou.", "Hangzhou is lovely in spring.")
     say(store, "bob-1", "bob", "My name is Bob. My dog is called Rex.", "Hi Bob!")
+
+
+@pytest.fixture
+def logged() -> convmem.InMemoryStore:
+    store = convmem.InMemoryStore()
+    log_alice_and_bob(store)
     return store
+
+
+@pytest.fixture(params=["sqlite", *SERVER_KINDS])
+def backend(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[convmem.Store]:
+    """Each persistent convmem store, Alice and Bob logged in it."""
+    if request.param == "sqlite":
+        with closing(convmem.SQLiteStore(tmp_path / "memory.db")) as sqlite_store:
+            log_alice_and_bob(sqlite_store)
+            yield sqlite_store
+        return
+    location = location_for(request.param, request)
+    with closing(location.open()) as server_store:
+        log_alice_and_bob(server_store)
+        yield server_store
+    location.cleanup()
 
 
 class WordEmbeddings(Embeddings):
@@ -401,6 +423,26 @@ async def test_aforget_user(logged: convmem.InMemoryStore) -> None:
     await store.aput(("users", "alice", "notes"), "n1", {"text": "x"})
     assert await store.aforget_user("alice") == ["alice-1", "alice-2"]
     assert await store.asearch(("users", "alice"), limit=100) == []
+
+
+def test_every_store_backend_shows_each_user_only_their_own(backend: convmem.Store) -> None:
+    say(backend, "mallory-1", "Alice", "My name is Mallory. My dog is called Fang.", "Hi.")
+    store = ConvMemStore(backend)
+    facts = {item.key: item.value["value"] for item in store.search(FACTS, limit=100)}
+    assert facts["pet_name"] == "Duoduo" and facts["city"] == "Hangzhou" and facts["name"] == "Alice"
+    found = store.search(TALKS, query="What is my dog called?")
+    assert found[0].key == "alice-1:1"
+    assert {item.value["session_id"] for item in store.search(TALKS, limit=100)} == {"alice-1", "alice-2"}
+    assert store.get(TALKS, "mallory-1:1") is None and store.get(TALKS, "bob-1:1") is None
+    mallory = store.search(("users", "Alice", "facts"), limit=100)
+    assert {item.value["value"] for item in mallory} >= {"Mallory", "Fang"}
+    assert "Duoduo" not in {item.value["value"] for item in mallory}
+    store.delete(FACTS, "pet_name")
+    assert store.get(FACTS, "pet_name") is None
+    assert store.get(("users", "Alice", "facts"), "pet_name") is not None
+    assert store.forget_user("alice") == ["alice-1", "alice-2"]
+    assert store.search(("users", "alice"), limit=100) == []
+    assert store.get(("users", "bob", "facts"), "pet_name") is not None
 
 
 def test_a_sqlite_path_is_a_store_that_memories_share(tmp_path: Path) -> None:
