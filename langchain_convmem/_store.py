@@ -24,7 +24,8 @@ or listing whose prefix covers a user's convmem namespaces merges both.
 The convmem namespaces appear only for a prefix that names the user
 (``("users", user_id)`` or longer): the store never enumerates users, and a
 user id never reaches another user's sessions (ids are compared exactly, so
-``"Alice"`` is not ``"alice"``).
+``"Alice"`` is not ``"alice"``). LangGraph refuses a namespace label with a
+``.``, so a user id with one cannot be addressed here.
 """
 
 from __future__ import annotations
@@ -34,7 +35,8 @@ import heapq
 import os
 from collections.abc import Iterable, Sequence
 from datetime import datetime, timezone
-from typing import Any, Literal
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Literal
 
 from langgraph.store.base import (
     BaseStore,
@@ -51,11 +53,23 @@ from langgraph.store.base import (
     validate_op_namespace,
 )
 
-from convmem import ApproximateCounter, ConfigError, Fact, InvalidSessionIdError, Message, Store, forget_user
+from convmem import (
+    ApproximateCounter,
+    ConfigError,
+    Fact,
+    InvalidSessionIdError,
+    Message,
+    SQLiteStore,
+    Store,
+    forget_user,
+)
 from convmem._lexical import tokenize
-from convmem._memory import open_store
+from convmem._sessions import store_from_options
 from convmem._store import validate_id
 from convmem._user_scope import UserFacts
+
+if TYPE_CHECKING:
+    from convmem import Embedder, Recall
 
 __all__ = ["ConvMemStore"]
 
@@ -212,7 +226,8 @@ class ConvMemStore(BaseStore):
     Args:
         store: The convmem `Store` the memories write to (the one given to
             `ConversationMemory`, `ConvMemChatMessageHistory`, `ConvMemNode`, ...).
-        path: Or a SQLite file to open as that store (not both).
+        path: Or a SQLite file to open as that store (not both; the same object as
+            every wrapper's ``path=`` on that file). With neither, a new in-memory store.
         inner: Where every other namespace lives; default LangGraph's ``InMemoryStore``.
         index: Vector search config for the default inner store (not with ``inner``).
         embedder: A convmem `Embedder` to search conversations by meaning (default: by words).
@@ -233,21 +248,16 @@ class ConvMemStore(BaseStore):
         path: str | os.PathLike[str] | None = None,
         inner: BaseStore | None = None,
         index: IndexConfig | None = None,
-        embedder: Any = None,
-        recall: Any = None,
+        embedder: Embedder | None = None,
+        recall: Recall | None = None,
     ) -> None:
-        if store is not None and path is not None:
-            raise ConfigError("pass store= (a convmem Store) or path= (a SQLite file), not both")
         if inner is not None and index is not None:
             raise ConfigError("index= configures the default inner store; with inner= configure that store")
         if recall is not None and embedder is not None:
             raise ConfigError("pass embedder= (recall with default settings) or recall=, not both")
         if inner is not None and not isinstance(inner, BaseStore):
             raise ConfigError(f"inner must be a langgraph BaseStore, got {type(inner).__name__}")
-        if store is None:
-            from convmem import InMemoryStore as ConvMemInMemoryStore
-
-            store = open_store(path) if path is not None else ConvMemInMemoryStore()
+        store = store_from_options(path, store)
         self.store: Store = store
         if inner is None:
             from langgraph.store.memory import InMemoryStore
@@ -257,9 +267,17 @@ class ConvMemStore(BaseStore):
         # Generic items live in `inner`, so its TTL support is this store's.
         self.supports_ttl = inner.supports_ttl
         self.ttl_config = inner.ttl_config
-        from convmem import Recall
+        if recall is None:
+            from convmem import Recall as DefaultRecall
 
-        self.recall = recall if recall is not None else Recall(embedder)
+            # Vectors next to a SQLite file, where the memories with this embedder keep theirs.
+            index_dir = (
+                Path(f"{store.path}.vectors")
+                if embedder is not None and isinstance(store, SQLiteStore)
+                else None
+            )
+            recall = DefaultRecall(embedder, index_dir=index_dir)
+        self.recall: Recall = recall
         self._counter = ApproximateCounter()
 
     @property

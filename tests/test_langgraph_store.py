@@ -451,6 +451,9 @@ def test_a_sqlite_path_is_a_store_that_memories_share(tmp_path: Path) -> None:
     store = ConvMemStore(path=path)
     item = store.get(FACTS, "pet_name")
     assert item is not None and item.value["value"] == "Duoduo"
+    dense = ConvMemStore(path=path, embedder=HashingEmbedder())
+    assert dense.search(TALKS, query="dog called Duoduo")[0].key == "alice-1:1"
+    assert dense.recall.index_dir == Path(f"{path.resolve()}.vectors")
 
 
 # -- agents and graphs ---------------------------------------------------------------------
