@@ -19,7 +19,11 @@ Every other namespace, and so every item a tool writes (``("memories",
 user_id)``, ``("users", user_id, "prefs")``, ...), lives in an inner
 `BaseStore` (LangGraph's ``InMemoryStore`` by default, ``index=`` for its
 vector search), so the whole store contract holds for generic items. A search
-or listing whose prefix covers a user's convmem namespaces merges both.
+or listing whose prefix covers a user's convmem namespaces merges both: by
+score when there is a query (fact scores are the share of query words a fact
+names, conversation scores recall's, inner scores the inner store's; they are
+not on one scale, so search one namespace to rank within it), else facts,
+then messages, then inner items.
 
 The convmem namespaces appear only for a prefix that names the user
 (``("users", user_id)`` or longer): the store never enumerates users, and a

@@ -20,6 +20,7 @@ from langchain_core.embeddings import Embeddings
 from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
 from langchain_core.runnables import RunnableConfig
 from langchain_core.tools import tool
+from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.config import get_store
 from langgraph.graph import START, MessagesState, StateGraph
 from langgraph.store.base import (
@@ -36,7 +37,7 @@ from shared_stores import SERVER_KINDS, location_for
 
 import convmem
 from convmem import ConfigError, ConversationMemory, HashingEmbedder
-from langchain_convmem import ConvMemStore
+from langchain_convmem import ConvMemNode, ConvMemStore
 from tests.test_langchain_middleware import scripted
 
 FACTS = ("users", "alice", "facts")
@@ -507,6 +508,30 @@ def test_a_state_graph_node_searches_the_users_past_conversations(logged: convme
     assert bob["messages"][-1].content == "My name is Bob. My dog is called Rex."
     carol = graph.invoke(asked, {"configurable": {"user_id": "carol"}})
     assert carol["messages"][-1].content == "nothing"
+
+
+def test_what_a_conv_mem_node_graph_records_its_store_shows_in_the_users_next_thread() -> None:
+    chats = convmem.InMemoryStore()
+    memory = ConvMemNode(store=chats)
+    seen: list[str] = []
+
+    def chatbot(state: MessagesState, config: RunnableConfig, *, store: BaseStore) -> dict[str, Any]:
+        user_id = config["configurable"]["user_id"]
+        fact = store.get(("users", user_id, "facts"), "pet_name")
+        seen.append(fact.value["value"] if fact else "-")
+        return {"messages": [memory.node(scripted("Noted.").invoke)(state, config)["messages"][-1]]}
+
+    builder = StateGraph(MessagesState)
+    builder.add_node("chatbot", chatbot)
+    builder.add_edge(START, "chatbot")
+    graph = builder.compile(checkpointer=InMemorySaver(), store=ConvMemStore(chats))
+    ana = {"configurable": {"thread_id": "ana-1", "user_id": "ana"}}
+    graph.invoke({"messages": [HumanMessage("My dog is called Duoduo.")]}, ana)
+    later = {"configurable": {"thread_id": "ana-2", "user_id": "ana"}}
+    graph.invoke({"messages": [HumanMessage("What is my dog called?")]}, later)
+    other = {"configurable": {"thread_id": "ben-1", "user_id": "ben"}}
+    graph.invoke({"messages": [HumanMessage("What is my dog called?")]}, other)
+    assert seen == ["-", "Duoduo", "-"]
 
 
 async def test_a_state_graph_reads_the_store_asynchronously(logged: convmem.InMemoryStore) -> None:
