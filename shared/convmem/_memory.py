@@ -564,7 +564,7 @@ class ConversationMemory:
         replaced_by = self._replaced_statements() if items else {}
         if not replaced_by:
             return items
-        present = {(None, seq) for seq in window_seqs}
+        present: set[tuple[str | None, int]] = {(None, seq) for seq in window_seqs}
         present.update((item.session_id, seq) for item in items for seq in item.seqs)
         return tuple(
             item
