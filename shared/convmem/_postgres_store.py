@@ -41,6 +41,9 @@ if TYPE_CHECKING:
     import psycopg
     import psycopg_pool
 
+    from ._embedder import Embedder
+    from ._postgres_vectors import PostgresVectorIndex
+
 __all__ = ["AsyncPostgresStore", "PostgresStore"]
 
 _T = TypeVar("_T")
@@ -296,6 +299,32 @@ class PostgresStore:
     def expire_idle(self, older_than_seconds: float) -> list[str]:
         """Delete sessions idle longer than `older_than_seconds` by the server's clock."""
         return self._run(lambda: self._queries.expire_idle(older_than_seconds), "expire_idle")
+
+    def vector_index_factory(self, embedder: Embedder | str) -> Callable[[str, int], PostgresVectorIndex]:
+        """An ``index_factory`` for `Recall` that keeps recall vectors in this database.
+
+        `embedder` is the `Recall`'s embedder (or its ``name``): vectors are stored under
+        its name and dimension, and those of another model are never read. A server that
+        sees a session for the first time loads its stored vectors instead of embedding
+        its log again; search runs on that copy in this process (see `PostgresVectorIndex`).
+
+        Example::
+
+            store = PostgresStore("postgresql://app@db.internal/chat")
+            embedder = SentenceTransformerEmbedder()
+            recall = Recall(embedder, index_factory=store.vector_index_factory(embedder))
+        """
+        model = embedder if isinstance(embedder, str) else getattr(embedder, "name", None)
+        if not isinstance(model, str) or not model:
+            raise ConfigError(
+                f"vector_index_factory needs the recall embedder (or its name), got {embedder!r:.80}"
+            )
+        from ._postgres_vectors import PostgresVectorIndex
+
+        def new_index(session_id: str, dimension: int) -> PostgresVectorIndex:
+            return PostgresVectorIndex(self, session_id=session_id, dimension=dimension, model=model)
+
+        return new_index
 
     def close(self) -> None:
         """Close the connection pool, unless it was passed in. Closing twice does nothing."""

@@ -363,6 +363,11 @@ class Recall:
                 changed, retired = True, state.generation
         log = store.messages(state.session_id)
         state.adopt_log(log, generation, self.config)
+        follow = getattr(state.index, "follow_generation", None)
+        if follow is not None:
+            # A shared index that keeps vectors per log generation: what the mirror kept
+            # across an edit is valid for the new log, and can be stored under it.
+            follow(generation)
         # What add() ingested while the log was read is newer than the log read: read it again.
         state.read_newer(store, self.config)
         if changed and self._files is not None:
@@ -374,9 +379,36 @@ class Recall:
         return True
 
     def _embed_queued(self, state: SessionMirror) -> Plan[None]:
+        if self.index_factory is not None:
+            yield Blocking(functools.partial(self._skip_stored, state))
         new_index = functools.partial(self._new_index, state.session_id)
         if (yield from state.embed_queued(self.config, new_index)):
             yield Blocking(functools.partial(self._save, state))
+
+    @staticmethod
+    def _skip_stored(state: SessionMirror) -> None:
+        """Leave out of the queue what another server already embedded into the shared index.
+
+        Only an index that says which units it holds for a log generation (``stored``) is
+        asked, and only for the generation the mirror holds: a unit id names fixed text
+        within one generation, so its stored vector is the one this server would make.
+        """
+        with state.lock:
+            index = state.index
+            stored = getattr(index, "stored", None)
+            todo = [unit for unit in state.pending if unit not in state.inflight]
+            generation = state.generation
+        if stored is None or not todo or not isinstance(generation, str):
+            return
+        try:
+            held = stored(todo, generation)
+        except Exception as exc:  # the queue stays as it was: embedding is always correct
+            logger.warning("could not ask the shared index of %r what it holds: %s", state.session_id, exc)
+            return
+        with state.lock:
+            if state.index is index and state.generation == generation:
+                for unit in held:
+                    state.pending.pop(unit, None)
 
     # -- writing -------------------------------------------------------------------------
 
