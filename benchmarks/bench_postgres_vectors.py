@@ -112,8 +112,12 @@ def main() -> None:
         units = recall.stats(SESSION, store=writer)["vectors"]
         writer.close()
 
-        print(f"PostgreSQL: {note}; {args.messages} messages, {units} recall units, dimension {args.dimension}")
-        print(f"first server: embed and store every unit: {ms(indexed)} ({embedder.documents} texts embedded)")
+        print(
+            f"PostgreSQL: {note}; {args.messages} messages, {units} recall units, dimension {args.dimension}"
+        )
+        print(
+            f"first server: embed and store every unit: {ms(indexed)} ({embedder.documents} texts embedded)"
+        )
 
         results = {}
         for label in ("stored vectors", "embed again"):

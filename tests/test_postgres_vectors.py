@@ -410,6 +410,25 @@ def test_a_damaged_row_is_skipped_with_a_warning_and_embedded_again(
     assert len(table[seq]) == 4 * DIMENSION and np.isfinite(np.frombuffer(table[seq], dtype="<f4")).all()
 
 
+# -- the schema -------------------------------------------------------------------------------
+
+
+def test_a_schema_of_version_3_gains_the_vectors_table_and_keeps_its_sessions(
+    postgres_url: str, schema: str
+) -> None:
+    with PostgresStore(postgres_url, schema=schema) as store:
+        store.append("s", [Message.create("user", PETS[0])])
+        generation = store.stats("s").generation
+    sql(postgres_url, f'DROP TABLE "{schema}".vectors')  # as convmem before migration 4 left it
+    sql(postgres_url, f'DELETE FROM "{schema}".schema_version WHERE version = 4')
+    with PostgresStore(postgres_url, schema=schema) as store:
+        assert store.stats("s").generation == generation
+        recall, embedder = server(store)
+        assert "Duoduo" in search(recall, store, "dog")
+        assert embedder.documents == [PETS[0]]
+    assert [(r[0], r[3]) for r in rows(postgres_url, schema)] == [("s", generation)]
+
+
 # -- the index on its own ----------------------------------------------------------------------
 
 
@@ -430,6 +449,29 @@ def test_search_ranks_by_cosine_skips_excluded_ids_and_never_returns_more_than_h
     np.testing.assert_allclose(again.vectors([3])[3], np.array([1, 1, 0]) / np.sqrt(2), rtol=1e-6)
     again.clear()
     assert PostgresVectorIndex(first, session_id="s", dimension=3, model="m").ids() == set()
+
+
+def test_many_removals_leave_search_and_vectors_exact(
+    servers: tuple[PostgresStore, PostgresStore],
+) -> None:
+    first, second = servers
+    first.append("s", [Message.create("user", "x")])
+    matrix = np.random.default_rng(5).normal(size=(300, 8)).astype(np.float32)
+    matrix /= np.linalg.norm(matrix, axis=1, keepdims=True)
+    index = PostgresVectorIndex(first, session_id="s", dimension=8, model="m")
+    index.add(range(300), matrix)
+    index.remove(range(0, 300, 3))
+    index.remove(range(1, 300, 3))
+    index.add([1000], matrix[:1])
+    kept = [u for u in range(300) if u % 3 == 2] + [1000]
+    assert index.ids() == set(kept)
+    query = matrix[5]
+    exact = sorted(kept, key=lambda u: -float(matrix[u if u < 300 else 0] @ query))[:10]
+    assert [u for u, _ in index.search(query, 10)] == exact
+    loaded = PostgresVectorIndex(second, session_id="s", dimension=8, model="m")
+    assert loaded.ids() == set(kept)
+    for unit, vector in loaded.vectors(kept).items():
+        np.testing.assert_allclose(vector, matrix[unit if unit < 300 else 0], rtol=1e-6, atol=1e-7)
 
 
 @pytest.mark.parametrize(

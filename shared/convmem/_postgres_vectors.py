@@ -59,6 +59,80 @@ _T = TypeVar("_T")
 _WRITE_BATCH = 1000
 
 
+class _Rows:
+    """Unit vectors in one growable float32 matrix: adding one costs O(1) (amortised), removing
+    one marks its row dead, and the matrix is compacted once a fifth of it is dead."""
+
+    def __init__(self, dimension: int) -> None:
+        self.dimension = dimension
+        self.clear()
+
+    def clear(self) -> None:
+        self.matrix = np.zeros((0, self.dimension), dtype=np.float32)
+        self.units = np.zeros(0, dtype=np.int64)
+        self.alive = np.zeros(0, dtype=bool)
+        self.position: dict[int, int] = {}
+        self.used = 0
+
+    def __len__(self) -> int:
+        return len(self.position)
+
+    def put(self, unit: int, vector: np.ndarray) -> None:
+        row = self.position.get(unit)
+        if row is None:
+            if self.used == len(self.matrix):
+                self._resize(max(64, 2 * self.used))
+            row = self.used
+            self.used += 1
+            self.units[row] = unit
+            self.alive[row] = True
+            self.position[unit] = row
+        self.matrix[row] = vector
+
+    def drop(self, unit: int) -> None:
+        row = self.position.pop(unit, None)
+        if row is not None:
+            self.alive[row] = False
+            if self.used - len(self.position) > max(64, self.used // 5):
+                self._compact()
+
+    def get(self, unit: int) -> np.ndarray:
+        row: np.ndarray = self.matrix[self.position[unit]]
+        return row
+
+    def _resize(self, capacity: int) -> None:
+        matrix = np.zeros((capacity, self.dimension), dtype=np.float32)
+        units = np.zeros(capacity, dtype=np.int64)
+        alive = np.zeros(capacity, dtype=bool)
+        matrix[: self.used], units[: self.used], alive[: self.used] = (
+            self.matrix[: self.used],
+            self.units[: self.used],
+            self.alive[: self.used],
+        )
+        self.matrix, self.units, self.alive = matrix, units, alive
+
+    def _compact(self) -> None:
+        keep = np.flatnonzero(self.alive[: self.used])
+        self.matrix = np.ascontiguousarray(self.matrix[keep])
+        self.units = self.units[keep]
+        self.alive = np.ones(len(keep), dtype=bool)
+        self.used = len(keep)
+        self.position = {int(unit): row for row, unit in enumerate(self.units)}
+
+    def scores(self, vector: np.ndarray, excluded: set[int]) -> np.ndarray:
+        """Cosine similarity of every used row (``-inf`` for dead and excluded ones)."""
+        # einsum runs in this thread; a BLAS matrix-vector product wakes a thread pool, which
+        # costs more than it saves at this size and stalls on a busy machine.
+        scores: np.ndarray = np.einsum("ij,j->i", self.matrix[: self.used], vector)
+        if len(self.position) < self.used:
+            scores[~self.alive[: self.used]] = -np.inf
+        for unit in excluded:
+            row = self.position.get(unit)
+            if row is not None:
+                scores[row] = -np.inf
+        return scores
+
+
 class PostgresVectorIndex:
     """One session's recall vectors in a `PostgresStore`, searched from a copy in this process.
 
@@ -89,13 +163,12 @@ class PostgresVectorIndex:
         self._dimension = dimension
         self._model = model
         self._lock = threading.RLock()
-        self._vectors: dict[int, np.ndarray] = {}
+        self._rows = _Rows(dimension)
         # unit -> write number of the row this copy holds; units missing here are not in the table.
         self._written: dict[int, int] = {}
         self._generation: str | None = None
         # The highest write number of the table this copy has read up to.
         self._seen = 0
-        self._matrix: tuple[np.ndarray, np.ndarray] | None = None
         self._load()
 
     def __repr__(self) -> str:
@@ -128,14 +201,14 @@ class PostgresVectorIndex:
         return "postgres"
 
     def __len__(self) -> int:
-        return len(self._vectors)
+        return len(self._rows)
 
     def __contains__(self, unit_id: object) -> bool:
-        return unit_id in self._vectors
+        return unit_id in self._rows.position
 
     def ids(self) -> set[int]:
         with self._lock:
-            return set(self._vectors)
+            return set(self._rows.position)
 
     def bytes_per_vector(self) -> float:
         """The float32 vector in this process plus its id; the table holds as much again."""
@@ -166,9 +239,8 @@ class PostgresVectorIndex:
         for unit, written, data in rows:
             vector = self._decode(unit, data)
             if vector is not None:
-                self._vectors[unit] = vector
+                self._rows.put(unit, vector)
                 self._written[unit] = written
-        self._matrix = None
 
     def _load(self) -> None:
         generation, rows = self._run(
@@ -177,7 +249,7 @@ class PostgresVectorIndex:
         )
         with self._lock:
             self._generation = generation
-            self._vectors.clear()
+            self._rows.clear()
             self._written.clear()
             self._adopt_rows(rows)
             self._seen = max((written for _, written, _ in rows), default=0)
@@ -244,9 +316,8 @@ class PostgresVectorIndex:
                     "reading the generation",
                 )
             for unit, row in zip(units, matrix, strict=True):
-                self._vectors[unit] = row
+                self._rows.put(unit, row)
                 self._written.pop(unit, None)
-            self._matrix = None
             self._write(units, matrix)
 
     def _write(self, units: list[int], matrix: np.ndarray) -> None:
@@ -289,17 +360,15 @@ class PostgresVectorIndex:
                 "deleting vectors",
             )
             for unit in units:
-                self._vectors.pop(unit, None)
+                self._rows.drop(unit)
                 self._written.pop(unit, None)
-            self._matrix = None
 
     def clear(self) -> None:
         """Delete every vector of the session, of every model and generation, here and in the table."""
         with self._lock:
             self._run(lambda: self._queries.delete_vectors(self._session_id, None, None), "deleting vectors")
-            self._vectors.clear()
+            self._rows.clear()
             self._written.clear()
-            self._matrix = None
 
     def follow_generation(self, generation: str | None) -> None:
         """Serve the log `generation` from now on; `Recall` calls it once its mirror holds that log.
@@ -317,22 +386,11 @@ class PostgresVectorIndex:
                 lambda: self._queries.delete_other_generations(self._session_id, self._model, generation),
                 "deleting vectors of an older log",
             )
-            if self._vectors:
-                units = list(self._vectors)
-                self._write(units, np.stack([self._vectors[u] for u in units]))
+            if len(self._rows):
+                units = list(self._rows.position)
+                self._write(units, np.stack([self._rows.get(u) for u in units]))
 
     # -- reading -----------------------------------------------------------------
-
-    def _stacked(self) -> tuple[np.ndarray, np.ndarray]:
-        if self._matrix is None:
-            units = np.fromiter(self._vectors, dtype=np.int64, count=len(self._vectors))
-            matrix = (
-                np.stack([self._vectors[int(u)] for u in units])
-                if len(units)
-                else np.zeros((0, self._dimension), dtype=np.float32)
-            )
-            self._matrix = (units, matrix)
-        return self._matrix
 
     def search(self, query: np.ndarray, k: int, *, exclude: Iterable[int] = ()) -> list[tuple[int, float]]:
         """The `k` nearest (id, cosine similarity) pairs, best first, skipping `exclude`.
@@ -347,14 +405,12 @@ class PostgresVectorIndex:
         excluded = set(_unit_ids(exclude))
         with self._lock:
             self.refresh()
-            units, matrix = self._stacked()
-        if not len(units):
+            scores = self._rows.scores(vector, excluded)
+            units = self._rows.units
+        if not len(scores):
             return []
-        scores = matrix @ vector
-        if excluded:
-            scores = np.where(np.isin(units, list(excluded)), -np.inf, scores)
-        take = min(int(k), len(units))
-        best = np.argpartition(-scores, take - 1)[:take] if take < len(units) else np.arange(len(units))
+        take = min(int(k), len(scores))
+        best = np.argpartition(-scores, take - 1)[:take] if take < len(scores) else np.arange(len(scores))
         best = best[np.argsort(-scores[best], kind="stable")]
         return [(int(units[i]), float(scores[i])) for i in best if np.isfinite(scores[i])]
 
@@ -362,4 +418,4 @@ class PostgresVectorIndex:
         """The stored (normalized) vectors of the ids that are present."""
         units = _unit_ids(ids)
         with self._lock:
-            return {u: self._vectors[u].copy() for u in units if u in self._vectors}
+            return {u: self._rows.get(u).copy() for u in units if u in self._rows.position}
