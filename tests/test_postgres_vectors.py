@@ -165,6 +165,21 @@ def test_a_server_sees_vectors_another_server_added_after_it_loaded_them(
     assert embedder_two.documents == ["Kiwi also likes apples."]
 
 
+def test_a_session_dropped_from_the_bounded_cache_comes_back_from_the_table(
+    servers: tuple[PostgresStore, PostgresStore],
+) -> None:
+    first, _ = servers
+    embedder = CountingEmbedder()
+    recall = Recall(embedder, index_factory=first.vector_index_factory(embedder), max_sessions=1)
+    fill(first, recall, "one")
+    fill(first, recall, "two")  # "one" leaves this process
+    assert recall.stats("one", store=first)["vectors"] == 0
+    embedded = len(embedder.documents)
+    assert "Duoduo" in search(recall, first, "what is my dog called?", "one")
+    assert len(embedder.documents) == embedded
+    assert recall.stats("one", store=first)["vectors"] == len(PETS)
+
+
 def test_sessions_are_walls_in_the_table_and_in_search(
     servers: tuple[PostgresStore, PostgresStore], postgres_url: str, schema: str
 ) -> None:

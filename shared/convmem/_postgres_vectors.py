@@ -9,9 +9,9 @@ so a new server reads them back once and embeds nothing it can read.
 Search never goes to the database: the session's vectors are copied into this
 process when the index is made (one query), kept as a unit-length float32
 matrix, and searched by inner product (cosine) with numpy. Each search first
-asks the table for a marker of what it holds (its count and highest write
-number, one small query); when another server added vectors since, only the
-ones this copy lacks are read. The copy costs ``4 * dimension`` bytes per unit,
+asks the table for the session's generation and the newest write number of its
+vectors (one query, two index probes); when another server wrote vectors since,
+only rows written after what this copy has read are fetched. The copy costs ``4 * dimension`` bytes per unit,
 as a `FaissIndex` does, and lives as long as `Recall` mirrors the session
 (``max_sessions`` bounds how many).
 

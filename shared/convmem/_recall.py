@@ -367,7 +367,14 @@ class Recall:
         if follow is not None:
             # A shared index that keeps vectors per log generation: what the mirror kept
             # across an edit is valid for the new log, and can be stored under it.
-            follow(generation)
+            try:
+                follow(generation)
+            except Exception as exc:  # the vectors still serve here; other servers embed them
+                logger.warning(
+                    "could not store the kept vectors of session %r under its new log: %s",
+                    state.session_id,
+                    exc,
+                )
         # What add() ingested while the log was read is newer than the log read: read it again.
         state.read_newer(store, self.config)
         if changed and self._files is not None:
