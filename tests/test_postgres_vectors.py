@@ -466,6 +466,22 @@ def test_search_ranks_by_cosine_skips_excluded_ids_and_never_returns_more_than_h
     assert PostgresVectorIndex(first, session_id="s", dimension=3, model="m").ids() == set()
 
 
+def test_newer_rows_of_another_dimension_are_passed_over_by_search(
+    servers: tuple[PostgresStore, PostgresStore],
+) -> None:
+    first, second = servers
+    first.append("s", [Message.create("user", "x")])
+    mine = PostgresVectorIndex(first, session_id="s", dimension=3, model="m")
+    mine.add([1], np.array([[1.0, 0, 0]]))
+    assert mine.search(np.array([1.0, 0, 0]), 5) == [(1, pytest.approx(1.0))]  # read up to its own write
+    other = PostgresVectorIndex(second, session_id="s", dimension=4, model="m")
+    other.add([2], np.array([[0, 1.0, 0, 0]]))
+    assert mine.search(np.array([0, 1.0, 0]), 5) == [(1, pytest.approx(0.0))]
+    assert mine.ids() == {1}
+    mine.add([3], np.array([[0, 1.0, 0]]))
+    assert PostgresVectorIndex(second, session_id="s", dimension=3, model="m").ids() == {1, 3}
+
+
 def test_many_removals_leave_search_and_vectors_exact(
     servers: tuple[PostgresStore, PostgresStore],
 ) -> None:

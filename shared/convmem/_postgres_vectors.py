@@ -277,7 +277,7 @@ class PostgresVectorIndex:
                 return False
             fresh = [row for row in rows if self._written.get(row[0]) != row[1]]
             self._adopt_rows(fresh)
-            self._seen = max(newest, *(written for _, written, _ in rows))
+            self._seen = max([newest, *(written for _, written, _ in rows)])
             return bool(fresh)
 
     def stored(self, units: Iterable[int], generation: str) -> set[int]:
