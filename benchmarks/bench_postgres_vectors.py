@@ -1,7 +1,7 @@
 """Recall vectors in PostgreSQL: a new server's first search, loading stored vectors vs embedding again.
 
     python benchmarks/bench_postgres_vectors.py [--messages 10000] [--dimension 384]
-                                                [--searches 200] [--embed-ms 0]
+                                                [--searches 200] [--turns 100] [--embed-ms 0]
 
 One session of ``--messages`` messages (the synthetic mixed Chinese/English
 history) is appended to PostgreSQL and indexed by a first server whose `Recall`
@@ -15,7 +15,9 @@ Then, for a new server (a fresh store object and a fresh `Recall`):
 each timed from nothing to the first search's answer (the log is read either
 way), with the number of texts each embedded. Then ``--searches`` more searches
 on each warm server (p50/p99): the stored-vectors index asks the table for a
-change marker before each one.
+change marker before each one. Last, ``--turns`` live turns on each: append one
+message, `Recall.add` it (embedded, and written to the table for the first),
+search (p50 of the add and of the search).
 
 The embedder is `HashingEmbedder` (``--dimension``), which embeds tens of
 thousands of texts a second; ``--embed-ms`` adds that many milliseconds per
@@ -79,6 +81,21 @@ def warm_searches(store: PostgresStore, recall: Recall, counter: TiktokenCounter
     return samples
 
 
+def live_turns(
+    store: PostgresStore, recall: Recall, counter: TiktokenCounter, count: int
+) -> tuple[list[float], list[float]]:
+    adds, searches = [], []
+    for i, (role, text) in enumerate(history(count, seed=11)):
+        stored = store.append(SESSION, [Message.create(role, text)])
+        started = time.perf_counter()
+        recall.add(SESSION, stored, store=store)
+        adds.append(time.perf_counter() - started)
+        started = time.perf_counter()
+        recall.search(SESSION, QUERIES[i % len(QUERIES)], store=store, max_tokens=500, counter=counter)
+        searches.append(time.perf_counter() - started)
+    return adds, searches
+
+
 def ms(seconds: float) -> str:
     return f"{seconds * 1000:.1f} ms"
 
@@ -88,6 +105,7 @@ def main() -> None:
     parser.add_argument("--messages", type=int, default=10_000)
     parser.add_argument("--dimension", type=int, default=384)
     parser.add_argument("--searches", type=int, default=200)
+    parser.add_argument("--turns", type=int, default=100)
     parser.add_argument("--embed-ms", type=float, default=0.0, help="extra ms per batch of 64 texts")
     args = parser.parse_args()
 
@@ -120,6 +138,8 @@ def main() -> None:
         )
 
         results = {}
+        turns = {}
+        servers = {}
         for label in ("stored vectors", "embed again"):
             store = PostgresStore(url, schema=schema)
             embedder = TimedEmbedder(args.dimension, args.embed_ms)
@@ -128,6 +148,10 @@ def main() -> None:
             first = first_search(store, recall, counter)
             warm = warm_searches(store, recall, counter, args.searches)
             results[label] = (first, embedder.documents, warm)
+            servers[label] = (store, recall)
+        # After both first searches, so that both read the same log.
+        for label, (store, recall) in servers.items():
+            turns[label] = live_turns(store, recall, counter, args.turns)
             store.close()
         print(f"new server, time to first search (embed {args.embed_ms:g} ms extra per 64 texts):")
         for label, (first, documents, warm) in results.items():
@@ -136,6 +160,12 @@ def main() -> None:
             print(
                 f"  {label:15} first search {ms(first):>10}  texts embedded {documents:>6}  "
                 f"then search p50 {ms(p50)} p99 {ms(p99)}"
+            )
+        print(f"live turns ({args.turns}: append one message, add it, search):")
+        for label, (adds, searches) in turns.items():
+            print(
+                f"  {label:15} add p50 {ms(statistics.median(adds))}  "
+                f"search p50 {ms(statistics.median(searches))}"
             )
     finally:
         drop_schema(url, schema)
