@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import threading
 from collections.abc import Iterator, Sequence
 
 import numpy as np
@@ -365,6 +366,66 @@ def test_a_late_write_for_an_old_generation_stores_nothing(
     index.add([1], HashingEmbedder(DIMENSION).embed_documents(["one"]))
     assert rows(postgres_url, schema, "s") == []
     assert 1 in index  # still served here, until follow_generation says what stays
+
+
+def test_racing_writers_and_edits_leave_only_vectors_of_the_current_log(
+    servers: tuple[PostgresStore, PostgresStore], postgres_url: str, schema: str
+) -> None:
+    first, second = servers
+    recall_one, _ = server(first)
+    recall_two, _ = server(second)
+    stored = fill(first, recall_one)
+    failures: list[BaseException] = []
+
+    def writer(store: PostgresStore, recall: Recall, name: str) -> None:
+        try:
+            for i in range(12):
+                new = store.append("s", [Message.create("user", f"{name} note {i}: the {name} likes tea")])
+                recall.add("s", new, store=store)
+                search(recall, store, f"what does {name} like?")
+        except BaseException as exc:  # reported below
+            failures.append(exc)
+
+    def editor() -> None:
+        try:
+            for i in range(6):
+                first.replace_message(
+                    "s", stored[i].seq or 0, Message.create("user", f"edited {i}: sunflowers")
+                )
+                recall_two.catch_up("s", second)
+            first.delete_messages("s", [stored[-1].seq or 0])
+        except BaseException as exc:
+            failures.append(exc)
+
+    threads = [
+        threading.Thread(target=writer, args=(first, recall_one, "ana")),
+        threading.Thread(target=writer, args=(second, recall_two, "bob")),
+        threading.Thread(target=editor),
+    ]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert failures == []
+    recall_one.catch_up("s", first)
+    recall_two.catch_up("s", second)
+
+    log = {m.seq: m.text for m in first.messages("s")}
+    generation = first.stats("s").generation
+    table = rows(postgres_url, schema, "s")
+    assert table, "the racing writers stored nothing"
+    assert {r[3] for r in table} == {generation}
+    assert {r[2] for r in table} <= log.keys()
+    embedder = HashingEmbedder(DIMENSION)
+    for _, _, unit, _, _, data in table:
+        expected = embedder.embed_documents([log[unit]])[0]  # type: ignore[index]
+        np.testing.assert_allclose(np.frombuffer(bytes(data), dtype="<f4"), expected, rtol=1e-6, atol=1e-7)  # type: ignore[arg-type]
+    for recall in (recall_one, recall_two):
+        index = recall._sessions[next(iter(recall._keys_of["s"]))].index
+        assert index is not None
+        for unit, vector in index.vectors(index.ids()).items():
+            assert unit in log
+            np.testing.assert_allclose(vector, embedder.embed_documents([log[unit]])[0], rtol=1e-6, atol=1e-7)
 
 
 # -- what is not served ------------------------------------------------------------------------
