@@ -182,6 +182,8 @@ class ConversationMemory:
         self._condensed: OrderedDict[tuple[str, int], str] = OrderedDict()
         """Condensed summaries by (summary text, room), the most recently used last."""
         self._condensed_lock = threading.Lock()
+        self._last_window: tuple[tuple[object, ...], list[Turn]] | None = None
+        """The turns the last build read, keyed by what the store said of the log then."""
         self._derived = DerivedState(
             session_id=self.session_id,
             store=self.store,
@@ -477,8 +479,8 @@ class ConversationMemory:
         # The window never holds more than the budget: read the turns that hold just
         # over it (with a turn cap, at most that many turns), whatever the log's length.
         cap = self.config.keep_recent_turns
-        turns = self.recent_turns(cap, max_tokens=budget if cap is None else 4 * budget)
         stats = self.stats()
+        turns = self._window_turns(stats, cap, budget if cap is None else 4 * budget)
         language = self._language(turns, query)
         facts = self._facts_book().render_lines(language) if self.fact_extractor is not None else ()
         recall_share, recall_reason = self._recall_share(query)
@@ -495,6 +497,23 @@ class ConversationMemory:
             recall_share=recall_share,
             recall_reason=recall_reason,
         )
+
+    def _window_turns(self, stats: SessionStats, cap: int | None, max_tokens: int) -> list[Turn]:
+        """`recent_turns` for a build, read again only when the log changed since the last.
+
+        Every write a turn can show (an append, a status change, a deletion or
+        replacement, a session started again) changes the log's last seq, its
+        activity time or its generation, all read with `stats` before the turns:
+        a write racing the read makes the next build read again, never serves an
+        older log. A store that reports no activity time is read every time.
+        """
+        key = (stats.generation, stats.last_seq, stats.message_count, stats.updated_at, cap, max_tokens)
+        cached = self._last_window
+        if cached is not None and cached[0] == key and stats.updated_at is not None:
+            return cached[1]
+        turns = recent_turns(self.store, self.session_id, cap, max_tokens=max_tokens)
+        self._last_window = (key, turns)
+        return turns
 
     def _fit_summary(self, request: ContextRequest) -> ContextRequest:
         """The request with its summary shortened by the summarizer when it is over its
