@@ -46,12 +46,15 @@ import numpy as np
 from ._embedder import Embedder
 from ._errors import BudgetError, ConfigError
 from ._intent import choose_recall_share
+from ._lexical import LexicalIndex
 from ._models import Message
 from ._recall_config import RecallConfig, RecallFilters
 from ._recall_plan import Blocking, EmbedQuery, Plan, arun_plan, run_plan
 from ._recall_render import RecalledItem, RecallResult
 from ._recall_search import answer
 from ._recall_units import UNKNOWN, SessionMirror, is_exchange_unit
+from ._sqlite_lexical import SQLiteLexicalIndex
+from ._sqlite_store import SQLiteStore
 from ._store import Store
 from ._tokens import TokenCounter
 from ._vector_index import FaissIndex, IndexFiles, VectorIndex
@@ -74,6 +77,17 @@ DEFAULT_MAX_SESSIONS = 1024
 def _known(generation: object) -> str | None:
     """A mirror's generation as a file name wants it: UNKNOWN (never read) names no generation."""
     return generation if isinstance(generation, str) else None
+
+
+def _stored_lexical(store: Store | None, session_id: str) -> tuple[LexicalIndex, LexicalIndex] | None:
+    """The lexical indexes `store` keeps for a session (SQLite: FTS5 in its file), or None:
+    recall then keeps BM25 in this process."""
+    if isinstance(store, SQLiteStore):
+        return (
+            SQLiteLexicalIndex(store, session_id, "messages"),
+            SQLiteLexicalIndex(store, session_id, "exchanges"),
+        )
+    return None
 
 
 # -- the engine ---------------------------------------------------------------------
@@ -312,8 +326,13 @@ class Recall:
                         self._keys_of[session_id].discard(state.key)
             if state is None:
                 state = self._evicted.pop(key, None) or SessionMirror(
-                    session_id, embeds=self.embedder is not None
+                    session_id, embeds=self.embedder is not None, lexical=_stored_lexical(store, session_id)
                 )
+            elif state.key[0] is None and store is not None:
+                stored = _stored_lexical(store, session_id)
+                if stored is not None:
+                    with state.lock:
+                        state.use_lexical(stored)
             state.key = key
             self._sessions[key] = state
             self._sessions.move_to_end(key)

@@ -97,8 +97,8 @@ def gather(
     """
     granularity = config.granularity
     k = config.candidates
-    lexical_m = mirror.lexical_messages.scores(query) if granularity != "exchange" else {}
-    lexical_x = mirror.lexical_exchanges.scores(query) if granularity != "message" else {}
+    lexical_m = mirror.lexical_scores("messages", query) if granularity != "exchange" else {}
+    lexical_x = mirror.lexical_scores("exchanges", query) if granularity != "message" else {}
 
     pool: set[int] = set()
     for seq, _ in sorted(lexical_m.items(), key=lambda kv: -kv[1])[:k]:
