@@ -11,6 +11,9 @@ with lexical recall (no model) in three situations, for the FTS5 index that
   nothing; BM25 builds its index again, as every process does);
 * the median of later queries.
 
+It also times `delete_messages` of one message on each file (with FTS5 documents
+the index is merged afterwards, so no segment keeps the deleted terms).
+
 Each measurement runs in a fresh Python process, which also reports its
 resident memory after the queries. Summary and facts are off so the figures
 are those of recall. Run:
@@ -92,6 +95,16 @@ def measure(path: Path, lexical: str, repeat: int) -> dict[str, float]:
     return {"first": first_seconds, "median": statistics.median(times), "rss_mb": rss}
 
 
+def delete_one(path: Path) -> float:
+    """Seconds to delete one message (with FTS5 documents: the index is merged too)."""
+    store = SQLiteStore(path)
+    started = time.perf_counter()
+    store.delete_messages("bench", [7])
+    seconds = time.perf_counter() - started
+    store.close()
+    return seconds
+
+
 def run_child(path: Path, lexical: str, repeat: int) -> dict[str, float]:
     out = subprocess.run(
         [sys.executable, __file__, "--child", lexical, "--file", str(path), "--repeat", str(repeat)],
@@ -125,6 +138,7 @@ def main() -> None:
         fts_again = run_child(fts_file, "fts5", args.repeat)
         bm25 = run_child(blank, "bm25", args.repeat)
         size_blank, size_fts = blank.stat().st_size, fts_file.stat().st_size
+        delete_fts, delete_blank = delete_one(fts_file), delete_one(blank)
     print(f"build_context(query=...) with lexical recall, budget 2048, {args.messages:,} messages:")
     print(f"{'':38}{'FTS5 (file)':>14}{'BM25 (process)':>16}")
     print(f"{'first query, index not yet written':38}{fts_new['first']:>13.2f}s{bm25['first']:>15.2f}s")
@@ -133,6 +147,7 @@ def main() -> None:
         f"{'median of later queries':38}{fts_again['median'] * 1e3:>12.1f}ms{bm25['median'] * 1e3:>14.1f}ms"
     )
     print(f"{'resident memory after the queries':38}{fts_again['rss_mb']:>12.0f}MB{bm25['rss_mb']:>14.0f}MB")
+    print(f"{'delete_messages of one message':38}{delete_fts:>13.2f}s{delete_blank:>15.2f}s")
     print(f"\nfile size: {size_blank / 2**20:.1f} MB without the index, {size_fts / 2**20:.1f} MB with it")
 
 

@@ -93,6 +93,19 @@ def test_the_default_memory_on_sqlite_recalls_by_words_from_the_file(tmp_path: P
     store.close()
 
 
+def test_messages_added_without_a_store_move_to_the_fts_index_once_the_store_is_named(
+    tmp_path: Path,
+) -> None:
+    store = SQLiteStore(tmp_path / "m.db")
+    stored = append(store, "s1", [("user", "I adopted a corgi named Duoduo last spring."), *FILLER])
+    recall = Recall()
+    recall.add("s1", stored)  # no store: kept in the process until the store is known
+    assert "Duoduo" in recalled(recall, store, "what is the name of my corgi?")[0]
+    assert isinstance(recall._state("s1", store).lexical_messages, SQLiteLexicalIndex)
+    assert any("duoduo" in terms for _, _, terms in fts_rows(store.path, "s1"))
+    store.close()
+
+
 def test_other_stores_keep_the_in_process_bm25_index() -> None:
     store = InMemoryStore()
     store.append("s1", [Message.create("user", "I adopted a corgi named Duoduo.")])
@@ -336,6 +349,7 @@ def test_a_dropped_table_is_rebuilt_from_the_log_with_a_warning(
     with closing(sqlite3.connect(store.path)) as conn:
         conn.execute(f"DROP TABLE {table}")
     with caplog.at_level(logging.WARNING, logger="convmem"):
+        append(store, "s1", [("assistant", "Bergen is rainy.")])  # a new document to write
         assert "Ingrid" in recalled(recall, store, "who teaches violin?")[0]
     assert any("rebuilding" in r.getMessage() for r in caplog.records)
     assert {kind for kind, _, _ in fts_rows(store.path, "s1")} == {0, 1}

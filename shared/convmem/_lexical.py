@@ -244,6 +244,11 @@ class StoredLexicalIndex(LexicalIndex, Protocol):
         """The documents added from now on come from the log of `generation`."""
         ...
 
+    def flush(self) -> None:
+        """Write what was added now (recall calls it where blocking I/O is allowed);
+        `scores` writes anything left first."""
+        ...
+
 
 class BM25TextIndex:
     """The in-process `LexicalIndex`: `tokenize`, then Okapi BM25 (`BM25Index`).

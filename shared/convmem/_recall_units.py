@@ -256,6 +256,7 @@ class SessionMirror:
             newer = store.messages(self.session_id, after_seq=after)
             with self.lock:
                 self.drop_units(self.ingest(newer, config))
+                self.flush_lexical()
         elif stats.last_seq < known:
             with self.lock:
                 self.needs_full_read = True  # the log shrank: it was cleared or replaced
@@ -292,6 +293,7 @@ class SessionMirror:
                     self.unsaved += len(extra)
                 for unit in keep:
                     self.pending.pop(unit, None)
+            self.flush_lexical()
 
     # -- the lexical indexes --------------------------------------------------------------
 
@@ -299,6 +301,12 @@ class SessionMirror:
         for index in (self.lexical_messages, self.lexical_exchanges):
             if isinstance(index, StoredLexicalIndex):
                 index.follow_log(generation)
+
+    def flush_lexical(self) -> None:
+        """Have indexes kept by the store write what was added (lock held; blocking I/O)."""
+        for index in (self.lexical_messages, self.lexical_exchanges):
+            if isinstance(index, StoredLexicalIndex):
+                index.flush()
 
     def use_lexical(self, lexical: tuple[LexicalIndex, LexicalIndex]) -> None:
         """Swap in other lexical indexes and give them every document (lock held)."""

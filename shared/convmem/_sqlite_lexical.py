@@ -13,9 +13,9 @@ Tables (schema 4 of `SQLiteStore`):
     of the document's text, so a process that adds a document already there
     (same digest) writes nothing.
 ``recall_terms``
-    FTS5 over two columns: ``scope`` (one token naming the session and unit
-    kind, so a query reads only that session's postings) and ``terms``, the
-    space-joined output of `tokenize`. The ``ascii`` tokenizer splits only on
+    FTS5 over ``scope`` (one token naming the session and unit kind, so a
+    query reads only that session's postings), ``terms`` (the space-joined
+    output of `tokenize`) and the doc id (not indexed). The ``ascii`` tokenizer splits only on
     ASCII punctuation and spaces and leaves every other character alone, so each
     of our terms (Latin stems, CJK characters and pairs) is exactly one FTS5
     token. Ranked with FTS5's ``bm25()`` (scope column weighted 0); its IDF and
@@ -27,7 +27,8 @@ Tables (schema 4 of `SQLiteStore`):
 Who writes what:
 
 * Recall writes documents, from the process that reads them: `add` buffers,
-  and the buffer is written before a query (or every few hundred documents),
+  and the buffer is written once recall has read the log (`flush`), before a
+  query, or every few hundred documents,
   in one transaction that first checks that the session's log still has the
   generation the documents were read from; when it has not (another process
   deleted or replaced messages meanwhile) nothing is written and recall, which
@@ -80,7 +81,10 @@ CREATE TABLE IF NOT EXISTS recall_docs (
     digest     BLOB NOT NULL,
     UNIQUE (session_id, kind, doc_id)
 )"""
-_TERMS = "CREATE VIRTUAL TABLE IF NOT EXISTS recall_terms USING fts5(scope, terms, tokenize = 'ascii')"
+_TERMS = (
+    "CREATE VIRTUAL TABLE IF NOT EXISTS recall_terms "
+    "USING fts5(scope, terms, doc_id UNINDEXED, tokenize = 'ascii')"
+)
 _STATE = "CREATE TABLE IF NOT EXISTS recall_terms_state (epoch INTEGER NOT NULL)"
 # The documents holding a message: the message itself, and the exchange it belongs to
 # (exchanges are runs of seqs: the one with the greatest first seq not after it).
@@ -267,6 +271,23 @@ class SQLiteLexicalIndex:
         self._confirmed.clear()
         self._syncing = True
 
+    def flush(self) -> None:
+        """Write what `add` buffered now (recall calls it after reading the log, in a worker
+        thread under asyncio). A failure is logged and left for `scores`, which repairs."""
+        try:
+            with self.store._connection() as conn:
+                self._check_once(conn)
+                self._flush(conn, final=True)
+        except Exception as exc:
+            logger.debug("recall lexical index of %r not written yet: %s", self.session_id, exc)
+
+    def _check_once(self, conn: sqlite3.Connection) -> None:
+        """FTS5's integrity check, once per store object: a damaged segment is read
+        without an error as often as not. Raises `sqlite3.DatabaseError` when it fails."""
+        if not self.store._lexical_checked:
+            conn.execute("INSERT INTO recall_terms(recall_terms) VALUES ('integrity-check')")
+            self.store._lexical_checked = True
+
     def scores(self, query: str) -> dict[int, float]:
         """FTS5 ``bm25()`` (negated: higher is better) of every document sharing a term.
 
@@ -276,10 +297,7 @@ class SQLiteLexicalIndex:
         terms = list(dict.fromkeys(tokenize(query)))
         try:
             with self.store._connection() as conn:
-                if not self.store._lexical_checked:
-                    # Once per store object: FTS5 reads a damaged segment without an error as often as not.
-                    self.store._lexical_checked = True
-                    conn.execute("INSERT INTO recall_terms(recall_terms) VALUES ('integrity-check')")
+                self._check_once(conn)
                 self._flush(conn, final=True)
                 if not terms:
                     return {}
@@ -288,13 +306,12 @@ class SQLiteLexicalIndex:
                     self._epoch = None
                     raise LexicalIndexLost(f"the lexical index of {self.store.path} was rebuilt")
                 match = f"scope : {_phrase(self._scope)} AND terms : ({' OR '.join(map(_phrase, terms))})"
-                # CROSS JOIN keeps FTS5 the outer loop: one MATCH, then a rowid lookup per hit
-                # (the planner would otherwise run the MATCH once per document of the session).
+                # The scope token alone selects the session and kind (a 96-bit hash; recall only
+                # ever renders messages of its own log), so no join with recall_docs is needed.
                 rows = conn.execute(
-                    "SELECT d.doc_id, -bm25(recall_terms, 0.0, 1.0) FROM recall_terms "
-                    "CROSS JOIN recall_docs AS d ON d.id = recall_terms.rowid "
-                    "WHERE recall_terms MATCH ? AND d.session_id = ? AND d.kind = ?",
-                    (match, self.session_id, self._kind),
+                    "SELECT doc_id, -bm25(recall_terms, 0.0, 1.0, 0.0) FROM recall_terms "
+                    "WHERE recall_terms MATCH ?",
+                    (match,),
                 ).fetchall()
         except sqlite3.DatabaseError as exc:
             if isinstance(exc, sqlite3.OperationalError) and _is_busy(exc):
@@ -373,8 +390,8 @@ class SQLiteLexicalIndex:
                     (self.session_id, self._kind, doc_id, _digest(text)),
                 )
                 conn.execute(
-                    "INSERT INTO recall_terms(rowid, scope, terms) VALUES (?, ?, ?)",
-                    (cursor.lastrowid, self._scope, " ".join(tokenize(text))),
+                    "INSERT INTO recall_terms(rowid, scope, terms, doc_id) VALUES (?, ?, ?, ?)",
+                    (cursor.lastrowid, self._scope, " ".join(tokenize(text)), doc_id),
                 )
             conn.execute("COMMIT")
         except BaseException:
