@@ -4,6 +4,7 @@ deleted, and rebuilt from the log when it goes missing or corrupt."""
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import logging
 import sqlite3
@@ -102,6 +103,17 @@ def test_messages_added_without_a_store_move_to_the_fts_index_once_the_store_is_
     recall.add("s1", stored)  # no store: kept in the process until the store is known
     assert "Duoduo" in recalled(recall, store, "what is the name of my corgi?")[0]
     assert isinstance(recall._state("s1", store).lexical_messages, SQLiteLexicalIndex)
+    assert any("duoduo" in terms for _, _, terms in fts_rows(store.path, "s1"))
+    store.close()
+
+
+def test_async_recall_on_sqlite_finds_words_through_the_fts_index(tmp_path: Path) -> None:
+    store = SQLiteStore(tmp_path / "m.db")
+    append(store, "s1", [("user", "I adopted a corgi named Duoduo last spring."), *FILLER])
+    result = asyncio.run(
+        Recall().asearch("s1", "what is my corgi called?", store=store, counter=COUNTER, max_tokens=300)
+    )
+    assert "Duoduo" in result.items[0].text
     assert any("duoduo" in terms for _, _, terms in fts_rows(store.path, "s1"))
     store.close()
 
