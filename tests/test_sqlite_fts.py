@@ -232,6 +232,25 @@ def test_a_second_store_object_uses_the_documents_already_in_the_file(tmp_path: 
     second.close()
 
 
+def test_a_process_that_read_less_of_the_log_never_undoes_one_that_read_more(tmp_path: Path) -> None:
+    store = SQLiteStore(tmp_path / "m.db")
+    append(store, "s1", [("user", "Where is the ferry?"), ("assistant", "At pier nine.")])
+    generation = store.stats("s1").generation
+    ahead, behind = (SQLiteLexicalIndex(store, "s1", "exchanges") for _ in range(2))
+    for index in (ahead, behind):
+        index.follow_log(generation)
+        index.clear()
+    append(store, "s1", [("user", "And the bus to Lindau?")])
+    ahead.add(1, "Where is the ferry?\nAt pier nine.")
+    ahead.add(3, "And the bus to Lindau?")
+    ahead.flush()
+    behind.add(1, "Where is the ferry?")  # read before the answer was stored
+    behind.flush()
+    assert set(behind.scores("pier")) == {1}  # the longer exchange stayed
+    assert set(behind.scores("Lindau")) == {3}  # and what it never saw was not swept away
+    store.close()
+
+
 CHILD = """
 import sys
 from convmem import Recall, SQLiteStore, TiktokenCounter

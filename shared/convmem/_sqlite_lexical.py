@@ -9,9 +9,12 @@ mirroring the same session writes nothing.
 Tables (schema 4 of `SQLiteStore`):
 
 ``recall_docs``
-    one row per (session, unit kind, doc id): the id of its FTS row and a digest
+    one row per (session, unit kind, doc id): the id of its FTS row, a digest
     of the document's text, so a process that adds a document already there
-    (same digest) writes nothing.
+    (same digest) writes nothing, and its length: within one generation of a
+    log a document only grows (an exchange gains messages), so a process that
+    has not read as far as another never replaces the other's longer version,
+    nor deletes documents past the last one it was given.
 ``recall_terms``
     FTS5 over ``scope`` (one token naming the session and unit kind, so a
     query reads only that session's postings), ``terms`` (the space-joined
@@ -79,6 +82,7 @@ CREATE TABLE IF NOT EXISTS recall_docs (
     kind       INTEGER NOT NULL,
     doc_id     INTEGER NOT NULL,
     digest     BLOB NOT NULL,
+    size       INTEGER NOT NULL,
     UNIQUE (session_id, kind, doc_id)
 )"""
 _TERMS = (
@@ -180,6 +184,12 @@ def _digest(text: str) -> bytes:
     return hashlib.blake2b(text.encode("utf-8", "surrogatepass"), digest_size=8).digest()
 
 
+def _replaces(stored: tuple[bytes, int] | None, text: str) -> bool:
+    """Whether `text` should replace the stored (digest, length) of its document: not
+    when it is the same text, nor when the stored one is longer (read further)."""
+    return stored is None or (stored[0] != _digest(text) and stored[1] <= len(text))
+
+
 def _phrase(term: str) -> str:
     """A term as an FTS5 string: quoted, so no query text is ever read as FTS5 syntax."""
     return '"' + term.replace('"', '""') + '"'
@@ -242,6 +252,7 @@ class SQLiteLexicalIndex:
         self._pending: dict[int, str | None] = {}  # doc id -> text to write, or None to delete
         self._syncing = False  # after clear(): documents not added again are deleted
         self._confirmed: set[int] = set()  # doc ids added since clear(), already written
+        self._last_added = -1  # the greatest doc id added since clear()
 
     def __repr__(self) -> str:
         return f"SQLiteLexicalIndex({self.store!r}, {self.session_id!r}, {self.units!r})"
@@ -253,6 +264,7 @@ class SQLiteLexicalIndex:
 
     def add(self, doc_id: int, text: str) -> None:
         self._pending[doc_id] = text
+        self._last_added = max(self._last_added, doc_id)
         if len(self._pending) >= _FLUSH_EVERY:
             try:
                 with self.store._connection() as conn:
@@ -269,6 +281,7 @@ class SQLiteLexicalIndex:
         ones stored and not added again are deleted when the index is next written."""
         self._pending.clear()
         self._confirmed.clear()
+        self._last_added = -1
         self._syncing = True
 
     def flush(self) -> None:
@@ -322,21 +335,21 @@ class SQLiteLexicalIndex:
 
     # -- writing ------------------------------------------------------------------------
 
-    def _stored(self, conn: sqlite3.Connection, doc_ids: list[int] | None) -> dict[int, bytes]:
-        """Digests of the stored documents: of `doc_ids`, or all of them (None)."""
-        base = "SELECT doc_id, digest FROM recall_docs WHERE session_id = ? AND kind = ?"
+    def _stored(self, conn: sqlite3.Connection, doc_ids: list[int] | None) -> dict[int, tuple[bytes, int]]:
+        """Digest and length of the stored documents: of `doc_ids`, or all of them (None)."""
+        base = "SELECT doc_id, digest, size FROM recall_docs WHERE session_id = ? AND kind = ?"
+        rows: list[tuple[int, bytes, int]] = []
         if doc_ids is None:
-            return dict(conn.execute(base, (self.session_id, self._kind)).fetchall())
-        found: dict[int, bytes] = {}
-        for start in range(0, len(doc_ids), _IN_CHUNK):
-            chunk = doc_ids[start : start + _IN_CHUNK]
-            found.update(
+            rows = conn.execute(base, (self.session_id, self._kind)).fetchall()
+        for start in range(0, len(doc_ids or ()), _IN_CHUNK):
+            chunk = (doc_ids or [])[start : start + _IN_CHUNK]
+            rows.extend(
                 conn.execute(
                     f"{base} AND doc_id IN ({','.join('?' * len(chunk))})",
                     (self.session_id, self._kind, *chunk),
                 ).fetchall()
             )
-        return found
+        return {doc_id: (digest, size) for doc_id, digest, size in rows}
 
     def _flush(self, conn: sqlite3.Connection, *, final: bool) -> None:
         """Write what `add` buffered; documents already stored with the same text are left
@@ -350,12 +363,13 @@ class SQLiteLexicalIndex:
         writes = {
             doc_id: text
             for doc_id, text in self._pending.items()
-            if text is not None and stored.get(doc_id) != _digest(text)
+            if text is not None and _replaces(stored.get(doc_id), text)
         }
         deletes = [doc_id for doc_id, text in self._pending.items() if text is None and doc_id in stored]
         if sweep:
+            # Past the last document given: added by a process that has read further.
             wanted = self._confirmed | self._pending.keys()
-            deletes.extend(doc_id for doc_id in stored if doc_id not in wanted)
+            deletes.extend(d for d in stored if d not in wanted and d <= self._last_added)
         if writes or deletes:
             self._write(conn, writes, deletes)
         elif self._epoch is None:
@@ -383,12 +397,19 @@ class SQLiteLexicalIndex:
                 conn.execute("ROLLBACK")
                 return  # scores() raises LexicalIndexLost: everything is added again
             key = "DELETE FROM recall_docs WHERE session_id = ? AND kind = ? AND doc_id = ?"
-            conn.executemany(key, [(self.session_id, self._kind, d) for d in [*deletes, *writes]])
+            conn.executemany(key, [(self.session_id, self._kind, d) for d in deletes])
+            # A longer version written meanwhile (by a process that read further) stays.
+            conn.executemany(
+                f"{key} AND size <= ?", [(self.session_id, self._kind, d, len(t)) for d, t in writes.items()]
+            )
             for doc_id, text in writes.items():
                 cursor = conn.execute(
-                    "INSERT INTO recall_docs(session_id, kind, doc_id, digest) VALUES (?, ?, ?, ?)",
-                    (self.session_id, self._kind, doc_id, _digest(text)),
+                    "INSERT OR IGNORE INTO recall_docs(session_id, kind, doc_id, digest, size) "
+                    "VALUES (?, ?, ?, ?, ?)",
+                    (self.session_id, self._kind, doc_id, _digest(text), len(text)),
                 )
+                if not cursor.rowcount:
+                    continue
                 conn.execute(
                     "INSERT INTO recall_terms(rowid, scope, terms, doc_id) VALUES (?, ?, ?, ?)",
                     (cursor.lastrowid, self._scope, " ".join(tokenize(text)), doc_id),
