@@ -18,11 +18,13 @@ Tables (schema 4 of `SQLiteStore`):
 ``recall_terms``
     FTS5 over ``scope`` (one token naming the session and unit kind, so a
     query reads only that session's postings), ``terms`` (the space-joined
-    output of `tokenize`) and the doc id (not indexed). The ``ascii`` tokenizer splits only on
-    ASCII punctuation and spaces and leaves every other character alone, so each
-    of our terms (Latin stems, CJK characters and pairs) is exactly one FTS5
-    token. Ranked with FTS5's ``bm25()`` (scope column weighted 0); its IDF and
-    average length are those of the whole file, not of one session.
+    output of `tokenize`) and the doc id (not indexed). The ``ascii``
+    tokenizer splits only on ASCII punctuation and spaces and leaves every
+    other character alone, so each of our terms (Latin stems, CJK characters
+    and pairs) is exactly one FTS5 token. A query is the OR of its terms, each
+    quoted, so no query text is read as FTS5 syntax. Ranked with FTS5's
+    ``bm25()`` (scope column weighted 0); its IDF and average length are
+    those of the whole file, not of one session.
 ``recall_terms_state``
     one row, an epoch bumped when the FTS table is rebuilt; an index that sees
     another epoch than the one it wrote under re-adds its documents.
@@ -31,9 +33,9 @@ Who writes what:
 
 * Recall writes documents, from the process that reads them: `add` buffers,
   and the buffer is written once recall has read the log (`flush`), before a
-  query, or every few hundred documents,
-  in one transaction that first checks that the session's log still has the
-  generation the documents were read from; when it has not (another process
+  query, or every few hundred documents, in one transaction that first
+  checks that the session's log still has the generation the documents were
+  read from; when it has not (another process
   deleted or replaced messages meanwhile) nothing is written and recall, which
   notices the new generation on its next read, mirrors the log afresh. The
   units (which roles count, small talk, exchanges) are recall's rules, so the
@@ -47,8 +49,14 @@ Who writes what:
 
 The first query through a store object runs FTS5's ``integrity-check`` (about
 0.07 s per 10,000 messages); any read or write that fails runs it again. A
-missing or corrupt FTS table is rebuilt empty with a warning, the epoch moves on, and every recall that uses the file adds
-its documents again from its mirror of the log: nothing stored is lost.
+missing or corrupt FTS table is rebuilt empty with a warning, the epoch moves
+on, and every recall that uses the file adds its documents again from its
+mirror of the log: nothing stored is lost.
+
+Costs (``benchmarks/bench_lexical_sqlite.py``): the index takes several times
+the log's size on disk; a query costs O(documents of the session that share a
+term with it) in ``bm25()``, slower per match than `BM25Index`; a delete merges
+the whole FTS index (O(index)); in return no process holds or rebuilds a copy.
 """
 
 from __future__ import annotations
