@@ -324,6 +324,22 @@ def test_clear_leaves_no_terms(tmp_path: Path) -> None:
     assert_secret_gone(store, tmp_path)
 
 
+def test_a_cleared_session_leaves_not_even_its_id_and_starts_afresh(tmp_path: Path) -> None:
+    session_id = "customer-4711-support-chat"
+    store = indexed_secret(tmp_path, session_id=session_id)
+    store.clear(session_id)
+    with closing(sqlite3.connect(store.path)) as conn:
+        assert conn.execute("SELECT count(*) FROM recall_sessions").fetchone() == (0,)
+    append(store, session_id, [("user", "a new start about tulips"), *FILLER])
+    recall = Recall()
+    assert "tulips" in recalled(recall, store, "tulips", session_id)[0]
+    assert recalled(recall, store, "what is my locker code word?", session_id) == []
+    store.clear(session_id)
+    store.close()
+    assert bytes_hold(tmp_path, session_id) == []
+    assert bytes_hold(tmp_path, SECRET_WORD) == []
+
+
 def test_forget_user_leaves_no_terms(tmp_path: Path) -> None:
     store = indexed_secret(tmp_path, user_id="dana")
     append(store, "other", [("user", "an unrelated session about gardening")])

@@ -8,23 +8,28 @@ mirroring the same session writes nothing.
 
 Tables (schema 4 of `SQLiteStore`):
 
+``recall_sessions``
+    a number for each session with documents (never reused: AUTOINCREMENT);
+    deleted with the session.
 ``recall_docs``
-    one row per (session, unit kind, doc id): the id of its FTS row, a digest
+    one row per (session, unit kind, doc id), its id that of its FTS row:
+    ``session number << 33 | kind << 32 | doc id``, so one session's documents
+    of one kind are one range of rowids, which FTS5 searches without reading
+    any other session's matches. Also a digest
     of the document's text, so a process that adds a document already there
     (same digest) writes nothing, and its length: within one generation of a
     log a document only grows (an exchange gains messages), so a process that
     has not read as far as another never replaces the other's longer version,
     nor deletes documents past the last one it was given.
 ``recall_terms``
-    FTS5 over ``scope`` (one token naming the session and unit kind, so a
-    query reads only that session's postings), ``terms`` (the space-joined
-    output of `tokenize`) and the doc id (not indexed). The ``ascii``
+    FTS5 over one column, ``terms``: the space-joined output of `tokenize`.
+    The ``ascii``
     tokenizer splits only on ASCII punctuation and spaces and leaves every
     other character alone, so each of our terms (Latin stems, CJK characters
     and pairs) is exactly one FTS5 token. A query is the OR of its terms, each
     quoted, so no query text is read as FTS5 syntax. Ranked with FTS5's
-    ``bm25()`` (scope column weighted 0); its IDF and average length are
-    those of the whole file, not of one session.
+    ``bm25()``; its IDF and average length are those of the whole file, not
+    of one session.
 ``recall_terms_state``
     one row, an epoch bumped when the FTS table is rebuilt; an index that sees
     another epoch than the one it wrote under re-adds its documents.
@@ -68,6 +73,7 @@ from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import Protocol
 
+from ._errors import StoreError
 from ._lexical import LexicalIndexLost, tokenize
 
 __all__ = [
@@ -85,7 +91,7 @@ logger = logging.getLogger("convmem")
 UNIT_KINDS = {"messages": 0, "exchanges": 1}
 _DOCS = """
 CREATE TABLE IF NOT EXISTS recall_docs (
-    id         INTEGER PRIMARY KEY,
+    id         INTEGER PRIMARY KEY,  -- session number << 33 | kind << 32 | doc_id
     session_id TEXT NOT NULL,
     kind       INTEGER NOT NULL,
     doc_id     INTEGER NOT NULL,
@@ -93,10 +99,17 @@ CREATE TABLE IF NOT EXISTS recall_docs (
     size       INTEGER NOT NULL,
     UNIQUE (session_id, kind, doc_id)
 )"""
-_TERMS = (
-    "CREATE VIRTUAL TABLE IF NOT EXISTS recall_terms "
-    "USING fts5(scope, terms, doc_id UNINDEXED, tokenize = 'ascii')"
-)
+_TERMS = "CREATE VIRTUAL TABLE IF NOT EXISTS recall_terms USING fts5(terms, tokenize = 'ascii')"
+_SESSIONS = """
+CREATE TABLE IF NOT EXISTS recall_sessions (
+    number     INTEGER PRIMARY KEY AUTOINCREMENT,
+    session_id TEXT NOT NULL UNIQUE
+)"""
+# FTS rowid = session number << 33 | kind << 32 | doc id: 2**30 sessions, doc ids (seqs) below 2**32.
+_DOC_BITS = 32
+_KIND_SHIFT = _DOC_BITS
+_SESSION_SHIFT = _DOC_BITS + 1
+_MAX_SESSION_NUMBER = (1 << (63 - _SESSION_SHIFT)) - 1
 _STATE = "CREATE TABLE IF NOT EXISTS recall_terms_state (epoch INTEGER NOT NULL)"
 # The documents holding a message: the message itself, and the exchange it belongs to
 # (exchanges are runs of seqs: the one with the greatest first seq not after it).
@@ -119,7 +132,7 @@ _TRIGGERS = (
         {_DOCUMENTS_OF_OLD_MESSAGE}
     END""",
 )
-_LEXICAL_TABLES = ("recall_docs", "recall_terms", "recall_terms_state")
+_LEXICAL_TABLES = ("recall_sessions", "recall_docs", "recall_terms", "recall_terms_state")
 # Documents buffered before they are written without waiting for a query.
 _FLUSH_EVERY = 512
 _IN_CHUNK = 500
@@ -127,6 +140,7 @@ _IN_CHUNK = 500
 
 def create_lexical_schema(conn: sqlite3.Connection) -> None:
     """Create the lexical tables and triggers that are missing (inside a write transaction)."""
+    conn.execute(_SESSIONS)
     conn.execute(_DOCS)
     conn.execute(_TERMS)
     conn.execute(_STATE)
@@ -166,6 +180,7 @@ def _rebuild(conn: sqlite3.Connection, path: object, reason: str) -> None:
     conn.execute("DROP TABLE IF EXISTS recall_terms")
     create_lexical_schema(conn)
     conn.execute("DELETE FROM recall_docs")
+    conn.execute("DELETE FROM recall_sessions")
     conn.execute("UPDATE recall_terms_state SET epoch = epoch + 1")
 
 
@@ -252,9 +267,6 @@ class SQLiteLexicalIndex:
         self.session_id = session_id
         self.units = units
         self._kind = UNIT_KINDS[units]
-        self._scope = (
-            "s" + hashlib.blake2b(f"{self._kind}\0{session_id}".encode(), digest_size=12).hexdigest()
-        )
         self._generation: str | _Unset | None = _UNSET
         self._epoch: int | None = None
         self._pending: dict[int, str | None] = {}  # doc id -> text to write, or None to delete
@@ -326,13 +338,14 @@ class SQLiteLexicalIndex:
                 if epoch is None or (self._epoch is not None and epoch[0] != self._epoch):
                     self._epoch = None
                     raise LexicalIndexLost(f"the lexical index of {self.store.path} was rebuilt")
-                match = f"scope : {_phrase(self._scope)} AND terms : ({' OR '.join(map(_phrase, terms))})"
-                # The scope token alone selects the session and kind (a 96-bit hash; recall only
-                # ever renders messages of its own log), so no join with recall_docs is needed.
+                base = self._base(conn)
+                if base is None:
+                    return {}  # nothing of this session written yet
+                # One range of rowids: FTS5 reads no other session's or kind's matches.
                 rows = conn.execute(
-                    "SELECT doc_id, -bm25(recall_terms, 0.0, 1.0, 0.0) FROM recall_terms "
-                    "WHERE recall_terms MATCH ?",
-                    (match,),
+                    "SELECT rowid - ?, -bm25(recall_terms) FROM recall_terms "
+                    "WHERE recall_terms MATCH ? AND rowid BETWEEN ? AND ?",
+                    (base, " OR ".join(map(_phrase, terms)), base, base + (1 << _DOC_BITS) - 1),
                 ).fetchall()
         except sqlite3.DatabaseError as exc:
             if isinstance(exc, sqlite3.OperationalError) and _is_busy(exc):
@@ -342,6 +355,30 @@ class SQLiteLexicalIndex:
         return {int(doc_id): float(score) for doc_id, score in rows}
 
     # -- writing ------------------------------------------------------------------------
+
+    def _base(self, conn: sqlite3.Connection) -> int | None:
+        """The first FTS rowid of this session's documents of this kind (None: none written)."""
+        row = conn.execute(
+            "SELECT number FROM recall_sessions WHERE session_id = ?", (self.session_id,)
+        ).fetchone()
+        return None if row is None else self._first_rowid(row[0])
+
+    def _numbered_base(self, conn: sqlite3.Connection) -> int:
+        """`_base`, giving the session its number first if it has none (write transaction held)."""
+        base = self._base(conn)
+        if base is not None:
+            return base
+        cursor = conn.execute("INSERT INTO recall_sessions(session_id) VALUES (?)", (self.session_id,))
+        return self._first_rowid(cursor.lastrowid)
+
+    def _first_rowid(self, number: int | None) -> int:
+        if number is None or number > _MAX_SESSION_NUMBER:
+            raise StoreError(
+                f"recall's lexical index in {self.store.path} has numbered {number} sessions, past "
+                f"{_MAX_SESSION_NUMBER}; drop its tables (recall_sessions, recall_docs, recall_terms) "
+                "and recall rebuilds them"
+            )
+        return (number << _SESSION_SHIFT) | (self._kind << _KIND_SHIFT)
 
     def _stored(self, conn: sqlite3.Connection, doc_ids: list[int] | None) -> dict[int, tuple[bytes, int]]:
         """Digest and length of the stored documents: of `doc_ids`, or all of them (None)."""
@@ -410,17 +447,20 @@ class SQLiteLexicalIndex:
             conn.executemany(
                 f"{key} AND size <= ?", [(self.session_id, self._kind, d, len(t)) for d, t in writes.items()]
             )
+            base = self._numbered_base(conn) if writes else 0
             for doc_id, text in writes.items():
+                if not 0 <= doc_id < 1 << _DOC_BITS:
+                    continue  # a seq past 2**32: found by meaning only
                 cursor = conn.execute(
-                    "INSERT OR IGNORE INTO recall_docs(session_id, kind, doc_id, digest, size) "
-                    "VALUES (?, ?, ?, ?, ?)",
-                    (self.session_id, self._kind, doc_id, _digest(text), len(text)),
+                    "INSERT OR IGNORE INTO recall_docs(id, session_id, kind, doc_id, digest, size) "
+                    "VALUES (?, ?, ?, ?, ?, ?)",
+                    (base | doc_id, self.session_id, self._kind, doc_id, _digest(text), len(text)),
                 )
                 if not cursor.rowcount:
                     continue
                 conn.execute(
-                    "INSERT INTO recall_terms(rowid, scope, terms, doc_id) VALUES (?, ?, ?, ?)",
-                    (cursor.lastrowid, self._scope, " ".join(tokenize(text)), doc_id),
+                    "INSERT INTO recall_terms(rowid, terms) VALUES (?, ?)",
+                    (base | doc_id, " ".join(tokenize(text))),
                 )
             conn.execute("COMMIT")
         except BaseException:

@@ -684,7 +684,7 @@ class SQLiteStore:
             return
         indexed = self._before_delete(conn, session_ids)
         # Documents first, in one statement per session: the per-message triggers then find none.
-        for table in ("recall_docs", "messages", "state", "sessions"):
+        for table in ("recall_docs", "recall_sessions", "messages", "state", "sessions"):
             conn.executemany(f"DELETE FROM {table} WHERE session_id = ?", [(sid,) for sid in session_ids])
         if indexed:
             purge_deleted_terms(conn)
