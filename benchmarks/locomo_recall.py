@@ -27,12 +27,20 @@ share one embedding cache, filled for each conversation in one batch before
 its memories are built (the vectors are the model's; a call per turn is slow
 on a small machine), so their ingest times leave the model out.
 
+With ``--across-sessions`` the memory rows are measured as a chat product with
+a "new chat" button uses memory: every LoCoMo session is its own session of
+one user (``user_id`` = the conversation), and each question is asked from a
+new, empty session of that user, so everything it finds comes from facts and
+recall shared across the user's sessions. The rows are printed beside the
+single-session rows of the same run.
+
 Usage::
 
     python benchmarks/locomo_recall.py                 # all five conversations
     python benchmarks/locomo_recall.py --quick         # two conversations
     python benchmarks/locomo_recall.py --no-minilm     # only what needs no model (fast)
     python benchmarks/locomo_recall.py --variant episode_weight=0 --variant speaker_weight=0
+    python benchmarks/locomo_recall.py --across-sessions   # also: each session its own, ask from a new one
 """
 
 from __future__ import annotations
@@ -275,13 +283,53 @@ class MemoryRun:
     """One way of building a `ConversationMemory` per conversation, measured under each budget."""
 
     name: str
-    make: Callable[[str, SQLiteStore], ConversationMemory]
+    make: Callable[..., ConversationMemory]
+    """``make(session_id, store, user_id=None)``."""
     recall_config: RecallConfig | None = None
     """The config of its MiniLM recall (None: no model), for `prefetch`."""
 
 
-def _recalled_items(items: Sequence[RecalledItem], messages: dict[int, Message]) -> list[tuple[str, bool]]:
-    return [(item.text, any(says_nothing(messages[s].text) for s in item.seqs)) for item in items]
+def _recalled_items(
+    items: Sequence[RecalledItem], messages: dict[tuple[str | None, int], Message]
+) -> list[tuple[str, bool]]:
+    """(text, says nothing) per item; `messages` by (session id, None for the asking one; seq)."""
+    return [
+        (item.text, any(says_nothing(messages[(item.session_id, s)].text) for s in item.seqs))
+        for item in items
+    ]
+
+
+def _session_number(turn: Turn) -> int:
+    return int(turn.dia_id.split(":")[0].lstrip("D"))
+
+
+def _ingest(memory: ConversationMemory, conversation: Conversation, turns: Sequence[Turn]) -> None:
+    for turn in turns:
+        role = "user" if turn.speaker == conversation.speaker_a else "assistant"
+        memory.add(role, turn.text, name=turn.speaker, timestamp=turn.timestamp)
+    memory.flush()
+
+
+def _asking_memory(
+    run: MemoryRun, conversation: Conversation, store: SQLiteStore, across_sessions: bool
+) -> tuple[ConversationMemory, dict[tuple[str | None, int], Message]]:
+    """The memory questions are asked from, after the conversation went in, and every
+    stored message by (session id, or None for the asking session; seq)."""
+    sample = conversation.sample_id
+    if not across_sessions:
+        memory = run.make(sample, store)
+        _ingest(memory, conversation, conversation.turns)
+        return memory, {(None, m.seq or 0): m for m in memory.messages()}
+    messages: dict[tuple[str | None, int], Message] = {}
+    by_session: dict[int, list[Turn]] = defaultdict(list)
+    for turn in conversation.turns:
+        by_session[_session_number(turn)].append(turn)
+    for number, turns in sorted(by_session.items()):
+        session = run.make(f"{sample}-session-{number}", store, user_id=sample)
+        _ingest(session, conversation, turns)
+        messages.update(((session.session_id, m.seq or 0), m) for m in session.messages())
+        session.close()
+    return run.make(f"{sample}-new-chat", store, user_id=sample), messages
 
 
 def run_memories(
@@ -290,8 +338,11 @@ def run_memories(
     variants: Sequence[dict[str, Any]],
     embedder: SharedMiniLM | None,
     workdir: Path,
+    across_sessions: bool = False,
 ) -> tuple[dict[str, dict[int, Scores]], dict[str, float]]:
-    """Each run, and each run again with each variant's RecallConfig overrides."""
+    """Each run, and each run again with each variant's RecallConfig overrides (with
+    `across_sessions`: each LoCoMo session stored apart, questions from a new session)."""
+    workdir.mkdir(parents=True, exist_ok=True)
     results: dict[str, dict[int, Scores]] = {}
     ingest: dict[str, list[float]] = defaultdict(list)
     for run in runs:
@@ -303,14 +354,9 @@ def run_memories(
         for number, run in enumerate(runs):
             db = workdir / f"{conversation.sample_id}-{number}.db"
             store = SQLiteStore(db)
-            memory = run.make(conversation.sample_id, store)
             started = time.perf_counter()
-            for turn in conversation.turns:
-                role = "user" if turn.speaker == conversation.speaker_a else "assistant"
-                memory.add(role, turn.text, name=turn.speaker, timestamp=turn.timestamp)
-            memory.flush()
+            memory, messages = _asking_memory(run, conversation, store, across_sessions)
             ingest[run.name].append((time.perf_counter() - started) * 1000 / len(conversation.turns))
-            messages = {m.seq or 0: m for m in memory.messages()}
             recall = memory.recall
             tuned = recall.config if recall is not None else None
             for name, overrides in _with_variants(run, variants):
@@ -342,11 +388,11 @@ def run_memories(
 def defaults_run(name: str, embedder: SharedMiniLM | None = None, **config: Any) -> MemoryRun:
     """``ConversationMemory(session_id, store)`` as a user gets it (plus an embedder, if given)."""
 
-    def make(session_id: str, store: SQLiteStore) -> ConversationMemory:
+    def make(session_id: str, store: SQLiteStore, user_id: str | None = None) -> ConversationMemory:
         memory_config = MemoryConfig(**config) if config else None
         if embedder is None:
-            return ConversationMemory(session_id, store, memory_config)
-        return ConversationMemory(session_id, store, memory_config, embedder=embedder)
+            return ConversationMemory(session_id, store, memory_config, user_id=user_id)
+        return ConversationMemory(session_id, store, memory_config, user_id=user_id, embedder=embedder)
 
     return MemoryRun(name, make, None if embedder is None else RecallConfig())
 
@@ -354,7 +400,7 @@ def defaults_run(name: str, embedder: SharedMiniLM | None = None, **config: Any)
 def tuned_run(embedder: SharedMiniLM, counter: TiktokenCounter, recall_config: RecallConfig) -> MemoryRun:
     """Facts and summary off: the budget is split between the window and a tuned MiniLM recall."""
 
-    def make(session_id: str, store: SQLiteStore) -> ConversationMemory:
+    def make(session_id: str, store: SQLiteStore, user_id: str | None = None) -> ConversationMemory:
         recall = Recall(embedder, config=recall_config, index_dir=Path(f"{store.path}.vectors"))
         config = MemoryConfig(
             budget=BUDGETS[0],
@@ -364,7 +410,7 @@ def tuned_run(embedder: SharedMiniLM, counter: TiktokenCounter, recall_config: R
             summary_trigger="never",
             extract_facts=False,
         )
-        return ConversationMemory(session_id, store, config, counter=counter, recall=recall)
+        return ConversationMemory(session_id, store, config, user_id=user_id, counter=counter, recall=recall)
 
     return MemoryRun("tuned recall-only + MiniLM", make, recall_config)
 
@@ -519,6 +565,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         "--set", type=parse_variant, default={}, help="RecallConfig overrides for the tuned row"
     )
     parser.add_argument("--no-baselines", action="store_true", help="skip trim_messages and vector top-k")
+    parser.add_argument(
+        "--across-sessions",
+        action="store_true",
+        help="also measure each memory row with every LoCoMo session stored as its own session of "
+        "one user and the questions asked from a new session of that user",
+    )
     args = parser.parse_args(argv)
 
     if not args.data.exists():
@@ -544,7 +596,12 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     with tempfile.TemporaryDirectory(prefix="locomo-") as tmp:
         results, ingest = run_memories(conversations, runs, args.variant, embedder, Path(tmp))
-    rows: list[tuple[str, dict[int, Scores]]] = list(results.items())
+        rows: list[tuple[str, dict[int, Scores]]] = list(results.items())
+        if args.across_sessions:
+            across, _ = run_memories(
+                conversations, runs, args.variant, embedder, Path(tmp) / "across", across_sessions=True
+            )
+            rows.extend((f"{name}, new session", scores) for name, scores in across.items())
     if not args.no_baselines:
         rows.append(("last turns (trim_messages)", run_last_turns(conversations, counter)))
         if embedder is not None:

@@ -8,6 +8,8 @@ agent middleware, and model adapters.
   message (so recall can use it) and records each turn with its status.
 - `ConvMemMiddleware`: the same for ``langchain.agents.create_agent``
   (needs the ``langchain`` package).
+- `ConvMemStore`: a LangGraph ``BaseStore`` showing a user's facts and past
+  conversations to agents and graphs (needs the ``langgraph`` package).
 - `complete_fn_from_langchain`, `ChatModelTokenCounter`, `LangChainEmbedder`:
   LangChain models as the summarizer/fact-extractor model, token counter and
   embedder of a memory.
@@ -37,6 +39,7 @@ if TYPE_CHECKING:
     from ._graph import ConvMemNode
     from ._middleware import ConvMemMiddleware
     from ._runnable import ConvMemRunnable, with_convmem
+    from ._store import ConvMemStore
     from ._vector_store import LangChainVectorIndex, PrecomputedEmbeddings
 
 # Everything beyond the chat history loads on first use: the middleware and the
@@ -52,6 +55,7 @@ _LAZY = {
     "ConvMemMiddleware": "._middleware",
     "ConvMemRunnable": "._runnable",
     "with_convmem": "._runnable",
+    "ConvMemStore": "._store",
     "LangChainVectorIndex": "._vector_store",
     "PrecomputedEmbeddings": "._vector_store",
 }
@@ -77,6 +81,7 @@ __all__ = [
     "ConvMemNode",
     "ConvMemRunnable",
     "ConvMemSessions",
+    "ConvMemStore",
     "LangChainComplete",
     "LangChainEmbedder",
     "LangChainVectorIndex",

@@ -187,6 +187,13 @@ class ConvMemChatMessageHistory(BaseChatMessageHistory):
     Like `InMemoryChatMessageHistory`, it can be created with no arguments or
     with ``messages=[...]``, and two histories are equal when their messages are.
 
+    LangChain has deprecated `BaseChatMessageHistory` (langchain-core 1.6.4)
+    and `RunnableWithMessageHistory` (1.3.3) for removal in 2.0, and points new
+    code at agent memory (https://docs.langchain.com/oss/python/langchain/short-term-memory).
+    This class keeps existing chains working; for ``create_agent`` use
+    `ConvMemMiddleware`, and for a LangGraph graph `ConvMemNode`, which build
+    the same managed context.
+
     Args:
         session_id: The conversation's id (a new random id when omitted).
         messages: Messages to add right away.

@@ -25,6 +25,7 @@ from llama_index.core.storage.chat_store import BaseChatStore
 from pydantic import ValidationError
 
 from convmem import (
+    ApproximateCounter,
     BudgetError,
     BuiltContext,
     ConfigError,
@@ -33,6 +34,7 @@ from convmem import (
     MemoryConfig,
     SessionRegistry,
     Store,
+    TiktokenCounter,
     TokenCounter,
 )
 from convmem._tokens import REPLY_PRIMING_TOKENS
@@ -51,6 +53,16 @@ from ._sessions import (
 from ._tokenizer import TokenizerFnCounter
 
 __all__ = ["ConvMemChatMemoryBuffer"]
+
+# The second key of `to_dict`. A workflow Context saved with workflows'
+# PickleSerializer stores this buffer as JSON, yet loads every value by trying
+# pickle.loads(base64.b64decode(text)) first. Lenient base64 drops the JSON
+# punctuation and decodes our fixed leading text into a pickle stream whose
+# opcode at byte 201 asks for a memo of 1.5 billion entries: tens of GB before
+# the JSON fallback is reached. A complete "==" pad ends lenient decoding, and
+# "a==" three times completes one whatever the position, so the bogus stream
+# stops within its first bytes and fails at once.
+_BASE64_STOP = "a==a==a=="
 
 logger = logging.getLogger("llamaindex_convmem")
 
@@ -417,6 +429,7 @@ class ConvMemChatMemoryBuffer(ChatMemoryBuffer):
         """Configuration as JSON-safe data (no models, stores or secrets); see `from_dict`."""
         data: dict[str, Any] = {
             "class_name": self.class_name(),
+            "base64_stop": _BASE64_STOP,
             "token_limit": self.token_limit,
             "chat_store_key": self.chat_store_key,
             "path": self.path,
@@ -445,6 +458,7 @@ class ConvMemChatMemoryBuffer(ChatMemoryBuffer):
         """
         values = {**data, **kwargs}
         values.pop("class_name", None)
+        values.pop("base64_stop", None)
         history = values.pop("chat_history", None)
         chat_store = values.pop("chat_store", None)
         counter_name = values.pop("counter_name", None)
@@ -495,7 +509,9 @@ class ConvMemChatMemoryBuffer(ChatMemoryBuffer):
         }
         if "tokenizer_fn" in self.model_fields_set:
             runtime["tokenizer_fn"] = self.tokenizer_fn
-        elif self.counter is not None:
+        elif self.counter is not None and type(self.counter) not in (TiktokenCounter, ApproximateCounter):
+            # tiktoken and approximate counters come back from "counter_name" in the data;
+            # pickling a tiktoken one would add its whole BPE table (over 1 MB) to every pickle.
             runtime["counter"] = self.counter
         for key, value in runtime.items():
             if value is None:

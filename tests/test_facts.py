@@ -410,11 +410,41 @@ def test_a_negation_of_another_value_changes_nothing() -> None:
     assert len(book.history("city")) == 1
 
 
-def test_a_negation_of_an_unknown_key_changes_nothing() -> None:
+def test_a_negation_of_an_unknown_key_changes_nothing_but_is_kept_for_other_sessions() -> None:
     book = FactBook()
-    assert book.apply([Fact("city", "Paris", seq=4, timestamp=4.0, negated=True)]) == []
-    assert book.history("city") == []
-    assert book.forget("city") is False
+    negation = Fact("city", "Paris", seq=4, timestamp=4.0, negated=True)
+    assert book.apply([negation]) == []
+    assert book.get("city") is None and book.current() == [] and len(book) == 0
+    assert book.render_lines("en") == []
+    # The value it ends may have been stated in another session of the user.
+    assert book.history("city") == [negation]
+    assert FactBook.from_json(book.to_json()).history("city") == [negation]
+    # A later statement of the value in this session is current.
+    book.apply([Fact("city", "Paris", seq=5, timestamp=5.0)])
+    assert book.get("city").value == "Paris"  # type: ignore[union-attr]
+
+
+def test_merged_books_fold_statements_in_the_order_they_were_made() -> None:
+    first = FactBook(
+        [Fact("city", "Hangzhou", seq=9, timestamp=10.0), Fact("name", "Alice", seq=9, timestamp=10.0)]
+    )
+    second = FactBook([Fact("city", "Hangzhou", seq=2, timestamp=20.0, negated=True)])
+    third = FactBook(
+        [Fact("city", "Beijing", seq=1, timestamp=30.0), Fact("name", "Alice", seq=1, timestamp=31.0)]
+    )
+    merged = FactBook.merged([("s1", first), ("s2", second)])
+    # A negation said in one session ends the value another session stated, despite its smaller seq.
+    assert merged.get("city") is None
+    assert [f.session_id for f in merged.history("city")] == ["s1", "s2"]
+    merged = FactBook.merged([("s3", third), ("s1", first), ("s2", second)])
+    assert merged.get("city").value == "Beijing"  # type: ignore[union-attr]
+    assert merged.get("city").session_id == "s3"  # type: ignore[union-attr]
+    # The same value stated twice keeps its first provenance; without that session, the other's.
+    assert merged.get("name").session_id == "s1"  # type: ignore[union-attr]
+    assert FactBook.merged([("s3", third)]).get("name").session_id == "s3"  # type: ignore[union-attr]
+    # The books merged are left as they were.
+    assert first.get("city").session_id is None  # type: ignore[union-attr]
+    assert FactBook.merged([]).current() == []
 
 
 def test_a_value_stated_again_after_its_negation_is_current_again() -> None:

@@ -174,6 +174,7 @@ def test_to_dict_is_plain_json_without_models_or_stores() -> None:
     data = buffer.to_dict()
     assert set(data) == {
         "class_name",
+        "base64_stop",
         "token_limit",
         "chat_store_key",
         "path",

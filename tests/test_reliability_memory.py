@@ -614,7 +614,15 @@ def populate(store: Store, session_id: str, user_id: str | None, recall: Any = N
 
 
 def snapshot(memory: ConversationMemory) -> tuple[Any, ...]:
-    return (memory.messages(), memory.summary(), memory.facts(), context_text(memory, "hello?"))
+    """What a session holds. Its user's facts are compared by key and value: a fact the
+    user stated in two sessions survives the loss of one with the other's provenance."""
+    return (
+        memory.messages(),
+        memory.summary(),
+        memory.store.get_state(memory.session_id, FACTS_KEY),
+        [(fact.key, fact.value) for fact in memory.facts()],
+        context_text(memory, "hello?"),
+    )
 
 
 def assert_forgotten(backend: Backend, session_id: str, user_id: str | None = None) -> None:
@@ -652,6 +660,7 @@ def test_forget_session_deletes_log_summary_facts_and_vectors_and_spares_other_s
     assert_forgotten(backend, "a:*", "ana")
     assert not doomed_vectors.exists()
     assert snapshot(kept) == before
+    assert {fact.session_id for fact in kept.facts()} == {"a"}
     assert kept_vectors is not None and kept_vectors.exists()
     assert backend.store.sessions(user_id="ana") == ["a"]
     assert doomed.messages() == []

@@ -377,7 +377,7 @@ class ContextBuilder:
                 # Unused recall room goes back to the window; recalled items the
                 # bigger window now holds are removed so nothing appears twice.
                 window = self._select_window(plan.request.turns, plan.caps["window"] + spare)
-                chosen = [item for item in chosen if not set(item.seqs) & window.seqs]
+                chosen = [item for item in chosen if not set(item.local_seqs) & window.seqs]
         return self._assemble(plan, window, chosen, [*plan.dropped, *window.dropped])
 
     def _select_window(self, turns: Sequence[Turn], max_tokens: int) -> WindowSelection:
@@ -405,7 +405,7 @@ class ContextBuilder:
         if cap <= used:
             return chosen
         for item in recalled:
-            if set(item.seqs) & window_seqs:
+            if set(item.local_seqs) & window_seqs:
                 continue
             cost = item.token_count + 1
             if used + cost <= cap:
@@ -456,7 +456,7 @@ class ContextBuilder:
             return False
         first_uncovered = cls._first_uncovered(request)
         present = {m.seq for m in window_messages}
-        present.update(seq for item in recalled for seq in item.seqs)
+        present.update(seq for item in recalled for seq in item.local_seqs)
         return any(
             turn.first_seq >= first_uncovered and turn.first_seq not in present for turn in request.turns
         )

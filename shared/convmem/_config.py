@@ -131,6 +131,15 @@ class MemoryConfig:
     """Recall earlier turns relevant to the query into the context. With no ``recall=`` or
     ``embedder=`` a memory recalls by words (BM25, no model); an embedder adds meaning.
     The one switch for recall: False turns it off (and ``recall=``/``embedder=`` are refused)."""
+    share_facts: bool = True
+    """With a ``user_id``: the facts section and `facts` hold what the user said in any of
+    their sessions (a newer value from any session supersedes an older one), and
+    `forget_fact` forgets user-wide. False keeps facts per session. No effect without a
+    user: a session without one sees only itself."""
+    share_recall: bool = True
+    """With a ``user_id``: recall searches the user's earlier sessions as well as this one
+    (this session's turns first on a tie; another session's turns come with their date).
+    False recalls from this session only. No effect without a user."""
     background: bool = False
     """Run summarizing, fact extraction and embedding off the hot path: on the process's
     shared worker threads (see `set_background_workers`), or in asyncio tasks for ``aadd``."""
@@ -177,7 +186,14 @@ class MemoryConfig:
             allowed=f"a number of seconds in (0, {MAX_BACKGROUND_TIMEOUT:.0f}]",
             low_open=True,
         )
-        for name in ("prune_low_information", "extract_facts", "recall_earlier_turns", "background"):
+        for name in (
+            "prune_low_information",
+            "extract_facts",
+            "recall_earlier_turns",
+            "share_facts",
+            "share_recall",
+            "background",
+        ):
             if not isinstance(getattr(self, name), bool):
                 raise ConfigError(f"{name} must be True or False, got {getattr(self, name)!r}")
         _choice("language", self.language, ("auto", "zh", "en"))

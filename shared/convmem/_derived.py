@@ -34,7 +34,7 @@ from ._tokens import TokenCounter
 if TYPE_CHECKING:  # recall loads numpy; the derived state only calls the engine it is given
     from ._recall import Recall
 
-__all__ = ["FACTS_KEY", "SUMMARY_KEY", "DerivedState", "Summary"]
+__all__ = ["FACTS_KEY", "SUMMARY_KEY", "DerivedState", "Summary", "forget_fact_of", "parse_facts"]
 
 logger = logging.getLogger("convmem")
 
@@ -85,6 +85,32 @@ class _FactsState:
             return cls(FactBook.from_json(data["book"]), int(data["covers_through_seq"]))
         except (ValueError, KeyError, TypeError) as exc:
             raise StoreError(f"stored facts of session {session_id!r} are malformed: {exc}") from None
+
+
+def parse_facts(record: StateRecord | None, session_id: str) -> FactBook:
+    """The fact book a session's stored facts record holds (empty for no record)."""
+    return _FactsState.from_record(record, session_id).book
+
+
+def forget_fact_of(store: Store, session_id: str, key: str) -> bool:
+    """Remove the fact `key` (and its history) from the stored facts of `session_id`,
+    with compare-and-set; False if that session had no such fact."""
+    for _ in range(5):
+        record = store.get_state(session_id, FACTS_KEY)
+        state = _FactsState.from_record(record, session_id)
+        book = FactBook.from_json(state.book.to_json())
+        if not book.forget(key):
+            return False
+        written = store.put_state(
+            session_id,
+            FACTS_KEY,
+            _FactsState(book, state.covers_through_seq).to_json(),
+            expected_version=record.version if record else 0,
+            requires_seq=state.covers_through_seq,
+        )
+        if written is not None:
+            return True
+    raise StoreError(f"could not update the facts of session {session_id!r}: too many concurrent writers")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -407,24 +433,7 @@ class DerivedState:
 
     def forget_fact(self, key: str) -> bool:
         """Remove the fact `key` (and its history); False if there was no such fact."""
-        for _ in range(5):
-            record = self.store.get_state(self.session_id, FACTS_KEY)
-            state = _FactsState.from_record(record, self.session_id)
-            book = FactBook.from_json(state.book.to_json())
-            if not book.forget(key):
-                return False
-            written = self.store.put_state(
-                self.session_id,
-                FACTS_KEY,
-                _FactsState(book, state.covers_through_seq).to_json(),
-                expected_version=record.version if record else 0,
-                requires_seq=state.covers_through_seq,
-            )
-            if written is not None:
-                return True
-        raise StoreError(
-            f"could not update the facts of session {self.session_id!r}: too many concurrent writers"
-        )
+        return forget_fact_of(self.store, self.session_id, key)
 
     # -- deleted and rewritten messages -------------------------------------------
 

@@ -17,6 +17,7 @@ messages, precision over recall) and :class:`~convmem._llm.LLMFactExtractor`
 from __future__ import annotations
 
 import dataclasses
+import heapq
 import json
 import math
 import re
@@ -82,7 +83,9 @@ class Fact:
     ``key`` is normalized (lowercase, snake_case before a ``:``), e.g.
     ``"name"``, ``"city"``, ``"pet_name"``, ``"preference:coffee"``; free keys
     are allowed. ``seq`` is the seq of the message that stated it, ``source``
-    a short quote of that message. ``negated`` marks a statement that the
+    a short quote of that message, and ``session_id`` the session it was said
+    in (set on the facts a memory shares across a user's sessions; ``None`` in
+    a session's own book, where the session is implied). ``negated`` marks a statement that the
     value no longer holds (``Fact("diet", "vegetarian", negated=True)`` for
     "I'm not vegetarian anymore").
 
@@ -96,6 +99,7 @@ class Fact:
     timestamp: float = dataclasses.field(default_factory=time.time)
     source: str | None = None
     negated: bool = False
+    session_id: str | None = None
 
     def __post_init__(self) -> None:
         if not isinstance(self.key, str) or not normalize_key(self.key).strip(":_"):
@@ -118,6 +122,10 @@ class Fact:
             raise InvalidMessageError(f"a fact's source must be a str or None, got {self.source!r}")
         if not isinstance(self.negated, bool):
             raise InvalidMessageError(f"a fact's negated flag must be a bool, got {self.negated!r}")
+        if self.session_id is not None and not isinstance(self.session_id, str):
+            raise InvalidMessageError(
+                f"a fact's session_id must be a str or None, got {self.session_id!r:.60}"
+            )
         object.__setattr__(self, "key", normalize_key(self.key))
         object.__setattr__(self, "value", self.value.strip())
         object.__setattr__(self, "timestamp", float(self.timestamp))
@@ -126,6 +134,8 @@ class Fact:
         data = dataclasses.asdict(self)
         if not self.negated:
             del data["negated"]  # the common case keeps the layout stored before negations existed
+        if self.session_id is None:
+            del data["session_id"]
         return data
 
     @classmethod
@@ -140,6 +150,7 @@ class Fact:
             timestamp=data.get("timestamp", 0.0),
             source=data.get("source"),
             negated=data.get("negated", False),
+            session_id=data.get("session_id"),
         )
 
 
@@ -333,13 +344,46 @@ class FactBook:
         self._forgotten: dict[str, int] = {}
         self.apply(facts)
 
+    @classmethod
+    def merged(cls, books: Iterable[tuple[str, FactBook]]) -> FactBook:
+        """One book of what several sessions' books say, each fact tagged with its session.
+
+        A user's facts, from the books of their sessions: every statement is
+        folded in the order it was made (message time), whichever session made
+        it, so a newer value from any session supersedes an older one from any
+        other, and a negation said in one session ("I no longer live in
+        Hangzhou") ends the value another session stated. A value stated in two
+        sessions keeps the provenance of the first statement; dropping either
+        session's book (a forgotten session) leaves the other's.
+        """
+        by_key: dict[str, list[list[Fact]]] = {}
+        for session_id, book in books:
+            with book._lock:
+                for key, history in book._history.items():
+                    by_key.setdefault(key, []).append(
+                        [dataclasses.replace(fact, session_id=session_id) for fact in history]
+                    )
+        merged = cls()
+        for key in sorted(by_key):
+            # Each session's history is in the order its log said it (by seq, whatever the
+            # clocks of its writers): merged by time across sessions, never reordered within.
+            merged._fold(heapq.merge(*by_key[key], key=lambda fact: fact.timestamp), in_order=True)
+        return merged
+
     def apply(self, facts: Iterable[Fact]) -> list[Fact]:
         """Fold `facts` (oldest first) in; return those that changed a key's current value.
 
         A negated fact ends the current value when it names that value, and is
         returned then; naming another value ("I no longer live in Paris" while
-        the current city is Rome), or a key with no current value, changes nothing.
+        the current city is Rome) changes nothing. A negation of a key with no
+        value yet changes nothing here either, but joins the key's history: the
+        value it names may be another session's (see :meth:`merged`).
         """
+        return self._fold(facts, in_order=False)
+
+    def _fold(self, facts: Iterable[Fact], *, in_order: bool) -> list[Fact]:
+        """`apply`; with `in_order` the facts are known to come in the order they were
+        said (merged from several sessions, whose seqs are not comparable)."""
         if isinstance(facts, Fact):
             facts = [facts]
         changed: dict[str, Fact] = {}
@@ -352,6 +396,9 @@ class FactBook:
                     continue
                 history = self._history.get(fact.key, [])
                 current = history[-1] if history else None
+                if fact.negated and current is None:
+                    self._history[fact.key] = [fact]  # no value to end here; kept for merging
+                    continue
                 if fact.negated and (
                     current is None or current.negated or not _same_value(current.value, fact.value)
                 ):
@@ -359,7 +406,12 @@ class FactBook:
                 if current is not None:
                     if not fact.negated and not current.negated and _same_value(current.value, fact.value):
                         continue
-                    if fact.seq is not None and current.seq is not None and fact.seq < current.seq:
+                    if (
+                        not in_order
+                        and fact.seq is not None
+                        and current.seq is not None
+                        and fact.seq < current.seq
+                    ):
                         self._insert_older(history, fact)
                         continue
                 history.append(fact)

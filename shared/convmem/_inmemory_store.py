@@ -174,6 +174,17 @@ class InMemoryStore:
             session = self._sessions.get(session_id)
             return session.state.get(key) if session else None
 
+    def get_states(self, session_ids: Sequence[str], key: str) -> dict[str, StateRecord]:
+        """The `key` record of each of `session_ids` that has one."""
+        with self._lock:
+            found = {}
+            for session_id in session_ids:
+                session = self._sessions.get(session_id)
+                record = session.state.get(key) if session else None
+                if record is not None:
+                    found[session_id] = record
+            return found
+
     def put_state(
         self,
         session_id: str,
@@ -207,6 +218,10 @@ class InMemoryStore:
     def clear(self, session_id: str) -> None:
         with self._lock:
             self._sessions.pop(session_id, None)
+
+    def user_session_stats(self, user_id: str) -> list[SessionStats]:
+        """`stats` of every session of `user_id`, sorted by id."""
+        return [self.stats(session_id) for session_id in self.sessions(user_id=user_id)]
 
     def sessions(self, *, user_id: str | None = None) -> list[str]:
         with self._lock:

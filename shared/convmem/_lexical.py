@@ -23,6 +23,7 @@ Chinese stopwords.
 
 from __future__ import annotations
 
+import functools
 import math
 import re
 from collections import Counter
@@ -37,6 +38,7 @@ __all__ = [
     "LexicalIndex",
     "LexicalIndexLost",
     "StoredLexicalIndex",
+    "query_terms",
     "tokenize",
 ]
 
@@ -193,6 +195,16 @@ class BM25Index:
                 out[doc_id] = out.get(doc_id, 0.0) + idf * frequency * (k1 + 1.0) / (frequency + norm)
         return out
 
+    def full_match(self, query_tokens: Iterable[str]) -> float:
+        """The score of a document of average length holding each query term once.
+
+        Raw BM25 scores depend on the collection (a term is rarer in a long
+        log): divided by this, scores of different collections compare.
+        """
+        if not self._lengths:
+            return 0.0
+        return sum(self.idf(term) for term in set(query_tokens))
+
     def search(self, query_tokens: Iterable[str], top_k: int) -> list[tuple[int, float]]:
         """The `top_k` best (id, score) pairs, best first."""
         scored = self.scores(query_tokens)
@@ -276,4 +288,16 @@ class BM25TextIndex:
         self.bm25.clear()
 
     def scores(self, query: str) -> dict[int, float]:
-        return self.bm25.scores(tokenize(query))
+        return self.bm25.scores(query_terms(query))
+
+    def full_match(self, query: str) -> float:
+        """See `BM25Index.full_match`: what puts this index's scores on a scale shared with
+        other sessions' (recall across a user's sessions); optional for a `LexicalIndex`."""
+        return self.bm25.full_match(query_terms(query))
+
+
+@functools.lru_cache(maxsize=256)
+def query_terms(query: str) -> tuple[str, ...]:
+    """`tokenize` for a query, remembered: one question is scored against two indexes of
+    each session it searches (a user's sessions: dozens)."""
+    return tuple(tokenize(query))

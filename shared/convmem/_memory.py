@@ -17,7 +17,7 @@ from ._builder import BuiltContext, ContextBuilder, ContextPlan, ContextRequest
 from ._config import MemoryConfig, TranscriptTemplate
 from ._derived import DerivedState, Summary
 from ._errors import BudgetError, ConfigError, InvalidMessageError
-from ._facts import Fact, FactExtractor, RuleFactExtractor
+from ._facts import Fact, FactBook, FactExtractor, RuleFactExtractor
 from ._inmemory_store import InMemoryStore
 from ._intent import choose_recall_share
 from ._language import detect_language
@@ -29,6 +29,7 @@ from ._summarizer import ExtractiveSummarizer, Summarizer
 from ._tokens import REPLY_PRIMING_TOKENS, TokenCounter, default_counter
 from ._tool_sequence import check_tool_results, unanswered_calls
 from ._transcript import render_transcript
+from ._user_scope import UserFacts, other_session_stats
 
 if TYPE_CHECKING:  # recall loads numpy: imported when a memory is made, not with convmem
     from ._embedder import Embedder
@@ -191,6 +192,18 @@ class ConversationMemory:
             fact_extractor=self.fact_extractor,
             recall=recall,
         )
+
+        self._user_facts = (
+            UserFacts(self.store, self.user_id, self.session_id)
+            if self.user_id is not None and self.config.share_facts and self.fact_extractor is not None
+            else None
+        )
+
+    def _facts_book(self) -> FactBook:
+        """The facts this memory shows: the user's (all their sessions) or this session's."""
+        if self._user_facts is not None:
+            return self._user_facts.book()
+        return self._derived.facts_book()
 
     def _check_owner(self, stats: SessionStats | None = None) -> None:
         """Refuse (`SessionOwnerError`) to serve a session that another user owns.
@@ -468,7 +481,7 @@ class ConversationMemory:
         turns = self.recent_turns(cap, max_tokens=budget if cap is None else 4 * budget)
         stats = self.stats()
         language = self._language(turns, query)
-        facts = self._derived.facts_book().render_lines(language) if self.fact_extractor is not None else ()
+        facts = self._facts_book().render_lines(language) if self.fact_extractor is not None else ()
         recall_share, recall_reason = self._recall_share(query)
         return ContextRequest(
             budget=budget,
@@ -532,37 +545,60 @@ class ConversationMemory:
             exclude_seqs=plan.window_seqs,
             max_tokens=plan.recall_room,
             counter=self.counter,
+            other_sessions=self._other_sessions(),
         )
         return self._without_stale_statements(result.items, plan.window_seqs)
+
+    def _other_sessions(self) -> list[SessionStats]:
+        """The user's other sessions recall also searches (none without a user or sharing)."""
+        if self.user_id is None or not self.config.share_recall:
+            return []
+        return other_session_stats(self.store, self.user_id, self.session_id)
 
     def _without_stale_statements(
         self, items: tuple[RecalledItem, ...], window_seqs: frozenset[int]
     ) -> tuple[RecalledItem, ...]:
         """The items less those stating a fact a newer message replaced ("I live in
-        Hangzhou" after "I moved to Beijing") when neither the window nor another item
-        holds the newer statement: recalled alone, the old one reads as still true."""
+        Hangzhou" after "I moved to Beijing", in this session or, sharing the user's
+        facts, in another) when neither the window nor another item holds the newer
+        statement: recalled alone, the old one reads as still true."""
         replaced_by = self._replaced_statements() if items else {}
         if not replaced_by:
             return items
-        present = window_seqs | {seq for item in items for seq in item.seqs}
+        present: set[tuple[str | None, int]] = {(None, seq) for seq in window_seqs}
+        present.update((item.session_id, seq) for item in items for seq in item.seqs)
         return tuple(
             item
             for item in items
-            if all(replaced_by[seq] & present for seq in item.seqs if seq in replaced_by)
+            if all(
+                replaced_by[(item.session_id, seq)] & present
+                for seq in item.seqs
+                if (item.session_id, seq) in replaced_by
+            )
         )
 
-    def _replaced_statements(self) -> dict[int, set[int]]:
-        """Seq of each message whose fact a newer value replaced -> seqs stating the current values."""
+    def _replaced_statements(self) -> dict[tuple[str | None, int], set[tuple[str | None, int]]]:
+        """(session, seq) of each message whose fact a newer value replaced -> the (session,
+        seq) stating the current values; ``None`` is this session."""
         if self.fact_extractor is None:
             return {}
-        book = self._derived.facts_book()
-        replaced_by: dict[int, set[int]] = {}
+        book = self._facts_book()
+
+        def said(fact: Fact) -> tuple[str | None, int] | None:
+            if fact.seq is None:
+                return None
+            return (None if fact.session_id in (None, self.session_id) else fact.session_id, fact.seq)
+
+        replaced_by: dict[tuple[str | None, int], set[tuple[str | None, int]]] = {}
         for current in book.current():
-            if current.seq is None:
+            newer = said(current)
+            if newer is None:
                 continue
-            for older in book.history(current.key):
-                if older.seq is not None and older.seq < current.seq and older.value != current.value:
-                    replaced_by.setdefault(older.seq, set()).add(current.seq)
+            history = book.history(current.key)
+            for older in history[:-1]:  # a key's history is in the order it was said
+                where = said(older)
+                if where is not None and where != newer and older.value != current.value:
+                    replaced_by.setdefault(where, set()).add(newer)
         return replaced_by
 
     def render_transcript(self, view: str = "orchestration", *, max_turns: int | None = None) -> str:
@@ -611,12 +647,24 @@ class ConversationMemory:
         return self._derived.update_summary(force=True)
 
     def facts(self) -> list[Fact]:
-        """Current core facts about the user, newest first."""
-        return self._derived.facts_book().current()
+        """Current core facts about the user, newest first.
+
+        With a ``user_id`` (and ``config.share_facts``, the default) these are the
+        facts of all the user's sessions, each with the ``session_id`` it was said in.
+        """
+        self._check_owner()
+        return self._facts_book().current()
 
     def forget_fact(self, key: str) -> bool:
-        """Remove the fact `key` and its history; False if there was none."""
+        """Remove the fact `key` and its history; False if there was none.
+
+        With a ``user_id`` (and ``config.share_facts``) the fact is forgotten in every
+        session of the user, so no session brings it back.
+        """
+        self._check_owner()
         self._derived.flush()
+        if self._user_facts is not None:
+            return self._user_facts.forget(key)
         return self._derived.forget_fact(key)
 
     def flush(self, timeout: float | None = None) -> bool:

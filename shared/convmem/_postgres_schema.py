@@ -457,6 +457,29 @@ class _Queries:
 
     # -- state records -----------------------------------------------------------------------
 
+    def user_session_stats(self, user_id: str) -> _Operation[list[SessionStats]]:
+        _check_id(user_id, "user_id")
+        rows = yield _Sql(
+            f"SELECT session_id, message_count, last_seq, total_tokens, user_id, created_at, updated_at, "
+            f"generation FROM {self.s}.sessions WHERE user_id = %s ORDER BY session_id",
+            (user_id,),
+        )
+        return [
+            SessionStats(sid, int(count), int(last), int(tokens), user, created, updated, generation)
+            for sid, count, last, tokens, user, created, updated, generation in rows
+        ]
+
+    def get_states(self, session_ids: Sequence[str], key: str) -> _Operation[dict[str, StateRecord]]:
+        ids = list(dict.fromkeys(session_ids))
+        for session_id in ids:
+            _check_id(session_id, "session_id")
+        _check_text(key, "a state key")
+        rows = yield _Sql(
+            f"SELECT session_id, value, version FROM {self.s}.state WHERE key = %s AND session_id = ANY(%s)",
+            (key, ids),
+        )
+        return {row[0]: StateRecord(row[1], int(row[2])) for row in rows}
+
     def get_state(self, session_id: str, key: str) -> _Operation[StateRecord | None]:
         _check_id(session_id, "session_id")
         _check_text(key, "a state key")

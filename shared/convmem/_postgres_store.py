@@ -233,6 +233,16 @@ class PostgresStore:
     def stats(self, session_id: str) -> SessionStats:
         return self._run(lambda: self._queries.stats(session_id), f"stats of session {session_id!r:.80}")
 
+    def user_session_stats(self, user_id: str) -> list[SessionStats]:
+        """`stats` of every session of `user_id`, sorted by id, in one query."""
+        return self._run(
+            lambda: self._queries.user_session_stats(user_id), f"stats of the sessions of {user_id!r:.80}"
+        )
+
+    def get_states(self, session_ids: Sequence[str], key: str) -> dict[str, StateRecord]:
+        """The `key` record of each of `session_ids` that has one, in one query."""
+        return self._run(lambda: self._queries.get_states(session_ids, key), f"read of state {key!r}")
+
     def get_state(self, session_id: str, key: str) -> StateRecord | None:
         return self._run(
             lambda: self._queries.get_state(session_id, key),

@@ -52,11 +52,11 @@ from ._models import Message
 from ._recall_config import RecallConfig, RecallFilters
 from ._recall_plan import Blocking, EmbedQuery, Plan, arun_plan, run_plan
 from ._recall_render import RecalledItem, RecallResult
-from ._recall_search import answer
+from ._recall_search import answer_sessions
 from ._recall_units import UNKNOWN, SessionMirror, is_exchange_unit
 from ._sqlite_lexical import SQLiteLexicalIndex
 from ._sqlite_store import SQLiteStore
-from ._store import Store
+from ._store import SessionStats, Store
 from ._tokens import TokenCounter
 from ._vector_index import FaissIndex, IndexFiles, VectorIndex
 
@@ -358,14 +358,17 @@ class Recall:
             if not keys:
                 del self._keys_of[key[1]]
 
-    def _follow_log(self, state: SessionMirror, store: Store) -> bool:
+    def _follow_log(
+        self, state: SessionMirror, store: Store, known_stats: SessionStats | None = None
+    ) -> bool:
         """Bring the mirror in step with the log; True when the whole log was read.
 
-        One ``store.stats`` call when nothing changed. A new mirror, a gap, or a log of
-        another generation (forgotten, cleared, edited, or never checked) is read whole.
+        One ``store.stats`` call when nothing changed (none with `known_stats`). A new
+        mirror, a gap, or a log of another generation (forgotten, cleared, edited, or
+        never checked) is read whole.
         """
         if not state.needs_full_read:
-            state.read_newer(store, self.config)
+            state.read_newer(store, self.config, known_stats)
             if not state.needs_full_read:
                 return False
         generation = store.stats(state.session_id).generation  # before the log: see adopt_log
@@ -516,14 +519,24 @@ class Recall:
         max_tokens: int,
         counter: TokenCounter,
         filters: RecallFilters | None = None,
+        other_sessions: Sequence[str | SessionStats] = (),
     ) -> RecallResult:
         """Recall what is relevant to `query`, rendered into at most `max_tokens` tokens.
 
         `exclude_seqs` (what the recent window holds) is never recalled. Never
         raises because of the embedder or the index: it degrades to keyword
         matching (or nothing) and says so in ``result.degraded``.
+
+        `other_sessions` (sessions of the same user in the same store, by id or
+        by the `SessionStats` just read for them, which saves a read each) are
+        searched too and ranked with this one; their items carry their
+        ``session_id`` and come with their date (see `answer_sessions`). The
+        caller decides which sessions may be read: recall never looks beyond
+        the ids it is given.
         """
-        plan = self._search(session_id, query, store, exclude_seqs, max_tokens, counter, filters)
+        plan = self._search(
+            session_id, query, store, exclude_seqs, max_tokens, counter, filters, other_sessions
+        )
         return run_plan(plan, self.embedder)
 
     async def asearch(
@@ -536,9 +549,12 @@ class Recall:
         max_tokens: int,
         counter: TokenCounter,
         filters: RecallFilters | None = None,
+        other_sessions: Sequence[str | SessionStats] = (),
     ) -> RecallResult:
         """Async `search`: the log is read in a worker thread, the query embedded with the async API."""
-        plan = self._search(session_id, query, store, exclude_seqs, max_tokens, counter, filters)
+        plan = self._search(
+            session_id, query, store, exclude_seqs, max_tokens, counter, filters, other_sessions
+        )
         return await arun_plan(plan, self.embedder)
 
     def _search(
@@ -550,12 +566,26 @@ class Recall:
         max_tokens: int,
         counter: TokenCounter,
         filters: RecallFilters | None,
+        other_sessions: Sequence[str | SessionStats] = (),
     ) -> Plan[RecallResult]:
         if isinstance(max_tokens, bool) or not isinstance(max_tokens, int) or max_tokens < 0:
             raise BudgetError(
                 f"max_tokens must be an int >= 0 (the tokens recall may fill), got {max_tokens!r:.60}"
             )
+        if isinstance(other_sessions, str) or not all(
+            isinstance(s, (str, SessionStats)) for s in other_sessions
+        ):
+            raise ConfigError(
+                f"other_sessions must be a list of session ids (or their SessionStats), got {other_sessions!r:.80}"
+            )
         state = yield from self._ready(session_id, store)
+        mirrors = [state]
+        seen = {session_id}
+        for other in other_sessions:
+            other_id, stats = (other, None) if isinstance(other, str) else (other.session_id, other)
+            if other_id not in seen:
+                seen.add(other_id)
+                mirrors.append((yield from self._ready(other_id, store, stats)))
         vector: np.ndarray | None = None
         problem = None
         try:
@@ -568,8 +598,8 @@ class Recall:
                 exc,
             )
             vector, problem = None, f"embedder failed ({type(exc).__name__}: {exc}); keywords only"
-        return answer(
-            state,
+        return answer_sessions(
+            mirrors,
             query,
             vector,
             problem,
@@ -580,12 +610,14 @@ class Recall:
             config=self.config,
         )
 
-    def _ready(self, session_id: str, store: Store) -> Plan[SessionMirror]:
+    def _ready(
+        self, session_id: str, store: Store, known_stats: SessionStats | None = None
+    ) -> Plan[SessionMirror]:
         state: SessionMirror = yield Blocking(functools.partial(self._state, session_id, store))
         try:
             # Newer messages are found lexically at once; embedding is left to add() and
             # catch_up(), except when the whole log was read (first sight, another generation).
-            if (yield Blocking(functools.partial(self._follow_log, state, store))):
+            if (yield Blocking(functools.partial(self._follow_log, state, store, known_stats))):
                 yield from self._embed_queued(state)
                 if state.unsaved:
                     yield Blocking(functools.partial(self._save, state))

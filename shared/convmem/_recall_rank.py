@@ -63,6 +63,10 @@ class Evidence:
     episodes: Sequence[int]
     vectors: Mapping[int, np.ndarray]
     """Message vectors by seq (for MMR); may be empty."""
+    lexical_scale: tuple[float, float] = (0.0, 0.0)
+    """The best lexical scores (message, exchange) of the session on a scale shared by
+    sessions (0.0: no match): the ``lexical_*`` arrays times these compare across
+    sessions, which puts the evidence of several sessions on one scale."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -110,8 +114,18 @@ def dense_similarities(
 
 def normalized(keys: Sequence[int], scores: Mapping[int, float]) -> np.ndarray:
     """``scores[key] / max(scores)`` for each key (0 for a missing key)."""
-    top = max(scores.values(), default=0.0) or 1.0
+    top = lexical_top(scores)
     return np.array([scores.get(key, 0.0) / top for key in keys], dtype=np.float32)
+
+
+def lexical_top(scores: Mapping[int, float]) -> float:
+    """What `normalized` divides by: the best score (1.0 when there is none)."""
+    return max(scores.values(), default=0.0) or 1.0
+
+
+def best_score(scores: Mapping[int, float]) -> float:
+    """The best score, 0.0 when there is none (see `Evidence.lexical_scale`)."""
+    return max(scores.values(), default=0.0)
 
 
 def blend(

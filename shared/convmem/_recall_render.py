@@ -15,7 +15,7 @@ never on the engine that produced them.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Mapping, MutableMapping, Sequence
+from collections.abc import Callable, Mapping, MutableMapping, Sequence
 
 import numpy as np
 
@@ -48,6 +48,14 @@ class RecalledItem:
     timestamp: float
     score: float
     token_count: int
+    session_id: str | None = None
+    """The session it was said in, when that is another session of the user (recall
+    across a user's sessions); ``None`` for the session that asked."""
+
+    @property
+    def local_seqs(self) -> tuple[int, ...]:
+        """The seqs in the asking session's log (none for another session's item)."""
+        return self.seqs if self.session_id is None else ()
 
 
 @dataclasses.dataclass(frozen=True)
@@ -107,17 +115,21 @@ def render(
     counter: TokenCounter,
     config: RecallConfig,
     token_cache: MutableMapping[tuple[str, str, int], int] | None = None,
+    group_of: Callable[[int], int] | None = None,
 ) -> Rendered:
     """Fill `max_tokens` with the best of `ranked`; items come back in log order.
 
     ``item_seqs[seq]`` are the messages a ranked `seq` brings (in log order);
     ``vectors`` (by seq) let near-duplicates be skipped; ``token_cache``,
     keyed by ``(counter.name, language, seq)``, saves counting a line twice
-    across searches.
+    across searches. With `group_of` (seq -> group, e.g. the session), the
+    first item of each group opens with its date line even on the same day.
     """
     if max_tokens <= 0 or not ranked:
         return _NOTHING
-    section = _Section(messages, language, counter, config, {} if token_cache is None else token_cache)
+    section = _Section(
+        messages, language, counter, config, {} if token_cache is None else token_cache, group_of
+    )
     return section.fill(ranked, item_seqs, vectors, max_tokens)
 
 
@@ -131,7 +143,9 @@ class _Section:
         counter: TokenCounter,
         config: RecallConfig,
         token_cache: MutableMapping[tuple[str, str, int], int],
+        group_of: Callable[[int], int] | None = None,
     ) -> None:
+        self.group_of = group_of
         self.messages = messages
         self.language = language
         self.counter = counter
@@ -218,8 +232,9 @@ class _Section:
             tokens = counter.count_text(text)
             if tokens <= max_tokens and sum(item.token_count + 1 for item in items) <= max_tokens:
                 return Rendered(items, text, tokens, tuple(dropped))
-            # Date lines repeated by out-of-order timestamps cost more than estimated: drop the weakest.
-            weakest = min(range(len(picked)), key=lambda i: picked[i][0].score)
+            # Date lines repeated by out-of-order timestamps cost more than estimated: drop the
+            # weakest, of equals the one ranked last (exact ties happen when sessions share a scale).
+            weakest = min(reversed(range(len(picked))), key=lambda i: picked[i][0].score)
             _, seqs = picked.pop(weakest)
             dropped.append(Dropped("recall", f"seqs {list(seqs)}", 0, "over the recall token cap"))
         return Rendered((), "", 0, tuple(dropped))
@@ -228,8 +243,11 @@ class _Section:
         """Items in log order; an item that starts a new day opens with its date line."""
         items = []
         current_label: str | None = None
+        current_group: int | None = None
         for candidate, seqs in sorted(picked, key=lambda p: p[1][0]):
             lines = []
+            if self.group_of is not None and self.group_of(seqs[0]) != current_group:
+                current_group, current_label = self.group_of(seqs[0]), None
             for s in seqs:
                 if self.labels[s] != current_label:
                     current_label = self.labels[s]

@@ -8,19 +8,22 @@ mirror's lock and never raises: recall must never break a build.
 
 from __future__ import annotations
 
+import dataclasses
+import heapq
 import logging
-from collections.abc import Collection
+from collections.abc import Collection, Iterator, Mapping, MutableMapping, Sequence
 
 import numpy as np
 
+from ._models import Message
 from ._recall_config import RecallConfig, RecallFilters
 from ._recall_language import SECTION_HEADERS, choose_language
-from ._recall_rank import Evidence, dense_similarities, named_speakers, normalized, rank
+from ._recall_rank import Evidence, best_score, dense_similarities, named_speakers, normalized, rank
 from ._recall_render import RecallResult, render
 from ._recall_units import SessionMirror, exchange_first_seq, is_exchange_unit
 from ._tokens import TokenCounter
 
-__all__ = ["answer", "gather"]
+__all__ = ["answer", "answer_sessions", "gather"]
 
 logger = logging.getLogger("convmem")
 
@@ -157,5 +160,278 @@ def gather(
         ),
         episodes=[mirror.episode_of[s] for s in seqs],
         vectors=vectors,
+        lexical_scale=(
+            _shared_scale(mirror.lexical_messages, query, lexical_m),
+            _shared_scale(mirror.lexical_exchanges, query, lexical_x),
+        ),
     )
     return evidence, problem
+
+
+def _shared_scale(index: object, query: str, scores: Mapping[int, float]) -> float:
+    """The session's best score on a scale shared by sessions: divided by the score of a
+    full match in this session's index when the index can say (BM25's idf depends on the
+    session: the same words score higher in a longer log), else as it is."""
+    best = best_score(scores)
+    full_match = getattr(index, "full_match", None)
+    if not best or full_match is None:
+        return best
+    weight = float(full_match(query))
+    return best / weight if weight > 0 else best
+
+
+# A candidate of a search over several sessions is ``group << _GROUP_SHIFT | seq``:
+# seqs stay below 2**40, and groups order the sessions as the section shows them.
+_GROUP_SHIFT = 40
+_SEQ_MASK = (1 << _GROUP_SHIFT) - 1
+
+
+@dataclasses.dataclass
+class _Gathered:
+    """One session's part of a search over several: its evidence and what rendering needs."""
+
+    mirror: SessionMirror
+    evidence: Evidence
+    item_seqs: dict[int, list[int]]
+    messages: dict[int, Message]
+    lines: dict[int, str]
+    newest: float
+    oldest: float
+
+
+def _gather_one(
+    mirror: SessionMirror,
+    query: str,
+    vector: np.ndarray | None,
+    excluded: Collection[int],
+    filters: RecallFilters | None,
+    config: RecallConfig,
+) -> tuple[_Gathered, str | None]:
+    with mirror.lock:
+        evidence, problem = gather(mirror, query, vector, excluded, filters, config)
+        item_seqs = {seq: mirror.item_seqs(seq, excluded, config) for seq in evidence.seqs}
+        wanted = {s for seqs in item_seqs.values() for s in seqs}
+        messages = {s: mirror.messages[s] for s in wanted}
+        lines = {s: mirror.lines[s] for s in evidence.seqs if s in mirror.lines}
+        first = mirror.messages[mirror.order[0]].timestamp if mirror.order else mirror.newest_timestamp
+        part = _Gathered(mirror, evidence, item_seqs, messages, lines, mirror.newest_timestamp, first)
+        return part, problem
+
+
+def _joined(parts: Sequence[_Gathered], groups: Sequence[int]) -> Evidence:
+    """The parts' evidence as one, on one lexical scale, keyed by ``group << 40 | seq``."""
+    top_m = max((p.evidence.lexical_scale[0] for p in parts), default=0.0) or 1.0
+    top_x = max((p.evidence.lexical_scale[1] for p in parts), default=0.0) or 1.0
+    newest = max(p.newest for p in parts)
+    dense = any(p.evidence.dense_message is not None for p in parts)
+    seqs: list[int] = []
+    vectors: dict[int, np.ndarray] = {}
+    arrays: dict[str, list[np.ndarray]] = {
+        name: [] for name in ("dm", "dx", "lm", "lx", "named", "ages", "episodes")
+    }
+    for part, group in zip(parts, groups, strict=True):
+        ev, base = part.evidence, group << _GROUP_SHIFT
+        n = len(ev.seqs)
+        seqs.extend(base | s for s in ev.seqs)
+        vectors.update((base | s, v) for s, v in ev.vectors.items())
+        zeros = np.zeros(n, dtype=np.float32)
+        arrays["dm"].append(ev.dense_message if ev.dense_message is not None else zeros)
+        arrays["dx"].append(ev.dense_exchange if ev.dense_exchange is not None else zeros)
+        arrays["lm"].append(ev.lexical_message * np.float32(ev.lexical_scale[0] / top_m))
+        arrays["lx"].append(ev.lexical_exchange * np.float32(ev.lexical_scale[1] / top_x))
+        arrays["named"].append(np.asarray(ev.said_by_named, dtype=bool))
+        arrays["ages"].append(np.asarray(ev.ages, dtype=np.float64) + (newest - part.newest))
+        arrays["episodes"].append(np.array([base | e for e in ev.episodes], dtype=np.int64))
+
+    def joined(name: str, dtype: type) -> np.ndarray:
+        return np.concatenate(arrays[name]).astype(dtype) if seqs else np.zeros(0, dtype=dtype)
+
+    return Evidence(
+        seqs=seqs,
+        dense_message=joined("dm", np.float32) if dense else None,
+        dense_exchange=joined("dx", np.float32) if dense else None,
+        lexical_message=joined("lm", np.float32),
+        lexical_exchange=joined("lx", np.float32),
+        said_by_named=joined("named", bool),
+        ages=joined("ages", np.float64),
+        episodes=joined("episodes", np.int64).tolist(),
+        vectors=vectors,
+        lexical_scale=(top_m, top_x),
+    )
+
+
+class _Counted(MutableMapping[tuple[str, str, int], int]):
+    """The mirrors' line counts (``render``'s ``token_cache``) under candidate keys
+    ``group << 40 | seq``: a line counted by one search is not counted by the next."""
+
+    def __init__(self, caches: Mapping[int, MutableMapping[tuple[str, str, int], int]]) -> None:
+        self._caches = caches
+
+    def _split(
+        self, key: tuple[str, str, int]
+    ) -> tuple[MutableMapping[tuple[str, str, int], int], tuple[str, str, int]]:
+        name, language, candidate = key
+        return self._caches[candidate >> _GROUP_SHIFT], (name, language, candidate & _SEQ_MASK)
+
+    def __getitem__(self, key: tuple[str, str, int]) -> int:
+        cache, own = self._split(key)
+        return cache[own]
+
+    def __setitem__(self, key: tuple[str, str, int], value: int) -> None:
+        cache, own = self._split(key)
+        cache[own] = value
+
+    def __delitem__(self, key: tuple[str, str, int]) -> None:
+        cache, own = self._split(key)
+        del cache[own]
+
+    def __iter__(self) -> Iterator[tuple[str, str, int]]:
+        for group, cache in self._caches.items():
+            for name, language, seq in list(cache):
+                yield name, language, group << _GROUP_SHIFT | seq
+
+    def __len__(self) -> int:
+        return sum(len(cache) for cache in self._caches.values())
+
+
+# Of a user's other sessions, those with the best keyword or meaning match are
+# searched in full (their candidates ranked with the asking session's): the
+# cost of a search grows with what is retrieved, not with the user's sessions.
+SESSIONS_SEARCHED = 12
+
+
+def _screened(mirrors: Sequence[SessionMirror], query: str, vector: np.ndarray | None) -> list[SessionMirror]:
+    """The asking session (first) and the other sessions worth a full search: the
+    `SESSIONS_SEARCHED` best by their best keyword match (on the scale sessions share)
+    and the `SESSIONS_SEARCHED` best by their most similar message."""
+    if len(mirrors) <= SESSIONS_SEARCHED + 1:
+        return list(mirrors)
+    by_words: list[tuple[float, int]] = []
+    by_meaning: list[tuple[float, int]] = []
+    for position in range(1, len(mirrors)):
+        mirror = mirrors[position]
+        with mirror.lock:
+            scores = mirror.lexical_scores("messages", query)
+            if scores:
+                by_words.append((_shared_scale(mirror.lexical_messages, query, scores), position))
+            index = mirror.index
+            if (
+                vector is not None
+                and index is not None
+                and len(index)
+                and index.dimension == vector.shape[-1]
+            ):
+                try:
+                    hits = index.search(vector, 1)
+                except Exception as exc:  # screened out, not fatal: the others are still searched
+                    logger.warning("vector search failed for session %r: %s", mirror.session_id, exc)
+                    hits = []
+                if hits:
+                    by_meaning.append((float(hits[0][1]), position))
+    chosen = {position for _, position in heapq.nlargest(SESSIONS_SEARCHED, by_words)}
+    chosen.update(position for _, position in heapq.nlargest(SESSIONS_SEARCHED, by_meaning))
+    return [mirrors[0], *(mirrors[position] for position in sorted(chosen))]
+
+
+def answer_sessions(
+    mirrors: Sequence[SessionMirror],
+    query: str,
+    vector: np.ndarray | None,
+    problem: str | None,
+    *,
+    excluded: Collection[int],
+    max_tokens: int,
+    counter: TokenCounter,
+    filters: RecallFilters | None,
+    config: RecallConfig,
+) -> RecallResult:
+    """What several sessions of one user recall together for `query`, in one section.
+
+    ``mirrors[0]`` is the session that asks (`excluded` are its seqs); the
+    others are the user's earlier sessions. Candidates of all sessions are
+    ranked together (one lexical scale; the asking session's first on a tie),
+    and the section shows the other sessions' items first, oldest session
+    first, each session opening with its date, then the asking session's.
+    Items of another session carry its ``session_id``.
+    """
+    if len(mirrors) == 1:
+        return answer(
+            mirrors[0],
+            query,
+            vector,
+            problem,
+            excluded=excluded,
+            max_tokens=max_tokens,
+            counter=counter,
+            filters=filters,
+            config=config,
+        )
+    try:
+        parts: list[_Gathered] = []
+        for position, mirror in enumerate(_screened(mirrors, query, vector)):
+            part, search_problem = _gather_one(
+                mirror, query, vector, excluded if position == 0 else (), filters, config
+            )
+            parts.append(part)
+            problem = problem or search_problem
+        # Groups order the section: other sessions by their first message, the asker last.
+        shown = sorted(range(1, len(parts)), key=lambda p: (parts[p].oldest, parts[p].mirror.session_id))
+        group_of_part = {p: group for group, p in enumerate(shown)}
+        group_of_part[0] = len(parts) - 1
+        groups = [group_of_part[p] for p in range(len(parts))]
+        evidence = _joined(parts, groups)
+        ranking = rank(evidence, config)
+        messages: dict[int, Message] = {}
+        item_seqs: dict[int, list[int]] = {}
+        lines: dict[int, str] = {}
+        for part, group in zip(parts, groups, strict=True):
+            base = group << _GROUP_SHIFT
+            messages.update((base | s, m) for s, m in part.messages.items())
+            item_seqs.update((base | s, [base | i for i in seqs]) for s, seqs in part.item_seqs.items())
+            lines.update((base | s, line) for s, line in part.lines.items())
+        ranked = ranking.ranked
+        language = choose_language(config.language, query, (lines.get(r.seq, "") for r in ranked[:5]))
+        rendered = render(
+            ranked,
+            item_seqs=item_seqs,
+            messages=messages,
+            vectors=evidence.vectors,
+            language=language,
+            max_tokens=max_tokens,
+            counter=counter,
+            config=config,
+            token_cache=_Counted({g: p.mirror.token_cache for p, g in zip(parts, groups, strict=True)}),
+            group_of=lambda seq: seq >> _GROUP_SHIFT,
+        )
+        session_of_group = {group: part.mirror.session_id for part, group in zip(parts, groups, strict=True)}
+        asker = len(parts) - 1
+        items = tuple(
+            dataclasses.replace(
+                item,
+                seqs=tuple(s & _SEQ_MASK for s in item.seqs),
+                session_id=None
+                if item.seqs[0] >> _GROUP_SHIFT == asker
+                else session_of_group[item.seqs[0] >> _GROUP_SHIFT],
+            )
+            for item in rendered.items
+        )
+        return RecallResult(
+            items,
+            rendered.text,
+            rendered.tokens,
+            max_tokens,
+            SECTION_HEADERS[language],
+            ranking.best_similarity,
+            ranking.considered,
+            ranking.dropped + rendered.dropped,
+            problem,
+        )
+    except Exception as exc:  # recall must never break a build
+        logger.warning(
+            "recall across sessions failed for session %r (%s: %s); nothing recalled",
+            mirrors[0].session_id,
+            type(exc).__name__,
+            exc,
+        )
+        header = SECTION_HEADERS["zh" if config.language == "zh" else "en"]
+        return RecallResult((), "", 0, max_tokens, header, None, 0, (), f"recall failed: {exc}")

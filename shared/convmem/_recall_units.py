@@ -23,7 +23,7 @@ from ._models import Message, Role, TurnStatus
 from ._recall_config import RecallConfig
 from ._recall_plan import EmbedDocuments, Plan
 from ._salience import says_nothing
-from ._store import Store
+from ._store import SessionStats, Store
 from ._vector_index import VectorIndex
 
 __all__ = ["UNKNOWN", "SessionMirror", "exchange_first_seq", "exchange_unit_id", "is_exchange_unit"]
@@ -237,13 +237,19 @@ class SessionMirror:
 
     # -- catching up with the log ---------------------------------------------------------
 
-    def read_newer(self, store: Store, config: RecallConfig) -> None:
-        """Read messages another writer appended since we last looked (lexical at once)."""
+    def read_newer(self, store: Store, config: RecallConfig, known_stats: SessionStats | None = None) -> None:
+        """Read messages another writer appended since we last looked (lexical at once).
+
+        `known_stats` are the session's stats read just before (one query for all of
+        a user's sessions); they are read here when not given or already outrun."""
         with self.lock:
             # Before the stats: an add() running meanwhile may take last_seq past what they say.
             known = self.last_seq
         try:
-            stats = store.stats(self.session_id)
+            if known_stats is not None and known_stats.last_seq >= known:
+                stats = known_stats
+            else:
+                stats = store.stats(self.session_id)
         except Exception as exc:  # a store hiccup must not fail the build
             logger.warning("recall could not read stats of session %r: %s", self.session_id, exc)
             return

@@ -74,7 +74,7 @@ from pathlib import Path
 from typing import Protocol
 
 from ._errors import StoreError
-from ._lexical import LexicalIndexLost, tokenize
+from ._lexical import LexicalIndexLost, query_terms, tokenize
 
 __all__ = [
     "UNIT_KINDS",
@@ -327,7 +327,7 @@ class SQLiteLexicalIndex:
         Raises `LexicalIndexLost` when the FTS table was missing or corrupt (rebuilt
         here) or another process rebuilt it: add every document again and ask again.
         """
-        terms = list(dict.fromkeys(tokenize(query)))
+        terms = list(dict.fromkeys(query_terms(query)))
         try:
             with self.store._connection() as conn:
                 self._check_once(conn)

@@ -586,6 +586,21 @@ class SQLiteStore:
         )
         return StateRecord(rows[0][0], rows[0][1]) if rows else None
 
+    def get_states(self, session_ids: Sequence[str], key: str) -> dict[str, StateRecord]:
+        """The `key` record of each of `session_ids` that has one, in a query per 500 ids
+        (a user's facts are read from all their sessions for each build)."""
+        found: dict[str, StateRecord] = {}
+        ids = list(dict.fromkeys(session_ids))
+        for start in range(0, len(ids), 500):
+            chunk = ids[start : start + 500]
+            rows = self._read(
+                f"SELECT session_id, value, version FROM state WHERE key = ? AND session_id IN "
+                f"({','.join('?' * len(chunk))})",
+                (key, *chunk),
+            )
+            found.update((row[0], StateRecord(row[1], row[2])) for row in rows)
+        return found
+
     def put_state(
         self,
         session_id: str,
@@ -634,6 +649,16 @@ class SQLiteStore:
             self._delete_sessions(conn, [session_id])
         # Also when nothing was deleted: a repeated clear retries a checkpoint that was held back.
         self._checkpoint()
+
+    def user_session_stats(self, user_id: str) -> list[SessionStats]:
+        """`stats` of every session of `user_id`, sorted by id, in one query (what a memory
+        that shares across the user's sessions reads for each build)."""
+        rows = self._read(
+            "SELECT session_id, message_count, last_seq, total_tokens, user_id, created_at, updated_at, "
+            "generation FROM sessions WHERE user_id = ? ORDER BY session_id",
+            (user_id,),
+        )
+        return [SessionStats(*row) for row in rows]
 
     def sessions(self, *, user_id: str | None = None) -> list[str]:
         if user_id is None:
