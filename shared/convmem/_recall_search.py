@@ -74,14 +74,16 @@ def answer(
             search_problem or problem,
         )
     except Exception as exc:  # recall must never break a build
-        logger.warning(
-            "recall failed for session %r (%s: %s); nothing recalled",
-            mirror.session_id,
-            type(exc).__name__,
-            exc,
-        )
-        header = SECTION_HEADERS["zh" if config.language == "zh" else "en"]
-        return RecallResult((), "", 0, max_tokens, header, None, 0, (), f"recall failed: {exc}")
+        return _nothing_recalled(mirror.session_id, exc, max_tokens, config)
+
+
+def _nothing_recalled(session_id: str, exc: Exception, max_tokens: int, config: RecallConfig) -> RecallResult:
+    """The empty result of a search that failed, logged: recall must never break a build."""
+    logger.warning(
+        "recall failed for session %r (%s: %s); nothing recalled", session_id, type(exc).__name__, exc
+    )
+    header = SECTION_HEADERS["zh" if config.language == "zh" else "en"]
+    return RecallResult((), "", 0, max_tokens, header, None, 0, (), f"recall failed: {exc}")
 
 
 def gather(
@@ -427,11 +429,4 @@ def answer_sessions(
             problem,
         )
     except Exception as exc:  # recall must never break a build
-        logger.warning(
-            "recall across sessions failed for session %r (%s: %s); nothing recalled",
-            mirrors[0].session_id,
-            type(exc).__name__,
-            exc,
-        )
-        header = SECTION_HEADERS["zh" if config.language == "zh" else "en"]
-        return RecallResult((), "", 0, max_tokens, header, None, 0, (), f"recall failed: {exc}")
+        return _nothing_recalled(mirrors[0].session_id, exc, max_tokens, config)
