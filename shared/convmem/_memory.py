@@ -114,7 +114,8 @@ class ConversationMemory:
     Components: a `summarizer`, `fact_extractor` or `counter` left None is
     the offline default. Recall is on by default: with neither ``recall=`` nor
     ``embedder=`` earlier turns are found by their words (``Recall()``: BM25
-    over CJK-aware terms, no model); ``embedder=`` adds meaning (recall with
+    over CJK-aware terms, no model; on a `SQLiteStore` the terms are kept in
+    its file with FTS5); ``embedder=`` adds meaning (recall with
     default settings, vectors next to a SQLite store), and ``recall=`` takes a
     configured `Recall`, which may serve many sessions; not both. Each part
     has one switch: facts are turned off by
@@ -177,7 +178,7 @@ class ConversationMemory:
                 )
                 recall = Recall(embedder, index_dir=index_dir)
             else:
-                recall = Recall()  # by words: nothing to load, nothing written to disk
+                recall = Recall()  # by words: no model; on SQLite the terms go in the store's file
         self.recall: Recall | None = recall
         self._condensed: OrderedDict[tuple[str, int], str] = OrderedDict()
         """Condensed summaries by (summary text, room), the most recently used last."""

@@ -102,8 +102,8 @@ def gather(
     """
     granularity = config.granularity
     k = config.candidates
-    lexical_m = mirror.lexical_messages.scores(query) if granularity != "exchange" else {}
-    lexical_x = mirror.lexical_exchanges.scores(query) if granularity != "message" else {}
+    lexical_m = mirror.lexical_scores("messages", query) if granularity != "exchange" else {}
+    lexical_x = mirror.lexical_scores("exchanges", query) if granularity != "message" else {}
 
     pool: set[int] = set()
     for seq, _ in sorted(lexical_m.items(), key=lambda kv: -kv[1])[:k]:
@@ -313,7 +313,7 @@ def _screened(mirrors: Sequence[SessionMirror], query: str, vector: np.ndarray |
     for position in range(1, len(mirrors)):
         mirror = mirrors[position]
         with mirror.lock:
-            scores = mirror.lexical_messages.scores(query)
+            scores = mirror.lexical_scores("messages", query)
             if scores:
                 by_words.append((_shared_scale(mirror.lexical_messages, query, scores), position))
             index = mirror.index
