@@ -73,12 +73,7 @@ def _rss_mb() -> float:
 
 def measure(path: Path, lexical: str, repeat: int) -> dict[str, float]:
     """In this process: the first query, then the median of `repeat` more."""
-    if lexical == "bm25":
-        import convmem._recall
-
-        # Recall keeps BM25 in the process for every store that has no index of its own.
-        convmem._recall._stored_lexical = lambda store, session_id: None  # type: ignore[assignment]
-    store = SQLiteStore(path)
+    store = SQLiteStore(path, lexical_index="process" if lexical == "bm25" else "fts5")
     memory = ConversationMemory("bench", store, CONFIG)
     started = time.perf_counter()
     first = memory.build_context(query=QUESTIONS[0])
@@ -97,7 +92,7 @@ def measure(path: Path, lexical: str, repeat: int) -> dict[str, float]:
 
 def delete_one(path: Path) -> float:
     """Seconds to delete one message (with FTS5 documents: the index is merged too)."""
-    store = SQLiteStore(path)
+    store = SQLiteStore(path, lexical_index="fts5")
     started = time.perf_counter()
     store.delete_messages("bench", [7])
     seconds = time.perf_counter() - started

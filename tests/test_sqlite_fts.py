@@ -18,8 +18,10 @@ from pathlib import Path
 import pytest
 
 from convmem import (
+    ConfigError,
     ConversationMemory,
     InMemoryStore,
+    MemoryConfig,
     Message,
     Recall,
     SQLiteStore,
@@ -69,7 +71,7 @@ def bytes_hold(folder: Path, text: str) -> list[str]:
 
 
 def test_recall_on_sqlite_finds_an_old_message_through_the_fts_index(tmp_path: Path) -> None:
-    store = SQLiteStore(tmp_path / "m.db")
+    store = SQLiteStore(tmp_path / "m.db", lexical_index="fts5")
     append(store, "s1", [("user", "I adopted a corgi named Duoduo last spring."), *FILLER])
     recall = Recall()
     assert "Duoduo" in recalled(recall, store, "what is the name of my corgi?")[0]
@@ -82,7 +84,7 @@ def test_recall_on_sqlite_finds_an_old_message_through_the_fts_index(tmp_path: P
 
 
 def test_the_default_memory_on_sqlite_recalls_by_words_from_the_file(tmp_path: Path) -> None:
-    store = SQLiteStore(tmp_path / "m.db")
+    store = SQLiteStore(tmp_path / "m.db", lexical_index="fts5")
     memory = ConversationMemory("s1", store)
     memory.add("user", "The wifi password at the cabin is heliotrope42.")
     for role, text in FILLER * 30:
@@ -97,7 +99,7 @@ def test_the_default_memory_on_sqlite_recalls_by_words_from_the_file(tmp_path: P
 def test_messages_added_without_a_store_move_to_the_fts_index_once_the_store_is_named(
     tmp_path: Path,
 ) -> None:
-    store = SQLiteStore(tmp_path / "m.db")
+    store = SQLiteStore(tmp_path / "m.db", lexical_index="fts5")
     stored = append(store, "s1", [("user", "I adopted a corgi named Duoduo last spring."), *FILLER])
     recall = Recall()
     recall.add("s1", stored)  # no store: kept in the process until the store is known
@@ -108,7 +110,7 @@ def test_messages_added_without_a_store_move_to_the_fts_index_once_the_store_is_
 
 
 def test_async_recall_on_sqlite_finds_words_through_the_fts_index(tmp_path: Path) -> None:
-    store = SQLiteStore(tmp_path / "m.db")
+    store = SQLiteStore(tmp_path / "m.db", lexical_index="fts5")
     append(store, "s1", [("user", "I adopted a corgi named Duoduo last spring."), *FILLER])
     result = asyncio.run(
         Recall().asearch("s1", "what is my corgi called?", store=store, counter=COUNTER, max_tokens=300)
@@ -127,7 +129,7 @@ def test_other_stores_keep_the_in_process_bm25_index() -> None:
 
 
 def test_chinese_terms_round_trip_through_fts5(tmp_path: Path) -> None:
-    store = SQLiteStore(tmp_path / "m.db")
+    store = SQLiteStore(tmp_path / "m.db", lexical_index="fts5")
     append(store, "s1", [("user", "我养了一只狗，品种是柯基，名字叫多多。"), *FILLER])
     assert "多多" in recalled(Recall(), store, "我的狗叫什么名字？")[0]
     terms = fts_rows(store.path, "s1")[0][2].split()
@@ -142,7 +144,7 @@ def test_chinese_terms_round_trip_through_fts5(tmp_path: Path) -> None:
 
 
 def test_scores_rank_the_document_with_the_rarer_term_first(tmp_path: Path) -> None:
-    store = SQLiteStore(tmp_path / "m.db")
+    store = SQLiteStore(tmp_path / "m.db", lexical_index="fts5")
     append(store, "s1", [("user", "the train was late"), ("user", "the train to Zermatt"), *FILLER])
     index = SQLiteLexicalIndex(store, "s1", "messages")
     index.follow_log(store.stats("s1").generation)
@@ -181,7 +183,7 @@ HOSTILE_QUERIES = [
 
 @pytest.mark.parametrize("query", HOSTILE_QUERIES)
 def test_fts5_syntax_in_a_query_never_raises_or_crosses_sessions(tmp_path: Path, query: str) -> None:
-    store = SQLiteStore(tmp_path / "m.db")
+    store = SQLiteStore(tmp_path / "m.db", lexical_index="fts5")
     append(store, "mine", [("user", "my notes on banana bread"), ("user", "a plain message")])
     append(store, "theirs", [("user", "the secret launch code is zebra")])
     recall = Recall()
@@ -199,7 +201,7 @@ def test_fts5_syntax_in_a_query_never_raises_or_crosses_sessions(tmp_path: Path,
 
 
 def test_a_query_of_many_terms_works(tmp_path: Path) -> None:
-    store = SQLiteStore(tmp_path / "m.db")
+    store = SQLiteStore(tmp_path / "m.db", lexical_index="fts5")
     append(store, "s1", [("user", "word777 is here"), *FILLER])
     query = " ".join(f"word{i}" for i in range(3000))
     assert "word777" in recalled(Recall(), store, query)[0]
@@ -218,11 +220,11 @@ def docs_snapshot(path: Path) -> list[tuple[object, ...]]:
 
 def test_a_second_store_object_uses_the_documents_already_in_the_file(tmp_path: Path) -> None:
     path = tmp_path / "m.db"
-    first = SQLiteStore(path)
+    first = SQLiteStore(path, lexical_index="fts5")
     append(first, "s1", [("user", "I keep bees on the roof of the garage."), *FILLER])
     assert "bees" in recalled(Recall(), first, "where are my bees?")[0]
     written = docs_snapshot(path)
-    second = SQLiteStore(path)
+    second = SQLiteStore(path, lexical_index="fts5")
     assert "bees" in recalled(Recall(), second, "where are my bees?")[0]
     assert docs_snapshot(path) == written  # found, and nothing added again
     # What the second one appends, the first finds.
@@ -233,7 +235,7 @@ def test_a_second_store_object_uses_the_documents_already_in_the_file(tmp_path: 
 
 
 def test_a_process_that_read_less_of_the_log_never_undoes_one_that_read_more(tmp_path: Path) -> None:
-    store = SQLiteStore(tmp_path / "m.db")
+    store = SQLiteStore(tmp_path / "m.db", lexical_index="fts5")
     append(store, "s1", [("user", "Where is the ferry?"), ("assistant", "At pier nine.")])
     generation = store.stats("s1").generation
     ahead, behind = (SQLiteLexicalIndex(store, "s1", "exchanges") for _ in range(2))
@@ -254,7 +256,7 @@ def test_a_process_that_read_less_of_the_log_never_undoes_one_that_read_more(tmp
 CHILD = """
 import sys
 from convmem import Recall, SQLiteStore, TiktokenCounter
-store = SQLiteStore(sys.argv[1])
+store = SQLiteStore(sys.argv[1], lexical_index="fts5")
 result = Recall().search("s1", sys.argv[2], store=store, counter=TiktokenCounter(), max_tokens=300)
 print(result.items[0].text if result.items else "")
 """
@@ -262,7 +264,7 @@ print(result.items[0].text if result.items else "")
 
 def test_another_process_recalls_from_the_file_without_adding_documents(tmp_path: Path) -> None:
     path = tmp_path / "m.db"
-    store = SQLiteStore(path)
+    store = SQLiteStore(path, lexical_index="fts5")
     append(store, "s1", [("user", "The spare key is under the blue flowerpot."), *FILLER])
     recalled(Recall(), store, "where is the spare key?")
     written = docs_snapshot(path)
@@ -284,7 +286,7 @@ SECRET_WORD = "xylophonequartz"
 
 
 def indexed_secret(folder: Path, session_id: str = "s1", user_id: str | None = None) -> SQLiteStore:
-    store = SQLiteStore(folder / "m.db")
+    store = SQLiteStore(folder / "m.db", lexical_index="fts5")
     store.append(
         session_id, [Message.create("user", f"my locker code word is {SECRET_WORD}")], user_id=user_id
     )
@@ -364,11 +366,13 @@ def test_the_memory_facade_forgets_a_session_and_its_terms(tmp_path: Path) -> No
 
 
 def test_text_read_before_another_process_deleted_it_is_not_written_back(tmp_path: Path) -> None:
-    store = SQLiteStore(tmp_path / "m.db")
+    store = SQLiteStore(tmp_path / "m.db", lexical_index="fts5")
     append(store, "s1", [("user", f"my locker code word is {SECRET_WORD}"), *FILLER])
     index = SQLiteLexicalIndex(store, "s1", "messages")
     index.follow_log(store.stats("s1").generation)  # the log as read ...
-    SQLiteStore(tmp_path / "m.db").delete_messages("s1", [1])  # ... then deleted elsewhere
+    SQLiteStore(tmp_path / "m.db", lexical_index="fts5").delete_messages(
+        "s1", [1]
+    )  # ... then deleted elsewhere
     index.add(1, f"my locker code word is {SECRET_WORD}")
     assert SECRET_WORD not in str(index.scores("locker code word"))
     assert fts_rows(store.path) == []
@@ -381,7 +385,7 @@ def test_text_read_before_another_process_deleted_it_is_not_written_back(tmp_pat
 
 
 def a_recalling_store(folder: Path) -> tuple[SQLiteStore, Recall]:
-    store = SQLiteStore(folder / "m.db")
+    store = SQLiteStore(folder / "m.db", lexical_index="fts5")
     append(store, "s1", [("user", "My sister Ingrid teaches violin in Bergen."), *FILLER])
     recall = Recall()
     assert "Ingrid" in recalled(recall, store, "who teaches violin?")[0]
@@ -429,7 +433,7 @@ def test_a_corrupt_fts_index_found_by_a_new_store_is_rebuilt_with_a_warning(
     store, _ = a_recalling_store(tmp_path)
     store.close()
     corrupt_fts_segments(tmp_path / "m.db")
-    reopened = SQLiteStore(tmp_path / "m.db")
+    reopened = SQLiteStore(tmp_path / "m.db", lexical_index="fts5")
     with caplog.at_level(logging.WARNING, logger="convmem"):
         assert "Ingrid" in recalled(Recall(), reopened, "who teaches violin?")[0]
     assert any("integrity check failed" in r.getMessage() for r in caplog.records)
@@ -456,7 +460,7 @@ def test_a_query_that_hits_a_corrupt_segment_rebuilds_the_index(
 
 def test_a_rebuild_by_another_process_makes_this_one_add_its_documents_again(tmp_path: Path) -> None:
     store, recall = a_recalling_store(tmp_path)
-    other = SQLiteStore(store.path)
+    other = SQLiteStore(store.path, lexical_index="fts5")
     with closing(sqlite3.connect(store.path)) as conn:
         conn.execute("DROP TABLE recall_terms")
     recalled(Recall(), other, "nothing at all about it")  # the other one rebuilds, empty
@@ -490,7 +494,7 @@ def test_a_file_of_schema_3_gets_the_fts_index_and_recalls_its_old_messages(tmp_
     path = tmp_path / "old.db"
     with closing(sqlite3.connect(path)) as conn:
         conn.executescript(SCHEMA_3)
-    store = SQLiteStore(path)
+    store = SQLiteStore(path, lexical_index="fts5")
     with closing(sqlite3.connect(path)) as conn:
         assert conn.execute("PRAGMA user_version").fetchone() == (4,)
     assert "saffron" in recalled(Recall(), store, "what did grandmother grow?")[0]
@@ -498,3 +502,23 @@ def test_a_file_of_schema_3_gets_the_fts_index_and_recalls_its_old_messages(tmp_
     store.delete_messages("s1", [1])  # the migrated file's triggers purge too
     assert not any("saffron" in terms for _, _, terms in fts_rows(path))
     store.close()
+
+
+def test_by_default_the_keyword_index_stays_in_the_process(tmp_path: Path) -> None:
+    """FTS5 is a choice (`lexical_index="fts5"`): a default store's file gets no documents."""
+    store = SQLiteStore(tmp_path / "m.db")
+    memory = ConversationMemory("s1", store, MemoryConfig(keep_recent_turns=2))
+    memory.add_turn("My corgi is called Duoduo.", "Lovely!")
+    for i in range(6):
+        memory.add_turn(f"Question {i} about the migration?", f"Answer {i}.")
+    assert any("Duoduo" in item.text for item in memory.build_context("What is my corgi called?").recalled)
+    with sqlite3.connect(store.path) as conn:
+        assert conn.execute("SELECT count(*) FROM recall_docs").fetchone() == (0,)
+    store.close()
+
+
+@pytest.mark.parametrize("bad", ["FTS5", "bm25", "", None, 5])
+def test_an_unknown_lexical_index_is_refused(tmp_path: Path, bad: object) -> None:
+    with pytest.raises(ConfigError, match="lexical_index must be 'process'"):
+        SQLiteStore(tmp_path / "m.db", lexical_index=bad)  # type: ignore[arg-type]
+    assert not (tmp_path / "m.db").exists()

@@ -81,9 +81,10 @@ def _known(generation: object) -> str | None:
 
 
 def _stored_lexical(store: Store | None, session_id: str) -> tuple[LexicalIndex, LexicalIndex] | None:
-    """The lexical indexes `store` keeps for a session (SQLite: FTS5 in its file), or None:
-    recall then keeps BM25 in this process."""
-    if isinstance(store, SQLiteStore):
+    """The lexical indexes `store` keeps for a session (a SQLite store opened with
+    ``lexical_index="fts5"``: FTS5 in its file), or None: recall then keeps BM25 in
+    this process."""
+    if isinstance(store, SQLiteStore) and store.lexical_index == "fts5":
         return (
             SQLiteLexicalIndex(store, session_id, "messages"),
             SQLiteLexicalIndex(store, session_id, "exchanges"),

@@ -156,6 +156,15 @@ class SQLiteStore:
         pool_size: connections kept open between calls (default 4, at most 256).
             More threads than that may use the store at once: each extra one
             opens a connection for its call and closes it afterwards.
+        lexical_index: where recall keeps its keyword index of this store's
+            sessions. ``"process"`` (default): BM25 in each process, read from
+            the log on first use and bounded by `Recall`'s ``max_sessions``.
+            ``"fts5"``: SQLite FTS5 tables in this file, shared by every
+            process, so a new process does not index a session again and a
+            long session costs a quarter of the memory. It costs a file about
+            four times larger, a slower search (one FTS5 query per session
+            searched) and, after a deletion, a merge of the whole index so no
+            deleted term stays on disk (see `convmem._sqlite_lexical`).
     """
 
     def __init__(
@@ -165,6 +174,7 @@ class SQLiteStore:
         timeout: float = 30.0,
         synchronous: str = "NORMAL",
         pool_size: int = DEFAULT_POOL_SIZE,
+        lexical_index: str = "process",
     ) -> None:
         if str(path) == ":memory:":
             raise ConfigError("SQLiteStore needs a file path; for a memory-only store use InMemoryStore()")
@@ -189,6 +199,12 @@ class SQLiteStore:
             raise ConfigError(
                 f"SQLiteStore pool_size must be an int from 1 to {_MAX_POOL_SIZE}, got {pool_size!r}"
             )
+        if lexical_index not in ("process", "fts5"):
+            raise ConfigError(
+                f"SQLiteStore lexical_index must be 'process' (BM25 in each process) or 'fts5' (FTS5 "
+                f"tables in the file), got {lexical_index!r:.60}"
+            )
+        self.lexical_index = lexical_index
         self.path = Path(path)
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self._timeout = float(timeout)
