@@ -45,6 +45,7 @@ from ._sessions import (
     STORE_CUSTOM,
     coerce_memory_config,
     counter_from_name,
+    llamaindex_counter,
     open_sessions,
     resolve_counter,
     session_id_for_key,
@@ -91,11 +92,13 @@ class ConvMemChatMemoryBuffer(ChatMemoryBuffer):
 
     ``input`` is what `ChatMemoryBuffer.get` takes: a str, a `ChatMessage`
     or a `QueryBundle` steers recall; anything else (``get(initial_tokens)``
-    passes an int) is ignored, as there. Given a ``tokenizer_fn``, a message
-    costs its text alone, so a history with no facts, summary or recall to add
-    keeps the same messages as `ChatMemoryBuffer` (except that when not even
-    the newest exchange fits, the newest question comes back alone rather
-    than its answer). ``ConvMemChatMemoryBuffer()`` works: the limit defaults
+    passes an int) is ignored, as there. Tokens are counted as there too: with
+    ``tokenizer_fn``, else LlamaIndex's ``get_tokenizer()``, a message costing
+    its text alone, so a history with no facts, summary or recall to add keeps
+    the same messages as `ChatMemoryBuffer` (except that when not even the
+    newest exchange fits, the newest question comes back alone rather than its
+    answer). ``counter=TiktokenCounter()`` charges chat-API per-message
+    overhead and reply priming instead. ``ConvMemChatMemoryBuffer()`` works: the limit defaults
     to 3000.
 
     The session is ``chat_store_key``, read on every call: one buffer can
@@ -124,7 +127,9 @@ class ConvMemChatMemoryBuffer(ChatMemoryBuffer):
     memory_config: MemoryConfig = Field(default_factory=MemoryConfig, description="convmem settings.")
     store: Any = Field(default=None, exclude=True, description="A convmem Store used instead of path.")
     counter: Any = Field(
-        default=None, exclude=True, description="A convmem TokenCounter (default: tokenizer_fn, else cl100k)."
+        default=None,
+        exclude=True,
+        description="A convmem TokenCounter (default: tokenizer_fn, else LlamaIndex's tokenizer).",
     )
     summarizer: Any = Field(
         default=None, exclude=True, description="convmem Summarizer, or a LlamaIndex LLM to summarize with."
@@ -183,7 +188,9 @@ class ConvMemChatMemoryBuffer(ChatMemoryBuffer):
             # The summary trigger is a share of the default budget: make it this buffer's.
             self.memory_config = self.memory_config.replace(budget=self.token_limit)
         tokenizer_fn = self.tokenizer_fn if "tokenizer_fn" in self.model_fields_set else None
-        self._sessions = open_sessions(self, resolve_counter(self.counter, tokenizer_fn))
+        # Counted as ChatMemoryBuffer counts unless told otherwise: the same history
+        # and token_limit keep the same messages.
+        self._sessions = open_sessions(self, resolve_counter(self.counter, tokenizer_fn, llamaindex_counter))
         self.chat_store = ConvMemChatStore(self._sessions, self.user_id)
 
     @classmethod
@@ -473,7 +480,9 @@ class ConvMemChatMemoryBuffer(ChatMemoryBuffer):
             and values.get("tokenizer_fn") is None
         ):
             counter = counter_from_name(counter_name)
-            if counter is None:
+            if counter is not None and counter.name == llamaindex_counter().name:
+                counter = None  # the default: made again, never pickled with its tables
+            elif counter is None:
                 warnings.warn(
                     f"the buffer was saved counting with {counter_name!r}; pass tokenizer_fn= or counter= "
                     "to from_dict to count the same way (using the default counter now)",

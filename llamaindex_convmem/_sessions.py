@@ -39,6 +39,7 @@ __all__ = [
     "SessionFields",
     "coerce_memory_config",
     "counter_from_name",
+    "llamaindex_counter",
     "open_sessions",
     "resolve_counter",
     "session_id_for_key",
@@ -91,10 +92,18 @@ def coerce_memory_config(value: Any, default: Callable[[], MemoryConfig]) -> Mem
     return value
 
 
+def llamaindex_counter() -> TokenizerFnCounter:
+    """LlamaIndex's own way of counting (``get_tokenizer()``: the tokenizer of
+    ``Settings``, tiktoken's cl100k by default), as `ChatMemoryBuffer` counts."""
+    return TokenizerFnCounter(get_tokenizer())
+
+
 def resolve_counter(
-    counter: TokenCounter | None, tokenizer_fn: Callable[[str], Sequence[Any]] | None
+    counter: TokenCounter | None,
+    tokenizer_fn: Callable[[str], Sequence[Any]] | None,
+    default: Callable[[], TokenCounter] = default_counter,
 ) -> TokenCounter:
-    """The counter to use: `counter`, else one around `tokenizer_fn`, else convmem's default."""
+    """The counter to use: `counter`, else one around `tokenizer_fn`, else `default()`."""
     if counter is not None and tokenizer_fn is not None:
         raise ConfigError("give counter or tokenizer_fn, not both")
     if counter is not None:
@@ -105,7 +114,7 @@ def resolve_counter(
         return counter
     if tokenizer_fn is not None:
         return TokenizerFnCounter(tokenizer_fn)
-    return default_counter()
+    return default()
 
 
 def counter_from_name(name: str) -> TokenCounter | None:
@@ -117,7 +126,7 @@ def counter_from_name(name: str) -> TokenCounter | None:
         return TiktokenCounter(name.removeprefix("tiktoken:"))
     if name == ApproximateCounter.name:
         return ApproximateCounter()
-    llamaindex_default = TokenizerFnCounter(get_tokenizer())
+    llamaindex_default = llamaindex_counter()
     if name == llamaindex_default.name:  # tokenizer_fn=get_tokenizer(), LlamaIndex's default
         return llamaindex_default
     return None

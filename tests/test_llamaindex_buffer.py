@@ -22,10 +22,11 @@ SECOND_ANSWER = ChatMessage(role=MessageRole.ASSISTANT, content="second answer")
 
 
 def cost(buffer: ConvMemChatMemoryBuffer, messages: list[ChatMessage]) -> int:
-    """What `messages` cost under the buffer's counter, as a request (reply priming included)."""
-    return REPLY_PRIMING_TOKENS + sum(
-        buffer.token_counter.count_message(from_chat_message(m)) for m in messages
-    )
+    """What `messages` cost against the buffer's token_limit, counted as the buffer counts:
+    LlamaIndex's way by default (their text, no reply priming, as ChatMemoryBuffer), with
+    reply priming for a chat-API counter such as ``counter=TiktokenCounter()``."""
+    priming = 0 if isinstance(buffer.token_counter, TokenizerFnCounter) else REPLY_PRIMING_TOKENS
+    return priming + sum(buffer.token_counter.count_message(from_chat_message(m)) for m in messages)
 
 
 def tool_exchange(index: int, payload: str = "") -> list[ChatMessage]:
@@ -140,12 +141,12 @@ def test_set_replaces_the_history() -> None:
 
 
 def test_token_limit_bounds_a_growing_history_and_get_all_keeps_everything() -> None:
-    buffer = ConvMemChatMemoryBuffer.from_defaults(chat_history=[USER], token_limit=20)
+    buffer = ConvMemChatMemoryBuffer.from_defaults(chat_history=[USER], token_limit=5)
     for _ in range(3):
         buffer.put(USER)
     got = buffer.get()
     assert 1 <= len(got) < 4
-    assert cost(buffer, got) <= 20
+    assert cost(buffer, got) <= 5
     assert len(buffer.get_all()) == 4
     buffer.put(ChatMessage(role=MessageRole.USER, content="test message2"))
     assert buffer.get()[-1].content == "test message2"
@@ -360,8 +361,32 @@ def test_a_given_tokenizer_fn_counts_the_text() -> None:
     assert buffer.token_counter.count_text("one two three") == 3
 
 
-def test_without_a_tokenizer_fn_the_buffer_counts_with_cl100k() -> None:
-    assert ConvMemChatMemoryBuffer.from_defaults().token_counter.name == "tiktoken:cl100k_base"
+def test_without_a_tokenizer_fn_the_buffer_counts_as_chat_memory_buffer_does() -> None:
+    """LlamaIndex's own tokenizer (``get_tokenizer()``), text only: the same history and
+    token_limit keep the same messages as ChatMemoryBuffer."""
+    from llama_index.core.utils import get_tokenizer
+
+    buffer = ConvMemChatMemoryBuffer.from_defaults()
+    assert isinstance(buffer.token_counter, TokenizerFnCounter)
+    assert buffer.token_counter.name == TokenizerFnCounter(get_tokenizer()).name
+    history = [ChatMessage(role="user", content=f"short message {i}") for i in range(6)]
+    for limit in (3, 5, 8, 13, 40):
+        native = ChatMemoryBuffer.from_defaults(chat_history=history, token_limit=limit)
+        ours = ConvMemChatMemoryBuffer.from_defaults(chat_history=history, token_limit=limit)
+        assert [m.content for m in ours.get()] == [m.content for m in native.get()], limit
+
+
+def test_a_chat_api_counter_charges_per_message_overhead() -> None:
+    from convmem import TiktokenCounter
+
+    history = [ChatMessage(role="user", content=f"short message {i}") for i in range(6)]
+    native_way = ConvMemChatMemoryBuffer.from_defaults(chat_history=history, token_limit=20)
+    chat_api = ConvMemChatMemoryBuffer.from_defaults(
+        chat_history=history, token_limit=20, counter=TiktokenCounter()
+    )
+    assert chat_api.token_counter.name == "tiktoken:cl100k_base"
+    assert 0 < len(chat_api.get()) < len(native_way.get())
+    assert cost(chat_api, chat_api.get()) <= 20
 
 
 def test_counter_and_tokenizer_fn_together_are_refused() -> None:
@@ -402,7 +427,8 @@ def test_explain_reports_the_window_within_the_limit() -> None:
     buffer = ConvMemChatMemoryBuffer.from_defaults(token_limit=200, chat_history=[USER, ANSWER])
     report = buffer.explain()
     assert report.startswith("context: ")
-    assert "of 200 tokens used" in report
+    # Counted LlamaIndex's way, the limit leaves out the reply priming convmem reports.
+    assert f"of {200 + REPLY_PRIMING_TOKENS} tokens used" in report
 
 
 def test_facts_come_back_in_a_leading_memory_message_not_the_system_message() -> None:

@@ -57,10 +57,6 @@ POSITIONAL_INT = (
     "get(initial_tokens) idiom passes the int as input, which is ignored; every memory here "
     "behaves like ChatMemoryBuffer and the contract (written for an older signature) fails"
 )
-CHAT_API_OVERHEAD = (
-    "convmem's default counter charges chat-API per-message overhead and reply priming, which "
-    "ChatMemoryBuffer does not; pass tokenizer_fn to count LlamaIndex's way"
-)
 SIMPLE_CHAT_STORE_SERIALIZATION = (
     "SimpleChatStore's message serializer fails under pydantic 2.14 with llama-index-core 0.14.25, "
     "so ChatMemoryBuffer.to_dict/to_string fail once it holds a message"
@@ -74,8 +70,6 @@ DEVIATIONS: dict[str, tuple[tuple[str, ...], str]] = {
         POSITIONAL_INT,
     ),
     "test_buffer_room_for_all_but_the_first_message_drops_the_first_exchange": (EVERY_KIND, POSITIONAL_INT),
-    "test_buffer_room_for_the_last_exchange_drops_the_first": (("convmem",), CHAT_API_OVERHEAD),
-    "test_buffer_a_limit_of_five_keeps_the_two_newest_short_messages": (("convmem",), CHAT_API_OVERHEAD),
     "test_buffer_string_round_trip_keeps_history_and_limit": (("native",), SIMPLE_CHAT_STORE_SERIALIZATION),
     "test_buffer_dict_round_trip_keeps_history_and_limit": (("native",), SIMPLE_CHAT_STORE_SERIALIZATION),
 }

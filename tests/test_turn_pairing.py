@@ -146,7 +146,7 @@ def test_a_version_1_sqlite_file_gains_the_column_and_keeps_its_messages(tmp_pat
     assert store.messages("s")[-1].reply_to_seq == 1
     store.close()
     with sqlite3.connect(path) as conn:
-        assert conn.execute("PRAGMA user_version").fetchone()[0] == 3
+        assert conn.execute("PRAGMA user_version").fetchone()[0] == 4
     conn.close()
 
 

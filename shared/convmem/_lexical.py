@@ -6,9 +6,12 @@ incremental (a document is added once, when its message is stored) because
 rebuilding a BM25 model for every query costs O(history).
 
 Recall reaches its lexical half through `LexicalIndex` (text in, scores out),
-so an index a store keeps (SQLite FTS5, PostgreSQL full-text search) can
-replace `BM25TextIndex`, which keeps the terms in this process and is rebuilt
-from the log on first use.
+so an index a store keeps (`SQLiteLexicalIndex`: SQLite FTS5 in the store's
+file) can replace `BM25TextIndex`, which keeps the terms in this process and
+is rebuilt from the log on first use. An index a store keeps outlives the
+process and is shared by every process using the file: it also follows the
+log's generation (`StoredLexicalIndex`) and may say it lost its documents
+(`LexicalIndexLost`), and then recall gives it every document again.
 
 Tokens: Latin words are lowercased, stripped of possessives and a light
 suffix (``running`` -> ``runn``, ``dogs`` -> ``dog``), and English stopwords
@@ -25,11 +28,19 @@ import math
 import re
 from collections import Counter
 from collections.abc import Iterable, Sequence
-from typing import Protocol
+from typing import Protocol, runtime_checkable
 
 from ._language import CJK_RANGES
 
-__all__ = ["BM25Index", "BM25TextIndex", "LexicalIndex", "query_terms", "tokenize"]
+__all__ = [
+    "BM25Index",
+    "BM25TextIndex",
+    "LexicalIndex",
+    "LexicalIndexLost",
+    "StoredLexicalIndex",
+    "query_terms",
+    "tokenize",
+]
 
 _PIECES = re.compile(rf"[{CJK_RANGES}]+|[^\W_{CJK_RANGES}]+(?:'[^\W_{CJK_RANGES}]+)*")
 _CJK_RUN = re.compile(rf"[{CJK_RANGES}]+")
@@ -222,6 +233,32 @@ class LexicalIndex(Protocol):
 
     def scores(self, query: str) -> dict[int, float]:
         """The relevance of every document that shares a term with `query`."""
+        ...
+
+
+class LexicalIndexLost(Exception):
+    """Raised by `LexicalIndex.scores` of an index kept outside the process when its
+    documents are gone (its table was missing or corrupt and was rebuilt empty): the
+    caller adds every document again (after `clear`) and asks once more."""
+
+
+@runtime_checkable
+class StoredLexicalIndex(LexicalIndex, Protocol):
+    """A `LexicalIndex` that a store keeps, shared by the processes using it.
+
+    Writes are checked against the log: `follow_log` names the generation (see
+    `Store.stats`) of the log the documents added next come from, and nothing is
+    written once the log has another generation, so text deleted by another
+    process is never written back.
+    """
+
+    def follow_log(self, generation: str | None) -> None:
+        """The documents added from now on come from the log of `generation`."""
+        ...
+
+    def flush(self) -> None:
+        """Write what was added now (recall calls it where blocking I/O is allowed);
+        `scores` writes anything left first."""
         ...
 
 

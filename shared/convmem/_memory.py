@@ -114,7 +114,8 @@ class ConversationMemory:
     Components: a `summarizer`, `fact_extractor` or `counter` left None is
     the offline default. Recall is on by default: with neither ``recall=`` nor
     ``embedder=`` earlier turns are found by their words (``Recall()``: BM25
-    over CJK-aware terms, no model); ``embedder=`` adds meaning (recall with
+    over CJK-aware terms, no model; on a `SQLiteStore` the terms are kept in
+    its file with FTS5); ``embedder=`` adds meaning (recall with
     default settings, vectors next to a SQLite store), and ``recall=`` takes a
     configured `Recall`, which may serve many sessions; not both. Each part
     has one switch: facts are turned off by
@@ -177,11 +178,13 @@ class ConversationMemory:
                 )
                 recall = Recall(embedder, index_dir=index_dir)
             else:
-                recall = Recall()  # by words: nothing to load, nothing written to disk
+                recall = Recall()  # by words: no model; on SQLite the terms go in the store's file
         self.recall: Recall | None = recall
         self._condensed: OrderedDict[tuple[str, int], str] = OrderedDict()
         """Condensed summaries by (summary text, room), the most recently used last."""
         self._condensed_lock = threading.Lock()
+        self._last_window: tuple[tuple[object, ...], list[Turn]] | None = None
+        """The turns the last build read, keyed by what the store said of the log then."""
         self._derived = DerivedState(
             session_id=self.session_id,
             store=self.store,
@@ -477,8 +480,8 @@ class ConversationMemory:
         # The window never holds more than the budget: read the turns that hold just
         # over it (with a turn cap, at most that many turns), whatever the log's length.
         cap = self.config.keep_recent_turns
-        turns = self.recent_turns(cap, max_tokens=budget if cap is None else 4 * budget)
         stats = self.stats()
+        turns = self._window_turns(stats, cap, budget if cap is None else 4 * budget)
         language = self._language(turns, query)
         facts = self._facts_book().render_lines(language) if self.fact_extractor is not None else ()
         recall_share, recall_reason = self._recall_share(query)
@@ -495,6 +498,23 @@ class ConversationMemory:
             recall_share=recall_share,
             recall_reason=recall_reason,
         )
+
+    def _window_turns(self, stats: SessionStats, cap: int | None, max_tokens: int) -> list[Turn]:
+        """`recent_turns` for a build, read again only when the log changed since the last.
+
+        Every write a turn can show (an append, a status change, a deletion or
+        replacement, a session started again) changes the log's last seq, its
+        activity time or its generation, all read with `stats` before the turns:
+        a write racing the read makes the next build read again, never serves an
+        older log. A store that reports no activity time is read every time.
+        """
+        key = (stats.generation, stats.last_seq, stats.message_count, stats.updated_at, cap, max_tokens)
+        cached = self._last_window
+        if cached is not None and cached[0] == key and stats.updated_at is not None:
+            return cached[1]
+        turns = recent_turns(self.store, self.session_id, cap, max_tokens=max_tokens)
+        self._last_window = (key, turns)
+        return turns
 
     def _fit_summary(self, request: ContextRequest) -> ContextRequest:
         """The request with its summary shortened by the summarizer when it is over its

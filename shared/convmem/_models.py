@@ -11,6 +11,7 @@ once, on write).
 from __future__ import annotations
 
 import dataclasses
+import functools
 import json
 import math
 import time
@@ -479,8 +480,9 @@ class Turn:
                 return message.status
         return self.messages[0].status
 
-    @property
+    @functools.cached_property
     def token_count(self) -> int:
+        """The stored token counts of its messages, summed once (a window re-reads it often)."""
         return sum(m.token_count or 0 for m in self.messages)
 
     @property

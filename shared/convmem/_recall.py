@@ -2,7 +2,8 @@
 
 `Recall` indexes every stored message (and every question-and-answer
 exchange) of a session twice: as a vector in a `VectorIndex` and as terms in
-a BM25 index (without an embedder, as terms only). A query is answered by
+a BM25 index (without an embedder, as terms only; for a `SQLiteStore`, an
+FTS5 index in the store's file, `_sqlite_lexical`). A query is answered by
 blending dense and lexical scores with speaker, episode and recency boosts,
 dropping near-duplicates, small talk, what the recent window already holds
 and what is below `min_score` or the relevance floor, and filling the recall
@@ -46,12 +47,15 @@ import numpy as np
 from ._embedder import Embedder
 from ._errors import BudgetError, ConfigError
 from ._intent import choose_recall_share
+from ._lexical import LexicalIndex
 from ._models import Message
 from ._recall_config import RecallConfig, RecallFilters
 from ._recall_plan import Blocking, EmbedQuery, Plan, arun_plan, run_plan
 from ._recall_render import RecalledItem, RecallResult
 from ._recall_search import answer_sessions
 from ._recall_units import UNKNOWN, SessionMirror, is_exchange_unit
+from ._sqlite_lexical import SQLiteLexicalIndex
+from ._sqlite_store import SQLiteStore
 from ._store import SessionStats, Store
 from ._tokens import TokenCounter
 from ._vector_index import FaissIndex, IndexFiles, VectorIndex
@@ -76,6 +80,18 @@ def _known(generation: object) -> str | None:
     return generation if isinstance(generation, str) else None
 
 
+def _stored_lexical(store: Store | None, session_id: str) -> tuple[LexicalIndex, LexicalIndex] | None:
+    """The lexical indexes `store` keeps for a session (a SQLite store opened with
+    ``lexical_index="fts5"``: FTS5 in its file), or None: recall then keeps BM25 in
+    this process."""
+    if isinstance(store, SQLiteStore) and store.lexical_index == "fts5":
+        return (
+            SQLiteLexicalIndex(store, session_id, "messages"),
+            SQLiteLexicalIndex(store, session_id, "exchanges"),
+        )
+    return None
+
+
 # -- the engine ---------------------------------------------------------------------
 
 
@@ -98,7 +114,9 @@ class Recall:
             and dropped, and read again from its file and the log when next used.
 
     Without an embedder there are no vectors, so `index_dir` and `index_factory` are
-    refused; everything recall needs is rebuilt from the log on first use.
+    refused; everything recall needs is rebuilt from the log on first use (on a
+    `SQLiteStore` the lexical index is kept in the store's file with FTS5 and
+    shared by every process using it: see `SQLiteLexicalIndex`).
 
     Thread-safe. `add` may run in a background thread while `search` serves
     requests: a search uses what is indexed at that moment (new messages are
@@ -312,8 +330,13 @@ class Recall:
                         self._keys_of[session_id].discard(state.key)
             if state is None:
                 state = self._evicted.pop(key, None) or SessionMirror(
-                    session_id, embeds=self.embedder is not None
+                    session_id, embeds=self.embedder is not None, lexical=_stored_lexical(store, session_id)
                 )
+            elif state.key[0] is None and store is not None:
+                stored = _stored_lexical(store, session_id)
+                if stored is not None:
+                    with state.lock:
+                        state.use_lexical(stored)
             state.key = key
             self._sessions[key] = state
             self._sessions.move_to_end(key)

@@ -232,8 +232,9 @@ class _Section:
             tokens = counter.count_text(text)
             if tokens <= max_tokens and sum(item.token_count + 1 for item in items) <= max_tokens:
                 return Rendered(items, text, tokens, tuple(dropped))
-            # Date lines repeated by out-of-order timestamps cost more than estimated: drop the weakest.
-            weakest = min(range(len(picked)), key=lambda i: picked[i][0].score)
+            # Date lines repeated by out-of-order timestamps cost more than estimated: drop the
+            # weakest, of equals the one ranked last (exact ties happen when sessions share a scale).
+            weakest = min(reversed(range(len(picked))), key=lambda i: picked[i][0].score)
             _, seqs = picked.pop(weakest)
             dropped.append(Dropped("recall", f"seqs {list(seqs)}", 0, "over the recall token cap"))
         return Rendered((), "", 0, tuple(dropped))

@@ -74,14 +74,16 @@ def answer(
             search_problem or problem,
         )
     except Exception as exc:  # recall must never break a build
-        logger.warning(
-            "recall failed for session %r (%s: %s); nothing recalled",
-            mirror.session_id,
-            type(exc).__name__,
-            exc,
-        )
-        header = SECTION_HEADERS["zh" if config.language == "zh" else "en"]
-        return RecallResult((), "", 0, max_tokens, header, None, 0, (), f"recall failed: {exc}")
+        return _nothing_recalled(mirror.session_id, exc, max_tokens, config)
+
+
+def _nothing_recalled(session_id: str, exc: Exception, max_tokens: int, config: RecallConfig) -> RecallResult:
+    """The empty result of a search that failed, logged: recall must never break a build."""
+    logger.warning(
+        "recall failed for session %r (%s: %s); nothing recalled", session_id, type(exc).__name__, exc
+    )
+    header = SECTION_HEADERS["zh" if config.language == "zh" else "en"]
+    return RecallResult((), "", 0, max_tokens, header, None, 0, (), f"recall failed: {exc}")
 
 
 def gather(
@@ -100,8 +102,8 @@ def gather(
     """
     granularity = config.granularity
     k = config.candidates
-    lexical_m = mirror.lexical_messages.scores(query) if granularity != "exchange" else {}
-    lexical_x = mirror.lexical_exchanges.scores(query) if granularity != "message" else {}
+    lexical_m = mirror.lexical_scores("messages", query) if granularity != "exchange" else {}
+    lexical_x = mirror.lexical_scores("exchanges", query) if granularity != "message" else {}
 
     pool: set[int] = set()
     for seq, _ in sorted(lexical_m.items(), key=lambda kv: -kv[1])[:k]:
@@ -311,7 +313,7 @@ def _screened(mirrors: Sequence[SessionMirror], query: str, vector: np.ndarray |
     for position in range(1, len(mirrors)):
         mirror = mirrors[position]
         with mirror.lock:
-            scores = mirror.lexical_messages.scores(query)
+            scores = mirror.lexical_scores("messages", query)
             if scores:
                 by_words.append((_shared_scale(mirror.lexical_messages, query, scores), position))
             index = mirror.index
@@ -427,11 +429,4 @@ def answer_sessions(
             problem,
         )
     except Exception as exc:  # recall must never break a build
-        logger.warning(
-            "recall across sessions failed for session %r (%s: %s); nothing recalled",
-            mirrors[0].session_id,
-            type(exc).__name__,
-            exc,
-        )
-        header = SECTION_HEADERS["zh" if config.language == "zh" else "en"]
-        return RecallResult((), "", 0, max_tokens, header, None, 0, (), f"recall failed: {exc}")
+        return _nothing_recalled(mirrors[0].session_id, exc, max_tokens, config)

@@ -18,7 +18,7 @@ from collections.abc import Callable, Collection, Sequence
 import numpy as np
 
 from ._errors import ConfigError
-from ._lexical import BM25TextIndex, LexicalIndex
+from ._lexical import BM25TextIndex, LexicalIndex, LexicalIndexLost, StoredLexicalIndex
 from ._models import Message, Role, TurnStatus
 from ._recall_config import RecallConfig
 from ._recall_plan import EmbedDocuments, Plan
@@ -63,7 +63,8 @@ class SessionMirror:
 
     With ``embeds=False`` (recall without an embedder) no unit is queued for
     embedding: the mirror keeps its lexical indexes only. `new_lexical_index`
-    makes the two lexical indexes (messages, exchanges).
+    makes the two lexical indexes (messages, exchanges); `lexical`, when given,
+    is that pair already made (e.g. the store's own, `SQLiteLexicalIndex`).
     """
 
     def __init__(
@@ -72,6 +73,7 @@ class SessionMirror:
         *,
         embeds: bool = True,
         new_lexical_index: Callable[[], LexicalIndex] = BM25TextIndex,
+        lexical: tuple[LexicalIndex, LexicalIndex] | None = None,
     ) -> None:
         self.session_id = session_id
         self.key: tuple[int | None, str] = (None, session_id)  # (store key, session id) in its Recall
@@ -94,8 +96,9 @@ class SessionMirror:
         self.exchanges: dict[int, list[int]] = {}
         self.open_exchange: int | None = None
         self.exchange_units: dict[int, int] = {}  # first seq -> unit id wanted now
-        self.lexical_messages = new_lexical_index()
-        self.lexical_exchanges = new_lexical_index()
+        if lexical is None:
+            lexical = (new_lexical_index(), new_lexical_index())
+        self.lexical_messages, self.lexical_exchanges = lexical
         self.pending: dict[int, str] = {}  # unit id -> text still to embed
         self.inflight: set[int] = set()
         self.speakers: dict[str, str] = {}  # lowercased name -> name
@@ -259,6 +262,7 @@ class SessionMirror:
             newer = store.messages(self.session_id, after_seq=after)
             with self.lock:
                 self.drop_units(self.ingest(newer, config))
+                self.flush_lexical()
         elif stats.last_seq < known:
             with self.lock:
                 self.needs_full_read = True  # the log shrank: it was cleared or replaced
@@ -278,6 +282,7 @@ class SessionMirror:
             embedded_texts = self.wanted_units()
             self.reset_log_view()
             self.generation = generation
+            self._lexical_follow(generation)
             self.ingest(log, config)  # what it supersedes is not wanted: dropped just below
             self.needs_full_read = False
             wanted = self.wanted_units()
@@ -294,6 +299,62 @@ class SessionMirror:
                     self.unsaved += len(extra)
                 for unit in keep:
                     self.pending.pop(unit, None)
+            self.flush_lexical()
+
+    # -- the lexical indexes --------------------------------------------------------------
+
+    def _lexical_follow(self, generation: str | None) -> None:
+        for index in (self.lexical_messages, self.lexical_exchanges):
+            if isinstance(index, StoredLexicalIndex):
+                index.follow_log(generation)
+
+    def flush_lexical(self) -> None:
+        """Have indexes kept by the store write what was added (lock held; blocking I/O)."""
+        for index in (self.lexical_messages, self.lexical_exchanges):
+            if isinstance(index, StoredLexicalIndex):
+                index.flush()
+
+    def use_lexical(self, lexical: tuple[LexicalIndex, LexicalIndex]) -> None:
+        """Swap in other lexical indexes and give them every document (lock held)."""
+        self.lexical_messages, self.lexical_exchanges = lexical
+        if isinstance(self.generation, str) or self.generation is None:
+            self._lexical_follow(self.generation)
+        self._refill(self.lexical_messages, self.lexical_exchanges)
+
+    def _refill(self, *indexes: LexicalIndex) -> None:
+        """Give `indexes` every document this mirror holds, from scratch (lock held)."""
+        for index in indexes:
+            index.clear()
+            if index is self.lexical_messages:
+                for seq in self.order:
+                    if seq not in self.small_talk:
+                        index.add(seq, self.lines[seq])
+            else:
+                for first in self.exchanges:
+                    index.add(first, self.exchange_text(first))
+
+    def lexical_scores(self, units: str, query: str) -> dict[int, float]:
+        """Lexical scores of this session's ``"messages"`` or ``"exchanges"`` (lock held).
+
+        An index kept by the store may have lost its documents (rebuilt after it went
+        missing or corrupt): it is given them again from this mirror and asked again.
+        Only documents this mirror holds are returned: a shared index may already hold
+        what another process added from a newer log.
+        """
+        index = self.lexical_messages if units == "messages" else self.lexical_exchanges
+        try:
+            found = index.scores(query)
+        except LexicalIndexLost as lost:
+            logger.warning(
+                "recall lexical index of session %r: %s; adding its documents again", self.session_id, lost
+            )
+            self._refill(index)
+            found = index.scores(query)
+        if not isinstance(index, StoredLexicalIndex):
+            return found
+        if units == "messages":
+            return {seq: s for seq, s in found.items() if seq in self.lines and seq not in self.small_talk}
+        return {first: s for first, s in found.items() if first in self.exchanges}
 
     # -- the embedding queue ------------------------------------------------------------
 

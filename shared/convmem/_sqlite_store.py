@@ -9,8 +9,13 @@ serialize on SQLite's own lock and each message gets exactly one seq. The file
 is a normal SQLite database: ``sqlite3 memory.db "select role, content from
 messages"`` shows a log.
 
+Recall's lexical index lives in the same file (SQLite FTS5, see
+`_sqlite_lexical`): recall writes its documents, and the deleting calls remove
+the documents of what they delete in the same transaction.
+
 Deleted conversations leave no copy behind: every connection sets
-``secure_delete`` (freed pages are zeroed, on every build of SQLite), and each
+``secure_delete`` (freed pages are zeroed, on every build of SQLite), the FTS
+index is merged after a delete so no segment keeps deleted terms, and each
 deleting call ends with a checkpoint that empties the ``-wal`` file, which
 would otherwise keep the pages as they were before the delete.
 """
@@ -32,6 +37,12 @@ from typing import Any
 from ._codec import message_from_record, message_to_record
 from ._errors import ConfigError, InvalidMessageError, StoreError
 from ._models import Message, TurnStatus
+from ._sqlite_lexical import (
+    create_lexical_schema,
+    ensure_lexical_schema,
+    purge_deleted_terms,
+    sessions_have_documents,
+)
 from ._store import (
     SessionStats,
     StateRecord,
@@ -47,8 +58,9 @@ __all__ = ["SQLiteStore"]
 
 logger = logging.getLogger("convmem")
 
-# 2: messages.reply_to_seq; 3: sessions.generation (both added to an older file when it is opened).
-_SCHEMA_VERSION = 3
+# 2: messages.reply_to_seq; 3: sessions.generation (both added to an older file when it is opened);
+# 4: recall's lexical index (FTS5 tables and triggers, `_sqlite_lexical`), created in an older file.
+_SCHEMA_VERSION = 4
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS sessions (
     session_id   TEXT PRIMARY KEY,
@@ -144,6 +156,15 @@ class SQLiteStore:
         pool_size: connections kept open between calls (default 4, at most 256).
             More threads than that may use the store at once: each extra one
             opens a connection for its call and closes it afterwards.
+        lexical_index: where recall keeps its keyword index of this store's
+            sessions. ``"process"`` (default): BM25 in each process, read from
+            the log on first use and bounded by `Recall`'s ``max_sessions``.
+            ``"fts5"``: SQLite FTS5 tables in this file, shared by every
+            process, so a new process does not index a session again and a
+            long session costs a quarter of the memory. It costs a file about
+            four times larger, a slower search (one FTS5 query per session
+            searched) and, after a deletion, a merge of the whole index so no
+            deleted term stays on disk (see `convmem._sqlite_lexical`).
     """
 
     def __init__(
@@ -153,6 +174,7 @@ class SQLiteStore:
         timeout: float = 30.0,
         synchronous: str = "NORMAL",
         pool_size: int = DEFAULT_POOL_SIZE,
+        lexical_index: str = "process",
     ) -> None:
         if str(path) == ":memory:":
             raise ConfigError("SQLiteStore needs a file path; for a memory-only store use InMemoryStore()")
@@ -177,6 +199,12 @@ class SQLiteStore:
             raise ConfigError(
                 f"SQLiteStore pool_size must be an int from 1 to {_MAX_POOL_SIZE}, got {pool_size!r}"
             )
+        if lexical_index not in ("process", "fts5"):
+            raise ConfigError(
+                f"SQLiteStore lexical_index must be 'process' (BM25 in each process) or 'fts5' (FTS5 "
+                f"tables in the file), got {lexical_index!r:.60}"
+            )
+        self.lexical_index = lexical_index
         self.path = Path(path)
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self._timeout = float(timeout)
@@ -187,6 +215,8 @@ class SQLiteStore:
         self._pool_lock = threading.Lock()
         self._pid = os.getpid()
         self._closed = False
+        # Whether recall's lexical index passed its integrity check through this object (`_sqlite_lexical`).
+        self._lexical_checked = False
         try:
             self._migrate()
         except sqlite3.DatabaseError as exc:
@@ -221,6 +251,7 @@ class SQLiteStore:
             self._add_columns(conn)
             conn.execute(f"UPDATE sessions SET generation = {_NEW_GENERATION} WHERE generation IS NULL")
             conn.execute(_GENERATION_TRIGGER)
+            create_lexical_schema(conn)
             conn.execute(f"PRAGMA user_version = {_SCHEMA_VERSION}")
             conn.execute("COMMIT")
 
@@ -506,10 +537,13 @@ class SQLiteStore:
             return []
         with self._transaction() as conn:
             doomed = self._locked_messages(conn, session_id, wanted)
+            indexed = self._before_delete(conn, [session_id])
             conn.executemany(
                 "DELETE FROM messages WHERE session_id = ? AND seq = ?", [(session_id, s) for s in wanted]
             )
             self._log_changed(conn, session_id, -len(doomed), -sum(m.token_count or 0 for m in doomed))
+            if indexed:
+                purge_deleted_terms(conn)
         self._checkpoint()  # the deleted text must not stay in the -wal file
         return doomed
 
@@ -521,12 +555,15 @@ class SQLiteStore:
         try:
             with self._transaction() as conn:
                 (old,) = self._locked_messages(conn, session_id, [seq])
+                indexed = self._before_delete(conn, [session_id])
                 conn.execute(
                     f"UPDATE messages SET ({_COLUMNS}) = ({', '.join('?' * len(record))}) "
                     "WHERE session_id = ? AND seq = ?",
                     (*record.values(), session_id, seq),
                 )
                 self._log_changed(conn, session_id, 0, (stored.token_count or 0) - (old.token_count or 0))
+                if indexed:
+                    purge_deleted_terms(conn)
         except UnicodeEncodeError as exc:
             raise InvalidMessageError(
                 f"the replacement for seq={seq} of session {session_id!r} is not valid UTF-8 text "
@@ -625,8 +662,7 @@ class SQLiteStore:
 
     def clear(self, session_id: str) -> None:
         with self._transaction() as conn:
-            for table in ("messages", "state", "sessions"):
-                conn.execute(f"DELETE FROM {table} WHERE session_id = ?", (session_id,))
+            self._delete_sessions(conn, [session_id])
         # Also when nothing was deleted: a repeated clear retries a checkpoint that was held back.
         self._checkpoint()
 
@@ -677,10 +713,22 @@ class SQLiteStore:
             self._checkpoint()
         return doomed
 
-    @staticmethod
-    def _delete_sessions(conn: sqlite3.Connection, session_ids: Sequence[str]) -> None:
-        for table in ("messages", "state", "sessions"):
+    def _before_delete(self, conn: sqlite3.Connection, session_ids: list[str]) -> bool:
+        """Inside a deleting transaction: make sure the lexical tables the triggers on
+        ``messages`` write to exist; True when these sessions have lexical documents
+        (the FTS index is then merged after the delete: `purge_deleted_terms`)."""
+        ensure_lexical_schema(conn, self.path)
+        return sessions_have_documents(conn, session_ids)
+
+    def _delete_sessions(self, conn: sqlite3.Connection, session_ids: list[str]) -> None:
+        if not session_ids:
+            return
+        indexed = self._before_delete(conn, session_ids)
+        # Documents first, in one statement per session: the per-message triggers then find none.
+        for table in ("recall_docs", "recall_sessions", "messages", "state", "sessions"):
             conn.executemany(f"DELETE FROM {table} WHERE session_id = ?", [(sid,) for sid in session_ids])
+        if indexed:
+            purge_deleted_terms(conn)
 
     def close(self) -> None:
         """Close every connection this store opened, from any thread.
