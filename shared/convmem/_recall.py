@@ -2,8 +2,9 @@
 
 `Recall` indexes every stored message (and every question-and-answer
 exchange) of a session twice: as a vector in a `VectorIndex` and as terms in
-a BM25 index (without an embedder, as terms only; for a `SQLiteStore`, an
-FTS5 index in the store's file, `_sqlite_lexical`). A query is answered by
+a BM25 index (without an embedder, as terms only; for a `SQLiteStore` opened
+with ``lexical_index="fts5"``, an FTS5 index in the store's file,
+`_sqlite_lexical`). A query is answered by
 blending dense and lexical scores with speaker, episode and recency boosts,
 dropping near-duplicates, small talk, what the recent window already holds
 and what is below `min_score` or the relevance floor, and filling the recall
@@ -114,9 +115,9 @@ class Recall:
             and dropped, and read again from its file and the log when next used.
 
     Without an embedder there are no vectors, so `index_dir` and `index_factory` are
-    refused; everything recall needs is rebuilt from the log on first use (on a
-    `SQLiteStore` the lexical index is kept in the store's file with FTS5 and
-    shared by every process using it: see `SQLiteLexicalIndex`).
+    refused; everything recall needs is rebuilt from the log on first use (a
+    `SQLiteStore` opened with ``lexical_index="fts5"`` keeps the lexical index in
+    its file, shared by every process using it: see `SQLiteLexicalIndex`).
 
     Thread-safe. `add` may run in a background thread while `search` serves
     requests: a search uses what is indexed at that moment (new messages are

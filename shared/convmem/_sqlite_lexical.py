@@ -1,7 +1,8 @@
 """Recall's lexical index in the store's own SQLite file, with SQLite FTS5.
 
 `SQLiteLexicalIndex` is the `LexicalIndex` recall uses for a session of a
-`SQLiteStore`: the terms of each message and each exchange live in the same
+`SQLiteStore` opened with ``lexical_index="fts5"`` (by default recall keeps
+BM25 in each process instead): the terms of each message and each exchange live in the same
 file as the log, so a process that opens the file finds them there instead of
 keeping a BM25 copy of every session it serves in memory, and a second process
 mirroring the same session writes nothing.

@@ -9,9 +9,11 @@ serialize on SQLite's own lock and each message gets exactly one seq. The file
 is a normal SQLite database: ``sqlite3 memory.db "select role, content from
 messages"`` shows a log.
 
-Recall's lexical index lives in the same file (SQLite FTS5, see
-`_sqlite_lexical`): recall writes its documents, and the deleting calls remove
-the documents of what they delete in the same transaction.
+With ``lexical_index="fts5"`` recall's lexical index lives in the same file
+(SQLite FTS5, see `_sqlite_lexical`): recall writes its documents, and the
+deleting calls remove the documents of what they delete in the same
+transaction. The tables exist in every file of schema 4; by default they stay
+empty and recall keeps BM25 in each process.
 
 Deleted conversations leave no copy behind: every connection sets
 ``secure_delete`` (freed pages are zeroed, on every build of SQLite), the FTS
