@@ -93,12 +93,14 @@ def gather(
     excluded: Collection[int],
     filters: RecallFilters | None,
     config: RecallConfig,
+    hits: list[tuple[int, float]] | None = None,
 ) -> tuple[Evidence, str | None]:
     """The candidate messages for `query` (lock held) and, when dense search failed, why.
 
     Candidates are the best `config.candidates` of each retriever (BM25 over
     messages, BM25 over exchanges, vector search), less what `excluded` and
-    `filters` rule out.
+    `filters` rule out. `hits` are the vector search's, when it already ran
+    (screening the sessions of a user) with nothing excluded.
     """
     granularity = config.granularity
     k = config.candidates
@@ -124,7 +126,8 @@ def gather(
         else:
             try:
                 # Over-fetch by the window instead of an IDSelector: selector search is slower.
-                hits = index.search(vector, k + len(excluded))
+                if hits is None or excluded:
+                    hits = index.search(vector, k + len(excluded))
             except Exception as exc:
                 logger.warning("vector search failed for session %r: %s", mirror.session_id, exc)
                 problem = f"vector search failed ({exc}); keywords only"
@@ -208,9 +211,10 @@ def _gather_one(
     excluded: Collection[int],
     filters: RecallFilters | None,
     config: RecallConfig,
+    hits: list[tuple[int, float]] | None = None,
 ) -> tuple[_Gathered, str | None]:
     with mirror.lock:
-        evidence, problem = gather(mirror, query, vector, excluded, filters, config)
+        evidence, problem = gather(mirror, query, vector, excluded, filters, config, hits)
         item_seqs = {seq: mirror.item_seqs(seq, excluded, config) for seq in evidence.seqs}
         wanted = {s for seqs in item_seqs.values() for s in seqs}
         messages = {s: mirror.messages[s] for s in wanted}
@@ -302,14 +306,18 @@ class _Counted(MutableMapping[tuple[str, str, int], int]):
 SESSIONS_SEARCHED = 12
 
 
-def _screened(mirrors: Sequence[SessionMirror], query: str, vector: np.ndarray | None) -> list[SessionMirror]:
+def _screened(
+    mirrors: Sequence[SessionMirror], query: str, vector: np.ndarray | None, candidates: int
+) -> list[tuple[SessionMirror, list[tuple[int, float]] | None]]:
     """The asking session (first) and the other sessions worth a full search: the
     `SESSIONS_SEARCHED` best by their best keyword match (on the scale sessions share)
-    and the `SESSIONS_SEARCHED` best by their most similar message."""
+    and the `SESSIONS_SEARCHED` best by their most similar message; each with the
+    vector search screening ran (its `candidates` best units), to be used again."""
     if len(mirrors) <= SESSIONS_SEARCHED + 1:
-        return list(mirrors)
+        return [(mirror, None) for mirror in mirrors]
     by_words: list[tuple[float, int]] = []
     by_meaning: list[tuple[float, int]] = []
+    searched: dict[int, list[tuple[int, float]]] = {}
     for position in range(1, len(mirrors)):
         mirror = mirrors[position]
         with mirror.lock:
@@ -324,15 +332,16 @@ def _screened(mirrors: Sequence[SessionMirror], query: str, vector: np.ndarray |
                 and index.dimension == vector.shape[-1]
             ):
                 try:
-                    hits = index.search(vector, 1)
+                    hits = index.search(vector, candidates)
                 except Exception as exc:  # screened out, not fatal: the others are still searched
                     logger.warning("vector search failed for session %r: %s", mirror.session_id, exc)
                     hits = []
                 if hits:
                     by_meaning.append((float(hits[0][1]), position))
+                    searched[position] = hits
     chosen = {position for _, position in heapq.nlargest(SESSIONS_SEARCHED, by_words)}
     chosen.update(position for _, position in heapq.nlargest(SESSIONS_SEARCHED, by_meaning))
-    return [mirrors[0], *(mirrors[position] for position in sorted(chosen))]
+    return [(mirrors[0], None), *((mirrors[p], searched.get(p)) for p in sorted(chosen))]
 
 
 def answer_sessions(
@@ -370,9 +379,9 @@ def answer_sessions(
         )
     try:
         parts: list[_Gathered] = []
-        for position, mirror in enumerate(_screened(mirrors, query, vector)):
+        for position, (mirror, hits) in enumerate(_screened(mirrors, query, vector, config.candidates)):
             part, search_problem = _gather_one(
-                mirror, query, vector, excluded if position == 0 else (), filters, config
+                mirror, query, vector, excluded if position == 0 else (), filters, config, hits
             )
             parts.append(part)
             problem = problem or search_problem

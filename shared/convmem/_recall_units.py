@@ -350,7 +350,7 @@ class SessionMirror:
             )
             self._refill(index)
             found = index.scores(query)
-        if not isinstance(index, StoredLexicalIndex):
+        if type(index) is BM25TextIndex:  # holds exactly this mirror's documents
             return found
         if units == "messages":
             return {seq: s for seq, s in found.items() if seq in self.lines and seq not in self.small_talk}
