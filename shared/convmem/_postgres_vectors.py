@@ -37,17 +37,24 @@ import functools
 import logging
 import threading
 from collections.abc import Callable, Iterable
-from typing import TYPE_CHECKING, TypeVar
+from typing import Any, Protocol, TypeVar
 
 import numpy as np
 
 from ._errors import ConfigError
-from ._postgres_schema import _Operation
+from ._postgres_schema import _Operation, _Queries
 from ._store import validate_id
 from ._store_backed_index import _unit_ids, _unit_rows, stored_vector
 
-if TYPE_CHECKING:
-    from ._postgres_store import PostgresStore
+
+class _SyncPostgres(Protocol):
+    """What the index needs of a `PostgresStore`: its queries and a way to run them
+    (named here rather than imported: the store's module imports this one)."""
+
+    _queries: _Queries
+
+    def _run(self, make: Callable[[], _Operation[Any]], action: str, *, transaction: bool = False) -> Any: ...
+
 
 __all__ = ["PostgresVectorIndex"]
 
@@ -149,7 +156,7 @@ class PostgresVectorIndex:
     Thread-safe: one lock per index serializes its calls.
     """
 
-    def __init__(self, store: PostgresStore, *, session_id: str, dimension: int, model: str) -> None:
+    def __init__(self, store: _SyncPostgres, *, session_id: str, dimension: int, model: str) -> None:
         validate_id(session_id)
         if isinstance(dimension, bool) or not isinstance(dimension, int) or dimension <= 0:
             raise ConfigError(f"dimension must be a positive int, got {dimension!r}")
@@ -217,7 +224,8 @@ class PostgresVectorIndex:
     # -- reading from the table -------------------------------------------------------
 
     def _run(self, make: Callable[[], _Operation[_T]], action: str) -> _T:
-        return self._store._run(make, f"{action} of session {self._session_id!r:.80}")
+        result: _T = self._store._run(make, f"{action} of session {self._session_id!r:.80}")
+        return result
 
     def _decode(self, unit: int, data: bytes) -> np.ndarray | None:
         vector = None
