@@ -105,6 +105,7 @@ def test_the_schema_records_its_version_and_reopening_changes_nothing(postgres_u
         (2, "messages.reply_to_seq: the question an answer belongs to"),
         (3, "a generation per session log"),
         (4, "vectors: recall embeddings, so a new server never embeds a stored session again"),
+        (5, "lexical_docs: recall's keyword index, for stores opened with lexical_index='tsvector'"),
     ]
 
 
@@ -142,6 +143,7 @@ def test_a_schema_of_version_2_is_migrated_and_its_sessions_get_distinct_generat
         store.append("a", [user("a")])
         store.append("b", [user("b")])
     with psycopg.connect(postgres_url, autocommit=True) as conn:  # as convmem before migration 3 left it
+        conn.execute(f'DROP TABLE "{schema}".lexical_docs')
         conn.execute(f'DROP TABLE "{schema}".vectors')
         conn.execute(f'ALTER TABLE "{schema}".sessions DROP COLUMN generation')
         conn.execute(f'DELETE FROM "{schema}".schema_version WHERE version >= 3')

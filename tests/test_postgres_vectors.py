@@ -495,8 +495,10 @@ def test_a_schema_of_version_3_gains_the_vectors_table_and_keeps_its_sessions(
     with PostgresStore(postgres_url, schema=schema) as store:
         store.append("s", [Message.create("user", PETS[0])])
         generation = store.stats("s").generation
-    sql(postgres_url, f'DROP TABLE "{schema}".vectors')  # as convmem before migration 4 left it
-    sql(postgres_url, f'DELETE FROM "{schema}".schema_version WHERE version = 4')
+    # As convmem before migration 4 left it.
+    sql(postgres_url, f'DROP TABLE "{schema}".lexical_docs')
+    sql(postgres_url, f'DROP TABLE "{schema}".vectors')
+    sql(postgres_url, f'DELETE FROM "{schema}".schema_version WHERE version >= 4')
     with PostgresStore(postgres_url, schema=schema) as store:
         assert store.stats("s").generation == generation
         recall, embedder = server(store)

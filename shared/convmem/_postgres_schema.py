@@ -11,6 +11,8 @@ Tables (in their own schema, ``convmem`` by default)::
     state           (session_id, key) -> value, version, updated_at; likewise
     vectors         (session_id, model, unit_id) -> generation, dimension, vector (float32 bytes),
                     written (migration 4); likewise, and emptied when the log's generation changes
+    lexical_docs    (session_id, kind, doc_id) -> generation, digest, size, terms (tsvector, GIN
+                    index; migration 5); likewise. Written only by `PostgresLexicalIndex`
 
 The store creates and migrates its schema itself when it opens: each
 migration runs in one transaction under an advisory lock, so many servers
@@ -169,6 +171,26 @@ _MIGRATIONS: tuple[tuple[int, str, tuple[str, ...]], ...] = (
             )""",
             # The newest write of a session's vectors in one index probe: the change check of search.
             "CREATE INDEX vectors_by_write ON {s}.vectors (session_id, model, written)",
+        ),
+    ),
+    (
+        5,
+        "lexical_docs: recall's keyword index, for stores opened with lexical_index='tsvector'",
+        (
+            # terms: array_to_tsvector of recall's own terms (no parser, no dictionary), so each term
+            # is exactly one lexeme; digest and size let a server skip documents already written.
+            """CREATE TABLE {s}.lexical_docs (
+                session_id text COLLATE "C" NOT NULL
+                           REFERENCES {s}.sessions (session_id) ON DELETE CASCADE,
+                kind       text NOT NULL CHECK (kind IN ('messages', 'exchanges')),
+                doc_id     bigint NOT NULL,
+                generation text NOT NULL,
+                digest     bytea NOT NULL,
+                size       integer NOT NULL,
+                terms      tsvector NOT NULL,
+                PRIMARY KEY (session_id, kind, doc_id)
+            )""",
+            "CREATE INDEX lexical_docs_terms ON {s}.lexical_docs USING gin (terms)",
         ),
     ),
 )
@@ -482,6 +504,8 @@ class _Queries:
         # Vectors of the old generation go with it; a server that keeps some (unchanged text)
         # writes them again under the new one (see PostgresVectorIndex.follow_generation).
         yield _Sql(f"DELETE FROM {self.s}.vectors WHERE session_id = %s", (session_id,))
+        # Likewise the keyword index: recall adds the session's documents again from the new log.
+        yield _Sql(f"DELETE FROM {self.s}.lexical_docs WHERE session_id = %s", (session_id,))
         yield _Sql(
             f"UPDATE {self.s}.sessions SET message_count = message_count + %s, "
             "total_tokens = total_tokens + %s, generation = %s, "
@@ -689,6 +713,97 @@ class _Queries:
             (session_id, model, generation),
         )
         return len(rows)
+
+    # -- recall's keyword index (lexical_docs) --------------------------------------------------
+
+    def lexical_stored(
+        self, session_id: str, kind: str, doc_ids: Sequence[int] | None
+    ) -> _Operation[dict[int, tuple[bytes, int]]]:
+        """(digest, size) of the session's `kind` documents of its current generation: of
+        `doc_ids`, or all of them (None)."""
+        _check_id(session_id, "session_id")
+        s = self.s
+        text = f"""
+            SELECT d.doc_id, d.digest, d.size FROM {s}.sessions AS s
+            JOIN {s}.lexical_docs AS d
+              ON d.session_id = s.session_id AND d.generation = s.generation AND d.kind = %s
+            WHERE s.session_id = %s"""
+        params: tuple[Any, ...] = (kind, session_id)
+        if doc_ids is not None:
+            text += " AND d.doc_id = ANY(%s::bigint[])"
+            params += (list(doc_ids),)
+        rows = yield _Sql(text, params)
+        return {int(r[0]): (bytes(r[1]), int(r[2])) for r in rows}
+
+    def write_lexical(
+        self,
+        session_id: str,
+        kind: str,
+        generation: str | None,
+        deletes: Sequence[int],
+        docs: Sequence[tuple[int, bytes, int, str]],
+    ) -> _Operation[bool]:
+        """Run in a transaction: delete `deletes` and upsert `docs` (doc id, digest, size, terms
+        joined by ``\\x1f``) while the session is at `generation`; False (nothing written) otherwise.
+
+        A stored document of the same generation that is longer (written by a server that read
+        further) stays. The terms become a tsvector with `array_to_tsvector`: no text is parsed.
+        """
+        _check_id(session_id, "session_id")
+        s = self.s
+        rows = yield _Sql(
+            f"SELECT 1 FROM {s}.sessions WHERE session_id = %s AND generation IS NOT DISTINCT FROM %s "
+            "FOR KEY SHARE",
+            (session_id, generation),
+        )
+        if not rows:
+            return False
+        if deletes:
+            yield _Sql(
+                f"DELETE FROM {s}.lexical_docs WHERE session_id = %s AND kind = %s "
+                "AND doc_id = ANY(%s::bigint[])",
+                (session_id, kind, list(deletes)),
+            )
+        if docs:
+            yield _Sql(
+                f"""
+                INSERT INTO {s}.lexical_docs AS known
+                    (session_id, kind, doc_id, generation, digest, size, terms)
+                SELECT %s, %s, u.doc_id, %s, u.digest, u.size,
+                       array_to_tsvector(string_to_array(u.terms, E'\\x1f'))
+                FROM unnest(%s::bigint[], %s::bytea[], %s::integer[], %s::text[])
+                     AS u(doc_id, digest, size, terms)
+                ON CONFLICT (session_id, kind, doc_id) DO UPDATE SET
+                    generation = EXCLUDED.generation, digest = EXCLUDED.digest,
+                    size = EXCLUDED.size, terms = EXCLUDED.terms
+                WHERE known.generation <> EXCLUDED.generation OR known.size <= EXCLUDED.size""",
+                (
+                    session_id,
+                    kind,
+                    generation,
+                    [d[0] for d in docs],
+                    [d[1] for d in docs],
+                    [d[2] for d in docs],
+                    [d[3] for d in docs],
+                ),
+            )
+        return True
+
+    def lexical_scores(self, session_id: str, kind: str, tsquery: str) -> _Operation[dict[int, float]]:
+        """`ts_rank` of the session's `kind` documents of its current generation matching `tsquery`
+        (a tsquery in its text form, bound as a parameter)."""
+        _check_id(session_id, "session_id")
+        s = self.s
+        rows = yield _Sql(
+            f"""
+            SELECT d.doc_id, ts_rank(d.terms, q.query, 1)
+            FROM (SELECT %s::tsquery AS query) AS q, {s}.sessions AS s
+            JOIN {s}.lexical_docs AS d
+              ON d.session_id = s.session_id AND d.generation = s.generation AND d.kind = %s
+            WHERE s.session_id = %s AND d.terms @@ q.query""",
+            (tsquery, kind, session_id),
+        )
+        return {int(r[0]): float(r[1]) for r in rows}
 
     # -- listing, deleting, retention ---------------------------------------------------------
 

@@ -96,6 +96,10 @@ class PostgresStore:
             before it fails with `StoreError`.
         max_connections: the size of the store's own connection pool; more concurrent
             calls wait for a free connection (within `timeout`).
+        lexical_index: where recall keeps its keyword index of this store's sessions:
+            ``"process"`` (default: BM25 in each process, built from the log) or
+            ``"tsvector"`` (rows of the ``lexical_docs`` table, shared by every server:
+            a server new to a session finds its terms there; see `_postgres_lexical`).
 
     The schema is created or migrated when the store opens, so the server must be
     reachable then (`StoreError` otherwise). Needs ``pip install 'convmem[postgres]'``.
@@ -116,10 +120,17 @@ class PostgresStore:
         schema: str = DEFAULT_SCHEMA,
         timeout: float = 10.0,
         max_connections: int = 10,
+        lexical_index: str = "process",
     ) -> None:
         self._queries = _Queries(schema)
         self._timeout = _check_timeout(timeout)
         _check_pool_size(max_connections)
+        if lexical_index not in ("process", "tsvector"):
+            raise ConfigError(
+                f"PostgresStore lexical_index must be 'process' (BM25 in each process) or 'tsvector' "
+                f"(the lexical_docs table, shared by every server), got {lexical_index!r:.60}"
+            )
+        self.lexical_index = lexical_index
         if (url is None) == (pool is None):
             raise ConfigError("PostgresStore needs exactly one of url=... or pool=...")
         pg, pg_pool = _psycopg()

@@ -4,7 +4,8 @@
 exchange) of a session twice: as a vector in a `VectorIndex` and as terms in
 a BM25 index (without an embedder, as terms only; for a `SQLiteStore` opened
 with ``lexical_index="fts5"``, an FTS5 index in the store's file,
-`_sqlite_lexical`). A query is answered by
+`_sqlite_lexical`; for a `PostgresStore` opened with ``lexical_index="tsvector"``,
+a tsvector table in its schema, `_postgres_lexical`). A query is answered by
 blending dense and lexical scores with speaker, episode and recency boosts,
 dropping near-duplicates, small talk, what the recent window already holds
 and what is below `min_score` or the relevance floor, and filling the recall
@@ -50,6 +51,8 @@ from ._errors import BudgetError, ConfigError
 from ._intent import choose_recall_share
 from ._lexical import LexicalIndex
 from ._models import Message
+from ._postgres_lexical import PostgresLexicalIndex
+from ._postgres_store import PostgresStore
 from ._recall_config import RecallConfig, RecallFilters
 from ._recall_plan import Blocking, EmbedQuery, Plan, arun_plan, run_plan
 from ._recall_render import RecalledItem, RecallResult
@@ -83,12 +86,18 @@ def _known(generation: object) -> str | None:
 
 def _stored_lexical(store: Store | None, session_id: str) -> tuple[LexicalIndex, LexicalIndex] | None:
     """The lexical indexes `store` keeps for a session (a SQLite store opened with
-    ``lexical_index="fts5"``: FTS5 in its file), or None: recall then keeps BM25 in
+    ``lexical_index="fts5"``: FTS5 in its file; a PostgreSQL store opened with
+    ``lexical_index="tsvector"``: its lexical_docs table), or None: recall then keeps BM25 in
     this process."""
     if isinstance(store, SQLiteStore) and store.lexical_index == "fts5":
         return (
             SQLiteLexicalIndex(store, session_id, "messages"),
             SQLiteLexicalIndex(store, session_id, "exchanges"),
+        )
+    if isinstance(store, PostgresStore) and store.lexical_index == "tsvector":
+        return (
+            PostgresLexicalIndex(store, session_id, "messages"),
+            PostgresLexicalIndex(store, session_id, "exchanges"),
         )
     return None
 
@@ -117,7 +126,9 @@ class Recall:
     Without an embedder there are no vectors, so `index_dir` and `index_factory` are
     refused; everything recall needs is rebuilt from the log on first use (a
     `SQLiteStore` opened with ``lexical_index="fts5"`` keeps the lexical index in
-    its file, shared by every process using it: see `SQLiteLexicalIndex`).
+    its file, shared by every process using it: see `SQLiteLexicalIndex`; a
+    `PostgresStore` opened with ``lexical_index="tsvector"`` in its schema, shared by
+    every server: see `PostgresLexicalIndex`).
 
     Thread-safe. `add` may run in a background thread while `search` serves
     requests: a search uses what is indexed at that moment (new messages are

@@ -1,0 +1,271 @@
+"""On a `PostgresStore` opened with ``lexical_index="tsvector"``, recall's keyword index lives
+in the ``lexical_docs`` table: shared by every server, kept to the log's generation, deleted
+with what it indexes, and safe against any query text."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Iterator, Sequence
+
+import psycopg
+import pytest
+from postgres_server import drop_schema, new_schema
+
+import convmem
+from convmem import ConfigError, ConversationMemory, Message, PostgresStore, Recall, TiktokenCounter
+from convmem._lexical import tokenize
+from convmem._postgres_lexical import PostgresLexicalIndex, tsquery_text
+
+pytestmark = pytest.mark.postgres
+
+COUNTER = TiktokenCounter()
+FILLER = [
+    ("user", "How was your weekend?"),
+    ("assistant", "Pretty quiet, I mostly read a novel about sailors."),
+    ("user", "Work has been busy with the quarterly report."),
+    ("assistant", "Deadlines always pile up at the end of a quarter."),
+]
+CORGI = "I adopted a corgi named Duoduo last spring."
+
+
+@pytest.fixture
+def schema(postgres_url: str) -> Iterator[str]:
+    chosen = new_schema()
+    yield chosen
+    drop_schema(postgres_url, chosen)
+
+
+@pytest.fixture
+def store(postgres_url: str, schema: str) -> Iterator[PostgresStore]:
+    opened = PostgresStore(postgres_url, schema=schema, lexical_index="tsvector")
+    yield opened
+    opened.close()
+
+
+def append(
+    store: PostgresStore, session_id: str, items: Sequence[tuple[str, str]], user_id: str | None = None
+) -> list[Message]:
+    messages = []
+    for role, text in items:
+        message = Message.create(role, text)
+        messages.append(dataclasses.replace(message, token_count=COUNTER.count_message(message)))
+    return store.append(session_id, messages, user_id=user_id)
+
+
+def recalled(recall: Recall, store: PostgresStore, query: str, session_id: str = "s1") -> list[str]:
+    result = recall.search(session_id, query, store=store, counter=COUNTER, max_tokens=400)
+    return [item.text for item in result.items]
+
+
+def doc_rows(url: str, schema: str, session_id: str | None = None) -> list[tuple[str, str, int, list[str]]]:
+    """(session, kind, doc id, lexemes) of the lexical documents, of one session or all."""
+    with psycopg.connect(url, autocommit=True) as conn:
+        rows = conn.execute(
+            f'SELECT session_id, kind, doc_id, tsvector_to_array(terms) FROM "{schema}".lexical_docs '
+            "WHERE %s::text IS NULL OR session_id = %s ORDER BY session_id, kind, doc_id",
+            (session_id, session_id),
+        ).fetchall()
+    return [(sid, kind, int(doc), sorted(terms)) for sid, kind, doc, terms in rows]
+
+
+# -- recall by words through the table ----------------------------------------------------------
+
+
+def test_recall_finds_an_old_message_through_the_tsvector_table(
+    store: PostgresStore, postgres_url: str, schema: str
+) -> None:
+    append(store, "s1", [("user", CORGI), *FILLER])
+    recall = Recall()
+    assert "Duoduo" in recalled(recall, store, "what is the name of my corgi?")[0]
+    assert isinstance(recall._state("s1", store).lexical_messages, PostgresLexicalIndex)
+    rows = doc_rows(postgres_url, schema, "s1")
+    assert ("s1", "messages", 1, sorted(set(tokenize(CORGI)))) in rows
+    assert {kind for _, kind, _, _ in rows} == {"messages", "exchanges"}
+
+
+def test_a_memory_recalls_english_and_chinese_words_from_the_table(
+    store: PostgresStore, postgres_url: str, schema: str
+) -> None:
+    memory = ConversationMemory("s1", store)
+    memory.add("user", "The wifi password at the cabin is heliotrope42.")
+    memory.add("user", "我的狗叫多多，它喜欢在公园里追球。")
+    for role, text in FILLER * 30:
+        memory.add(role, text)
+    context = memory.build_context(query="what was the cabin wifi password?", budget=1000)
+    assert any("heliotrope42" in item.text for item in context.recalled)
+    context = memory.build_context(query="我的狗叫什么名字？", budget=1000)
+    assert any("多多" in item.text for item in context.recalled)
+    lexemes = {term for _, _, _, terms in doc_rows(postgres_url, schema, "s1") for term in terms}
+    assert {"heliotrope42", "多多", "狗叫"} <= lexemes
+    memory.close()
+
+
+@pytest.mark.parametrize(
+    "query",
+    [
+        "a & !b | c:*",
+        "corgi' | 'x",
+        "corgi:* & (duoduo <-> spring)",
+        "say \"corgi\" \\ \\\\ '' ",
+        "\\",
+        "'",
+        ":",
+        "😀🐶🎉",
+        "corgi " + "x" * 20_000,
+        "狗 " * 10_000,
+        "",
+    ],
+)
+def test_hostile_queries_give_valid_results(store: PostgresStore, query: str) -> None:
+    append(store, "s1", [("user", CORGI), *FILLER])
+    recall = Recall()
+    texts = recalled(recall, store, query)
+    assert all(isinstance(text, str) for text in texts)
+    scores = recall._state("s1", store).lexical_scores("messages", query)
+    if "corgi" in query:
+        assert 1 in scores  # the quoted term still matches, whatever surrounds it
+    else:
+        assert 1 not in scores
+
+
+def test_terms_with_tsquery_syntax_round_trip(store: PostgresStore) -> None:
+    """Terms never hold these today (tokenize keeps word characters), but the index must
+    not depend on it: every term is stored and matched as itself."""
+    append(store, "s1", [("user", "x")])
+    index = PostgresLexicalIndex(store, "s1", "messages")
+    index.follow_log(store.stats("s1").generation)
+    hostile = ["a'b", "c\\d", "e:f", "g & !h | i:*", "(", "'", "\\", "狗叫", "😀"]
+    queries = store._queries
+    for seq, term in enumerate(hostile, start=1):
+        # Written as the index writes them (bypassing tokenize, which would split these).
+        store._run(
+            lambda seq=seq, term=term: queries.write_lexical(
+                "s1", "messages", index._generation, [], [(seq, b"d", 1, term)]
+            ),
+            "test write",
+            transaction=True,
+        )
+    for seq, term in enumerate(hostile, start=1):
+        found = store._run(
+            lambda term=term: queries.lexical_scores("s1", "messages", tsquery_text([term])), "test read"
+        )
+        assert set(found) == {seq}, term
+
+
+def test_a_second_server_finds_old_turns_without_writing(
+    postgres_url: str, schema: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    first = PostgresStore(postgres_url, schema=schema, lexical_index="tsvector")
+    second = PostgresStore(postgres_url, schema=schema, lexical_index="tsvector")
+    try:
+        append(first, "s1", [("user", CORGI), *FILLER * 10])
+        assert "Duoduo" in recalled(Recall(), first, "what is my corgi called?")[0]
+        before = doc_rows(postgres_url, schema)
+        writes: list[object] = []
+        original = second._queries.write_lexical
+
+        def counting(*args: object, **kwargs: object) -> object:
+            writes.append(args)
+            return original(*args, **kwargs)  # type: ignore[arg-type]
+
+        monkeypatch.setattr(second._queries, "write_lexical", counting)
+        assert "Duoduo" in recalled(Recall(), second, "what is my corgi called?")[0]
+        assert writes == []
+        assert doc_rows(postgres_url, schema) == before
+        # New turns appended through the second server are written once, by it.
+        append(second, "s1", [("user", "The spare key is under the blue flowerpot.")])
+        assert "flowerpot" in recalled(Recall(), second, "where is the spare key?")[0]
+        assert len(writes) >= 1
+        assert any("flowerpot" in terms for _, _, _, terms in doc_rows(postgres_url, schema))
+    finally:
+        first.close()
+        second.close()
+
+
+# -- what goes away with the log ---------------------------------------------------------------
+
+
+def test_delete_and_replace_remove_the_documents_of_the_old_text(
+    store: PostgresStore, postgres_url: str, schema: str
+) -> None:
+    stored = append(store, "s1", [("user", CORGI), *FILLER, ("user", "My locker code is 8812.")])
+    recall = Recall()
+    assert "Duoduo" in recalled(recall, store, "what is my corgi called?")[0]
+    assert any("duoduo" in terms for *_, terms in doc_rows(postgres_url, schema))
+    store.delete_messages("s1", [stored[0].seq or 0])
+    # Deleted in the same transaction, before any recall runs again.
+    assert doc_rows(postgres_url, schema) == []
+    assert all("Duoduo" not in text for text in recalled(recall, store, "what is my corgi called?"))
+    assert not any("duoduo" in terms for *_, terms in doc_rows(postgres_url, schema))
+    assert any("8812" in terms for *_, terms in doc_rows(postgres_url, schema))
+    store.replace_message("s1", stored[-1].seq or 0, Message.create("user", "My locker is number 40."))
+    assert doc_rows(postgres_url, schema) == []
+    assert all("8812" not in text for text in recalled(recall, store, "what is my locker code?"))
+    assert not any("8812" in terms for *_, terms in doc_rows(postgres_url, schema))
+
+
+def test_a_write_from_an_older_generation_is_refused(
+    store: PostgresStore, postgres_url: str, schema: str
+) -> None:
+    stored = append(store, "s1", [("user", CORGI), *FILLER])
+    index = PostgresLexicalIndex(store, "s1", "messages")
+    index.follow_log(store.stats("s1").generation)
+    store.delete_messages("s1", [stored[0].seq or 0])  # a new generation meanwhile
+    index.add(1, CORGI)
+    index.flush()
+    assert doc_rows(postgres_url, schema) == []
+    assert index.scores("corgi") == {}
+
+
+def test_forgetting_and_expiring_sessions_delete_their_documents(
+    store: PostgresStore, postgres_url: str, schema: str
+) -> None:
+    recall = Recall()
+    for session_id, user in (("s1", "alice"), ("s2", "alice"), ("s3", "bob"), ("s4", "bob")):
+        append(store, session_id, [("user", CORGI), *FILLER], user_id=user)
+        assert "Duoduo" in recalled(recall, store, "corgi?", session_id)[0]
+    assert {row[0] for row in doc_rows(postgres_url, schema)} == {"s1", "s2", "s3", "s4"}
+    convmem.forget_session(store, "s1", recall=recall)
+    assert {row[0] for row in doc_rows(postgres_url, schema)} == {"s2", "s3", "s4"}
+    store.forget_user("alice")
+    assert {row[0] for row in doc_rows(postgres_url, schema)} == {"s3", "s4"}
+    with psycopg.connect(postgres_url, autocommit=True) as conn:
+        conn.execute(f'UPDATE "{schema}".sessions SET updated_at = 0 WHERE session_id = %s', ("s3",))
+    assert store.expire_idle(3600) == ["s3"]
+    assert {row[0] for row in doc_rows(postgres_url, schema)} == {"s4"}
+
+
+# -- opting in ---------------------------------------------------------------------------------
+
+
+def test_the_default_store_writes_no_documents(postgres_url: str, schema: str) -> None:
+    store = PostgresStore(postgres_url, schema=schema)
+    try:
+        assert store.lexical_index == "process"
+        append(store, "s1", [("user", CORGI), *FILLER * 30])
+        memory = ConversationMemory("s1", store)
+        memory.add("user", "The wifi password at the cabin is heliotrope42.")
+        context = memory.build_context(query="what is my corgi called?", budget=1000)
+        assert any("Duoduo" in item.text for item in context.recalled)
+        assert doc_rows(postgres_url, schema) == []
+    finally:
+        store.close()
+
+
+@pytest.mark.parametrize("value", ["fts5", "TSVECTOR", "", None, 1])
+def test_an_unknown_lexical_index_is_refused(postgres_url: str, schema: str, value: object) -> None:
+    with pytest.raises(ConfigError, match=r"lexical_index must be 'process'.*'tsvector'"):
+        PostgresStore(postgres_url, schema=schema, lexical_index=value)  # type: ignore[arg-type]
+
+
+def test_a_schema_of_version_4_gains_the_table_and_keeps_its_sessions(postgres_url: str, schema: str) -> None:
+    with PostgresStore(postgres_url, schema=schema) as store:
+        append(store, "s1", [("user", CORGI), *FILLER])
+        generation = store.stats("s1").generation
+    with psycopg.connect(postgres_url, autocommit=True) as conn:  # as convmem before migration 5 left it
+        conn.execute(f'DROP TABLE "{schema}".lexical_docs')
+        conn.execute(f'DELETE FROM "{schema}".schema_version WHERE version = 5')
+    with PostgresStore(postgres_url, schema=schema, lexical_index="tsvector") as store:
+        assert store.stats("s1").generation == generation
+        assert "Duoduo" in recalled(Recall(), store, "what is my corgi called?")[0]
+    assert ("s1", "messages", 1, sorted(set(tokenize(CORGI)))) in doc_rows(postgres_url, schema)
