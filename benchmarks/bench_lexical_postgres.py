@@ -1,0 +1,140 @@
+"""Lexical recall on a long PostgreSQL session: the tsvector table vs BM25 in the process.
+
+Builds one session of N messages (default 10,000, mixed Chinese/English) in a
+fresh schema of the PostgreSQL server named by ``CONVMEM_POSTGRES_URL``, then
+times `build_context(query=...)` of a `ConversationMemory` with lexical recall
+(no model), for a `PostgresStore` opened with ``lexical_index="tsvector"`` and
+for the default (``"process"``: `BM25TextIndex` built from the log):
+
+* first query of a process on a session whose documents are not written yet
+  (tsvector: recall writes every document; BM25: recall builds its index);
+* first query of a new process on a session already indexed (tsvector writes
+  nothing; BM25 builds its index again, as every server does);
+* the median of later queries.
+
+Each measurement runs in a fresh Python process, which also reports its
+resident memory. The schema is dropped at the end. Run:
+
+    CONVMEM_POSTGRES_URL=postgresql://... python benchmarks/bench_lexical_postgres.py [--messages 10000]
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import os
+import statistics
+import subprocess
+import sys
+import time
+import uuid
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+import psycopg
+from _history import history
+
+from convmem import ApproximateCounter, ConversationMemory, MemoryConfig, Message, PostgresStore
+
+QUESTIONS = [
+    "What did we decide about the database?",
+    "我的狗叫什么名字？",
+    "When does the train to Shanghai leave?",
+    "What is the project budget?",
+]
+CONFIG = MemoryConfig(budget=2048, summary_trigger="never", extract_facts=False)
+
+
+def build_session(url: str, schema: str, size: int) -> None:
+    counter = ApproximateCounter()
+    store = PostgresStore(url, schema=schema, timeout=120)
+    rows = history(size)
+    for start in range(0, size, 5000):
+        batch = []
+        for role, text in rows[start : start + 5000]:
+            message = Message.create(role, text)
+            batch.append(dataclasses.replace(message, token_count=counter.count_message(message)))
+        store.append("bench", batch)
+    store.close()
+
+
+def _rss_mb() -> float:
+    with open("/proc/self/status") as status:
+        for line in status:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) / 1024
+    return float("nan")
+
+
+def measure(url: str, schema: str, lexical: str, repeat: int) -> dict[str, float]:
+    """In this process: the first query, then the median of `repeat` more."""
+    store = PostgresStore(url, schema=schema, timeout=600, lexical_index=lexical)
+    memory = ConversationMemory("bench", store, CONFIG)
+    started = time.perf_counter()
+    first = memory.build_context(query=QUESTIONS[0])
+    first_seconds = time.perf_counter() - started
+    assert first.recalled, "recall found nothing"
+    times = []
+    for index in range(repeat):
+        started = time.perf_counter()
+        memory.build_context(query=QUESTIONS[index % len(QUESTIONS)])
+        times.append(time.perf_counter() - started)
+    rss = _rss_mb()
+    memory.close()
+    store.close()
+    return {"first": first_seconds, "median": statistics.median(times), "rss_mb": rss}
+
+
+def run_child(url: str, schema: str, lexical: str, repeat: int) -> dict[str, float]:
+    out = subprocess.run(
+        [sys.executable, __file__, "--child", lexical, "--schema", schema, "--repeat", str(repeat)],
+        capture_output=True,
+        text=True,
+        check=True,
+        env={**os.environ, "CONVMEM_POSTGRES_URL": url, "PYTHONPATH": os.pathsep.join(sys.path)},
+    )
+    result: dict[str, float] = json.loads(out.stdout.strip().splitlines()[-1])
+    return result
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--messages", type=int, default=10_000)
+    parser.add_argument("--repeat", type=int, default=20)
+    parser.add_argument("--child", choices=["tsvector", "process"], help=argparse.SUPPRESS)
+    parser.add_argument("--schema", help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    url = os.environ.get("CONVMEM_POSTGRES_URL")
+    if not url:
+        sys.exit("set CONVMEM_POSTGRES_URL to a PostgreSQL server this benchmark may write to")
+    if args.child:
+        print(json.dumps(measure(url, args.schema, args.child, args.repeat)))
+        return
+    schema = f"convmem_bench_{uuid.uuid4().hex[:12]}"
+    try:
+        started = time.perf_counter()
+        build_session(url, schema, args.messages)
+        print(f"{args.messages:,} messages written in {time.perf_counter() - started:.1f} s\n")
+        bm25 = run_child(url, schema, "process", args.repeat)
+        ts_new = run_child(url, schema, "tsvector", args.repeat)
+        ts_again = run_child(url, schema, "tsvector", args.repeat)
+        with psycopg.connect(url, autocommit=True) as conn:
+            (table_mb,) = conn.execute(
+                f"SELECT pg_total_relation_size('\"{schema}\".lexical_docs') / 1048576.0"
+            ).fetchone()
+    finally:
+        with psycopg.connect(url, autocommit=True) as conn:
+            conn.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')
+    print(f"build_context(query=...) with lexical recall, budget 2048, {args.messages:,} messages:")
+    print(f"{'':38}{'tsvector (table)':>18}{'BM25 (process)':>16}")
+    print(f"{'first query, index not yet written':38}{ts_new['first']:>17.2f}s{bm25['first']:>15.2f}s")
+    print(f"{'first query of a new process':38}{ts_again['first']:>17.2f}s{bm25['first']:>15.2f}s")
+    print(f"{'median of later queries':38}{ts_again['median'] * 1e3:>16.1f}ms{bm25['median'] * 1e3:>14.1f}ms")
+    print(f"{'resident memory after the queries':38}{ts_again['rss_mb']:>16.0f}MB{bm25['rss_mb']:>14.0f}MB")
+    print(f"\nlexical_docs with its indexes: {float(table_mb):.1f} MB")
+
+
+if __name__ == "__main__":
+    main()
