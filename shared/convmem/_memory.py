@@ -471,11 +471,15 @@ class ConversationMemory:
             raise BudgetError(f"budget must be a positive int, got {budget!r}")
         if query is not None and not isinstance(query, str):
             raise InvalidMessageError(f"query must be a str or None, got {type(query).__name__}")
-        request = self._fit_summary(self._request(query, budget, include_query))
+        # Read once per build: with a user's facts that is one read of each of their sessions.
+        book = self._facts_book() if self.fact_extractor is not None else None
+        request = self._fit_summary(self._request(query, budget, include_query, book))
         plan = self._builder.plan(request)
-        return self._builder.assemble(plan, self._recalled(request, plan))
+        return self._builder.assemble(plan, self._recalled(request, plan, book))
 
-    def _request(self, query: str | None, budget: int, include_query: bool) -> ContextRequest:
+    def _request(
+        self, query: str | None, budget: int, include_query: bool, book: FactBook | None
+    ) -> ContextRequest:
         """What the builder needs from the log and the derived state, in one language."""
         # The window never holds more than the budget: read the turns that hold just
         # over it (with a turn cap, at most that many turns), whatever the log's length.
@@ -483,7 +487,7 @@ class ConversationMemory:
         stats = self.stats()
         turns = self._window_turns(stats, cap, budget if cap is None else 4 * budget)
         language = self._language(turns, query)
-        facts = self._facts_book().render_lines(language) if self.fact_extractor is not None else ()
+        facts = book.render_lines(language) if book is not None else ()
         recall_share, recall_reason = self._recall_share(query)
         return ContextRequest(
             budget=budget,
@@ -553,7 +557,9 @@ class ConversationMemory:
             return None, "no query"
         return choose_recall_share(query, base_share=self.config.recall_share, config=self.recall.config)
 
-    def _recalled(self, request: ContextRequest, plan: ContextPlan) -> tuple[RecalledItem, ...]:
+    def _recalled(
+        self, request: ContextRequest, plan: ContextPlan, book: FactBook | None
+    ) -> tuple[RecalledItem, ...]:
         """Earlier turns relevant to the query, outside the planned window, within recall's room."""
         if self.recall is None or request.query is None or plan.recall_room <= 0:
             return ()
@@ -566,7 +572,7 @@ class ConversationMemory:
             counter=self.counter,
             other_sessions=self._other_sessions(),
         )
-        return self._without_stale_statements(result.items, plan.window_seqs)
+        return self._without_stale_statements(result.items, plan.window_seqs, book)
 
     def _other_sessions(self) -> list[SessionStats]:
         """The user's other sessions recall also searches (none without a user or sharing)."""
@@ -575,13 +581,13 @@ class ConversationMemory:
         return other_session_stats(self.store, self.user_id, self.session_id)
 
     def _without_stale_statements(
-        self, items: tuple[RecalledItem, ...], window_seqs: frozenset[int]
+        self, items: tuple[RecalledItem, ...], window_seqs: frozenset[int], book: FactBook | None
     ) -> tuple[RecalledItem, ...]:
         """The items less those stating a fact a newer message replaced ("I live in
         Hangzhou" after "I moved to Beijing", in this session or, sharing the user's
         facts, in another) when neither the window nor another item holds the newer
         statement: recalled alone, the old one reads as still true."""
-        replaced_by = self._replaced_statements() if items else {}
+        replaced_by = self._replaced_statements(book) if items and book is not None else {}
         if not replaced_by:
             return items
         present: set[tuple[str | None, int]] = {(None, seq) for seq in window_seqs}
@@ -596,12 +602,11 @@ class ConversationMemory:
             )
         )
 
-    def _replaced_statements(self) -> dict[tuple[str | None, int], set[tuple[str | None, int]]]:
-        """(session, seq) of each message whose fact a newer value replaced -> the (session,
-        seq) stating the current values; ``None`` is this session."""
-        if self.fact_extractor is None:
-            return {}
-        book = self._facts_book()
+    def _replaced_statements(
+        self, book: FactBook
+    ) -> dict[tuple[str | None, int], set[tuple[str | None, int]]]:
+        """(session, seq) of each message whose fact in `book` a newer value replaced -> the
+        (session, seq) stating the current values; ``None`` is this session."""
 
         def said(fact: Fact) -> tuple[str | None, int] | None:
             if fact.seq is None:
