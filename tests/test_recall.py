@@ -510,6 +510,83 @@ def test_adding_from_a_thread_while_searching_is_safe(store: SQLiteStore) -> Non
     assert "Note number 29" in search(recall, store, "s1", "note number 29 tulips", max_tokens=2000).text
 
 
+def test_two_threads_reading_an_edited_log_never_leave_the_mirror_on_the_older_one() -> None:
+    # One thread reads the log of generation 2 and is slow to adopt it; the log is edited
+    # again (generation 3) and another thread reads it. The slow thread must not adopt its
+    # older log over the newer one: an index that keeps vectors per generation would then
+    # store vectors of the older text under the newer generation.
+    inner = InMemoryStore()
+    stored = store_messages(inner, "s1", [("user", "I keep a red bicycle."), ("user", "I drink green tea.")])
+    slow_thread_read = threading.Event()
+    newer_read_done = threading.Event()
+
+    class SlowReader(InMemoryStore):
+        def __getattr__(self, name: str) -> Any:
+            return getattr(inner, name)
+
+        def stats(self, session_id: str) -> Any:
+            return inner.stats(session_id)
+
+        def messages(self, session_id: str, **kwargs: Any) -> list[Message]:
+            log = inner.messages(session_id, **kwargs)
+            if threading.current_thread().name == "slow" and not kwargs:
+                slow_thread_read.set()
+                newer_read_done.wait(1.0)  # with full reads serialized, the wait times out
+            return log
+
+    store = SlowReader()
+    recall = Recall(None)
+    recall.catch_up("s1", store)
+    inner.replace_message("s1", stored[0].seq or 0, Message.create("user", "I keep a blue bicycle."))
+    slow = threading.Thread(target=recall.catch_up, args=("s1", store), name="slow")
+    slow.start()
+    assert slow_thread_read.wait(5.0)
+    inner.replace_message("s1", stored[0].seq or 0, Message.create("user", "I keep a yellow bicycle."))
+    recall.catch_up("s1", store)
+    newer_read_done.set()
+    slow.join()
+    state = recall._sessions[next(iter(recall._keys_of["s1"]))]
+    assert state.generation == inner.stats("s1").generation
+    assert state.lines[stored[0].seq or 0] == "I keep a yellow bicycle."
+
+
+def test_vectors_loaded_while_the_log_is_edited_are_embedded_again(
+    store: SQLiteStore, index_dir: Path
+) -> None:
+    # A new server loads the vectors saved for the log, and the log is edited before it
+    # reads the log: the loaded vector of the edited message was made from the old text.
+    stored = store_messages(store, "s1", [("user", "I keep a red bicycle."), ("user", "I drink green tea.")])
+    first = Recall(HashingEmbedder(), index_dir=index_dir)
+    first.catch_up("s1", store)
+    first.close()
+
+    class EditedMidRead:
+        def __getattr__(self, name: str) -> Any:
+            return getattr(store, name)
+
+        def stats(self, session_id: str) -> Any:
+            return store.stats(session_id)
+
+        def messages(self, session_id: str, **kwargs: Any) -> list[Message]:
+            if not edited:
+                edited.append(
+                    store.replace_message("s1", stored[0].seq or 0, Message.create("user", "I own a kayak."))
+                )
+            return store.messages(session_id, **kwargs)
+
+    edited: list[Message] = []
+    second = Recall(HashingEmbedder(), index_dir=index_dir)
+    second.catch_up("s1", EditedMidRead())  # type: ignore[arg-type]
+    assert edited
+    state = second._sessions[next(iter(second._keys_of["s1"]))]
+    assert state.index is not None
+    for seq, vector in state.index.vectors(state.index.ids()).items():
+        np.testing.assert_allclose(
+            vector, HashingEmbedder().embed_documents([state.lines[seq]])[0], atol=1e-6
+        )
+    assert set(state.index.ids()) == {m.seq for m in store.messages("s1")}
+
+
 async def test_async_add_and_search_match_the_sync_ones(tmp_path: Path) -> None:
     sync_store, async_store = InMemoryStore(), InMemoryStore()
     sync_recall, async_recall = Recall(HashingEmbedder()), Recall(HashingEmbedder())

@@ -384,8 +384,17 @@ class Recall:
             state.read_newer(store, self.config, known_stats)
             if not state.needs_full_read:
                 return False
+        with state.read_lock:
+            if not state.needs_full_read:  # another thread read the log while this one waited
+                state.read_newer(store, self.config)
+                if not state.needs_full_read:
+                    return False
+            return self._read_log(state, store)
+
+    def _read_log(self, state: SessionMirror, store: Store) -> bool:
+        """Read the whole log into the mirror (``state.read_lock`` held); True."""
         generation = store.stats(state.session_id).generation  # before the log: see adopt_log
-        changed, retired = False, state.generation
+        changed, retired, first_sight = False, state.generation, False
         with state.lock:
             if state.index is None and state.generation is UNKNOWN:
                 # First sight: vectors saved for this very log, or held in a shared store.
@@ -393,11 +402,16 @@ class Recall:
                     state.index = self.index_factory(state.session_id, self.embedder.dimension)
                 else:
                     self._load_saved(state, generation)
-                state.generation = generation
+                state.generation, first_sight = generation, True
             elif state.generation != generation:
                 changed, retired = True, state.generation
         log = store.messages(state.session_id)
-        state.adopt_log(log, generation, self.config)
+        # Vectors loaded at first sight are trusted to match the log only if no edit came
+        # between the two reads (generations never repeat); otherwise all are embedded again.
+        trusted = (
+            not first_sight or state.index is None or store.stats(state.session_id).generation == generation
+        )
+        state.adopt_log(log, generation, self.config, trust_index=trusted)
         follow = getattr(state.index, "follow_generation", None)
         if follow is not None:
             # A shared index that keeps vectors per log generation: what the mirror kept

@@ -82,6 +82,10 @@ class SessionMirror:
         self.generation: str | _Unknown | None = UNKNOWN
         self.embeds = embeds
         self.lock = threading.RLock()
+        # Held through a whole read of the log (generation, log, adopt, follow): two threads
+        # reading it at once could otherwise adopt an older log after a newer one, and an
+        # index kept per generation would store vectors of the older text under the newer.
+        self.read_lock = threading.Lock()
         self.index: VectorIndex | None = None
         self.messages: dict[int, Message] = {}
         self.order: list[int] = []
@@ -267,7 +271,14 @@ class SessionMirror:
             with self.lock:
                 self.needs_full_read = True  # the log shrank: it was cleared or replaced
 
-    def adopt_log(self, log: Sequence[Message], generation: str | None, config: RecallConfig) -> None:
+    def adopt_log(
+        self,
+        log: Sequence[Message],
+        generation: str | None,
+        config: RecallConfig,
+        *,
+        trust_index: bool = True,
+    ) -> None:
         """Mirror `log`, read after its `generation` was (lock taken here).
 
         Reading the generation first means a log changed in between is labelled with
@@ -275,7 +286,8 @@ class SessionMirror:
         Within one generation a vector is kept when the log still calls for its unit.
         Across generations (a message deleted or replaced, the log forgotten and
         started again) only vectors whose unit text is unchanged are kept: a vector
-        depends on nothing but its text, and nothing deleted keeps one.
+        depends on nothing but its text, and nothing deleted keeps one. With
+        ``trust_index=False`` (vectors loaded while the log was edited) none is kept.
         """
         with self.lock:
             same_log = generation == self.generation
@@ -291,7 +303,7 @@ class SessionMirror:
                 keep = {
                     unit
                     for unit in present & wanted.keys()
-                    if same_log or embedded_texts.get(unit) == wanted[unit]
+                    if trust_index and (same_log or embedded_texts.get(unit) == wanted[unit])
                 }
                 extra = present - keep
                 if extra:
