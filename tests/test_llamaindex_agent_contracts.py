@@ -33,6 +33,9 @@ from workflows.events import HumanResponseEvent, InputRequiredEvent
 from convmem import ApproximateCounter, TiktokenCounter
 from llamaindex_convmem import ConvMemChatMemoryBuffer
 
+# Each LlamaIndex Memory opens an aiosqlite engine: closed on the loop that opened it.
+pytestmark = pytest.mark.usefixtures("llamaindex_engines")
+
 KINDS = ["native", "convmem"]
 
 SIMPLE_CHAT_STORE_SERIALIZATION = (

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
@@ -12,6 +11,9 @@ from llama_index.core.memory import Memory
 from convmem import ConfigError, MemoryConfig, TiktokenCounter
 from llamaindex_convmem import ConvMemMemoryBlock
 
+# Each LlamaIndex Memory opens an aiosqlite engine: closed on the loop that opened it.
+pytestmark = pytest.mark.usefixtures("llamaindex_engines")
+
 
 def exchange(name: str, city: str, index: int) -> list[ChatMessage]:
     return [
@@ -20,25 +22,9 @@ def exchange(name: str, city: str, index: int) -> list[ChatMessage]:
     ]
 
 
-_MEMORIES: list[Memory] = []
-
-
 def small_memory(session_id: str, block: ConvMemMemoryBlock) -> Memory:
     # A small queue so that Memory flushes older turns to its blocks.
-    memory = Memory.from_defaults(session_id=session_id, token_limit=150, memory_blocks=[block])
-    _MEMORIES.append(memory)
-    return memory
-
-
-@pytest.fixture(autouse=True)
-async def _close_memories() -> AsyncIterator[None]:
-    """Dispose of each `Memory`'s aiosqlite engine on the test's own event loop: left
-    open, its worker thread reports to a loop that is already closed."""
-    yield
-    while _MEMORIES:
-        engine = _MEMORIES.pop().sql_store._async_engine  # type: ignore[attr-defined]
-        if engine is not None:
-            await engine.dispose()
+    return Memory.from_defaults(session_id=session_id, token_limit=150, memory_blocks=[block])
 
 
 def block_text(messages: list[ChatMessage]) -> str:

@@ -21,6 +21,9 @@ from llama_index.core.utils import get_tokenizer
 
 from llamaindex_convmem import ConvMemChatMemoryBuffer, ConvMemChatStore, ConvMemMemoryBlock
 
+# Each LlamaIndex Memory opens an aiosqlite engine: closed on the loop that opened it.
+pytestmark = pytest.mark.usefixtures("llamaindex_engines")
+
 
 def msg(role: str, content: str) -> ChatMessage:
     return ChatMessage(role=role, content=content)
