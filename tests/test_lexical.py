@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from random import Random
+
 from convmem._lexical import BM25Index, tokenize
 
 
@@ -90,3 +92,39 @@ def test_clear_empties_the_index() -> None:
     index.clear()
     assert len(index) == 0
     assert index.scores(tokenize("world")) == {}
+
+
+def _loop_scores(index: BM25Index, query: list[str]) -> dict[int, float]:
+    """BM25 as the textbook loop, the reference for the numpy path."""
+    average = sum(index._lengths.values()) / len(index._lengths)
+    out: dict[int, float] = {}
+    for term in set(query):
+        docs = index._postings.get(term, {})
+        for doc_id, frequency in docs.items():
+            norm = index.k1 * (1.0 - index.b + index.b * index._lengths[doc_id] / average)
+            part = index.idf(term) * frequency * (index.k1 + 1.0) / (frequency + norm)
+            out[doc_id] = out.get(doc_id, 0.0) + part
+    return out
+
+
+def test_scores_over_many_postings_are_the_loop_s_to_the_last_bit() -> None:
+    random = Random(7)
+    words = ["tea", "dog", "paris", "ramen", "garden", "rare", "sister", "novel"]
+    index = BM25Index()
+    for doc_id in range(1, 3001):
+        index.add(doc_id, [random.choice(words) for _ in range(random.randint(1, 12))])
+    for query in (["tea"], ["tea", "dog", "rare"], words, ["rare", "unknown"]):
+        assert index.scores(query) == _loop_scores(index, query)
+    # Edits after a query: the kept arrays of the terms they touch must not serve again.
+    index.add(5000, ["garden"] * 40)  # a new document
+    assert index.scores(words) == _loop_scores(index, words)
+    for doc_id in range(1, 1500, 3):
+        index.remove(doc_id)
+    assert index.scores(words) == _loop_scores(index, words)
+    for doc_id in range(2, 1500, 3):
+        index.add(doc_id, ["rare", "rare", "tea"])  # replaced documents
+    for query in (["tea"], ["tea", "dog", "rare"], words, ["garden"]):
+        assert index.scores(query) == _loop_scores(index, query)
+    index.clear()
+    index.add(1, ["tea"])
+    assert index.scores(["tea"]) == _loop_scores(index, ["tea"])

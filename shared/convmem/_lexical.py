@@ -30,6 +30,8 @@ from collections import Counter
 from collections.abc import Iterable, Sequence
 from typing import Protocol, runtime_checkable
 
+import numpy as np
+
 from ._language import CJK_RANGES
 
 __all__ = [
@@ -115,12 +117,17 @@ def tokenize(text: str) -> list[str]:
     return tokens
 
 
+# Query postings from which scoring runs in numpy: below it the plain loop is as fast.
+_VECTORIZED_POSTINGS = 512
+
+
 class BM25Index:
     """Okapi BM25 over documents keyed by int ids, updated in place.
 
     Adding or removing a document costs O(its length); scoring a query costs
-    O(postings of the query's terms). Not thread-safe: the owner serializes
-    access.
+    O(postings of the query's terms), in numpy when they are many (the arrays of a
+    term are kept until a document with that term is added or removed; the scores
+    are the same, bit for bit). Not thread-safe: the owner serializes access.
 
     Example::
 
@@ -136,6 +143,8 @@ class BM25Index:
         self._lengths: dict[int, int] = {}
         self._terms: dict[int, tuple[str, ...]] = {}
         self._total_length = 0
+        # term -> (doc ids, frequencies, document lengths) of its postings, as arrays
+        self._arrays: dict[str, tuple[np.ndarray, np.ndarray, np.ndarray]] = {}
 
     def __len__(self) -> int:
         return len(self._lengths)
@@ -150,6 +159,7 @@ class BM25Index:
         counts = Counter(tokens)
         for term, frequency in counts.items():
             self._postings.setdefault(term, {})[doc_id] = frequency
+            self._arrays.pop(term, None)
         self._terms[doc_id] = tuple(counts)
         self._lengths[doc_id] = len(tokens)
         self._total_length += len(tokens)
@@ -161,6 +171,7 @@ class BM25Index:
             return
         self._total_length -= length
         for term in self._terms.pop(doc_id, ()):
+            self._arrays.pop(term, None)
             docs = self._postings.get(term)
             if docs is not None:
                 docs.pop(doc_id, None)
@@ -171,6 +182,7 @@ class BM25Index:
         self._postings.clear()
         self._lengths.clear()
         self._terms.clear()
+        self._arrays.clear()
         self._total_length = 0
 
     def idf(self, term: str) -> float:
@@ -183,17 +195,41 @@ class BM25Index:
         if not self._lengths:
             return {}
         average = self._total_length / len(self._lengths) or 1.0
+        terms = [(term, docs) for term in set(query_tokens) if (docs := self._postings.get(term))]
+        if sum(len(docs) for _, docs in terms) >= _VECTORIZED_POSTINGS:
+            return self._vector_scores(terms, average)
         k1, b = self.k1, self.b
         out: dict[int, float] = {}
-        for term in set(query_tokens):
-            docs = self._postings.get(term)
-            if not docs:
-                continue
+        for term, docs in terms:
             idf = self.idf(term)
             for doc_id, frequency in docs.items():
                 norm = k1 * (1.0 - b + b * self._lengths[doc_id] / average)
                 out[doc_id] = out.get(doc_id, 0.0) + idf * frequency * (k1 + 1.0) / (frequency + norm)
         return out
+
+    def _vector_scores(self, terms: list[tuple[str, dict[int, int]]], average: float) -> dict[int, float]:
+        """`scores` in numpy: the same operations in the same order, so the same floats."""
+        k1, b = self.k1, self.b
+        ids, parts = [], []
+        for term, docs in terms:
+            arrays = self._arrays.get(term)
+            if arrays is None:
+                count = len(docs)
+                arrays = self._arrays[term] = (
+                    np.fromiter(docs.keys(), dtype=np.int64, count=count),
+                    np.fromiter(docs.values(), dtype=np.float64, count=count),
+                    np.fromiter((self._lengths[d] for d in docs), dtype=np.float64, count=count),
+                )
+            doc_ids, frequency, lengths = arrays
+            norm = k1 * (1.0 - b + b * lengths / average)
+            ids.append(doc_ids)
+            parts.append(self.idf(term) * frequency * (k1 + 1.0) / (frequency + norm))
+        if len(ids) == 1:
+            return dict(zip(ids[0].tolist(), parts[0].tolist(), strict=True))
+        # bincount adds each document's parts in term order, as the loop above does.
+        unique, inverse = np.unique(np.concatenate(ids), return_inverse=True)
+        sums = np.bincount(inverse, weights=np.concatenate(parts), minlength=len(unique))
+        return dict(zip(unique.tolist(), sums.tolist(), strict=True))
 
     def full_match(self, query_tokens: Iterable[str]) -> float:
         """The score of a document of average length holding each query term once.
