@@ -9,6 +9,7 @@ more, and a reply is primed with 3 tokens. A list's count is therefore
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
 import math
@@ -259,6 +260,9 @@ class TiktokenCounter(TextTokenCounter):
         if self._encoding is None:
             assert self._fallback is not None
             return self._fallback.count_text(text)
+        if len(text) <= _CACHED_TEXT_CHARS:
+            # Recalled passages, fact lines and headers come back build after build.
+            return _cached_count(self._encoding, text)
         return len(self._encoding.encode(text, disallowed_special=()))
 
     def encode(self, text: str) -> list[int]:
@@ -270,6 +274,16 @@ class TiktokenCounter(TextTokenCounter):
         if self._encoding is None:
             raise ConfigError("this counter has no tokenizer; it counts approximately")
         return self._encoding.decode(tokens)
+
+
+# Texts up to this many characters have their count kept, in one bounded cache per process
+# (a few MB at most): the same passages are counted again on every build that shows them.
+_CACHED_TEXT_CHARS = 4000
+
+
+@functools.lru_cache(maxsize=8192)
+def _cached_count(encoding: tiktoken.Encoding, text: str) -> int:
+    return len(encoding.encode(text, disallowed_special=()))
 
 
 _default_lock = threading.Lock()
