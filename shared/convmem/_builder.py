@@ -84,6 +84,11 @@ class ContextRequest:
     """Recall's share of what facts and summary leave; None when this build recalls nothing."""
     recall_reason: str = "no recall"
     """Why recall got that share (or none), for ``explain()``."""
+    summary_share: float | None = None
+    """The summary's share in this build when it is not the config's (see
+    `MemoryConfig.past_summary_share`); None: ``config.summary_share``."""
+    summary_reason: str = ""
+    """Why the summary got `summary_share`, for ``explain()``."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -277,6 +282,9 @@ class ContextBuilder:
             )
         return system_prompt, query_message, budget - mandatory
 
+    def _summary_share(self, request: ContextRequest) -> float:
+        return self.config.summary_share if request.summary_share is None else request.summary_share
+
     def summary_room(self, request: ContextRequest) -> int | None:
         """How many tokens the summary's text may take in this build, when it takes more
         and there is room to shorten it into; None when it fits as it is (or cannot)."""
@@ -285,7 +293,7 @@ class ContextBuilder:
             return None
         _, _, available = self._available(request)
         headers = HEADERS.get(request.language, HEADERS["en"])
-        cap = int(available * self.config.summary_share)
+        cap = int(available * self._summary_share(request))
         room = cap - self._section_cost(headers["summary"]) - self._count(_SEPARATOR)
         return room if self._summary_tokens(text, headers) > cap and room > 0 else None
 
@@ -311,7 +319,7 @@ class ContextBuilder:
             facts_tokens = used if facts_lines else 0
 
         # summary: whole or not at all (summarizers keep it within the share)
-        summary_cap = int(available * self.config.summary_share)
+        summary_cap = int(available * self._summary_share(request))
         summary_text = neutralise_stored_text(request.summary.text.strip())
         summary_tokens = self._summary_tokens(summary_text, headers)
         if summary_tokens > summary_cap:
@@ -387,6 +395,10 @@ class ContextBuilder:
             max_tokens=max(0, max_tokens),
             prune_low_information=self.config.prune_low_information,
         )
+
+    def recall_cost(self, items: Sequence[RecalledItem], plan: ContextPlan) -> int:
+        """Tokens `items` take in the recall section of `plan` (its header included)."""
+        return self._recall_cost(items, plan.headers)
 
     def _recall_cost(self, items: Sequence[RecalledItem], headers: Mapping[str, str]) -> int:
         if not items:
@@ -561,7 +573,18 @@ class ContextBuilder:
         summary_tokens = (
             self._section_cost(headers["summary"] + _SEPARATOR + summary_text) if summary_text else 0
         )
-        recall_tokens = self._recall_cost(recalled, headers)
+        # Counted as rendered: items cost less together than one by one (the estimate
+        # used to fit them), and the report adds up to the total.
+        recall_tokens = (
+            self.counter.count_text(
+                headers["recall"]
+                + _SEPARATOR
+                + "\n".join(neutralise_stored_text(item.text) for item in recalled)
+            )
+            + self._count(_SEPARATOR)
+            if recalled
+            else 0
+        )
         overhead_tokens = total - (
             prompt_tokens + facts_tokens + summary_tokens + recall_tokens + window_tokens + query_tokens
         )
@@ -580,9 +603,16 @@ class ContextBuilder:
                 summary_tokens,
                 caps["summary"],
                 1 if summary_text else 0,
-                f"covers seq <= {request.summary.covers_through_seq}"
-                if summary_text
-                else ("earlier history omitted" if omitted else ""),
+                "; ".join(
+                    note
+                    for note in (
+                        f"covers seq <= {request.summary.covers_through_seq}"
+                        if summary_text
+                        else ("earlier history omitted" if omitted else ""),
+                        request.summary_reason if request.summary.text.strip() else "",
+                    )
+                    if note
+                ),
             ),
             SectionReport(
                 "recall",
