@@ -28,9 +28,10 @@ import math
 import re
 from collections import Counter
 from collections.abc import Iterable, Sequence
-from typing import Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
-import numpy as np
+if TYPE_CHECKING:
+    import numpy as np
 
 from ._language import CJK_RANGES
 
@@ -209,6 +210,8 @@ class BM25Index:
 
     def _vector_scores(self, terms: list[tuple[str, dict[int, int]]], average: float) -> dict[int, float]:
         """`scores` in numpy: the same operations in the same order, so the same floats."""
+        import numpy as np  # only once a session is long: `import convmem` stays without numpy
+
         k1, b = self.k1, self.b
         ids, parts = [], []
         for term, docs in terms:
