@@ -225,6 +225,56 @@ def test_summary_over_its_cap_is_condensed_at_sentence_boundaries() -> None:
     assert body.removesuffix("</memory>").strip().endswith((".", "。"))
 
 
+def _summarized_items() -> ConversationMemory:
+    memory = ConversationMemory(
+        "s", config=MemoryConfig(keep_recent_turns=1, summary_trigger="never", language="en")
+    )
+    for i in range(40):
+        memory.add_turn(f"Fact number {i}: the value of item {i} is {i * 7}.", f"Recorded item {i}.")
+    memory.summarize_now()
+    return memory
+
+
+def test_a_question_about_the_past_gives_recall_the_summary_s_room_when_recall_needs_it() -> None:
+    memory = _summarized_items()
+    # Every old turn matches: recall can fill any room it gets.
+    past = memory.build_context(query="What did I say the value of each item was?", budget=1000)
+    present = memory.build_context(query="Write a haiku about each autumn leaf.", budget=1000)
+    past_summary, present_summary = past.section("summary"), present.section("summary")
+    assert past_summary.cap is not None and present_summary.cap is not None
+    # The two questions are about as long: the caps differ by the shares.
+    shares = memory.config.past_summary_share / memory.config.summary_share
+    assert past_summary.cap == pytest.approx(present_summary.cap * shares, abs=3)
+    assert 0 < past_summary.tokens <= past_summary.cap
+    assert "the query points to the past" in past_summary.note
+    assert "points to the past" not in present_summary.note
+    assert past.section("recall").tokens > present.section("recall").tokens
+    assert past.token_count <= 1000
+
+
+def test_the_summary_keeps_its_share_when_recall_finds_little() -> None:
+    memory = _summarized_items()
+    past = memory.build_context(query="What did I say about volcanoes last year?", budget=1000)
+    present = memory.build_context(query="Write a haiku about the autumn leaves.", budget=1000)
+    assert past.section("recall").items == 0
+    assert past.section("summary").cap == pytest.approx(present.section("summary").cap, abs=3)
+    assert past.section("summary").tokens == present.section("summary").tokens > 0
+    assert "points to the past" not in past.section("summary").note
+
+
+def test_past_summary_share_above_the_summary_share_changes_nothing() -> None:
+    config = MemoryConfig(
+        keep_recent_turns=1, summary_trigger="never", summary_share=0.1, past_summary_share=0.3
+    )
+    memory = ConversationMemory("s", config=config)
+    for i in range(40):
+        memory.add_turn(f"Fact number {i}: the value of item {i} is {i * 7}.", f"Recorded item {i}.")
+    memory.summarize_now()
+    summary = memory.build_context(query="What did I say about item 3?", budget=1000).section("summary")
+    assert summary.cap is not None and summary.cap <= 100
+    assert "points to the past" not in summary.note
+
+
 class CountingCondenser(RecordingSummarizer):
     """A summarizer with `condense`, counting how often a build asks for it."""
 

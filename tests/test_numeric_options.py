@@ -45,7 +45,7 @@ INT_OPTIONS = [
 ]
 BAD_INTS = [NAN, INF, -INF, -1, 0, 2.0, "5", True, None, 2**64]
 
-FRACTION_OPTIONS = ["facts_share", "summary_share", "recall_share"]
+FRACTION_OPTIONS = ["facts_share", "summary_share", "recall_share", "past_summary_share"]
 BAD_FRACTIONS = [NAN, INF, -INF, -0.1, 1.0, 1.5, "0.1", True, None]
 
 BAD_THRESHOLDS = [NAN, INF, -INF, 0, -0.5, 1.01, "0.7", True, None]

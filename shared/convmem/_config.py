@@ -97,6 +97,14 @@ class MemoryConfig:
     facts_share: float = 0.10
     summary_share: float = 0.20
     recall_share: float = 0.25
+    past_summary_share: float = 0.05
+    """The summary's share when the query points to the past ("what did I say about...",
+    "when did...", 之前, 上次; see `choose_recall_share`), if below `summary_share`,
+    and recall needs the room: recall then brings the very turns asked about, which
+    are worth more than their digest. When what recall finds fits beside the summary
+    at its full share, the summary keeps it. Measured on LoCoMo with MiniLM, the turns that answer a question reach
+    73% / 82% of 512 / 1024-token contexts, against 69% / 79% with the summary at its
+    full share (without a model: 68% / 77% against 65% / 75%)."""
     prune_low_information: bool = True
     """When the window is tight, drop greetings/thanks/"ok" turns before older informative ones."""
     language: Language = "auto"
@@ -160,7 +168,7 @@ class MemoryConfig:
             "summary_every_turns",
         ):
             _positive_int(name, getattr(self, name))
-        for name in ("facts_share", "summary_share", "recall_share"):
+        for name in ("facts_share", "summary_share", "recall_share", "past_summary_share"):
             _number(
                 name, getattr(self, name), low=0.0, high=1.0, allowed="a fraction in [0, 1)", high_open=True
             )

@@ -13,7 +13,7 @@ import re
 from ._recall_config import RecallConfig
 from ._recall_language import count_cjk
 
-__all__ = ["choose_recall_share"]
+__all__ = ["choose_recall_share", "points_to_past"]
 
 _PAST_EN = re.compile(
     r"\b(?:when (?:did|was|were|is|have|had|do)|what (?:was|were|did|had)|who (?:was|did|were)"
@@ -80,3 +80,13 @@ def choose_recall_share(
         share = max(base_share, cfg.past_share)
         return share, f"query points to the past ({cue!r}): {share:.0%} to recall"
     return base_share, f"default split: {base_share:.0%} to recall"
+
+
+def points_to_past(query: str) -> bool:
+    """Whether `query` asks about earlier conversation (and is not a short follow-up):
+    the queries `choose_recall_share` gives ``past_share``.
+
+    >>> points_to_past("When did I adopt the dog?"), points_to_past("Write a haiku")
+    (True, False)
+    """
+    return not _is_followup(query) and _past_cue(query) is not None

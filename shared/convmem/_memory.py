@@ -19,7 +19,7 @@ from ._derived import DerivedState, Summary
 from ._errors import BudgetError, ConfigError, InvalidMessageError
 from ._facts import Fact, FactBook, FactExtractor, RuleFactExtractor
 from ._inmemory_store import InMemoryStore
-from ._intent import choose_recall_share
+from ._intent import choose_recall_share, points_to_past
 from ._language import detect_language
 from ._models import Message, Role, Turn, TurnStatus, group_turns, validate_message
 from ._recent import recent_turns
@@ -473,9 +473,21 @@ class ConversationMemory:
             raise InvalidMessageError(f"query must be a str or None, got {type(query).__name__}")
         # Read once per build: with a user's facts that is one read of each of their sessions.
         book = self._facts_book() if self.fact_extractor is not None else None
-        request = self._fit_summary(self._request(query, budget, include_query, book))
+        asked = self._request(query, budget, include_query, book)
+        request = self._fit_summary(asked)
         plan = self._builder.plan(request)
-        return self._builder.assemble(plan, self._recalled(request, plan, book))
+        recalled = self._recalled(request, plan, book)
+        if (
+            asked.summary_share is not None
+            and self._builder.recall_cost(recalled, plan) < plan.caps["recall"]
+        ):
+            # The summary yields to recall only the room recall takes: when what recall
+            # found fits beside the summary at its full share, the summary keeps it.
+            full = self._fit_summary(dataclasses.replace(asked, summary_share=None, summary_reason=""))
+            full_plan = self._builder.plan(full)
+            if self._builder.recall_cost(recalled, full_plan) <= full_plan.caps["recall"]:
+                plan = full_plan
+        return self._builder.assemble(plan, recalled)
 
     def _request(
         self, query: str | None, budget: int, include_query: bool, book: FactBook | None
@@ -489,6 +501,17 @@ class ConversationMemory:
         language = self._language(turns, query)
         facts = book.render_lines(language) if book is not None else ()
         recall_share, recall_reason = self._recall_share(query)
+        summary_share, summary_reason = None, ""
+        if (
+            recall_share is not None
+            and query is not None
+            and self.config.past_summary_share < self.config.summary_share
+            and points_to_past(query)
+        ):
+            summary_share = self.config.past_summary_share
+            summary_reason = (
+                f"share {summary_share:.2f}: the query points to the past, recall brings the turns"
+            )
         return ContextRequest(
             budget=budget,
             turns=turns,
@@ -501,6 +524,8 @@ class ConversationMemory:
             log_tokens=stats.total_tokens,
             recall_share=recall_share,
             recall_reason=recall_reason,
+            summary_share=summary_share,
+            summary_reason=summary_reason,
         )
 
     def _window_turns(self, stats: SessionStats, cap: int | None, max_tokens: int) -> list[Turn]:
