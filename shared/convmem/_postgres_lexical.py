@@ -36,11 +36,15 @@ from __future__ import annotations
 
 import hashlib
 import logging
-from collections.abc import Callable, Iterable
+import math
+from collections import Counter
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any, Protocol, TypeVar
 
-from ._lexical import query_terms, tokenize
-from ._postgres_schema import _Operation, _Queries
+import numpy as np
+
+from ._lexical import BM25Index, query_terms, tokenize
+from ._postgres_schema import _Operation, _Queries, _tsquery_lexeme
 
 __all__ = ["UNIT_KINDS", "PostgresLexicalIndex", "tsquery_text"]
 
@@ -54,6 +58,9 @@ _FLUSH_EVERY = 512
 _MAX_LEXEME_BYTES = 2046
 _MAX_DOC_BYTES = 900_000
 _SEPARATOR = "\x1f"
+# Distinct query terms a search scores at most (a question has a few dozen); the rest are left out.
+_MAX_QUERY_TERMS = 256
+_BM25 = BM25Index()  # its k1 and b: the same BM25 as in the process
 
 
 class _SyncPostgres(Protocol):
@@ -77,30 +84,73 @@ def _usable(terms: Iterable[str]) -> list[str]:
     return out
 
 
-def _document_terms(text: str) -> str:
-    """The document's distinct terms joined by the separator, cut before the tsvector size limit."""
+def _document(text: str) -> tuple[str, int, str | None]:
+    """The document's distinct terms joined by the separator (cut before the tsvector size
+    limit), its length in terms (as `BM25Index` counts it), and its repeated terms with their
+    counts, joined by the separator (None when every term occurs once)."""
+    tokens = tokenize(text)
+    counts = Counter(tokens)
     kept: list[str] = []
     size = 0
-    for term in _usable(tokenize(text)):
+    for term in _usable(counts):
         size += len(term.encode("utf-8", "surrogatepass")) + 8
         if size > _MAX_DOC_BYTES:
             break
         kept.append(term)
-    return _SEPARATOR.join(kept)
+    repeats = [f"{term}{_SEPARATOR}{counts[term]}" for term in kept if counts[term] > 1]
+    return _SEPARATOR.join(kept), len(tokens), _SEPARATOR.join(repeats) or None
 
 
-def _lexeme(term: str) -> str:
-    """A term as a quoted tsquery lexeme: quotes doubled, backslashes escaped."""
-    return "'" + term.replace("\\", "\\\\").replace("'", "''") + "'"
+def _repeats(text: str | None) -> dict[str, int]:
+    if not text:
+        return {}
+    parts = text.split(_SEPARATOR)
+    return {parts[i]: int(parts[i + 1]) for i in range(0, len(parts) - 1, 2)}
 
 
 def tsquery_text(terms: Iterable[str]) -> str:
     """The tsquery (text form, to bind as a parameter) matching any of `terms`; "" for none."""
-    return " | ".join(_lexeme(term) for term in _usable(terms))
+    return " | ".join(_tsquery_lexeme(term) for term in _usable(terms))
 
 
 def _digest(text: str) -> bytes:
     return hashlib.blake2b(text.encode("utf-8", "surrogatepass"), digest_size=8).digest()
+
+
+def _idf(documents: int, frequency: int) -> float:
+    return math.log(1.0 + (documents - frequency + 0.5) / (frequency + 0.5))
+
+
+def _bm25(
+    terms: Sequence[str], documents: int, total: int, found: Sequence[tuple[int, int, str | None, list[int]]]
+) -> tuple[dict[str, int], dict[int, float]]:
+    """Each term's document frequency and each found document's BM25 score, computed as
+    `BM25Index.scores` does (``found``: see `_Queries.lexical_matches`)."""
+    if not found or not documents:
+        return {}, {}
+    ids = np.fromiter((f[0] for f in found), dtype=np.int64, count=len(found))
+    lengths = np.fromiter((f[1] for f in found), dtype=np.float64, count=len(found))
+    masks = np.array([f[3] for f in found], dtype=np.int64).reshape(len(found), -1)
+    average = total / documents or 1.0
+    k1, b = _BM25.k1, _BM25.b
+    norm = k1 * (1.0 - b + b * lengths / average)
+    positions = np.arange(len(terms))
+    # tf[row, i]: how often found[row] holds terms[i] (0, 1, or its count in repeats).
+    tf = ((masks[:, positions // 63] >> (positions % 63)) & 1).astype(np.float64)
+    column = {term: i for i, term in enumerate(terms)}
+    for row, found_doc in enumerate(found):
+        if found_doc[2]:
+            for term, count in _repeats(found_doc[2]).items():
+                i = column.get(term)
+                if i is not None and tf[row, i]:
+                    tf[row, i] = count
+    counts = (tf > 0).sum(axis=0)
+    frequencies = {term: int(counts[i]) for i, term in enumerate(terms)}
+    idf = np.log(1.0 + (documents - counts + 0.5) / (counts + 0.5))
+    with np.errstate(invalid="ignore", divide="ignore"):
+        parts = np.where(tf > 0, idf * tf * (k1 + 1.0) / (tf + norm[:, None]), 0.0)
+    out = parts.sum(axis=1)
+    return frequencies, dict(zip(ids.tolist(), out.tolist(), strict=True))
 
 
 class _Unset:
@@ -142,6 +192,8 @@ class PostgresLexicalIndex:
         self._syncing = False  # after clear(): stored documents not added again are deleted
         self._confirmed: set[int] = set()  # doc ids added since clear(), already written
         self._last_added = -1  # the greatest doc id added since clear()
+        # (query, documents, term -> document frequency) of the last search, for full_match.
+        self._last: tuple[str, int, dict[str, int]] | None = None
 
     def __repr__(self) -> str:
         return f"PostgresLexicalIndex({self.store!r}, {self.session_id!r}, {self.units!r})"
@@ -186,15 +238,35 @@ class PostgresLexicalIndex:
             logger.debug("recall lexical index of %r not written yet: %s", self.session_id, exc)
 
     def scores(self, query: str) -> dict[int, float]:
-        """``ts_rank`` of every document of the log's current generation sharing a term."""
+        """Okapi BM25 (`BM25Index`'s k1, b and idf) of every document of the log's current
+        generation sharing a term with `query`: equal to `BM25TextIndex` over the same documents."""
         self._flush(final=True)
-        text = tsquery_text(query_terms(query))
-        if not text:
+        terms = _usable(query_terms(query))[:_MAX_QUERY_TERMS]
+        if not terms:
+            self._last = (query, 0, {})
             return {}
-        return self._run(
-            lambda: self.store._queries.lexical_scores(self.session_id, self.units, text),
+        documents, total, found = self._run(
+            lambda: self.store._queries.lexical_matches(
+                self.session_id, self.units, tsquery_text(terms), terms
+            ),
             "keyword search",
         )
+        frequencies, scores = _bm25(terms, documents, total, found)
+        self._last = (query, documents, frequencies)
+        return scores
+
+    def full_match(self, query: str) -> float:
+        """The score of a document of average length holding each query term once, as
+        `BM25Index.full_match`: divided by it, scores of different sessions compare (recall
+        across a user's sessions). Uses the counts of the last `scores` of the same query
+        (recall asks right after it), else searches once."""
+        if self._last is None or self._last[0] != query:
+            self.scores(query)
+        assert self._last is not None
+        _, documents, frequencies = self._last
+        if not documents:
+            return 0.0
+        return sum(_idf(documents, frequencies.get(term, 0)) for term in set(query_terms(query)))
 
     # -- writing ------------------------------------------------------------------------
 
@@ -211,14 +283,14 @@ class PostgresLexicalIndex:
         stored: dict[int, tuple[bytes, int]] = self._run(
             lambda: queries.lexical_stored(self.session_id, self.units, wanted), "reading the keyword index"
         )
-        writes: list[tuple[int, bytes, int, str]] = []
+        writes: list[tuple[int, bytes, int, str, int, str | None]] = []
         for doc_id, text in self._pending.items():
             if text is None:
                 continue
             digest = _digest(text)
             known = stored.get(doc_id)
             if known is None or (known[0] != digest and known[1] <= len(text)):
-                writes.append((doc_id, digest, len(text), _document_terms(text)))
+                writes.append((doc_id, digest, len(text), *_document(text)))
         deletes = [doc_id for doc_id, text in self._pending.items() if text is None and doc_id in stored]
         if sweep:
             # Past the last document given: added by a server that has read further.
