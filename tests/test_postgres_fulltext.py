@@ -14,7 +14,7 @@ from postgres_server import drop_schema, new_schema
 import convmem
 from convmem import ConfigError, ConversationMemory, Message, PostgresStore, Recall, TiktokenCounter
 from convmem._lexical import BM25TextIndex, tokenize
-from convmem._postgres_lexical import PostgresLexicalIndex, tsquery_text
+from convmem._postgres_lexical import PostgresLexicalIndex
 
 pytestmark = pytest.mark.postgres
 
@@ -65,9 +65,9 @@ def doc_rows(url: str, schema: str, session_id: str | None = None) -> list[tuple
             "WHERE %s::text IS NULL OR session_id = %s ORDER BY session_id, kind, doc_id",
             (session_id, session_id),
         ).fetchall()
-    # Less the index's own lexeme (a space and a digest), which no term holds.
+    # Less the index's own lexeme (a space and a digest) and the marks of repeated terms.
     return [
-        (sid, kind, int(doc), sorted(t for t in terms if not t.startswith(" ")))
+        (sid, kind, int(doc), sorted(t for t in terms if not t.startswith(" ") and "\x1e" not in t))
         for sid, kind, doc, terms in rows
     ]
 
@@ -144,18 +144,22 @@ def test_terms_with_tsquery_syntax_round_trip(store: PostgresStore) -> None:
         # Written as the index writes them (bypassing tokenize, which would split these).
         store._run(
             lambda seq=seq, term=term: queries.write_lexical(
-                "s1", "messages", index._generation, [], [(seq, b"d", 1, term, 1, f"{term}\x1f2")]
+                "s1",
+                "messages",
+                index._generation,
+                [],
+                [(seq, b"d", 1, f"{term}\x1f{term}\x1e", 1, f"{term}\x1e2")],
             ),
             "test write",
             transaction=True,
         )
     for seq, term in enumerate(hostile, start=1):
-        documents, total, found = store._run(
-            lambda term=term: queries.lexical_matches("s1", "messages", tsquery_text([term]), [term]),
-            "test read",
+        found = store._run(
+            lambda term=term: queries.lexical_matches("s1", "messages", [term]), "test read", transaction=True
         )
-        assert (documents, total) == (len(hostile), len(hostile))
-        assert found == [(seq, 1, f"{term}\x1f2", [1])], term
+        assert (found.documents, found.total_length) == (len(hostile), len(hostile))
+        assert (found.ids, found.lengths, found.masks) == ((seq,), (1,), [(1,)]), term
+        assert found.repeats == {seq: f"{term}\x1e2"}, term
 
 
 def test_a_second_server_finds_old_turns_without_writing(

@@ -44,9 +44,9 @@ from typing import Any, Protocol, TypeVar
 import numpy as np
 
 from ._lexical import BM25Index, query_terms, tokenize
-from ._postgres_schema import _Operation, _Queries, _tsquery_lexeme
+from ._postgres_schema import REPEATED, LexicalMatches, _Operation, _Queries
 
-__all__ = ["UNIT_KINDS", "PostgresLexicalIndex", "tsquery_text"]
+__all__ = ["UNIT_KINDS", "PostgresLexicalIndex"]
 
 logger = logging.getLogger("convmem")
 
@@ -78,6 +78,7 @@ def _usable(terms: Iterable[str]) -> list[str]:
         if (
             term
             and _SEPARATOR not in term
+            and REPEATED not in term
             and len(term.encode("utf-8", "surrogatepass")) <= _MAX_LEXEME_BYTES
         ):
             out.append(term)
@@ -85,32 +86,32 @@ def _usable(terms: Iterable[str]) -> list[str]:
 
 
 def _document(text: str) -> tuple[str, int, str | None]:
-    """The document's distinct terms joined by the separator (cut before the tsvector size
-    limit), its length in terms (as `BM25Index` counts it), and its repeated terms with their
-    counts, joined by the separator (None when every term occurs once)."""
+    """The document's lexemes joined by the separator: its distinct terms (cut before the
+    tsvector size limit) and ``term + REPEATED`` for each it holds more than once; its length
+    in terms (as `BM25Index` counts it); and its repeated terms with their counts
+    ("term\\x1ecount\\x1f...", None when every term occurs once)."""
     tokens = tokenize(text)
     counts = Counter(tokens)
     kept: list[str] = []
     size = 0
     for term in _usable(counts):
-        size += len(term.encode("utf-8", "surrogatepass")) + 8
+        size += len(term.encode("utf-8", "surrogatepass")) * (1 + (counts[term] > 1)) + 16
         if size > _MAX_DOC_BYTES:
             break
         kept.append(term)
-    repeats = [f"{term}{_SEPARATOR}{counts[term]}" for term in kept if counts[term] > 1]
-    return _SEPARATOR.join(kept), len(tokens), _SEPARATOR.join(repeats) or None
+    repeated = [term for term in kept if counts[term] > 1]
+    lexemes = kept + [term + REPEATED for term in repeated]
+    repeats = _SEPARATOR.join(f"{term}{REPEATED}{counts[term]}" for term in repeated)
+    return _SEPARATOR.join(lexemes), len(tokens), repeats or None
 
 
-def _repeats(text: str | None) -> dict[str, int]:
-    if not text:
-        return {}
-    parts = text.split(_SEPARATOR)
-    return {parts[i]: int(parts[i + 1]) for i in range(0, len(parts) - 1, 2)}
-
-
-def tsquery_text(terms: Iterable[str]) -> str:
-    """The tsquery (text form, to bind as a parameter) matching any of `terms`; "" for none."""
-    return " | ".join(_tsquery_lexeme(term) for term in _usable(terms))
+def _repeats(text: str) -> dict[str, int]:
+    """The counts in a document's repeats ("term\\x1ecount\\x1f...")."""
+    out: dict[str, int] = {}
+    for item in text.split(_SEPARATOR):
+        term, _, count = item.rpartition(REPEATED)
+        out[term] = int(count)
+    return out
 
 
 def _digest(text: str) -> bytes:
@@ -121,36 +122,35 @@ def _idf(documents: int, frequency: int) -> float:
     return math.log(1.0 + (documents - frequency + 0.5) / (frequency + 0.5))
 
 
-def _bm25(
-    terms: Sequence[str], documents: int, total: int, found: Sequence[tuple[int, int, str | None, list[int]]]
-) -> tuple[dict[str, int], dict[int, float]]:
+def _bm25(terms: Sequence[str], found: LexicalMatches) -> tuple[dict[str, int], dict[int, float]]:
     """Each term's document frequency and each found document's BM25 score, computed as
-    `BM25Index.scores` does (``found``: see `_Queries.lexical_matches`)."""
-    if not found or not documents:
+    `BM25Index.scores` does."""
+    documents = found.documents
+    if not found.ids or not documents:
         return {}, {}
-    ids = np.fromiter((f[0] for f in found), dtype=np.int64, count=len(found))
-    lengths = np.fromiter((f[1] for f in found), dtype=np.float64, count=len(found))
-    masks = np.array([f[3] for f in found], dtype=np.int64).reshape(len(found), -1)
-    average = total / documents or 1.0
+    lengths = np.asarray(found.lengths, dtype=np.float64)
+    average = found.total_length / documents or 1.0
     k1, b = _BM25.k1, _BM25.b
     norm = k1 * (1.0 - b + b * lengths / average)
+    masks = np.asarray(found.masks, dtype=np.int64)  # one row per 63 terms
     positions = np.arange(len(terms))
-    # tf[row, i]: how often found[row] holds terms[i] (0, 1, or its count in repeats).
-    tf = ((masks[:, positions // 63] >> (positions % 63)) & 1).astype(np.float64)
-    column = {term: i for i, term in enumerate(terms)}
-    for row, found_doc in enumerate(found):
-        if found_doc[2]:
-            for term, count in _repeats(found_doc[2]).items():
+    # tf[doc, i]: how often the doc holds terms[i] (0, 1, or its count in repeats).
+    tf = ((masks[positions // 63, :] >> (positions % 63)[:, None]) & 1).T.astype(np.float64)
+    if found.repeats:
+        column = {term: i for i, term in enumerate(terms)}
+        row_of = {doc: row for row, doc in enumerate(found.ids)}
+        for doc, text in found.repeats.items():
+            row = row_of[doc]
+            for term, count in _repeats(text).items():
                 i = column.get(term)
-                if i is not None and tf[row, i]:
+                if i is not None:
                     tf[row, i] = count
     counts = (tf > 0).sum(axis=0)
     frequencies = {term: int(counts[i]) for i, term in enumerate(terms)}
     idf = np.log(1.0 + (documents - counts + 0.5) / (counts + 0.5))
     with np.errstate(invalid="ignore", divide="ignore"):
         parts = np.where(tf > 0, idf * tf * (k1 + 1.0) / (tf + norm[:, None]), 0.0)
-    out = parts.sum(axis=1)
-    return frequencies, dict(zip(ids.tolist(), out.tolist(), strict=True))
+    return frequencies, dict(zip(found.ids, parts.sum(axis=1).tolist(), strict=True))
 
 
 class _Unset:
@@ -245,13 +245,13 @@ class PostgresLexicalIndex:
         if not terms:
             self._last = (query, 0, {})
             return {}
-        documents, total, found = self._run(
-            lambda: self.store._queries.lexical_matches(
-                self.session_id, self.units, tsquery_text(terms), terms
-            ),
+        found = self._run(
+            lambda: self.store._queries.lexical_matches(self.session_id, self.units, terms),
             "keyword search",
+            transaction=True,
         )
-        frequencies, scores = _bm25(terms, documents, total, found)
+        frequencies, scores = _bm25(terms, found)
+        documents = found.documents
         self._last = (query, documents, frequencies)
         return scores
 

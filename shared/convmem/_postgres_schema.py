@@ -102,6 +102,26 @@ _NOW = "extract(epoch FROM clock_timestamp())::float8"
 _LEXICAL_TAG_SQL = "' ' || md5(kind || ' ' || session_id)"
 
 
+# Marks a term a document holds more than once: "term" + REPEATED is then one of its lexemes,
+# and its count is in the document's repeats.
+REPEATED = "\x1e"
+
+
+@dataclasses.dataclass(frozen=True)
+class LexicalMatches:
+    """What `_Queries.lexical_matches` read: the index's number of documents and their total
+    length, then for each document holding a query term, by column: its id, its length, and
+    bit ``i % 63`` of ``masks[i // 63]`` set when it holds ``terms[i]``; ``repeats`` (doc id
+    -> its repeated terms) only of documents holding a query term more than once."""
+
+    documents: int
+    total_length: int
+    ids: Sequence[int]
+    lengths: Sequence[int]
+    repeats: dict[int, str]
+    masks: Sequence[Sequence[int]]
+
+
 def lexical_tag(session_id: str, kind: str) -> str:
     """The lexeme that marks the documents of `session_id`'s index of `kind` (see ``_LEXICAL_TAG_SQL``)."""
     return " " + hashlib.md5(f"{kind} {session_id}".encode(), usedforsecurity=False).hexdigest()
@@ -871,15 +891,14 @@ class _Queries:
             )
         return True
 
-    def lexical_matches(
-        self, session_id: str, kind: str, tsquery: str, terms: Sequence[str]
-    ) -> _Operation[tuple[int, int, list[tuple[int, int, str | None, list[int]]]]]:
-        """The index's totals (documents, total length) and, for each of the session's `kind`
-        documents of its current generation matching `tsquery` (the OR of `terms` as a tsquery
-        in text form, bound as a parameter): (doc id, length, repeats, masks), bit ``i % 63`` of
-        ``masks[i // 63]`` set when it holds ``terms[i]``. One statement; the GIN index finds the
-        documents through the index's own lexeme."""
+    def lexical_matches(self, session_id: str, kind: str, terms: Sequence[str]) -> _Operation[LexicalMatches]:
+        """Run in a transaction: the index's totals and which of `terms` each of the session's
+        `kind` documents of its current generation holds (see `LexicalMatches`), in one query:
+        the GIN index finds the documents holding any of the terms through the index's own
+        lexeme."""
         _check_id(session_id, "session_id")
+        if not terms:
+            raise ValueError("lexical_matches needs at least one term")
         s = self.s
         lexemes = [_tsquery_lexeme(term) for term in terms]
         masks = []
@@ -889,23 +908,41 @@ class _Queries:
                 for bit in range(len(lexemes[chunk : chunk + 63]))
             )
             masks.append(f"({bits})")
+        any_term = " | ".join(lexemes)
         tag = _tsquery_lexeme(lexical_tag(session_id, kind))
+        repeated = " | ".join(_tsquery_lexeme(term + REPEATED) for term in terms)
+        # The planner prices a query of many terms (or on a table not analyzed yet) as if a
+        # scan of every row were cheaper than the GIN index, and reads all of the session's
+        # documents; the matches are therefore chosen by the index's own lexeme alone (a fenced
+        # CTE) with sequential scans off for this transaction, and checked against the session
+        # afterwards.
+        yield _Sql("SET LOCAL enable_seqscan = off")
         rows = yield _Sql(
             f"""
+            WITH found AS MATERIALIZED (
+                SELECT d.session_id, d.kind, d.generation, d.doc_id, d.length,
+                       CASE WHEN d.repeats IS NOT NULL AND d.terms @@ %s::tsquery THEN d.repeats END
+                           AS repeats,
+                       {", ".join(f"{mask} AS mask{i}" for i, mask in enumerate(masks))}
+                FROM {s}.lexical_docs AS d WHERE d.terms @@ %s::tsquery
+            )
             SELECT st.documents, st.total_length, d.doc_id, d.length, d.repeats,
-                   ARRAY[{", ".join(masks) or "0::bigint"}]
+                   {", ".join(f"d.mask{i}" for i in range(len(masks)))}
             FROM {s}.sessions AS s
             JOIN {s}.lexical_stats AS st ON st.session_id = s.session_id AND st.kind = %s
-            LEFT JOIN {s}.lexical_docs AS d
+            LEFT JOIN found AS d
               ON d.session_id = s.session_id AND d.kind = st.kind AND d.generation = s.generation
-             AND d.terms @@ %s::tsquery
             WHERE s.session_id = %s""",
-            (*lexemes, kind, f"{tag} & ({tsquery})", session_id),
+            (repeated, *lexemes, f"{tag} & ({any_term})", kind, session_id),
         )
         if not rows:
-            return 0, 0, []
-        found = [(int(r[2]), int(r[3]), r[4], [int(m) for m in r[5]]) for r in rows if r[2] is not None]
-        return int(rows[0][0]), int(rows[0][1]), found
+            return LexicalMatches(0, 0, [], [], {}, [])
+        documents, total = int(rows[0][0]), int(rows[0][1])
+        if rows[0][2] is None:
+            return LexicalMatches(documents, total, [], [], {}, [])
+        columns = list(zip(*rows, strict=True))
+        repeats = {doc: text for doc, text in zip(columns[2], columns[4], strict=True) if text}
+        return LexicalMatches(documents, total, columns[2], columns[3], repeats, columns[5:])
 
     # -- listing, deleting, retention ---------------------------------------------------------
 
