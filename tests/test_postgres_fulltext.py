@@ -292,12 +292,14 @@ CORPUS = [
     "Thanks, that makes sense.",
     "The database migration needs a budget for the corgi-themed dashboard, the database is big.",
     "明天早上去上海的高铁几点出发？上海很远。",
+    "Football, football and one ball: the corgi prefers the ball to football.",
 ]
 QUERIES = [
     "what is my corgi called?",
     "database budget",
     "我的狗叫什么名字？",
     "ball ball corgi park Friday",
+    "football ball",
     "上海 高铁",
     "no such words anywhere",
     "",
@@ -367,7 +369,7 @@ def test_removing_and_growing_documents_keep_scores_and_totals_exact(
     # clear() then adding back a subset: the rest (up to the last given) is deleted, the totals follow.
     index.clear()
     reference.clear()
-    for doc_id in (1, 3, 4, 8):
+    for doc_id in (1, 3, 4, len(CORPUS)):
         index.add(doc_id, CORPUS[doc_id - 1])
         reference.add(doc_id, CORPUS[doc_id - 1])
     assert_same_bm25(index, reference)

@@ -105,13 +105,18 @@ def _document(text: str) -> tuple[str, int, str | None]:
     return _SEPARATOR.join(lexemes), len(tokens), repeats or None
 
 
-def _repeats(text: str) -> dict[str, int]:
-    """The counts in a document's repeats ("term\\x1ecount\\x1f...")."""
-    out: dict[str, int] = {}
-    for item in text.split(_SEPARATOR):
-        term, _, count = item.rpartition(REPEATED)
-        out[term] = int(count)
-    return out
+def _repeat_count(repeats: str, term: str) -> int:
+    """How often a document holds `term` by its repeats ("term\\x1ecount\\x1f..."); 0 if not there."""
+    key = term + REPEATED
+    start = 0
+    while True:
+        at = repeats.find(key, start)
+        if at < 0:
+            return 0
+        if at == 0 or repeats[at - 1] == _SEPARATOR:
+            end = repeats.find(_SEPARATOR, at)
+            return int(repeats[at + len(key) : end if end >= 0 else len(repeats)])
+        start = at + 1
 
 
 def _digest(text: str) -> bytes:
@@ -137,13 +142,12 @@ def _bm25(terms: Sequence[str], found: LexicalMatches) -> tuple[dict[str, int], 
     # tf[doc, i]: how often the doc holds terms[i] (0, 1, or its count in repeats).
     tf = ((masks[positions // 63, :] >> (positions % 63)[:, None]) & 1).T.astype(np.float64)
     if found.repeats:
-        column = {term: i for i, term in enumerate(terms)}
         row_of = {doc: row for row, doc in enumerate(found.ids)}
         for doc, text in found.repeats.items():
             row = row_of[doc]
-            for term, count in _repeats(text).items():
-                i = column.get(term)
-                if i is not None:
+            for i in np.flatnonzero(tf[row]).tolist():
+                count = _repeat_count(text, terms[i])
+                if count:
                     tf[row, i] = count
     counts = (tf > 0).sum(axis=0)
     frequencies = {term: int(counts[i]) for i, term in enumerate(terms)}
