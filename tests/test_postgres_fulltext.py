@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Iterator, Sequence
+from typing import Any
 
 import psycopg
 import pytest
@@ -517,3 +518,55 @@ def test_a_schema_of_version_5_keeps_its_documents_and_gains_exact_counts(
         theirs = reference.scores("corgi Duoduo")
         assert ours.keys() == theirs.keys()
         assert all(ours[d] == pytest.approx(theirs[d], rel=1e-12) for d in theirs)
+
+
+def _drive(conn: psycopg.Connection[Any], operation: Any) -> Any:
+    """Run a `_Queries` operation's statements on `conn` (in whatever transaction it has)."""
+    try:
+        request = next(operation)
+        while True:
+            cursor = conn.execute(request.text, request.params)
+            request = operation.send(cursor.fetchall() if cursor.description is not None else [])
+    except StopIteration as done:
+        return done.value
+
+
+def test_a_longer_document_written_while_another_writer_holds_the_row_wins(
+    store: PostgresStore, postgres_url: str, schema: str
+) -> None:
+    import threading
+
+    append(store, "s1", [("user", "x")])
+    generation = store.stats("s1").generation
+    queries = store._queries
+    short, long = "corgi", "corgi Duoduo chases the red ball"
+
+    def doc(text: str) -> tuple[int, bytes, int, str, int, None]:
+        return (
+            5,
+            text.encode()[:8],
+            len(text),
+            "\x1f".join(dict.fromkeys(tokenize(text))),
+            len(tokenize(text)),
+            None,
+        )
+
+    with psycopg.connect(postgres_url) as first, psycopg.connect(postgres_url) as second:
+        # The first writer has inserted the short version and not committed yet.
+        assert _drive(first, queries.write_lexical("s1", "messages", generation, [], [doc(short)]))
+        done: list[bool] = []
+
+        def write_long() -> None:
+            done.append(_drive(second, queries.write_lexical("s1", "messages", generation, [], [doc(long)])))
+            second.commit()
+
+        thread = threading.Thread(target=write_long)
+        thread.start()
+        thread.join(0.5)
+        assert thread.is_alive()  # waiting for the first writer's row
+        first.commit()
+        thread.join()
+    assert done == [True]
+    (row,) = [r for r in doc_rows(postgres_url, schema) if r[2] == 5]
+    assert row[3] == sorted(set(tokenize(long)))
+    assert stats_rows(postgres_url, schema)[("s1", "messages")] == (1, len(tokenize(long)))

@@ -840,20 +840,22 @@ class _Queries:
                 (session_id, kind, list(deletes)),
             )
         added: list[tuple[Any, ...]] = []
-        if docs:
-            ids = [d[0] for d in docs]
+        todo = list(docs)
+        first = True
+        while todo:
+            ids = [d[0] for d in todo]
             # Replaced rows go first, so the totals see their old length; a row another writer
             # holds is waited for, then judged as it is after that writer.
-            removed += yield _Sql(
+            gone = yield _Sql(
                 f"""
                 DELETE FROM {s}.lexical_docs AS known
                 USING unnest(%s::bigint[], %s::integer[]) AS u(doc_id, size)
                 WHERE known.session_id = %s AND known.kind = %s AND known.doc_id = u.doc_id
                   AND (known.generation IS DISTINCT FROM %s OR known.size <= u.size)
-                RETURNING known.length""",
-                (ids, [d[2] for d in docs], session_id, kind, generation),
+                RETURNING known.doc_id, known.length""",
+                (ids, [d[2] for d in todo], session_id, kind, generation),
             )
-            added = yield _Sql(
+            stored = yield _Sql(
                 f"""
                 INSERT INTO {s}.lexical_docs
                     (session_id, kind, doc_id, generation, digest, size, terms, length, repeats)
@@ -863,20 +865,28 @@ class _Queries:
                 FROM unnest(%s::bigint[], %s::bytea[], %s::integer[], %s::text[], %s::integer[], %s::text[])
                      AS u(doc_id, digest, size, terms, length, repeats)
                 ON CONFLICT (session_id, kind, doc_id) DO NOTHING
-                RETURNING length""",
+                RETURNING doc_id, length""",
                 (
                     session_id,
                     kind,
                     generation,
                     lexical_tag(session_id, kind),
                     ids,
-                    [d[1] for d in docs],
-                    [d[2] for d in docs],
-                    [d[3] for d in docs],
-                    [d[4] for d in docs],
-                    [d[5] for d in docs],
+                    [d[1] for d in todo],
+                    [d[2] for d in todo],
+                    [d[3] for d in todo],
+                    [d[4] for d in todo],
+                    [d[5] for d in todo],
                 ),
             )
+            removed += [(r[1],) for r in gone]
+            added += [(r[1],) for r in stored]
+            # Not stored: a row this statement could not see yet (another writer's, now
+            # committed) is judged once more; a row kept as longer stays.
+            written = {int(r[0]) for r in stored}
+            deleted = {int(r[0]) for r in gone}
+            todo = [d for d in todo if d[0] not in written and (first or d[0] in deleted)]
+            first = False
         documents = len(added) - len(removed)
         length = sum(int(r[0]) for r in added) - sum(int(r[0]) for r in removed)
         if added or removed:
