@@ -145,10 +145,15 @@ def _bm25(terms: Sequence[str], found: LexicalMatches) -> tuple[dict[str, int], 
         row_of = {doc: row for row, doc in enumerate(found.ids)}
         for doc, text in found.repeats.items():
             row = row_of[doc]
-            for i in np.flatnonzero(tf[row]).tolist():
-                count = _repeat_count(text, terms[i])
-                if count:
-                    tf[row, i] = count
+            for chunk, column in enumerate(found.masks):
+                bits = int(column[row])
+                while bits:  # each query term the document holds
+                    low = bits & -bits
+                    i = chunk * 63 + low.bit_length() - 1
+                    bits ^= low
+                    count = _repeat_count(text, terms[i])
+                    if count:
+                        tf[row, i] = count
     counts = (tf > 0).sum(axis=0)
     frequencies = {term: int(counts[i]) for i, term in enumerate(terms)}
     idf = np.log(1.0 + (documents - counts + 0.5) / (counts + 0.5))
