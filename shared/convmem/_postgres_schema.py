@@ -97,8 +97,8 @@ _NOW = "extract(epoch FROM clock_timestamp())::float8"
 
 # The lexeme every document of one (session, kind) holds besides its terms, so that the GIN
 # index on terms alone finds one session's matches (``tag & (t1 | t2 ...)``) without reading
-# other sessions' or a btree_gin extension. A space never occurs in a term; `lexical_tag` is the
-# same in Python. Only the backfill of migration 6 computes it in SQL.
+# other sessions' matches and without the btree_gin extension. A space never occurs in a term;
+# `lexical_tag` is the same in Python. Only the backfill of migration 6 computes it in SQL.
 _LEXICAL_TAG_SQL = "' ' || md5(kind || ' ' || session_id)"
 
 
@@ -233,14 +233,15 @@ _MIGRATIONS: tuple[tuple[int, str, tuple[str, ...]], ...] = (
         "lexical_docs: BM25 (term counts, lengths, per-index totals) and a per-index lexeme for the GIN index",
         (
             # length: the document's number of terms; repeats: the terms it holds more than once,
-            # with their counts ("term\x1fcount\x1f..."), NULL when every term occurs once.
+            # with their counts ("term\x1ecount\x1f..."), NULL when every term occurs once.
             "ALTER TABLE {s}.lexical_docs ADD COLUMN length integer, ADD COLUMN repeats text",
             # Rows of an older generation were never read; the totals below count only live ones.
             "DELETE FROM {s}.lexical_docs AS d USING {s}.sessions AS s "
             "WHERE d.session_id = s.session_id AND d.generation <> s.generation",
             # Old rows: their distinct terms stand for their length until a server adds them again,
             # which the emptied digest makes it do (with exact counts); the index's own lexeme
-            # (see LEXICAL_TAG_SQL) lets the GIN index find one session's documents.
+            # (see _LEXICAL_TAG_SQL) lets the GIN index find one session's documents. Old rows
+            # have no marks of repeated terms: each term counts once until they are written again.
             "UPDATE {s}.lexical_docs SET length = length(terms), digest = ''::bytea, "
             "terms = terms || array_to_tsvector(ARRAY[" + _LEXICAL_TAG_SQL + "])",
             "ALTER TABLE {s}.lexical_docs ALTER COLUMN length SET NOT NULL",
