@@ -10,12 +10,24 @@ for the default (``"process"``: `BM25TextIndex` built from the log):
   (tsvector: recall writes every document; BM25: recall builds its index);
 * first query of a new process on a session already indexed (tsvector writes
   nothing; BM25 builds its index again, as every server does);
-* the median of later queries.
+* the median and 95th percentile of later queries;
+* the keyword search alone: the median and 95th percentile of one `scores` call
+  of the session's message and exchange indexes (`PostgresLexicalIndex` against
+  `BM25TextIndex`, both over the same documents).
 
 Each measurement runs in a fresh Python process, which also reports its
-resident memory. The schema is dropped at the end. Run:
+resident memory. The schema is dropped at the end.
+
+With ``--locomo`` it measures ranking quality instead: evidence recall on
+LoCoMo (``../shared/data/locomo-dev.json``, see ``locomo_recall.py``) of a
+recall-only memory (no model, facts and summary off) on a `PostgresStore` with
+each lexical index, every conversation one session and, the second row of each
+index, every LoCoMo session its own session of one user with each question
+asked from a new one (recall across sessions, where `full_match` puts the
+sessions on one scale). Run:
 
     CONVMEM_POSTGRES_URL=postgresql://... python benchmarks/bench_lexical_postgres.py [--messages 10000]
+    CONVMEM_POSTGRES_URL=postgresql://... python benchmarks/bench_lexical_postgres.py --locomo
 """
 
 from __future__ import annotations
@@ -37,6 +49,8 @@ import psycopg
 from _history import history
 
 from convmem import ApproximateCounter, ConversationMemory, MemoryConfig, Message, PostgresStore
+from convmem._lexical import BM25TextIndex
+from convmem._postgres_lexical import PostgresLexicalIndex
 
 QUESTIONS = [
     "What did we decide about the database?",
@@ -68,8 +82,49 @@ def _rss_mb() -> float:
     return float("nan")
 
 
+def _percentile(values: list[float], share: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(share * len(ordered)))]
+
+
+def _search_times(memory: ConversationMemory, store: PostgresStore, repeat: int) -> dict[str, float]:
+    """One `scores` call of the session's stored indexes against BM25 in the process over the
+    same documents (the texts recall gave the stored index, read back from the log)."""
+    recall = memory.recall
+    assert recall is not None
+    state = recall._state("bench", store)
+    out: dict[str, float] = {}
+    for kind in ("messages", "exchanges"):
+        stored = getattr(state, f"lexical_{kind}")
+        if not isinstance(stored, PostgresLexicalIndex):
+            return {}
+        reference = BM25TextIndex()
+        if kind == "messages":
+            for seq in state.order:
+                if seq not in state.small_talk:
+                    reference.add(seq, state.lines[seq])
+        else:
+            for first in state.exchanges:
+                reference.add(first, state.exchange_text(first))
+        table: list[float] = []
+        process: list[float] = []
+        for index in range(repeat):
+            question = QUESTIONS[index % len(QUESTIONS)]
+            started = time.perf_counter()
+            stored.scores(question)
+            table.append(time.perf_counter() - started)
+            started = time.perf_counter()
+            reference.scores(question)
+            process.append(time.perf_counter() - started)
+        out[f"{kind}_table_median"] = statistics.median(table)
+        out[f"{kind}_table_p95"] = _percentile(table, 0.95)
+        out[f"{kind}_process_median"] = statistics.median(process)
+        out[f"{kind}_process_p95"] = _percentile(process, 0.95)
+    return out
+
+
 def measure(url: str, schema: str, lexical: str, repeat: int) -> dict[str, float]:
-    """In this process: the first query, then the median of `repeat` more."""
+    """In this process: the first query, then the median and p95 of `repeat` more."""
     store = PostgresStore(url, schema=schema, timeout=600, lexical_index=lexical)
     memory = ConversationMemory("bench", store, CONFIG)
     started = time.perf_counter()
@@ -82,9 +137,16 @@ def measure(url: str, schema: str, lexical: str, repeat: int) -> dict[str, float
         memory.build_context(query=QUESTIONS[index % len(QUESTIONS)])
         times.append(time.perf_counter() - started)
     rss = _rss_mb()
+    searches = _search_times(memory, store, repeat) if lexical == "tsvector" else {}
     memory.close()
     store.close()
-    return {"first": first_seconds, "median": statistics.median(times), "rss_mb": rss}
+    return {
+        "first": first_seconds,
+        "median": statistics.median(times),
+        "p95": _percentile(times, 0.95),
+        "rss_mb": rss,
+        **searches,
+    }
 
 
 def run_child(url: str, schema: str, lexical: str, repeat: int) -> dict[str, float]:
@@ -99,16 +161,74 @@ def run_child(url: str, schema: str, lexical: str, repeat: int) -> dict[str, flo
     return result
 
 
+def locomo(url: str, quick: bool) -> None:
+    """Evidence recall of a recall-only memory on LoCoMo, with each lexical index."""
+    from locomo_recall import (
+        BUDGETS,
+        Scores,
+        _ingest,
+        _session_number,
+        context_text,
+        default_data_path,
+        load_conversations,
+    )
+
+    conversations = load_conversations(default_data_path())[: 2 if quick else None]
+    config = MemoryConfig(summary_trigger="never", extract_facts=False)
+    rows: list[tuple[str, dict[int, Scores]]] = []
+    for lexical in ("process", "tsvector"):
+        for across in (False, True):
+            scores = {budget: Scores() for budget in BUDGETS}
+            schema = f"convmem_bench_{uuid.uuid4().hex[:12]}"
+            store = PostgresStore(url, schema=schema, timeout=600, lexical_index=lexical)
+            try:
+                for conversation in conversations:
+                    sample = conversation.sample_id
+                    if across:
+                        by_session: dict[int, list] = {}  # type: ignore[type-arg]
+                        for turn in conversation.turns:
+                            by_session.setdefault(_session_number(turn), []).append(turn)
+                        for number, turns in sorted(by_session.items()):
+                            session = ConversationMemory(f"{sample}-{number}", store, config, user_id=sample)
+                            _ingest(session, conversation, turns)
+                            session.close()
+                        memory = ConversationMemory(f"{sample}-new", store, config, user_id=sample)
+                    else:
+                        memory = ConversationMemory(sample, store, config)
+                        _ingest(memory, conversation, conversation.turns)
+                    for question in conversation.questions:
+                        for budget in BUDGETS:
+                            context = memory.build_context(query=question.text, budget=budget)
+                            scores[budget].record(
+                                question, context_text(context.messages), context.token_count, None
+                            )
+                    memory.close()
+            finally:
+                store.close()
+                with psycopg.connect(url, autocommit=True) as conn:
+                    conn.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')
+            rows.append((f"{lexical}{', across sessions' if across else ''}", scores))
+    print(f"LoCoMo evidence recall (categories 1-4), recall only, {len(conversations)} conversations:")
+    print(f"{'lexical index':34}" + "".join(f"{budget:>8}" for budget in BUDGETS))
+    for name, scores in rows:
+        print(f"{name:34}" + "".join(f"{scores[budget].headline():>8.3f}" for budget in BUDGETS))
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--messages", type=int, default=10_000)
     parser.add_argument("--repeat", type=int, default=20)
+    parser.add_argument("--locomo", action="store_true", help="evidence recall on LoCoMo with each index")
+    parser.add_argument("--quick", action="store_true", help="with --locomo: two conversations")
     parser.add_argument("--child", choices=["tsvector", "process"], help=argparse.SUPPRESS)
     parser.add_argument("--schema", help=argparse.SUPPRESS)
     args = parser.parse_args()
     url = os.environ.get("CONVMEM_POSTGRES_URL")
     if not url:
         sys.exit("set CONVMEM_POSTGRES_URL to a PostgreSQL server this benchmark may write to")
+    if args.locomo:
+        locomo(url, args.quick)
+        return
     if args.child:
         print(json.dumps(measure(url, args.schema, args.child, args.repeat)))
         return
@@ -132,7 +252,16 @@ def main() -> None:
     print(f"{'first query, index not yet written':38}{ts_new['first']:>17.2f}s{bm25['first']:>15.2f}s")
     print(f"{'first query of a new process':38}{ts_again['first']:>17.2f}s{bm25['first']:>15.2f}s")
     print(f"{'median of later queries':38}{ts_again['median'] * 1e3:>16.1f}ms{bm25['median'] * 1e3:>14.1f}ms")
+    print(
+        f"{'95th percentile of later queries':38}{ts_again['p95'] * 1e3:>16.1f}ms{bm25['p95'] * 1e3:>14.1f}ms"
+    )
     print(f"{'resident memory after the queries':38}{ts_again['rss_mb']:>16.0f}MB{bm25['rss_mb']:>14.0f}MB")
+    print(f"\nkeyword search alone, one scores() call, {args.messages:,} messages:")
+    print(f"{'':38}{'tsvector (table)':>18}{'BM25 (process)':>16}")
+    for kind in ("messages", "exchanges"):
+        for stat in ("median", "p95"):
+            table, process = ts_again[f"{kind}_table_{stat}"], ts_again[f"{kind}_process_{stat}"]
+            print(f"{f'{kind}, {stat}':38}{table * 1e3:>16.1f}ms{process * 1e3:>14.1f}ms")
     print(f"\nlexical_docs with its indexes: {float(table_mb):.1f} MB")
 
 

@@ -1,48 +1,70 @@
-"""Recall's keyword index in PostgreSQL, as a ``tsvector`` per document.
+"""Recall's keyword index in PostgreSQL: BM25 over a ``tsvector`` per document.
 
 `PostgresLexicalIndex` is the `LexicalIndex` recall uses for a session of a
 `PostgresStore` opened with ``lexical_index="tsvector"`` (by default recall keeps
 BM25 in each process instead): the terms of each message and each exchange are
-rows of the store's ``lexical_docs`` table (migration 5), so a server that
+rows of the store's ``lexical_docs`` table (migrations 5 and 6), so a server that
 starts serving a session finds them there, and a second server mirroring the
 same session writes nothing.
 
 Terms are recall's own (`tokenize`: light stems, CJK characters and pairs),
 turned into a tsvector by ``array_to_tsvector``: no text search parser or
 dictionary sees them, so each term is exactly one lexeme whatever it holds
-(quotes, colons, backslashes, any script). A query is the OR of its terms, each
-a quoted lexeme (quotes and backslashes escaped), passed as a bound ``tsquery``
-parameter: no query text is ever read as tsquery syntax or SQL. Documents are
-ranked in SQL with ``ts_rank`` (normalised by the log of the document's number of
-distinct terms): it counts which query terms a document holds, not how often,
-and has no IDF; recall divides by the best score, so only the order matters.
-Without `full_match`, recall across a user's sessions scales each session's
-scores on their own.
+(quotes, colons, backslashes, any script). Each document also holds the
+lexeme of its (session, kind) (`lexical_tag`: a space and a digest, which no
+term holds) and, for each term it holds more than once, ``term + "\\x1e"``; its
+row keeps its length in terms and the counts of its repeated terms, and
+``lexical_stats`` the index's number of documents and total length, changed in
+the transaction that changes the rows.
+
+Scores are Okapi BM25 with `BM25Index`'s k1, b and idf, equal to
+`BM25TextIndex` over the same documents (tests compare them to 1e-12), and
+`full_match` is BM25's too, so recall across a user's sessions puts this
+index's sessions on one scale. A search is one query: the GIN index on the
+terms finds the documents holding the index's lexeme and any query term (a
+fenced CTE with sequential scans off for that transaction: the planner would
+otherwise read all of a session's rows for a query of many terms or a table
+not analyzed yet); for each it returns its length and a bit per query term
+(each a quoted lexeme in a bound ``tsquery`` parameter: no query text is ever
+read as tsquery syntax or SQL), and the counts of repeated terms only when it
+repeats a query term. The document frequencies are counted from those bits
+(every document holding a term is among them), and BM25 is computed with
+numpy in the process.
 
 Documents belong to one generation of the log (see `Store.stats`): a write
 lands only while the session is still at the generation the documents were
 read from (a key-share lock on the session row makes check and write one step),
 reads join on the session's current generation, and the store deletes the
-session's documents in the transaction that deletes or replaces messages (recall
-then adds them again from the new log), and with the session (`clear`,
-`forget_user`, `expire_idle`, by the foreign key).
+session's documents and totals in the transaction that deletes or replaces
+messages (recall then adds them again from the new log), and with the session
+(`clear`, `forget_user`, `expire_idle`, by the foreign key).
 
-Costs: a query is one statement over the session's documents of one kind that
-match a term (``ts_rank`` on each); writes are batched, one transaction per
-flush. Sync only, like `PostgresVectorIndex`.
+Costs (``benchmarks/bench_lexical_postgres.py``, a synthetic log where each
+query term is in 12-14% of all messages, so every search matches about 14% of
+the session): a search costs O(matching documents), in the server (reading
+their rows) and in the process (their bits); the median `scores` call took
+6 ms at 10,000 messages (1,300 matches; BM25 in the process: 1 ms) and
+51-57 ms at 100,000 (13,000 matches; in the process: 13 ms), more than half
+of it in the server reading the matching rows. A question whose
+terms are rarer matches fewer documents and costs proportionally less. Writes
+are batched, one transaction per flush. Sync only, like `PostgresVectorIndex`.
 """
 
 from __future__ import annotations
 
 import hashlib
 import logging
-from collections.abc import Callable, Iterable
+import math
+from collections import Counter
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any, Protocol, TypeVar
 
-from ._lexical import query_terms, tokenize
-from ._postgres_schema import _Operation, _Queries
+import numpy as np
 
-__all__ = ["UNIT_KINDS", "PostgresLexicalIndex", "tsquery_text"]
+from ._lexical import BM25Index, query_terms, tokenize
+from ._postgres_schema import REPEATED, LexicalMatches, _Operation, _Queries
+
+__all__ = ["UNIT_KINDS", "PostgresLexicalIndex"]
 
 logger = logging.getLogger("convmem")
 
@@ -54,6 +76,9 @@ _FLUSH_EVERY = 512
 _MAX_LEXEME_BYTES = 2046
 _MAX_DOC_BYTES = 900_000
 _SEPARATOR = "\x1f"
+# Distinct query terms a search scores at most (a question has a few dozen); the rest are left out.
+_MAX_QUERY_TERMS = 256
+_BM25 = BM25Index()  # its k1 and b: the same BM25 as in the process
 
 
 class _SyncPostgres(Protocol):
@@ -71,36 +96,88 @@ def _usable(terms: Iterable[str]) -> list[str]:
         if (
             term
             and _SEPARATOR not in term
+            and REPEATED not in term
             and len(term.encode("utf-8", "surrogatepass")) <= _MAX_LEXEME_BYTES
         ):
             out.append(term)
     return out
 
 
-def _document_terms(text: str) -> str:
-    """The document's distinct terms joined by the separator, cut before the tsvector size limit."""
+def _document(text: str) -> tuple[str, int, str | None]:
+    """The document's lexemes joined by the separator: its distinct terms (cut before the
+    tsvector size limit) and ``term + REPEATED`` for each it holds more than once; its length
+    in terms (as `BM25Index` counts it); and its repeated terms with their counts
+    ("term\\x1ecount\\x1f...", None when every term occurs once)."""
+    tokens = tokenize(text)
+    counts = Counter(tokens)
     kept: list[str] = []
     size = 0
-    for term in _usable(tokenize(text)):
-        size += len(term.encode("utf-8", "surrogatepass")) + 8
+    for term in _usable(counts):
+        size += len(term.encode("utf-8", "surrogatepass")) * (1 + (counts[term] > 1)) + 16
         if size > _MAX_DOC_BYTES:
             break
         kept.append(term)
-    return _SEPARATOR.join(kept)
+    repeated = [term for term in kept if counts[term] > 1]
+    lexemes = kept + [term + REPEATED for term in repeated]
+    repeats = _SEPARATOR.join(f"{term}{REPEATED}{counts[term]}" for term in repeated)
+    return _SEPARATOR.join(lexemes), len(tokens), repeats or None
 
 
-def _lexeme(term: str) -> str:
-    """A term as a quoted tsquery lexeme: quotes doubled, backslashes escaped."""
-    return "'" + term.replace("\\", "\\\\").replace("'", "''") + "'"
-
-
-def tsquery_text(terms: Iterable[str]) -> str:
-    """The tsquery (text form, to bind as a parameter) matching any of `terms`; "" for none."""
-    return " | ".join(_lexeme(term) for term in _usable(terms))
+def _repeat_count(repeats: str, term: str) -> int:
+    """How often a document holds `term` by its repeats ("term\\x1ecount\\x1f..."); 0 if not there."""
+    key = term + REPEATED
+    start = 0
+    while True:
+        at = repeats.find(key, start)
+        if at < 0:
+            return 0
+        if at == 0 or repeats[at - 1] == _SEPARATOR:
+            end = repeats.find(_SEPARATOR, at)
+            return int(repeats[at + len(key) : end if end >= 0 else len(repeats)])
+        start = at + 1
 
 
 def _digest(text: str) -> bytes:
     return hashlib.blake2b(text.encode("utf-8", "surrogatepass"), digest_size=8).digest()
+
+
+def _idf(documents: int, frequency: int) -> float:
+    return math.log(1.0 + (documents - frequency + 0.5) / (frequency + 0.5))
+
+
+def _bm25(terms: Sequence[str], found: LexicalMatches) -> tuple[dict[str, int], dict[int, float]]:
+    """Each term's document frequency and each found document's BM25 score, computed as
+    `BM25Index.scores` does."""
+    documents = found.documents
+    if not found.ids or not documents:
+        return {}, {}
+    lengths = np.asarray(found.lengths, dtype=np.float64)
+    average = found.total_length / documents or 1.0
+    k1, b = _BM25.k1, _BM25.b
+    norm = k1 * (1.0 - b + b * lengths / average)
+    masks = np.asarray(found.masks, dtype=np.int64)  # one row per 63 terms
+    positions = np.arange(len(terms))
+    # tf[doc, i]: how often the doc holds terms[i] (0, 1, or its count in repeats).
+    tf = ((masks[positions // 63, :] >> (positions % 63)[:, None]) & 1).T.astype(np.float64)
+    if found.repeats:
+        row_of = {doc: row for row, doc in enumerate(found.ids)}
+        for doc, text in found.repeats.items():
+            row = row_of[doc]
+            for chunk, column in enumerate(found.masks):
+                bits = int(column[row])
+                while bits:  # each query term the document holds
+                    low = bits & -bits
+                    i = chunk * 63 + low.bit_length() - 1
+                    bits ^= low
+                    count = _repeat_count(text, terms[i])
+                    if count:
+                        tf[row, i] = count
+    counts = (tf > 0).sum(axis=0)
+    frequencies = {term: int(counts[i]) for i, term in enumerate(terms)}
+    idf = np.log(1.0 + (documents - counts + 0.5) / (counts + 0.5))
+    with np.errstate(invalid="ignore", divide="ignore"):
+        parts = np.where(tf > 0, idf * tf * (k1 + 1.0) / (tf + norm[:, None]), 0.0)
+    return frequencies, dict(zip(found.ids, parts.sum(axis=1).tolist(), strict=True))
 
 
 class _Unset:
@@ -128,7 +205,8 @@ class PostgresLexicalIndex:
         index = PostgresLexicalIndex(store, "s1", "messages")
         index.follow_log(store.stats("s1").generation)
         index.add(1, "My dog is called Duoduo")
-        index.scores("what is my dog called?")  # {1: 0.06...}
+        index.scores("what is my dog called?")  # {1: 0.57...}, as BM25TextIndex
+        index.full_match("what is my dog called?")  # 0.57...
     """
 
     def __init__(self, store: _SyncPostgres, session_id: str, units: str) -> None:
@@ -142,6 +220,8 @@ class PostgresLexicalIndex:
         self._syncing = False  # after clear(): stored documents not added again are deleted
         self._confirmed: set[int] = set()  # doc ids added since clear(), already written
         self._last_added = -1  # the greatest doc id added since clear()
+        # (query, documents, term -> document frequency) of the last search, for full_match.
+        self._last: tuple[str, int, dict[str, int]] | None = None
 
     def __repr__(self) -> str:
         return f"PostgresLexicalIndex({self.store!r}, {self.session_id!r}, {self.units!r})"
@@ -186,15 +266,35 @@ class PostgresLexicalIndex:
             logger.debug("recall lexical index of %r not written yet: %s", self.session_id, exc)
 
     def scores(self, query: str) -> dict[int, float]:
-        """``ts_rank`` of every document of the log's current generation sharing a term."""
+        """Okapi BM25 (`BM25Index`'s k1, b and idf) of every document of the log's current
+        generation sharing a term with `query`: equal to `BM25TextIndex` over the same documents."""
         self._flush(final=True)
-        text = tsquery_text(query_terms(query))
-        if not text:
+        terms = _usable(query_terms(query))[:_MAX_QUERY_TERMS]
+        if not terms:
+            self._last = (query, 0, {})
             return {}
-        return self._run(
-            lambda: self.store._queries.lexical_scores(self.session_id, self.units, text),
+        found = self._run(
+            lambda: self.store._queries.lexical_matches(self.session_id, self.units, terms),
             "keyword search",
+            transaction=True,
         )
+        frequencies, scores = _bm25(terms, found)
+        documents = found.documents
+        self._last = (query, documents, frequencies)
+        return scores
+
+    def full_match(self, query: str) -> float:
+        """The score of a document of average length holding each query term once, as
+        `BM25Index.full_match`: divided by it, scores of different sessions compare (recall
+        across a user's sessions). Uses the counts of the last `scores` of the same query
+        (recall asks right after it), else searches once."""
+        if self._last is None or self._last[0] != query:
+            self.scores(query)
+        assert self._last is not None
+        _, documents, frequencies = self._last
+        if not documents:
+            return 0.0
+        return sum(_idf(documents, frequencies.get(term, 0)) for term in set(query_terms(query)))
 
     # -- writing ------------------------------------------------------------------------
 
@@ -211,14 +311,14 @@ class PostgresLexicalIndex:
         stored: dict[int, tuple[bytes, int]] = self._run(
             lambda: queries.lexical_stored(self.session_id, self.units, wanted), "reading the keyword index"
         )
-        writes: list[tuple[int, bytes, int, str]] = []
+        writes: list[tuple[int, bytes, int, str, int, str | None]] = []
         for doc_id, text in self._pending.items():
             if text is None:
                 continue
             digest = _digest(text)
             known = stored.get(doc_id)
             if known is None or (known[0] != digest and known[1] <= len(text)):
-                writes.append((doc_id, digest, len(text), _document_terms(text)))
+                writes.append((doc_id, digest, len(text), *_document(text)))
         deletes = [doc_id for doc_id, text in self._pending.items() if text is None and doc_id in stored]
         if sweep:
             # Past the last document given: added by a server that has read further.

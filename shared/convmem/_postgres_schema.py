@@ -12,7 +12,10 @@ Tables (in their own schema, ``convmem`` by default)::
     vectors         (session_id, model, unit_id) -> generation, dimension, vector (float32 bytes),
                     written (migration 4); likewise, and emptied when the log's generation changes
     lexical_docs    (session_id, kind, doc_id) -> generation, digest, size, terms (tsvector, GIN
-                    index; migration 5); likewise. Written only by `PostgresLexicalIndex`
+                    index; migration 5), length, repeats (migration 6); likewise. Written only by
+                    `PostgresLexicalIndex`
+    lexical_stats   (session_id, kind) -> documents, total_length (migration 6): the BM25 totals
+                    of lexical_docs, changed in the transaction that changes its rows; likewise
 
 The store creates and migrates its schema itself when it opens: each
 migration runs in one transaction under an advisory lock, so many servers
@@ -91,6 +94,38 @@ _COLUMNS = (
     "reply_to_seq",
 )
 _NOW = "extract(epoch FROM clock_timestamp())::float8"
+
+# The lexeme every document of one (session, kind) holds besides its terms, so that the GIN
+# index on terms alone finds one session's matches (``tag & (t1 | t2 ...)``) without reading
+# other sessions' matches and without the btree_gin extension. A space never occurs in a term;
+# `lexical_tag` is the same in Python. Only the backfill of migration 6 computes it in SQL.
+_LEXICAL_TAG_SQL = "' ' || md5(kind || ' ' || session_id)"
+
+
+# Marks a term a document holds more than once: "term" + REPEATED is then one of its lexemes,
+# and its count is in the document's repeats.
+REPEATED = "\x1e"
+
+
+@dataclasses.dataclass(frozen=True)
+class LexicalMatches:
+    """What `_Queries.lexical_matches` read: the index's number of documents and their total
+    length, then for each document holding a query term, by column: its id, its length, and
+    bit ``i % 63`` of ``masks[i // 63]`` set when it holds ``terms[i]``; ``repeats`` (doc id
+    -> its repeated terms) only of documents holding a query term more than once."""
+
+    documents: int
+    total_length: int
+    ids: Sequence[int]
+    lengths: Sequence[int]
+    repeats: dict[int, str]
+    masks: Sequence[Sequence[int]]
+
+
+def lexical_tag(session_id: str, kind: str) -> str:
+    """The lexeme that marks the documents of `session_id`'s index of `kind` (see ``_LEXICAL_TAG_SQL``)."""
+    return " " + hashlib.md5(f"{kind} {session_id}".encode(), usedforsecurity=False).hexdigest()
+
 
 # Each migration: (version, description, statements); ``{s}`` is the quoted schema.
 # Never edit a released migration: add the next one.
@@ -193,6 +228,36 @@ _MIGRATIONS: tuple[tuple[int, str, tuple[str, ...]], ...] = (
             "CREATE INDEX lexical_docs_terms ON {s}.lexical_docs USING gin (terms)",
         ),
     ),
+    (
+        6,
+        "lexical_docs: BM25 (term counts, lengths, per-index totals) and a per-index lexeme for the GIN index",
+        (
+            # length: the document's number of terms; repeats: the terms it holds more than once,
+            # with their counts ("term\x1ecount\x1f..."), NULL when every term occurs once.
+            "ALTER TABLE {s}.lexical_docs ADD COLUMN length integer, ADD COLUMN repeats text",
+            # Rows of an older generation were never read; the totals below count only live ones.
+            "DELETE FROM {s}.lexical_docs AS d USING {s}.sessions AS s "
+            "WHERE d.session_id = s.session_id AND d.generation <> s.generation",
+            # Old rows: their distinct terms stand for their length until a server adds them again,
+            # which the emptied digest makes it do (with exact counts); the index's own lexeme
+            # (see _LEXICAL_TAG_SQL) lets the GIN index find one session's documents. Old rows
+            # have no marks of repeated terms: each term counts once until they are written again.
+            "UPDATE {s}.lexical_docs SET length = length(terms), digest = ''::bytea, "
+            "terms = terms || array_to_tsvector(ARRAY[" + _LEXICAL_TAG_SQL + "])",
+            "ALTER TABLE {s}.lexical_docs ALTER COLUMN length SET NOT NULL",
+            """CREATE TABLE IF NOT EXISTS {s}.lexical_stats (
+                session_id   text COLLATE "C" NOT NULL
+                             REFERENCES {s}.sessions (session_id) ON DELETE CASCADE,
+                kind         text NOT NULL,
+                documents    bigint NOT NULL,
+                total_length bigint NOT NULL,
+                PRIMARY KEY (session_id, kind)
+            )""",
+            "DELETE FROM {s}.lexical_stats",
+            "INSERT INTO {s}.lexical_stats (session_id, kind, documents, total_length) "
+            "SELECT session_id, kind, count(*), sum(length) FROM {s}.lexical_docs GROUP BY session_id, kind",
+        ),
+    ),
 )
 SCHEMA_VERSION = _MIGRATIONS[-1][0]
 
@@ -250,6 +315,12 @@ def _not_utf8(action: str, exc: UnicodeEncodeError) -> InvalidMessageError:
         f"{action}: the text is not valid UTF-8 ({exc.reason}); nothing was stored. "
         "Build messages with Message.create, which rejects lone surrogates"
     )
+
+
+def _tsquery_lexeme(term: str) -> str:
+    """A term as one quoted tsquery lexeme (quotes doubled, backslashes escaped), to bind as a
+    parameter: whatever the term holds, it is read as that lexeme and nothing else."""
+    return "'" + term.replace("\\", "\\\\").replace("'", "''") + "'"
 
 
 def _check_schema(schema: object) -> str:
@@ -506,6 +577,7 @@ class _Queries:
         yield _Sql(f"DELETE FROM {self.s}.vectors WHERE session_id = %s", (session_id,))
         # Likewise the keyword index: recall adds the session's documents again from the new log.
         yield _Sql(f"DELETE FROM {self.s}.lexical_docs WHERE session_id = %s", (session_id,))
+        yield _Sql(f"DELETE FROM {self.s}.lexical_stats WHERE session_id = %s", (session_id,))
         yield _Sql(
             f"UPDATE {self.s}.sessions SET message_count = message_count + %s, "
             "total_tokens = total_tokens + %s, generation = %s, "
@@ -741,13 +813,16 @@ class _Queries:
         kind: str,
         generation: str | None,
         deletes: Sequence[int],
-        docs: Sequence[tuple[int, bytes, int, str]],
+        docs: Sequence[tuple[int, bytes, int, str, int, str | None]],
     ) -> _Operation[bool]:
-        """Run in a transaction: delete `deletes` and upsert `docs` (doc id, digest, size, terms
-        joined by ``\\x1f``) while the session is at `generation`; False (nothing written) otherwise.
+        """Run in a transaction: delete `deletes` and write `docs` (doc id, digest, size, terms
+        joined by ``\\x1f``, length, repeats) while the session is at `generation`; False
+        (nothing written) otherwise. The index's totals (``lexical_stats``) change by exactly
+        what the rows did, in the same transaction.
 
         A stored document of the same generation that is longer (written by a server that read
-        further) stays. The terms become a tsvector with `array_to_tsvector`: no text is parsed.
+        further) stays. The terms become a tsvector with `array_to_tsvector`, with the index's
+        own lexeme (`lexical_tag`): no text is parsed.
         """
         _check_id(session_id, "session_id")
         s = self.s
@@ -758,52 +833,127 @@ class _Queries:
         )
         if not rows:
             return False
+        removed: list[tuple[Any, ...]] = []
         if deletes:
-            yield _Sql(
+            removed += yield _Sql(
                 f"DELETE FROM {s}.lexical_docs WHERE session_id = %s AND kind = %s "
-                "AND doc_id = ANY(%s::bigint[])",
+                "AND doc_id = ANY(%s::bigint[]) RETURNING length",
                 (session_id, kind, list(deletes)),
             )
-        if docs:
-            yield _Sql(
+        added: list[tuple[Any, ...]] = []
+        todo = list(docs)
+        first = True
+        while todo:
+            ids = [d[0] for d in todo]
+            # Replaced rows go first, so the totals see their old length; a row another writer
+            # holds is waited for, then judged as it is after that writer.
+            gone = yield _Sql(
                 f"""
-                INSERT INTO {s}.lexical_docs AS known
-                    (session_id, kind, doc_id, generation, digest, size, terms)
+                DELETE FROM {s}.lexical_docs AS known
+                USING unnest(%s::bigint[], %s::integer[]) AS u(doc_id, size)
+                WHERE known.session_id = %s AND known.kind = %s AND known.doc_id = u.doc_id
+                  AND (known.generation IS DISTINCT FROM %s OR known.size <= u.size)
+                RETURNING known.doc_id, known.length""",
+                (ids, [d[2] for d in todo], session_id, kind, generation),
+            )
+            stored = yield _Sql(
+                f"""
+                INSERT INTO {s}.lexical_docs
+                    (session_id, kind, doc_id, generation, digest, size, terms, length, repeats)
                 SELECT %s, %s, u.doc_id, %s, u.digest, u.size,
-                       array_to_tsvector(string_to_array(u.terms, E'\\x1f'))
-                FROM unnest(%s::bigint[], %s::bytea[], %s::integer[], %s::text[])
-                     AS u(doc_id, digest, size, terms)
-                ON CONFLICT (session_id, kind, doc_id) DO UPDATE SET
-                    generation = EXCLUDED.generation, digest = EXCLUDED.digest,
-                    size = EXCLUDED.size, terms = EXCLUDED.terms
-                WHERE known.generation <> EXCLUDED.generation OR known.size <= EXCLUDED.size""",
+                       array_to_tsvector(array_append(string_to_array(u.terms, E'\\x1f'), %s)),
+                       u.length, u.repeats
+                FROM unnest(%s::bigint[], %s::bytea[], %s::integer[], %s::text[], %s::integer[], %s::text[])
+                     AS u(doc_id, digest, size, terms, length, repeats)
+                ON CONFLICT (session_id, kind, doc_id) DO NOTHING
+                RETURNING doc_id, length""",
                 (
                     session_id,
                     kind,
                     generation,
-                    [d[0] for d in docs],
-                    [d[1] for d in docs],
-                    [d[2] for d in docs],
-                    [d[3] for d in docs],
+                    lexical_tag(session_id, kind),
+                    ids,
+                    [d[1] for d in todo],
+                    [d[2] for d in todo],
+                    [d[3] for d in todo],
+                    [d[4] for d in todo],
+                    [d[5] for d in todo],
                 ),
+            )
+            removed += [(r[1],) for r in gone]
+            added += [(r[1],) for r in stored]
+            # Not stored: a row this statement could not see yet (another writer's, now
+            # committed) is judged once more; a row kept as longer stays.
+            written = {int(r[0]) for r in stored}
+            deleted = {int(r[0]) for r in gone}
+            todo = [d for d in todo if d[0] not in written and (first or d[0] in deleted)]
+            first = False
+        documents = len(added) - len(removed)
+        length = sum(int(r[0]) for r in added) - sum(int(r[0]) for r in removed)
+        if added or removed:
+            yield _Sql(
+                f"""
+                INSERT INTO {s}.lexical_stats AS known (session_id, kind, documents, total_length)
+                VALUES (%s, %s, %s, %s)
+                ON CONFLICT (session_id, kind) DO UPDATE SET
+                    documents = known.documents + EXCLUDED.documents,
+                    total_length = known.total_length + EXCLUDED.total_length""",
+                (session_id, kind, documents, length),
             )
         return True
 
-    def lexical_scores(self, session_id: str, kind: str, tsquery: str) -> _Operation[dict[int, float]]:
-        """`ts_rank` of the session's `kind` documents of its current generation matching `tsquery`
-        (a tsquery in its text form, bound as a parameter)."""
+    def lexical_matches(self, session_id: str, kind: str, terms: Sequence[str]) -> _Operation[LexicalMatches]:
+        """Run in a transaction: the index's totals and which of `terms` each of the session's
+        `kind` documents of its current generation holds (see `LexicalMatches`), in one query:
+        the GIN index finds the documents holding any of the terms through the index's own
+        lexeme."""
         _check_id(session_id, "session_id")
+        if not terms:
+            raise ValueError("lexical_matches needs at least one term")
         s = self.s
+        lexemes = [_tsquery_lexeme(term) for term in terms]
+        masks = []
+        for chunk in range(0, len(lexemes), 63):
+            bits = " | ".join(
+                f"((d.terms @@ %s::tsquery)::integer::bigint << {bit})"
+                for bit in range(len(lexemes[chunk : chunk + 63]))
+            )
+            masks.append(f"({bits})")
+        any_term = " | ".join(lexemes)
+        tag = _tsquery_lexeme(lexical_tag(session_id, kind))
+        repeated = " | ".join(_tsquery_lexeme(term + REPEATED) for term in terms)
+        # The planner prices a query of many terms (or on a table not analyzed yet) as if a
+        # scan of every row were cheaper than the GIN index, and reads all of the session's
+        # documents; the matches are therefore chosen by the index's own lexeme alone (a fenced
+        # CTE) with sequential scans off for this transaction, and checked against the session
+        # afterwards.
+        yield _Sql("SET LOCAL enable_seqscan = off")
         rows = yield _Sql(
             f"""
-            SELECT d.doc_id, ts_rank(d.terms, q.query, 1)
-            FROM (SELECT %s::tsquery AS query) AS q, {s}.sessions AS s
-            JOIN {s}.lexical_docs AS d
-              ON d.session_id = s.session_id AND d.generation = s.generation AND d.kind = %s
-            WHERE s.session_id = %s AND d.terms @@ q.query""",
-            (tsquery, kind, session_id),
+            WITH found AS MATERIALIZED (
+                SELECT d.session_id, d.kind, d.generation, d.doc_id, d.length,
+                       CASE WHEN d.repeats IS NOT NULL AND d.terms @@ %s::tsquery THEN d.repeats END
+                           AS repeats,
+                       {", ".join(f"{mask} AS mask{i}" for i, mask in enumerate(masks))}
+                FROM {s}.lexical_docs AS d WHERE d.terms @@ %s::tsquery
+            )
+            SELECT st.documents, st.total_length, d.doc_id, d.length, d.repeats,
+                   {", ".join(f"d.mask{i}" for i in range(len(masks)))}
+            FROM {s}.sessions AS s
+            JOIN {s}.lexical_stats AS st ON st.session_id = s.session_id AND st.kind = %s
+            LEFT JOIN found AS d
+              ON d.session_id = s.session_id AND d.kind = st.kind AND d.generation = s.generation
+            WHERE s.session_id = %s""",
+            (repeated, *lexemes, f"{tag} & ({any_term})", kind, session_id),
         )
-        return {int(r[0]): float(r[1]) for r in rows}
+        if not rows:
+            return LexicalMatches(0, 0, [], [], {}, [])
+        documents, total = int(rows[0][0]), int(rows[0][1])
+        if rows[0][2] is None:
+            return LexicalMatches(documents, total, [], [], {}, [])
+        columns = list(zip(*rows, strict=True))
+        repeats = {doc: text for doc, text in zip(columns[2], columns[4], strict=True) if text}
+        return LexicalMatches(documents, total, columns[2], columns[3], repeats, columns[5:])
 
     # -- listing, deleting, retention ---------------------------------------------------------
 
