@@ -106,6 +106,10 @@ def test_the_schema_records_its_version_and_reopening_changes_nothing(postgres_u
         (3, "a generation per session log"),
         (4, "vectors: recall embeddings, so a new server never embeds a stored session again"),
         (5, "lexical_docs: recall's keyword index, for stores opened with lexical_index='tsvector'"),
+        (
+            6,
+            "lexical_docs: BM25 (term counts, lengths, per-index totals) and a per-index lexeme for the GIN index",
+        ),
     ]
 
 
