@@ -21,7 +21,7 @@ from convmem import (
     StoreError,
 )
 from convmem._fact_rules import carries_instructions
-from convmem._facts import _RULE_SCAN_CHARS, FactBook
+from convmem._facts import _RULE_SCAN_CHARS, HISTORY_KEPT, FactBook
 from convmem._language import FACT_SECTION_HEADERS
 
 
@@ -309,6 +309,30 @@ def test_a_newer_value_supersedes_and_the_history_is_kept() -> None:
     book.apply(RuleFactExtractor().extract([user("我搬到了北京。", seq=9, timestamp=20.0)]))
     assert book.get("city") is not None and book.get("city").value == "北京"  # type: ignore[union-attr]
     assert [fact.value for fact in book.history("city")] == ["杭州", "北京"]
+
+
+def test_a_value_that_keeps_changing_keeps_only_the_newest_statements() -> None:
+    # The book is read on every build: it must not grow with the length of the conversation.
+    book = FactBook()
+    for seq in range(1, 1001):
+        book.apply([Fact("pet", "dog" if seq % 2 else "cat", seq=seq, timestamp=float(seq))])
+    history = book.history("pet")
+    assert len(history) == HISTORY_KEPT
+    assert [fact.seq for fact in history] == list(range(1001 - HISTORY_KEPT, 1001))
+    assert book.get("pet").value == "cat"  # type: ignore[union-attr]
+    # An older statement arriving late is placed by seq, and the bound still holds.
+    book.apply([Fact("pet", "fish", seq=990, timestamp=990.5)])
+    assert len(book.history("pet")) == HISTORY_KEPT
+    assert book.get("pet").value == "cat"  # type: ignore[union-attr]
+    # A book stored before the bound reads back bounded, its current value unchanged.
+    stored = json.loads(book.to_json())
+    stored["history"]["pet"] = [
+        Fact("pet", f"v{i}", seq=i, timestamp=float(i)).to_dict() for i in range(1, 500)
+    ]
+    again = FactBook.from_json(json.dumps(stored))
+    assert len(again.history("pet")) == HISTORY_KEPT
+    assert again.get("pet").value == "v499"  # type: ignore[union-attr]
+    assert len(book.to_json()) < 20_000
 
 
 def test_an_equal_value_adds_no_history_entry() -> None:

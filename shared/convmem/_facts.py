@@ -71,6 +71,11 @@ def _same_statement(first: Fact, second: Fact) -> bool:
     return first.negated == second.negated and _same_value(first.value, second.value)
 
 
+HISTORY_KEPT = 32
+"""Statements kept per key (the newest): the book is read on every build, and a value that
+keeps changing must not grow it with the length of the conversation."""
+
+
 def _live(history: list[Fact]) -> Fact | None:
     """The key's current value: its newest entry, unless that entry is a negation."""
     return history[-1] if history and not history[-1].negated else None
@@ -415,6 +420,7 @@ class FactBook:
                         self._insert_older(history, fact)
                         continue
                 history.append(fact)
+                del history[:-HISTORY_KEPT]
                 self._history[fact.key] = history
                 self._clock += 1
                 self._updated[fact.key] = self._clock
@@ -437,6 +443,7 @@ class FactBook:
         if position < len(history) and _same_statement(history[position], fact):
             return
         history.insert(position, fact)
+        del history[:-HISTORY_KEPT]
 
     def current(self) -> list[Fact]:
         """The current value of every key, newest first (by time stated, then seq)."""
@@ -458,7 +465,8 @@ class FactBook:
             return _live(self._history.get(normalize_key(key), []))
 
     def history(self, key: str) -> list[Fact]:
-        """Every value `key` has had, oldest first, negations included (empty for an unknown key)."""
+        """The values `key` has had, oldest first, negations included (empty for an unknown key):
+        the last `HISTORY_KEPT` statements, so a book stays small however often a value changes."""
         with self._lock:
             return list(self._history.get(normalize_key(key), ()))
 
@@ -569,7 +577,7 @@ class FactBook:
             for key, entries in history.items():
                 if not isinstance(entries, list):
                     raise InvalidMessageError(f"history of {key!r} must be a list")
-                facts = [Fact.from_dict(entry) for entry in entries]
+                facts = [Fact.from_dict(entry) for entry in entries[-HISTORY_KEPT:]]
                 if facts:
                     book._history[normalize_key(key)] = facts
                     book._clock += 1
