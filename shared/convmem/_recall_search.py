@@ -86,6 +86,21 @@ def _nothing_recalled(session_id: str, exc: Exception, max_tokens: int, config: 
     return RecallResult((), "", 0, max_tokens, header, None, 0, (), f"recall failed: {exc}")
 
 
+def _best(scores: dict[int, float], k: int) -> list[int]:
+    """The ids of the `k` best scores: those ``sorted(scores.items(), key=-score)[:k]`` keeps
+    (ties at the boundary in the dict's order), found without sorting them all."""
+    if len(scores) <= k:
+        return list(scores)
+    if k <= 0:
+        return []
+    ids = list(scores)
+    values = np.fromiter(scores.values(), dtype=np.float64, count=len(ids))
+    kth = np.partition(values, len(values) - k)[len(values) - k]
+    above = np.flatnonzero(values > kth)
+    ties = np.flatnonzero(values == kth)[: k - len(above)]
+    return [ids[i] for i in (*above.tolist(), *ties.tolist())]
+
+
 def gather(
     mirror: SessionMirror,
     query: str,
@@ -107,10 +122,8 @@ def gather(
     lexical_m = mirror.lexical_scores("messages", query) if granularity != "exchange" else {}
     lexical_x = mirror.lexical_scores("exchanges", query) if granularity != "message" else {}
 
-    pool: set[int] = set()
-    for seq, _ in sorted(lexical_m.items(), key=lambda kv: -kv[1])[:k]:
-        pool.add(seq)
-    for first, _ in sorted(lexical_x.items(), key=lambda kv: -kv[1])[:k]:
+    pool: set[int] = set(_best(lexical_m, k))
+    for first in _best(lexical_x, k):
         pool.update(mirror.exchanges.get(first, ()))
 
     index = mirror.index
