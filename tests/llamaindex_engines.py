@@ -5,7 +5,8 @@ through aiosqlite, whose worker thread reports back to the event loop that opene
 the connection. Left open, that thread may report after pytest has closed the
 test's loop ("Event loop is closed"), failing a later, unrelated test. Tests that
 make a `Memory` use the ``llamaindex_engines`` fixture (an async fixture, so its
-teardown runs on the test's own loop).
+teardown runs on the test's own loop; engines a sync call opened on a loop of its
+own are closed on a fresh one).
 """
 
 from __future__ import annotations
@@ -32,7 +33,12 @@ async def llamaindex_engines(monkeypatch: pytest.MonkeyPatch) -> AsyncIterator[N
     monkeypatch.setattr(sql.SQLAlchemyChatStore, "_setup_connections", recording)
     yield
     loop = asyncio.get_running_loop()
-    mine = [engine for opened_on, engine in _OPENED if opened_on is loop]
-    _OPENED.clear()  # engines of loops already gone have nothing left to report to
-    for engine in dict.fromkeys(mine):
-        await engine.dispose()
+    opened = list(_OPENED)
+    _OPENED.clear()
+    for opened_on, engine in dict.fromkeys(opened):
+        if opened_on is loop:
+            await engine.dispose()
+        else:
+            # Opened by a sync call on a loop of its own, now closed: aiosqlite answers each
+            # request on the loop that makes it, so a fresh loop can close the connections.
+            await asyncio.to_thread(asyncio.run, engine.dispose())
