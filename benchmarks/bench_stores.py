@@ -9,7 +9,8 @@ Two measurements per store:
 1. One process, one session: ``--messages`` appends (one message per call, token
    counts computed beforehand, as `ConversationMemory.add` does), each timed;
    then ``--builds`` `build_context` calls on that session (default config and
-   budget) with the log at its full size, each timed. p50 and p99 of both.
+   budget) with the log at its full size, each timed, with a question (keyword
+   recall included) and without one (what the store costs a build). p50 and p99.
 2. ``--processes`` processes x ``--threads`` threads x ``--appends`` appends (every
    5th a question and its answer in one call) to one session, then to ``--many``
    sessions, all starting together. Throughput, p50/p99 per append, and an
@@ -92,6 +93,7 @@ def ms(seconds: float) -> str:
 class SingleRun:
     append_latencies: list[float]
     build_latencies: list[float]
+    plain_build_latencies: list[float]
     errors: int
 
 
@@ -111,6 +113,7 @@ def single_process(target: Target, messages: int, builds: int) -> SingleRun:
         for _ in range(5):  # warm up: tokenizer, connections, prepared statements
             memory.build_context(query="warm up")
         built: list[float] = []
+        plain: list[float] = []
         for _ in range(builds):
             start = time.perf_counter()
             try:
@@ -118,7 +121,14 @@ def single_process(target: Target, messages: int, builds: int) -> SingleRun:
             except StoreError:
                 errors += 1
             built.append(time.perf_counter() - start)
-        return SingleRun(appends, built, errors)
+            # Without a query: what the store costs a build, recall left out.
+            start = time.perf_counter()
+            try:
+                memory.build_context()
+            except StoreError:
+                errors += 1
+            plain.append(time.perf_counter() - start)
+        return SingleRun(appends, built, plain, errors)
     finally:
         store.close()
 
@@ -301,7 +311,9 @@ def main() -> None:
                     f"{kind:<14} {ms(statistics.median(single.append_latencies)):>11} "
                     f"{ms(percentile(single.append_latencies, 0.99)):>11} "
                     f"{ms(statistics.median(single.build_latencies)):>11} "
-                    f"{ms(percentile(single.build_latencies, 0.99)):>11} {single.errors:>7}"
+                    f"{ms(percentile(single.build_latencies, 0.99)):>11} "
+                    f"{ms(statistics.median(single.plain_build_latencies)):>11} "
+                    f"{ms(percentile(single.plain_build_latencies, 0.99)):>11} {single.errors:>7}"
                 )
                 print(f"  {kind}: one session done", file=sys.stderr, flush=True)
                 for session_count in (1, args.many):
@@ -317,9 +329,13 @@ def main() -> None:
 
     print(
         f"\n1. One process, one session: {args.messages:,} appends (one message each), then "
-        f"{args.builds:,} build_context calls at {args.messages:,} messages (default MemoryConfig). ms per call."
+        f"{args.builds:,} build_context calls at {args.messages:,} messages (default MemoryConfig) with a "
+        "question (keyword recall included) and as many without one. ms per call."
     )
-    header = f"{'store':<14} {'append p50':>11} {'append p99':>11} {'build p50':>11} {'build p99':>11} {'errors':>7}"
+    header = (
+        f"{'store':<14} {'append p50':>11} {'append p99':>11} {'build p50':>11} {'build p99':>11} "
+        f"{'no query p50':>11} {'no query p99':>11} {'errors':>7}"
+    )
     print(header)
     print("-" * len(header))
     print("\n".join(single_rows))
