@@ -10,6 +10,9 @@ from pathlib import Path
 
 import pytest
 
+# The LlamaIndex examples make a Memory, whose aiosqlite engine is closed after each run.
+pytestmark = pytest.mark.usefixtures("llamaindex_engines")
+
 README = Path(__file__).resolve().parent.parent / "README.md"
 BLOCKS = re.findall(r"```python\n(.*?)```", README.read_text(encoding="utf-8"), re.S)
 
