@@ -52,8 +52,6 @@ are batched, one transaction per flush. Sync only, like `PostgresVectorIndex`.
 
 from __future__ import annotations
 
-import hashlib
-import logging
 import math
 from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
@@ -61,17 +59,13 @@ from typing import Any, Protocol, TypeVar
 
 import numpy as np
 
-from ._lexical import BM25Index, query_terms, tokenize
+from ._lexical import BM25Index, BufferedLexicalIndex, document_digest, query_terms, tokenize
 from ._postgres_schema import REPEATED, LexicalMatches, _Operation, _Queries
 
 __all__ = ["UNIT_KINDS", "PostgresLexicalIndex"]
 
-logger = logging.getLogger("convmem")
-
 UNIT_KINDS = ("messages", "exchanges")
 _T = TypeVar("_T")
-# Documents buffered before they are written without waiting for a query.
-_FLUSH_EVERY = 512
 # What a tsvector and tsquery accept: a lexeme below 2 KiB, a tsvector below 1 MiB.
 _MAX_LEXEME_BYTES = 2046
 _MAX_DOC_BYTES = 900_000
@@ -137,10 +131,6 @@ def _repeat_count(repeats: str, term: str) -> int:
         start = at + 1
 
 
-def _digest(text: str) -> bytes:
-    return hashlib.blake2b(text.encode("utf-8", "surrogatepass"), digest_size=8).digest()
-
-
 def _idf(documents: int, frequency: int) -> float:
     return math.log(1.0 + (documents - frequency + 0.5) / (frequency + 0.5))
 
@@ -180,15 +170,7 @@ def _bm25(terms: Sequence[str], found: LexicalMatches) -> tuple[dict[str, int], 
     return frequencies, dict(zip(found.ids, parts.sum(axis=1).tolist(), strict=True))
 
 
-class _Unset:
-    def __repr__(self) -> str:
-        return "UNSET"
-
-
-_UNSET = _Unset()
-
-
-class PostgresLexicalIndex:
+class PostgresLexicalIndex(BufferedLexicalIndex):
     """One session's messages or exchanges, found by their words with a PostgreSQL ``tsvector``.
 
     Made by recall for each session of a `PostgresStore` opened with
@@ -212,14 +194,8 @@ class PostgresLexicalIndex:
     def __init__(self, store: _SyncPostgres, session_id: str, units: str) -> None:
         if units not in UNIT_KINDS:
             raise ValueError(f"units must be one of {list(UNIT_KINDS)}, got {units!r}")
+        super().__init__(session_id, units)
         self.store = store
-        self.session_id = session_id
-        self.units = units
-        self._generation: str | _Unset | None = _UNSET
-        self._pending: dict[int, str | None] = {}  # doc id -> text to write, or None to delete
-        self._syncing = False  # after clear(): stored documents not added again are deleted
-        self._confirmed: set[int] = set()  # doc ids added since clear(), already written
-        self._last_added = -1  # the greatest doc id added since clear()
         # (query, documents, term -> document frequency) of the last search, for full_match.
         self._last: tuple[str, int, dict[str, int]] | None = None
 
@@ -234,36 +210,8 @@ class PostgresLexicalIndex:
 
     # -- LexicalIndex -------------------------------------------------------------------
 
-    def follow_log(self, generation: str | None) -> None:
-        self._generation = generation
-
-    def add(self, doc_id: int, text: str) -> None:
-        self._pending[doc_id] = text
-        self._last_added = max(self._last_added, doc_id)
-        if len(self._pending) >= _FLUSH_EVERY:
-            try:
-                self._flush(final=False)
-            except Exception as exc:  # written at the next query instead
-                logger.debug("recall lexical index of %r not written yet: %s", self.session_id, exc)
-
-    def remove(self, doc_id: int) -> None:
-        self._pending[doc_id] = None
-        self._confirmed.discard(doc_id)
-
-    def clear(self) -> None:
-        """Start over: the documents added from now on are all the session has; the
-        ones stored and not added again are deleted when the index is next written."""
-        self._pending.clear()
-        self._confirmed.clear()
-        self._last_added = -1
-        self._syncing = True
-
-    def flush(self) -> None:
-        """Write what `add` buffered now. A failure is logged and left for `scores`."""
-        try:
-            self._flush(final=True)
-        except Exception as exc:
-            logger.debug("recall lexical index of %r not written yet: %s", self.session_id, exc)
+    def _write_buffered(self, *, final: bool) -> None:
+        self._flush(final=final)
 
     def scores(self, query: str) -> dict[int, float]:
         """Okapi BM25 (`BM25Index`'s k1, b and idf) of every document of the log's current
@@ -301,29 +249,18 @@ class PostgresLexicalIndex:
     def _flush(self, *, final: bool) -> None:
         """Write what `add` buffered; documents already stored with the same text are left
         alone. With ``final`` after `clear`, stored documents not added again go."""
-        sweep = final and self._syncing
-        if not self._pending and not sweep:
+        sweep = self._due(final=final)
+        if sweep is None:
             return
-        if not isinstance(self._generation, str) and self._generation is not None:
-            return  # the log was never read: nothing to check writes against
         queries = self.store._queries
-        wanted = None if sweep else list(self._pending)
+        wanted = self._wanted(sweep=sweep)
         stored: dict[int, tuple[bytes, int]] = self._run(
             lambda: queries.lexical_stored(self.session_id, self.units, wanted), "reading the keyword index"
         )
-        writes: list[tuple[int, bytes, int, str, int, str | None]] = []
-        for doc_id, text in self._pending.items():
-            if text is None:
-                continue
-            digest = _digest(text)
-            known = stored.get(doc_id)
-            if known is None or (known[0] != digest and known[1] <= len(text)):
-                writes.append((doc_id, digest, len(text), *_document(text)))
-        deletes = [doc_id for doc_id, text in self._pending.items() if text is None and doc_id in stored]
-        if sweep:
-            # Past the last document given: added by a server that has read further.
-            kept = self._confirmed | self._pending.keys()
-            deletes.extend(d for d in stored if d not in kept and d <= self._last_added)
+        changed, deletes = self._changes(stored, sweep=sweep)
+        writes = [
+            (doc_id, document_digest(text), len(text), *_document(text)) for doc_id, text in changed.items()
+        ]
         if writes or deletes:
             generation = self._generation if isinstance(self._generation, str) else None
             # False: another server deleted or replaced messages; recall reads the log afresh.
@@ -332,9 +269,4 @@ class PostgresLexicalIndex:
                 "writing the keyword index",
                 transaction=True,
             )
-        if self._syncing:
-            self._confirmed.update(doc_id for doc_id, text in self._pending.items() if text is not None)
-        self._pending.clear()
-        if sweep:
-            self._syncing = False
-            self._confirmed.clear()
+        self._written(sweep=sweep)

@@ -69,7 +69,6 @@ memory costs microseconds; in return no process holds or rebuilds a copy.
 
 from __future__ import annotations
 
-import hashlib
 import logging
 import sqlite3
 from contextlib import AbstractContextManager
@@ -77,7 +76,7 @@ from pathlib import Path
 from typing import Protocol
 
 from ._errors import StoreError
-from ._lexical import LexicalIndexLost, query_terms, tokenize
+from ._lexical import BufferedLexicalIndex, LexicalIndexLost, document_digest, query_terms, tokenize
 
 __all__ = [
     "UNIT_KINDS",
@@ -136,8 +135,6 @@ _TRIGGERS = (
     END""",
 )
 _LEXICAL_TABLES = ("recall_sessions", "recall_docs", "recall_terms", "recall_terms_state")
-# Documents buffered before they are written without waiting for a query.
-_FLUSH_EVERY = 512
 _IN_CHUNK = 500
 
 
@@ -206,16 +203,6 @@ def purge_deleted_terms(conn: sqlite3.Connection) -> None:
     conn.execute("INSERT INTO recall_terms(recall_terms) VALUES ('optimize')")
 
 
-def _digest(text: str) -> bytes:
-    return hashlib.blake2b(text.encode("utf-8", "surrogatepass"), digest_size=8).digest()
-
-
-def _replaces(stored: tuple[bytes, int] | None, text: str) -> bool:
-    """Whether `text` should replace the stored (digest, length) of its document: not
-    when it is the same text, nor when the stored one is longer (read further)."""
-    return stored is None or (stored[0] != _digest(text) and stored[1] <= len(text))
-
-
 def _phrase(term: str) -> str:
     """A term as an FTS5 string: quoted, so no query text is ever read as FTS5 syntax."""
     return '"' + term.replace('"', '""') + '"'
@@ -235,15 +222,7 @@ class SQLiteFile(Protocol):
     def _connection(self) -> AbstractContextManager[sqlite3.Connection]: ...
 
 
-class _Unset:
-    def __repr__(self) -> str:
-        return "UNSET"
-
-
-_UNSET = _Unset()
-
-
-class SQLiteLexicalIndex:
+class SQLiteLexicalIndex(BufferedLexicalIndex):
     """One session's messages or exchanges, found by their words with SQLite FTS5.
 
     Made by recall for each session of a `SQLiteStore` (see the module docstring
@@ -266,56 +245,23 @@ class SQLiteLexicalIndex:
     def __init__(self, store: SQLiteFile, session_id: str, units: str) -> None:
         if units not in UNIT_KINDS:
             raise ValueError(f"units must be one of {sorted(UNIT_KINDS)}, got {units!r}")
+        super().__init__(session_id, units)
         self.store = store
-        self.session_id = session_id
-        self.units = units
         self._kind = UNIT_KINDS[units]
-        self._generation: str | _Unset | None = _UNSET
         self._epoch: int | None = None
-        self._pending: dict[int, str | None] = {}  # doc id -> text to write, or None to delete
-        self._syncing = False  # after clear(): documents not added again are deleted
-        self._confirmed: set[int] = set()  # doc ids added since clear(), already written
-        self._last_added = -1  # the greatest doc id added since clear()
 
     def __repr__(self) -> str:
         return f"SQLiteLexicalIndex({self.store!r}, {self.session_id!r}, {self.units!r})"
 
     # -- LexicalIndex -------------------------------------------------------------------
 
-    def follow_log(self, generation: str | None) -> None:
-        self._generation = generation
-
-    def add(self, doc_id: int, text: str) -> None:
-        self._pending[doc_id] = text
-        self._last_added = max(self._last_added, doc_id)
-        if len(self._pending) >= _FLUSH_EVERY:
-            try:
-                with self.store._connection() as conn:
-                    self._flush(conn, final=False)
-            except Exception as exc:  # written at the next query instead
-                logger.debug("recall lexical index of %r not written yet: %s", self.session_id, exc)
-
-    def remove(self, doc_id: int) -> None:
-        self._pending[doc_id] = None
-        self._confirmed.discard(doc_id)
-
-    def clear(self) -> None:
-        """Start over: the documents added from now on are all the session has; the
-        ones stored and not added again are deleted when the index is next written."""
-        self._pending.clear()
-        self._confirmed.clear()
-        self._last_added = -1
-        self._syncing = True
-
-    def flush(self) -> None:
-        """Write what `add` buffered now (recall calls it after reading the log, in a worker
-        thread under asyncio). A failure is logged and left for `scores`, which repairs."""
-        try:
-            with self.store._connection() as conn:
+    def _write_buffered(self, *, final: bool) -> None:
+        # `flush` (final): recall calls it after reading the log, in a worker thread under
+        # asyncio; a failure is left for `scores`, which repairs.
+        with self.store._connection() as conn:
+            if final:
                 self._check_once(conn)
-                self._flush(conn, final=True)
-        except Exception as exc:
-            logger.debug("recall lexical index of %r not written yet: %s", self.session_id, exc)
+            self._flush(conn, final=final)
 
     def _check_once(self, conn: sqlite3.Connection) -> None:
         """FTS5's integrity check, once per store object: a damaged segment is read
@@ -408,32 +354,16 @@ class SQLiteLexicalIndex:
     def _flush(self, conn: sqlite3.Connection, *, final: bool) -> None:
         """Write what `add` buffered; documents already stored with the same text are left
         alone. With ``final`` after `clear`, stored documents not added again go."""
-        sweep = final and self._syncing
-        if not self._pending and not sweep:
+        sweep = self._due(final=final)
+        if sweep is None:
             return
-        if not isinstance(self._generation, str) and self._generation is not None:
-            return  # the log was never read: nothing to check writes against
-        stored = self._stored(conn, None if sweep else list(self._pending))
-        writes = {
-            doc_id: text
-            for doc_id, text in self._pending.items()
-            if text is not None and _replaces(stored.get(doc_id), text)
-        }
-        deletes = [doc_id for doc_id, text in self._pending.items() if text is None and doc_id in stored]
-        if sweep:
-            # Past the last document given: added by a process that has read further.
-            wanted = self._confirmed | self._pending.keys()
-            deletes.extend(d for d in stored if d not in wanted and d <= self._last_added)
+        stored = self._stored(conn, self._wanted(sweep=sweep))
+        writes, deletes = self._changes(stored, sweep=sweep)
         if writes or deletes:
             self._write(conn, writes, deletes)
         elif self._epoch is None:
             self._epoch = conn.execute("SELECT epoch FROM recall_terms_state").fetchone()[0]
-        if self._syncing:
-            self._confirmed.update(doc_id for doc_id, text in self._pending.items() if text is not None)
-        self._pending.clear()
-        if sweep:
-            self._syncing = False
-            self._confirmed.clear()
+        self._written(sweep=sweep)
 
     def _write(self, conn: sqlite3.Connection, writes: dict[int, str], deletes: list[int]) -> None:
         conn.execute("BEGIN IMMEDIATE")
@@ -463,7 +393,7 @@ class SQLiteLexicalIndex:
                 cursor = conn.execute(
                     "INSERT OR IGNORE INTO recall_docs(id, session_id, kind, doc_id, digest, size) "
                     "VALUES (?, ?, ?, ?, ?, ?)",
-                    (base | doc_id, self.session_id, self._kind, doc_id, _digest(text), len(text)),
+                    (base | doc_id, self.session_id, self._kind, doc_id, document_digest(text), len(text)),
                 )
                 if not cursor.rowcount:
                     continue
