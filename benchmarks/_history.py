@@ -1,8 +1,19 @@
-"""A synthetic, reproducible mixed Chinese/English chat history for benchmarks."""
+"""A synthetic, reproducible mixed Chinese/English chat history for benchmarks, and what
+the benchmarks that store it share."""
 
 from __future__ import annotations
 
+import dataclasses
 import random
+from typing import Any
+
+# Questions about the history below (its dog, train, budget and database), asked in turn.
+QUESTIONS = [
+    "What did we decide about the database?",
+    "我的狗叫什么名字？",
+    "When does the train to Shanghai leave?",
+    "What is the project budget?",
+]
 
 _EN = [
     "I went hiking near the lake with my sister last weekend and we saw three deer.",
@@ -34,3 +45,26 @@ def history(size: int, seed: int = 7) -> list[tuple[str, str]]:
         sentences = rng.randint(1, 3)
         out.append((role, " ".join(rng.choice(pool) for _ in range(sentences))))
     return out
+
+
+def store_history(store: Any, session_id: str, size: int, *, batch: int = 5000) -> None:
+    """Append `history(size)` to `store`, `batch` messages per call, with their token counts."""
+    from convmem import ApproximateCounter, Message
+
+    counter = ApproximateCounter()
+    rows = history(size)
+    for start in range(0, size, batch):
+        messages = []
+        for role, text in rows[start : start + batch]:
+            message = Message.create(role, text)
+            messages.append(dataclasses.replace(message, token_count=counter.count_message(message)))
+        store.append(session_id, messages)
+
+
+def rss_mb() -> float:
+    """This process's resident memory, in MB."""
+    with open("/proc/self/status", encoding="ascii") as status:
+        for line in status:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) / 1024
+    return float("nan")

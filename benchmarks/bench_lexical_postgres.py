@@ -33,7 +33,6 @@ sessions on one scale). Run:
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import json
 import os
 import statistics
@@ -46,40 +45,19 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import psycopg
-from _history import history
+from _history import QUESTIONS, rss_mb, store_history
 
-from convmem import ApproximateCounter, ConversationMemory, MemoryConfig, Message, PostgresStore
+from convmem import ConversationMemory, MemoryConfig, PostgresStore
 from convmem._lexical import BM25TextIndex
 from convmem._postgres_lexical import PostgresLexicalIndex
 
-QUESTIONS = [
-    "What did we decide about the database?",
-    "我的狗叫什么名字？",
-    "When does the train to Shanghai leave?",
-    "What is the project budget?",
-]
 CONFIG = MemoryConfig(budget=2048, summary_trigger="never", extract_facts=False)
 
 
 def build_session(url: str, schema: str, size: int) -> None:
-    counter = ApproximateCounter()
     store = PostgresStore(url, schema=schema, timeout=120)
-    rows = history(size)
-    for start in range(0, size, 5000):
-        batch = []
-        for role, text in rows[start : start + 5000]:
-            message = Message.create(role, text)
-            batch.append(dataclasses.replace(message, token_count=counter.count_message(message)))
-        store.append("bench", batch)
+    store_history(store, "bench", size)
     store.close()
-
-
-def _rss_mb() -> float:
-    with open("/proc/self/status") as status:
-        for line in status:
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1]) / 1024
-    return float("nan")
 
 
 def _percentile(values: list[float], share: float) -> float:
@@ -136,7 +114,7 @@ def measure(url: str, schema: str, lexical: str, repeat: int) -> dict[str, float
         started = time.perf_counter()
         memory.build_context(query=QUESTIONS[index % len(QUESTIONS)])
         times.append(time.perf_counter() - started)
-    rss = _rss_mb()
+    rss = rss_mb()
     searches = _search_times(memory, store, repeat) if lexical == "tsvector" else {}
     memory.close()
     store.close()

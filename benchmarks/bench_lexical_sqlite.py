@@ -24,7 +24,6 @@ are those of recall. Run:
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import json
 import os
 import shutil
@@ -37,38 +36,17 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _history import history
+from _history import QUESTIONS, rss_mb, store_history
 
-from convmem import ApproximateCounter, ConversationMemory, MemoryConfig, Message, SQLiteStore
+from convmem import ConversationMemory, MemoryConfig, SQLiteStore
 
-QUESTIONS = [
-    "What did we decide about the database?",
-    "我的狗叫什么名字？",
-    "When does the train to Shanghai leave?",
-    "What is the project budget?",
-]
 CONFIG = MemoryConfig(budget=2048, summary_trigger="never", extract_facts=False)
 
 
 def build_file(path: Path, size: int) -> None:
-    counter = ApproximateCounter()
     store = SQLiteStore(path)
-    rows = history(size)
-    for start in range(0, size, 5000):
-        batch = []
-        for role, text in rows[start : start + 5000]:
-            message = Message.create(role, text)
-            batch.append(dataclasses.replace(message, token_count=counter.count_message(message)))
-        store.append("bench", batch)
+    store_history(store, "bench", size)
     store.close()
-
-
-def _rss_mb() -> float:
-    with open("/proc/self/status") as status:
-        for line in status:
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1]) / 1024
-    return float("nan")
 
 
 def measure(path: Path, lexical: str, repeat: int) -> dict[str, float]:
@@ -84,7 +62,7 @@ def measure(path: Path, lexical: str, repeat: int) -> dict[str, float]:
         started = time.perf_counter()
         memory.build_context(query=QUESTIONS[index % len(QUESTIONS)])
         times.append(time.perf_counter() - started)
-    rss = _rss_mb()
+    rss = rss_mb()
     memory.close()
     store.close()
     return {"first": first_seconds, "median": statistics.median(times), "rss_mb": rss}

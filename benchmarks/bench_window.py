@@ -20,7 +20,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _history import history
+from _history import QUESTIONS, history
 
 from convmem import ApproximateCounter, ConversationMemory, MemoryConfig, SQLiteStore, TiktokenCounter
 
@@ -105,15 +105,7 @@ def defaults_at(size: int, folder: Path, repeat: int) -> tuple[float, float, flo
     for start in range(0, size, 2000):
         memory.add_messages([{"role": r, "content": t} for r, t in rows[start : start + 2000]])
     memory.flush()
-    questions = iter(
-        [
-            "What did we decide about the database?",
-            "我的狗叫什么名字？",
-            "When does the train to Shanghai leave?",
-            "What is the project budget?",
-        ]
-        * repeat
-    )
+    questions = iter(QUESTIONS * repeat)
     build = median_seconds(lambda: memory.build_context(), repeat)
     with_query = median_seconds(lambda: memory.build_context(query=next(questions)), repeat)
     background = ConversationMemory("bench", store, MemoryConfig(budget=BUDGET, background=True))
