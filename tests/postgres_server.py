@@ -258,6 +258,14 @@ def postgres_url() -> str:
 
 
 @pytest.fixture
+def schema(postgres_url: str) -> Iterator[str]:
+    """A schema of the test's own on the shared server, dropped afterwards."""
+    chosen = new_schema()
+    yield chosen
+    drop_schema(postgres_url, chosen)
+
+
+@pytest.fixture
 def private_postgres() -> Iterator[PostgresServer]:
     """A server of the test's own, which it may kill, stop, freeze and restart."""
     try:

@@ -211,21 +211,8 @@ def test_context_with_every_section_filled_stays_within_budget(store: Store) -> 
     assert full.section("facts").tokens > 0 and full.section("summary").tokens > 0
 
 
-def test_summary_over_its_cap_is_condensed_at_sentence_boundaries() -> None:
-    memory = ConversationMemory(
-        "s", config=MemoryConfig(keep_recent_turns=1, summary_trigger="never", language="en")
-    )
-    for i in range(40):
-        memory.add_turn(f"Fact number {i}: the value of item {i} is {i * 7}.", f"Recorded item {i}.")
-    memory.summarize_now()
-    context = memory.build_context(budget=400)
-    summary_section = context.section("summary")
-    assert 0 < summary_section.tokens <= summary_section.cap  # type: ignore[operator]
-    body = context.memory_text.split("Summary of the earlier conversation:")[1]
-    assert body.removesuffix("</memory>").strip().endswith((".", "。"))
-
-
 def _summarized_items() -> ConversationMemory:
+    """Forty turns of numbered items, all summarized, and a window of one turn."""
     memory = ConversationMemory(
         "s", config=MemoryConfig(keep_recent_turns=1, summary_trigger="never", language="en")
     )
@@ -233,6 +220,15 @@ def _summarized_items() -> ConversationMemory:
         memory.add_turn(f"Fact number {i}: the value of item {i} is {i * 7}.", f"Recorded item {i}.")
     memory.summarize_now()
     return memory
+
+
+def test_summary_over_its_cap_is_condensed_at_sentence_boundaries() -> None:
+    memory = _summarized_items()
+    context = memory.build_context(budget=400)
+    summary_section = context.section("summary")
+    assert 0 < summary_section.tokens <= summary_section.cap  # type: ignore[operator]
+    body = context.memory_text.split("Summary of the earlier conversation:")[1]
+    assert body.removesuffix("</memory>").strip().endswith((".", "。"))
 
 
 def test_a_question_about_the_past_gives_recall_the_summary_s_room_when_recall_needs_it() -> None:

@@ -10,7 +10,6 @@ from typing import Any
 
 import psycopg
 import pytest
-from postgres_server import drop_schema, new_schema
 
 import convmem
 from convmem import ConfigError, ConversationMemory, Message, PostgresStore, Recall, TiktokenCounter
@@ -27,13 +26,6 @@ FILLER = [
     ("assistant", "Deadlines always pile up at the end of a quarter."),
 ]
 CORGI = "I adopted a corgi named Duoduo last spring."
-
-
-@pytest.fixture
-def schema(postgres_url: str) -> Iterator[str]:
-    chosen = new_schema()
-    yield chosen
-    drop_schema(postgres_url, chosen)
 
 
 @pytest.fixture

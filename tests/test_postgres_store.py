@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterator
 
 import psycopg
 import psycopg_pool
@@ -14,13 +13,6 @@ from convmem import AsyncPostgresStore, ConfigError, Message, PostgresStore, Sto
 from convmem._errors import SessionOwnerError
 
 pytestmark = pytest.mark.postgres
-
-
-@pytest.fixture
-def schema(postgres_url: str) -> Iterator[str]:
-    chosen = new_schema()
-    yield chosen
-    drop_schema(postgres_url, chosen)
 
 
 def user(text: str) -> Message:

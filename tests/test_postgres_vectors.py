@@ -11,7 +11,6 @@ from collections.abc import Iterator, Sequence
 import numpy as np
 import psycopg
 import pytest
-from postgres_server import drop_schema, new_schema
 
 import convmem
 from convmem import (
@@ -44,13 +43,6 @@ class CountingEmbedder(HashingEmbedder):
     def embed_documents(self, texts: Sequence[str]) -> np.ndarray:
         self.documents.extend(texts)
         return super().embed_documents(texts)
-
-
-@pytest.fixture
-def schema(postgres_url: str) -> Iterator[str]:
-    chosen = new_schema()
-    yield chosen
-    drop_schema(postgres_url, chosen)
 
 
 @pytest.fixture
