@@ -276,12 +276,13 @@ class TiktokenCounter(TextTokenCounter):
         return self._encoding.decode(tokens)
 
 
-# Texts up to this many characters have their count kept, in one bounded cache per process
-# (a few MB at most): the same passages are counted again on every build that shows them.
-_CACHED_TEXT_CHARS = 4000
+# Texts up to this many characters have their count kept, in one cache per process of at
+# most 4,096 texts (about 6 million characters: a few MB of ordinary text, 25 MB if every
+# one were 4-byte characters): the same passages are counted on every build that shows them.
+_CACHED_TEXT_CHARS = 1500
 
 
-@functools.lru_cache(maxsize=8192)
+@functools.lru_cache(maxsize=4096)
 def _cached_count(encoding: tiktoken.Encoding, text: str) -> int:
     return len(encoding.encode(text, disallowed_special=()))
 
