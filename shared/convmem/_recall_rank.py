@@ -227,9 +227,8 @@ def rank(evidence: Evidence, config: RecallConfig) -> Ranking:
     order = [i for i in np.argsort(-score, kind="stable").tolist() if eligible[i]]
     best = float(similarity[order].max()) if has_dense and order else None
     order = diversify(order, score, seqs, evidence.vectors, config.mmr_lambda)
-    ranked = tuple(
-        Ranked(seqs[i], float(score[i]), float(similarity[i]) if has_dense else None) for i in order
-    )
+    scores, similarities = score.tolist(), similarity.tolist()
+    ranked = tuple(Ranked(seqs[i], scores[i], similarities[i] if has_dense else None) for i in order)
     return Ranking(ranked, best, len(seqs), tuple(dropped))
 
 

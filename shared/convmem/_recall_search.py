@@ -53,7 +53,7 @@ def answer(
             language = choose_language(config.language, query, (mirror.lines[r.seq] for r in ranked[:5]))
             rendered = render(
                 ranked,
-                item_seqs={r.seq: mirror.item_seqs(r.seq, excluded, config) for r in ranked},
+                item_seqs=_ItemSeqs(mirror, excluded, config, [r.seq for r in ranked]),
                 messages=mirror.messages,
                 vectors=evidence.vectors,
                 language=language,
@@ -75,6 +75,31 @@ def answer(
         )
     except Exception as exc:  # recall must never break a build
         return _nothing_recalled(mirror.session_id, exc, max_tokens, config)
+
+
+class _ItemSeqs(Mapping[int, list[int]]):
+    """``mirror.item_seqs`` of each ranked seq, computed when rendering asks for it: the
+    section fills from the best candidates and usually stops long before the last."""
+
+    def __init__(
+        self, mirror: SessionMirror, excluded: Collection[int], config: RecallConfig, seqs: list[int]
+    ) -> None:
+        self._mirror, self._excluded, self._config, self._seqs = mirror, excluded, config, seqs
+        self._known: dict[int, list[int]] = {}
+
+    def __getitem__(self, seq: int) -> list[int]:
+        found = self._known.get(seq)
+        if found is None:
+            if seq not in self._mirror.messages:
+                raise KeyError(seq)
+            found = self._known[seq] = self._mirror.item_seqs(seq, self._excluded, self._config)
+        return found
+
+    def __iter__(self) -> Iterator[int]:
+        return iter(self._seqs)
+
+    def __len__(self) -> int:
+        return len(self._seqs)
 
 
 def _nothing_recalled(session_id: str, exc: Exception, max_tokens: int, config: RecallConfig) -> RecallResult:
