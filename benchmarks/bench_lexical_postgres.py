@@ -219,8 +219,9 @@ def main() -> None:
         ts_new = run_child(url, schema, "tsvector", args.repeat)
         ts_again = run_child(url, schema, "tsvector", args.repeat)
         with psycopg.connect(url, autocommit=True) as conn:
-            (table_mb,) = conn.execute(
-                f"SELECT pg_total_relation_size('\"{schema}\".lexical_docs') / 1048576.0"
+            (docs_mb, postings_mb) = conn.execute(
+                f"SELECT pg_total_relation_size('\"{schema}\".lexical_docs') / 1048576.0, "
+                f"pg_total_relation_size('\"{schema}\".lexical_postings') / 1048576.0"
             ).fetchone()
     finally:
         with psycopg.connect(url, autocommit=True) as conn:
@@ -240,7 +241,9 @@ def main() -> None:
         for stat in ("median", "p95"):
             table, process = ts_again[f"{kind}_table_{stat}"], ts_again[f"{kind}_process_{stat}"]
             print(f"{f'{kind}, {stat}':38}{table * 1e3:>16.1f}ms{process * 1e3:>14.1f}ms")
-    print(f"\nlexical_docs with its indexes: {float(table_mb):.1f} MB")
+    print(
+        f"\nlexical_docs with its indexes: {float(docs_mb):.1f} MB; lexical_postings: {float(postings_mb):.1f} MB"
+    )
 
 
 if __name__ == "__main__":

@@ -15,6 +15,7 @@ import convmem
 from convmem import ConfigError, ConversationMemory, Message, PostgresStore, Recall, TiktokenCounter
 from convmem._lexical import BM25TextIndex, tokenize
 from convmem._postgres_lexical import PostgresLexicalIndex
+from convmem._postgres_schema import POSTINGS_BLOCK_BITS, decode_postings, document_terms
 
 pytestmark = pytest.mark.postgres
 
@@ -151,8 +152,10 @@ def test_terms_with_tsquery_syntax_round_trip(store: PostgresStore) -> None:
             lambda term=term: queries.lexical_matches("s1", "messages", [term]), "test read", transaction=True
         )
         assert (found.documents, found.total_length) == (len(hostile), len(hostile))
-        assert (found.ids, found.lengths, found.masks) == ((seq,), (1,), [(1,)]), term
-        assert found.repeats == {seq: f"{term}\x1e2"}, term
+        # The term's one posting: its document, held twice (its repeats), of length 1.
+        assert {t: [decode_postings(b) for b in blocks] for t, blocks in found.postings.items()} == {
+            term: [[(seq, 2, 1)]]
+        }, term
 
 
 def test_a_second_server_finds_old_turns_without_writing(
@@ -236,6 +239,8 @@ def test_forgetting_and_expiring_sessions_delete_their_documents(
         conn.execute(f'UPDATE "{schema}".sessions SET updated_at = 0 WHERE session_id = %s', ("s3",))
     assert store.expire_idle(3600) == ["s3"]
     assert {row[0] for row in doc_rows(postgres_url, schema)} == {"s4"}
+    # The postings of the forgotten sessions went with their documents.
+    assert {key[0] for key in postings_rows(postgres_url, schema)} == {"s4"}
 
 
 # -- opting in ---------------------------------------------------------------------------------
@@ -266,7 +271,9 @@ def test_a_schema_of_version_4_gains_the_table_and_keeps_its_sessions(postgres_u
         append(store, "s1", [("user", CORGI), *FILLER])
         generation = store.stats("s1").generation
     with psycopg.connect(postgres_url, autocommit=True) as conn:  # as convmem before migration 5 left it
-        conn.execute(f'DROP TABLE "{schema}".lexical_docs, "{schema}".lexical_stats')
+        conn.execute(
+            f'DROP TABLE "{schema}".lexical_docs, "{schema}".lexical_stats, "{schema}".lexical_postings'
+        )
         conn.execute(f'DELETE FROM "{schema}".schema_version WHERE version >= 5')
     with PostgresStore(postgres_url, schema=schema, lexical_index="tsvector") as store:
         assert store.stats("s1").generation == generation
@@ -329,7 +336,34 @@ def stats_rows(url: str, schema: str) -> dict[tuple[str, str], tuple[int, int]]:
         ).fetchall()
     stored = {(r[0], r[1]): (int(r[2]), int(r[3])) for r in rows if int(r[2])}
     assert stored == {(r[0], r[1]): (int(r[2]), int(r[3])) for r in docs}, "totals drifted from the rows"
+    assert postings_rows(url, schema) == postings_of_docs(url, schema), "postings drifted from the rows"
     return stored
+
+
+def postings_rows(url: str, schema: str) -> dict[tuple[str, str, str, int], list[tuple[int, int, int]]]:
+    """(session, kind, term, block) -> decoded entries of lexical_postings."""
+    with psycopg.connect(url, autocommit=True) as conn:
+        rows = conn.execute(
+            f'SELECT session_id, kind, term, block, postings FROM "{schema}".lexical_postings'
+        ).fetchall()
+    return {(r[0], r[1], r[2], int(r[3])): decode_postings(bytes(r[4])) for r in rows}
+
+
+def postings_of_docs(url: str, schema: str) -> dict[tuple[str, str, str, int], list[tuple[int, int, int]]]:
+    """What lexical_postings must hold: each term of each document of lexical_docs (of its
+    session's current generation), with its count and the document's length, by doc id."""
+    with psycopg.connect(url, autocommit=True) as conn:
+        rows = conn.execute(
+            f"SELECT d.session_id, d.kind, d.doc_id, d.length, tsvector_to_array(d.terms), d.repeats "
+            f'FROM "{schema}".lexical_docs AS d JOIN "{schema}".sessions AS s '
+            "ON s.session_id = d.session_id AND s.generation = d.generation ORDER BY d.doc_id"
+        ).fetchall()
+    expected: dict[tuple[str, str, str, int], list[tuple[int, int, int]]] = {}
+    for session_id, kind, doc_id, length, lexemes, repeats in rows:
+        for term, count in document_terms(lexemes, repeats).items():
+            key = (session_id, kind, term, int(doc_id) >> POSTINGS_BLOCK_BITS)
+            expected.setdefault(key, []).append((int(doc_id), count, int(length)))
+    return expected
 
 
 def test_scores_and_full_match_equal_bm25_in_the_process(
@@ -482,13 +516,13 @@ def test_a_schema_of_version_5_keeps_its_documents_and_gains_exact_counts(
         stored = doc_rows(postgres_url, schema)
     # As convmem left it before migration 6: no length, repeats or totals; terms without the tag.
     with psycopg.connect(postgres_url, autocommit=True) as conn:
-        conn.execute(f'DROP TABLE "{schema}".lexical_stats')
+        conn.execute(f'DROP TABLE "{schema}".lexical_stats, "{schema}".lexical_postings')
         conn.execute(
             f'UPDATE "{schema}".lexical_docs SET terms = array_to_tsvector(ARRAY(SELECT t FROM '
             "unnest(tsvector_to_array(terms)) AS t WHERE t NOT LIKE ' %'))"
         )
         conn.execute(f'ALTER TABLE "{schema}".lexical_docs DROP COLUMN length, DROP COLUMN repeats')
-        conn.execute(f'DELETE FROM "{schema}".schema_version WHERE version = 6')
+        conn.execute(f'DELETE FROM "{schema}".schema_version WHERE version >= 6')
     with PostgresStore(postgres_url, schema=schema, lexical_index="tsvector") as store:
         # Old rows answer at once, with their distinct terms as length, and nothing rewritten yet.
         index = PostgresLexicalIndex(store, "s1", "messages")
@@ -510,6 +544,29 @@ def test_a_schema_of_version_5_keeps_its_documents_and_gains_exact_counts(
         theirs = reference.scores("corgi Duoduo")
         assert ours.keys() == theirs.keys()
         assert all(ours[d] == pytest.approx(theirs[d], rel=1e-12) for d in theirs)
+
+
+def test_a_schema_of_version_6_gains_the_postings_of_its_documents(postgres_url: str, schema: str) -> None:
+    with PostgresStore(postgres_url, schema=schema, lexical_index="tsvector") as store:
+        index, reference = fixed_index(store)
+        for doc_id in range(300, 600):  # a second and a third block of doc ids
+            text = f"{CORPUS[doc_id % len(CORPUS)]} item{doc_id} item{doc_id}"
+            index.add(doc_id, text)
+            reference.add(doc_id, text)
+        index.flush()
+        expected = postings_rows(postgres_url, schema)
+    # As convmem left it before migration 7: no postings, and the GIN index on the terms.
+    with psycopg.connect(postgres_url, autocommit=True) as conn:
+        conn.execute(f'DROP TABLE "{schema}".lexical_postings')
+        conn.execute(f'CREATE INDEX lexical_docs_terms ON "{schema}".lexical_docs USING gin (terms)')
+        conn.execute(f'DELETE FROM "{schema}".schema_version WHERE version >= 7')
+    with PostgresStore(postgres_url, schema=schema, lexical_index="tsvector") as store:
+        # The migration writes them in SQL, byte for byte what the write path makes.
+        assert postings_rows(postgres_url, schema) == expected
+        assert {key[3] for key in expected} == {0, 1, 2}
+        index = PostgresLexicalIndex(store, "s1", "messages")
+        index.follow_log(store.stats("s1").generation)
+        assert_same_bm25(index, reference)
 
 
 def _drive(conn: psycopg.Connection[Any], operation: Any) -> Any:

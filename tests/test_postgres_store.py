@@ -102,6 +102,7 @@ def test_the_schema_records_its_version_and_reopening_changes_nothing(postgres_u
             6,
             "lexical_docs: BM25 (term counts, lengths, per-index totals) and a per-index lexeme for the GIN index",
         ),
+        (7, "lexical_postings: each term's documents in blocks, what a keyword search reads"),
     ]
 
 
@@ -139,7 +140,9 @@ def test_a_schema_of_version_2_is_migrated_and_its_sessions_get_distinct_generat
         store.append("a", [user("a")])
         store.append("b", [user("b")])
     with psycopg.connect(postgres_url, autocommit=True) as conn:  # as convmem before migration 3 left it
-        conn.execute(f'DROP TABLE "{schema}".lexical_docs')
+        conn.execute(
+            f'DROP TABLE "{schema}".lexical_docs, "{schema}".lexical_stats, "{schema}".lexical_postings'
+        )
         conn.execute(f'DROP TABLE "{schema}".vectors')
         conn.execute(f'ALTER TABLE "{schema}".sessions DROP COLUMN generation')
         conn.execute(f'DELETE FROM "{schema}".schema_version WHERE version >= 3')

@@ -488,7 +488,10 @@ def test_a_schema_of_version_3_gains_the_vectors_table_and_keeps_its_sessions(
         store.append("s", [Message.create("user", PETS[0])])
         generation = store.stats("s").generation
     # As convmem before migration 4 left it.
-    sql(postgres_url, f'DROP TABLE "{schema}".lexical_docs')
+    sql(
+        postgres_url,
+        f'DROP TABLE "{schema}".lexical_docs, "{schema}".lexical_stats, "{schema}".lexical_postings',
+    )
     sql(postgres_url, f'DROP TABLE "{schema}".vectors')
     sql(postgres_url, f'DELETE FROM "{schema}".schema_version WHERE version >= 4')
     with PostgresStore(postgres_url, schema=schema) as store:

@@ -3,7 +3,7 @@
 `PostgresLexicalIndex` is the `LexicalIndex` recall uses for a session of a
 `PostgresStore` opened with ``lexical_index="tsvector"`` (by default recall keeps
 BM25 in each process instead): the terms of each message and each exchange are
-rows of the store's ``lexical_docs`` table (migrations 5 and 6), so a server that
+rows of the store's ``lexical_docs`` table (migrations 5 to 7), so a server that
 starts serving a session finds them there, and a second server mirroring the
 same session writes nothing.
 
@@ -17,37 +17,39 @@ row keeps its length in terms and the counts of its repeated terms, and
 ``lexical_stats`` the index's number of documents and total length, changed in
 the transaction that changes the rows.
 
-Scores are Okapi BM25 with `BM25Index`'s k1, b and idf, equal to
-`BM25TextIndex` over the same documents (tests compare them to 1e-12), and
-`full_match` is BM25's too, so recall across a user's sessions puts this
-index's sessions on one scale. A search is one query: the GIN index on the
-terms finds the documents holding the index's lexeme and any query term (a
-fenced CTE with sequential scans off for that transaction: the planner would
-otherwise read all of a session's rows for a query of many terms or a table
-not analyzed yet); for each it returns its length and a bit per query term
-(each a quoted lexeme in a bound ``tsquery`` parameter: no query text is ever
-read as tsquery syntax or SQL), and the counts of repeated terms only when it
-repeats a query term. The document frequencies are counted from those bits
-(every document holding a term is among them), and BM25 is computed with
-numpy in the process.
+Each term's documents are also kept as postings (``lexical_postings``,
+migration 7): one row per (term, block of 256 doc ids) holding the doc ids, the
+term's count in each and each document's length as packed integers, edited in
+the transaction that writes the documents (writers of one index take turns on
+an advisory lock, so each edits what the previous one left). A search is one
+query by primary key: the index's totals and the posting blocks of the query's
+terms (bound as a ``text[]`` parameter: no query text is ever read as tsquery
+syntax or SQL), so it reads a few rows per term rather than one row per
+matching document.
+
+Scores are Okapi BM25 with `BM25Index`'s k1, b and idf, computed with numpy in
+the process from those postings, equal to `BM25TextIndex` over the same
+documents (tests compare them to 1e-12), and `full_match` is BM25's too, so
+recall across a user's sessions puts this index's sessions on one scale.
 
 Documents belong to one generation of the log (see `Store.stats`): a write
 lands only while the session is still at the generation the documents were
 read from (a key-share lock on the session row makes check and write one step),
 reads join on the session's current generation, and the store deletes the
-session's documents and totals in the transaction that deletes or replaces
+session's documents, totals and postings in the transaction that deletes or replaces
 messages (recall then adds them again from the new log), and with the session
 (`clear`, `forget_user`, `expire_idle`, by the foreign key).
 
 Costs (``benchmarks/bench_lexical_postgres.py``, a synthetic log where each
 query term is in 12-14% of all messages, so every search matches about 14% of
-the session): a search costs O(matching documents), in the server (reading
-their rows) and in the process (their bits); the median `scores` call took
-6 ms at 10,000 messages (1,300 matches; BM25 in the process: 1 ms) and
-51-57 ms at 100,000 (13,000 matches; in the process: 13 ms), more than half
-of it in the server reading the matching rows. A question whose
-terms are rarer matches fewer documents and costs proportionally less. Writes
-are batched, one transaction per flush. Sync only, like `PostgresVectorIndex`.
+the session): a search costs O(matching documents) in the process (decoding and
+scoring their postings) and a few rows per term in the server; the median
+`scores` call took 2.7 ms at 10,000 messages (BM25 in the process: 0.2 ms) and
+9.9 ms at 100,000 (in the process: 2.4 ms), against 6 ms and 51-57 ms when it
+read one row per matching document (migration 6). Writes are batched, one
+transaction per flush, and rewrite the blocks their documents fall in: the
+first query on an unindexed 100,000-message session writes every document and
+posting in about 49 s. Sync only, like `PostgresVectorIndex`.
 """
 
 from __future__ import annotations
@@ -117,57 +119,49 @@ def _document(text: str) -> tuple[str, int, str | None]:
     return _SEPARATOR.join(lexemes), len(tokens), repeats or None
 
 
-def _repeat_count(repeats: str, term: str) -> int:
-    """How often a document holds `term` by its repeats ("term\\x1ecount\\x1f..."); 0 if not there."""
-    key = term + REPEATED
-    start = 0
-    while True:
-        at = repeats.find(key, start)
-        if at < 0:
-            return 0
-        if at == 0 or repeats[at - 1] == _SEPARATOR:
-            end = repeats.find(_SEPARATOR, at)
-            return int(repeats[at + len(key) : end if end >= 0 else len(repeats)])
-        start = at + 1
-
-
 def _idf(documents: int, frequency: int) -> float:
     return math.log(1.0 + (documents - frequency + 0.5) / (frequency + 0.5))
 
 
+def _postings(blocks: Sequence[bytes]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """A term's posting blocks (see `encode_postings`) as arrays of doc ids, counts and lengths."""
+    ids, counts, lengths = [], [], []
+    for blob in blocks:
+        size = len(blob) // 16
+        ids.append(np.frombuffer(blob, dtype=">i8", count=size))
+        counts.append(np.frombuffer(blob, dtype=">i4", count=size, offset=8 * size))
+        lengths.append(np.frombuffer(blob, dtype=">i4", count=size, offset=12 * size))
+    return (
+        np.concatenate(ids).astype(np.int64),
+        np.concatenate(counts).astype(np.float64),
+        np.concatenate(lengths).astype(np.float64),
+    )
+
+
 def _bm25(terms: Sequence[str], found: LexicalMatches) -> tuple[dict[str, int], dict[int, float]]:
     """Each term's document frequency and each found document's BM25 score, computed as
-    `BM25Index.scores` does."""
+    `BM25Index.scores` does (each document's parts added in the order of `terms`)."""
     documents = found.documents
-    if not found.ids or not documents:
+    if not found.postings or not documents:
         return {}, {}
-    lengths = np.asarray(found.lengths, dtype=np.float64)
     average = found.total_length / documents or 1.0
     k1, b = _BM25.k1, _BM25.b
-    norm = k1 * (1.0 - b + b * lengths / average)
-    masks = np.asarray(found.masks, dtype=np.int64)  # one row per 63 terms
-    positions = np.arange(len(terms))
-    # tf[doc, i]: how often the doc holds terms[i] (0, 1, or its count in repeats).
-    tf = ((masks[positions // 63, :] >> (positions % 63)[:, None]) & 1).T.astype(np.float64)
-    if found.repeats:
-        row_of = {doc: row for row, doc in enumerate(found.ids)}
-        for doc, text in found.repeats.items():
-            row = row_of[doc]
-            for chunk, column in enumerate(found.masks):
-                bits = int(column[row])
-                while bits:  # each query term the document holds
-                    low = bits & -bits
-                    i = chunk * 63 + low.bit_length() - 1
-                    bits ^= low
-                    count = _repeat_count(text, terms[i])
-                    if count:
-                        tf[row, i] = count
-    counts = (tf > 0).sum(axis=0)
-    frequencies = {term: int(counts[i]) for i, term in enumerate(terms)}
-    idf = np.log(1.0 + (documents - counts + 0.5) / (counts + 0.5))
-    with np.errstate(invalid="ignore", divide="ignore"):
-        parts = np.where(tf > 0, idf * tf * (k1 + 1.0) / (tf + norm[:, None]), 0.0)
-    return frequencies, dict(zip(found.ids, parts.sum(axis=1).tolist(), strict=True))
+    frequencies: dict[str, int] = {}
+    ids, parts = [], []
+    for term in terms:
+        blocks = found.postings.get(term)
+        if not blocks:
+            continue
+        doc_ids, counts, lengths = _postings(blocks)
+        frequencies[term] = len(doc_ids)
+        norm = k1 * (1.0 - b + b * lengths / average)
+        ids.append(doc_ids)
+        parts.append(_idf(documents, len(doc_ids)) * counts * (k1 + 1.0) / (counts + norm))
+    if not ids:
+        return frequencies, {}
+    unique, inverse = np.unique(np.concatenate(ids), return_inverse=True)
+    sums = np.bincount(inverse, weights=np.concatenate(parts), minlength=len(unique))
+    return frequencies, dict(zip(unique.tolist(), sums.tolist(), strict=True))
 
 
 class PostgresLexicalIndex(BufferedLexicalIndex):

@@ -11,11 +11,15 @@ Tables (in their own schema, ``convmem`` by default)::
     state           (session_id, key) -> value, version, updated_at; likewise
     vectors         (session_id, model, unit_id) -> generation, dimension, vector (float32 bytes),
                     written (migration 4); likewise, and emptied when the log's generation changes
-    lexical_docs    (session_id, kind, doc_id) -> generation, digest, size, terms (tsvector, GIN
-                    index; migration 5), length, repeats (migration 6); likewise. Written only by
+    lexical_docs    (session_id, kind, doc_id) -> generation, digest, size, terms (tsvector;
+                    migration 5), length, repeats (migration 6); likewise. Written only by
                     `PostgresLexicalIndex`
     lexical_stats   (session_id, kind) -> documents, total_length (migration 6): the BM25 totals
                     of lexical_docs, changed in the transaction that changes its rows; likewise
+    lexical_postings (session_id, kind, term, block) -> generation, postings (migration 7): for
+                    each term, the documents of lexical_docs holding it, 256 doc ids per block
+                    (doc id, term count, length; see `encode_postings`), changed in the same
+                    transaction as the rows; what a search reads. Likewise
 
 The store creates and migrates its schema itself when it opens: each
 migration runs in one transaction under an advisory lock, so many servers
@@ -54,6 +58,7 @@ import dataclasses
 import hashlib
 import math
 import re
+import struct
 from collections.abc import Generator, Sequence
 from typing import Any, TypeVar
 
@@ -95,10 +100,10 @@ _COLUMNS = (
 )
 _NOW = "extract(epoch FROM clock_timestamp())::float8"
 
-# The lexeme every document of one (session, kind) holds besides its terms, so that the GIN
-# index on terms alone finds one session's matches (``tag & (t1 | t2 ...)``) without reading
-# other sessions' matches and without the btree_gin extension. A space never occurs in a term;
-# `lexical_tag` is the same in Python. Only the backfill of migration 6 computes it in SQL.
+# The lexeme every document of one (session, kind) holds besides its terms: until migration 7
+# it let the GIN index on terms find one session's matches; searches read lexical_postings
+# since migration 7, and rows keep the lexeme so that rows of every version look alike. A space
+# never occurs in a term; `lexical_tag` is the same in Python. Only migration 6 computes it in SQL.
 _LEXICAL_TAG_SQL = "' ' || md5(kind || ' ' || session_id)"
 
 
@@ -107,19 +112,52 @@ _LEXICAL_TAG_SQL = "' ' || md5(kind || ' ' || session_id)"
 REPEATED = "\x1e"
 
 
+# Documents per row of lexical_postings: a search reads a term's rows, a write rewrites the rows
+# of the blocks its documents fall in.
+POSTINGS_BLOCK_BITS = 8
+
+
 @dataclasses.dataclass(frozen=True)
 class LexicalMatches:
     """What `_Queries.lexical_matches` read: the index's number of documents and their total
-    length, then for each document holding a query term, by column: its id, its length, and
-    bit ``i % 63`` of ``masks[i // 63]`` set when it holds ``terms[i]``; ``repeats`` (doc id
-    -> its repeated terms) only of documents holding a query term more than once."""
+    length, and for each query term found, its posting blocks (see `encode_postings`)."""
 
     documents: int
     total_length: int
-    ids: Sequence[int]
-    lengths: Sequence[int]
-    repeats: dict[int, str]
-    masks: Sequence[Sequence[int]]
+    postings: dict[str, list[bytes]]
+
+
+def encode_postings(entries: Sequence[tuple[int, int, int]]) -> bytes:
+    """(doc id, term count, document length) entries, by doc id, as one ``bytea``: the ids as
+    big-endian int64, then the counts, then the lengths, as big-endian int32 (what SQL's
+    ``int8send`` and ``int4send`` make, which migration 7 uses)."""
+    size = len(entries)
+    ids, counts, lengths = zip(*entries, strict=True) if entries else ((), (), ())
+    return struct.pack(f">{size}q{size}i{size}i", *ids, *counts, *lengths)
+
+
+def decode_postings(blob: bytes) -> list[tuple[int, int, int]]:
+    """The entries `encode_postings` made `blob` of."""
+    size = len(blob) // 16
+    values = struct.unpack(f">{size}q{size}i{size}i", blob)
+    return list(zip(values[:size], values[size : 2 * size], values[2 * size :], strict=True))
+
+
+def document_terms(lexemes: Sequence[str], repeats: str | None) -> dict[str, int]:
+    """A document's terms and how often it holds each, from its lexemes (the index's own and
+    the marks of repeated terms left out) and its repeats ("term\\x1ecount\\x1f...")."""
+    counts = {term: 1 for term in lexemes if not term.startswith(" ") and REPEATED not in term}
+    for entry in (repeats or "").split("\x1f"):
+        term, mark, count = entry.partition(REPEATED)
+        if mark and term in counts:
+            counts[term] = int(count)
+    return counts
+
+
+def _index_lock(schema: str, session_id: str, kind: str) -> int:
+    """The advisory lock key the writers of one keyword index take turns on."""
+    digest = hashlib.blake2b(f"{schema}\x00{kind}\x00{session_id}".encode(), digest_size=8).digest()
+    return int.from_bytes(digest, "big", signed=True)
 
 
 def lexical_tag(session_id: str, kind: str) -> str:
@@ -258,6 +296,45 @@ _MIGRATIONS: tuple[tuple[int, str, tuple[str, ...]], ...] = (
             "SELECT session_id, kind, count(*), sum(length) FROM {s}.lexical_docs GROUP BY session_id, kind",
         ),
     ),
+    (
+        7,
+        "lexical_postings: each term's documents in blocks, what a keyword search reads",
+        (
+            """CREATE TABLE {s}.lexical_postings (
+                session_id text COLLATE "C" NOT NULL
+                           REFERENCES {s}.sessions (session_id) ON DELETE CASCADE,
+                kind       text NOT NULL,
+                term       text COLLATE "C" NOT NULL,
+                block      bigint NOT NULL,
+                generation text NOT NULL,
+                postings   bytea NOT NULL,
+                PRIMARY KEY (session_id, kind, term, block)
+            )""",
+            # The live documents' postings, as encode_postings lays them out; a term's count is 1
+            # unless the document's repeats say otherwise.
+            """INSERT INTO {s}.lexical_postings (session_id, kind, term, block, generation, postings)
+            SELECT d.session_id, d.kind, t.term, d.doc_id >> """
+            + str(POSTINGS_BLOCK_BITS)
+            + """, d.generation,
+                   string_agg(int8send(d.doc_id), ''::bytea ORDER BY d.doc_id)
+                   || string_agg(int4send(COALESCE(r.count, 1)), ''::bytea ORDER BY d.doc_id)
+                   || string_agg(int4send(d.length), ''::bytea ORDER BY d.doc_id)
+            FROM {s}.lexical_docs AS d
+            JOIN {s}.sessions AS s ON s.session_id = d.session_id AND s.generation = d.generation
+            CROSS JOIN LATERAL unnest(tsvector_to_array(d.terms)) AS t(term)
+            LEFT JOIN LATERAL (
+                SELECT split_part(entry, E'\\x1e', 2)::integer AS count
+                FROM unnest(string_to_array(d.repeats, E'\\x1f')) AS entry
+                WHERE split_part(entry, E'\\x1e', 1) = t.term
+                LIMIT 1
+            ) AS r ON true
+            WHERE left(t.term, 1) <> ' ' AND strpos(t.term, E'\\x1e') = 0
+            GROUP BY d.session_id, d.kind, d.generation, t.term, d.doc_id >> """
+            + str(POSTINGS_BLOCK_BITS),
+            # Searches read lexical_postings: the GIN index on the documents' terms is not read.
+            "DROP INDEX IF EXISTS {s}.lexical_docs_terms",
+        ),
+    ),
 )
 SCHEMA_VERSION = _MIGRATIONS[-1][0]
 
@@ -315,12 +392,6 @@ def _not_utf8(action: str, exc: UnicodeEncodeError) -> InvalidMessageError:
         f"{action}: the text is not valid UTF-8 ({exc.reason}); nothing was stored. "
         "Build messages with Message.create, which rejects lone surrogates"
     )
-
-
-def _tsquery_lexeme(term: str) -> str:
-    """A term as one quoted tsquery lexeme (quotes doubled, backslashes escaped), to bind as a
-    parameter: whatever the term holds, it is read as that lexeme and nothing else."""
-    return "'" + term.replace("\\", "\\\\").replace("'", "''") + "'"
 
 
 def _check_schema(schema: object) -> str:
@@ -578,6 +649,7 @@ class _Queries:
         # Likewise the keyword index: recall adds the session's documents again from the new log.
         yield _Sql(f"DELETE FROM {self.s}.lexical_docs WHERE session_id = %s", (session_id,))
         yield _Sql(f"DELETE FROM {self.s}.lexical_stats WHERE session_id = %s", (session_id,))
+        yield _Sql(f"DELETE FROM {self.s}.lexical_postings WHERE session_id = %s", (session_id,))
         yield _Sql(
             f"UPDATE {self.s}.sessions SET message_count = message_count + %s, "
             "total_tokens = total_tokens + %s, generation = %s, "
@@ -817,12 +889,14 @@ class _Queries:
     ) -> _Operation[bool]:
         """Run in a transaction: delete `deletes` and write `docs` (doc id, digest, size, terms
         joined by ``\\x1f``, length, repeats) while the session is at `generation`; False
-        (nothing written) otherwise. The index's totals (``lexical_stats``) change by exactly
-        what the rows did, in the same transaction.
+        (nothing written) otherwise. The index's totals (``lexical_stats``) and postings
+        (``lexical_postings``) change by exactly what the rows did, in the same transaction.
 
         A stored document of the same generation that is longer (written by a server that read
         further) stays. The terms become a tsvector with `array_to_tsvector`, with the index's
-        own lexeme (`lexical_tag`): no text is parsed.
+        own lexeme (`lexical_tag`): no text is parsed. Writers of one index take turns (an
+        advisory lock, after the session row's key-share lock), so each edits the postings
+        the previous one left.
         """
         _check_id(session_id, "session_id")
         s = self.s
@@ -833,14 +907,16 @@ class _Queries:
         )
         if not rows:
             return False
+        yield _Sql("SELECT pg_advisory_xact_lock(%s)", (_index_lock(s, session_id, kind),))
+        # (doc id, length, old lexemes) of each row deleted; doc id -> length of each written.
         removed: list[tuple[Any, ...]] = []
         if deletes:
             removed += yield _Sql(
                 f"DELETE FROM {s}.lexical_docs WHERE session_id = %s AND kind = %s "
-                "AND doc_id = ANY(%s::bigint[]) RETURNING length",
+                "AND doc_id = ANY(%s::bigint[]) RETURNING doc_id, length, tsvector_to_array(terms), repeats",
                 (session_id, kind, list(deletes)),
             )
-        added: list[tuple[Any, ...]] = []
+        written: dict[int, int] = {}
         todo = list(docs)
         first = True
         while todo:
@@ -853,7 +929,7 @@ class _Queries:
                 USING unnest(%s::bigint[], %s::integer[]) AS u(doc_id, size)
                 WHERE known.session_id = %s AND known.kind = %s AND known.doc_id = u.doc_id
                   AND (known.generation IS DISTINCT FROM %s OR known.size <= u.size)
-                RETURNING known.doc_id, known.length""",
+                RETURNING known.doc_id, known.length, tsvector_to_array(known.terms), known.repeats""",
                 (ids, [d[2] for d in todo], session_id, kind, generation),
             )
             stored = yield _Sql(
@@ -880,17 +956,16 @@ class _Queries:
                     [d[5] for d in todo],
                 ),
             )
-            removed += [(r[1],) for r in gone]
-            added += [(r[1],) for r in stored]
+            removed += gone
+            written.update((int(r[0]), int(r[1])) for r in stored)
             # Not stored: a row this statement could not see yet (another writer's, now
             # committed) is judged once more; a row kept as longer stays.
-            written = {int(r[0]) for r in stored}
             deleted = {int(r[0]) for r in gone}
             todo = [d for d in todo if d[0] not in written and (first or d[0] in deleted)]
             first = False
-        documents = len(added) - len(removed)
-        length = sum(int(r[0]) for r in added) - sum(int(r[0]) for r in removed)
-        if added or removed:
+        documents = len(written) - len(removed)
+        length = sum(written.values()) - sum(int(r[1]) for r in removed)
+        if written or removed:
             yield _Sql(
                 f"""
                 INSERT INTO {s}.lexical_stats AS known (session_id, kind, documents, total_length)
@@ -900,60 +975,114 @@ class _Queries:
                     total_length = known.total_length + EXCLUDED.total_length""",
                 (session_id, kind, documents, length),
             )
+            new_docs = {d[0]: d for d in docs if d[0] in written}
+            yield from self._edit_postings(session_id, kind, generation, removed, new_docs, written)
         return True
 
+    def _edit_postings(
+        self,
+        session_id: str,
+        kind: str,
+        generation: str | None,
+        removed: Sequence[tuple[Any, ...]],
+        docs: dict[int, tuple[int, bytes, int, str, int, str | None]],
+        lengths: dict[int, int],
+    ) -> _Operation[None]:
+        """Take the `removed` rows (doc id, length, lexemes, repeats) out of their terms'
+        postings and add the `docs` written: only the (term, block) rows they touch are read
+        and written. A row of another generation is stale: it starts empty."""
+        s = self.s
+        gone: dict[tuple[str, int], set[int]] = {}
+        for row in removed:
+            doc = int(row[0])
+            for term in document_terms(row[2], row[3]):
+                gone.setdefault((term, doc >> POSTINGS_BLOCK_BITS), set()).add(doc)
+        added: dict[tuple[str, int], list[tuple[int, int, int]]] = {}
+        for doc, entry in docs.items():
+            for term, count in document_terms(entry[3].split("\x1f"), entry[5]).items():
+                added.setdefault((term, doc >> POSTINGS_BLOCK_BITS), []).append((doc, count, lengths[doc]))
+        keys = sorted(set(gone) | set(added))
+        if not keys:
+            return
+        # By the primary key: the terms, and the span of blocks (a flush's documents are mostly
+        # consecutive seqs), filtered here. A join with the wanted (term, block) pairs was planned
+        # as a scan of the session's rows, which grew with every flush.
+        rows = yield _Sql(
+            f"""
+            SELECT p.term, p.block, p.postings FROM {s}.lexical_postings AS p
+            WHERE p.session_id = %s AND p.kind = %s AND p.term = ANY(%s::text[])
+              AND p.block BETWEEN %s AND %s AND p.generation IS NOT DISTINCT FROM %s""",
+            (
+                session_id,
+                kind,
+                sorted({k[0] for k in keys}),
+                min(k[1] for k in keys),
+                max(k[1] for k in keys),
+                generation,
+            ),
+        )
+        wanted = set(keys)
+        current = {key: bytes(r[2]) for r in rows if (key := (str(r[0]), int(r[1]))) in wanted}
+        writes: list[tuple[str, int, bytes]] = []
+        empty: list[tuple[str, int]] = []
+        for key in keys:
+            out = set(gone.get(key, ())) | {doc for doc, _, _ in added.get(key, ())}
+            kept = [e for e in decode_postings(current[key]) if e[0] not in out] if key in current else []
+            entries = sorted(kept + added.get(key, []))
+            if entries:
+                writes.append((key[0], key[1], encode_postings(entries)))
+            else:
+                empty.append(key)
+        if writes:
+            yield _Sql(
+                f"""
+                INSERT INTO {s}.lexical_postings AS known (session_id, kind, term, block, generation, postings)
+                SELECT %s, %s, u.term, u.block, %s, u.postings
+                FROM unnest(%s::text[], %s::bigint[], %s::bytea[]) AS u(term, block, postings)
+                ON CONFLICT (session_id, kind, term, block) DO UPDATE SET
+                    generation = EXCLUDED.generation, postings = EXCLUDED.postings""",
+                (
+                    session_id,
+                    kind,
+                    generation,
+                    [w[0] for w in writes],
+                    [w[1] for w in writes],
+                    [w[2] for w in writes],
+                ),
+            )
+        if empty:
+            yield _Sql(
+                f"""
+                DELETE FROM {s}.lexical_postings AS p USING unnest(%s::text[], %s::bigint[]) AS k(term, block)
+                WHERE p.session_id = %s AND p.kind = %s AND p.term = k.term AND p.block = k.block""",
+                ([k[0] for k in empty], [k[1] for k in empty], session_id, kind),
+            )
+
     def lexical_matches(self, session_id: str, kind: str, terms: Sequence[str]) -> _Operation[LexicalMatches]:
-        """Run in a transaction: the index's totals and which of `terms` each of the session's
-        `kind` documents of its current generation holds (see `LexicalMatches`), in one query:
-        the GIN index finds the documents holding any of the terms through the index's own
-        lexeme."""
+        """The index's totals and the posting blocks of `terms` in the session's `kind`
+        documents of its current generation (see `LexicalMatches`), in one query."""
         _check_id(session_id, "session_id")
         if not terms:
             raise ValueError("lexical_matches needs at least one term")
         s = self.s
-        lexemes = [_tsquery_lexeme(term) for term in terms]
-        masks = []
-        for chunk in range(0, len(lexemes), 63):
-            bits = " | ".join(
-                f"((d.terms @@ %s::tsquery)::integer::bigint << {bit})"
-                for bit in range(len(lexemes[chunk : chunk + 63]))
-            )
-            masks.append(f"({bits})")
-        any_term = " | ".join(lexemes)
-        tag = _tsquery_lexeme(lexical_tag(session_id, kind))
-        repeated = " | ".join(_tsquery_lexeme(term + REPEATED) for term in terms)
-        # The planner prices a query of many terms (or on a table not analyzed yet) as if a
-        # scan of every row were cheaper than the GIN index, and reads all of the session's
-        # documents; the matches are therefore chosen by the index's own lexeme alone (a fenced
-        # CTE) with sequential scans off for this transaction, and checked against the session
-        # afterwards.
-        yield _Sql("SET LOCAL enable_seqscan = off")
         rows = yield _Sql(
             f"""
-            WITH found AS MATERIALIZED (
-                SELECT d.session_id, d.kind, d.generation, d.doc_id, d.length,
-                       CASE WHEN d.repeats IS NOT NULL AND d.terms @@ %s::tsquery THEN d.repeats END
-                           AS repeats,
-                       {", ".join(f"{mask} AS mask{i}" for i, mask in enumerate(masks))}
-                FROM {s}.lexical_docs AS d WHERE d.terms @@ %s::tsquery
-            )
-            SELECT st.documents, st.total_length, d.doc_id, d.length, d.repeats,
-                   {", ".join(f"d.mask{i}" for i in range(len(masks)))}
+            SELECT st.documents, st.total_length, p.term, p.postings
             FROM {s}.sessions AS s
             JOIN {s}.lexical_stats AS st ON st.session_id = s.session_id AND st.kind = %s
-            LEFT JOIN found AS d
-              ON d.session_id = s.session_id AND d.kind = st.kind AND d.generation = s.generation
+            LEFT JOIN {s}.lexical_postings AS p
+              ON p.session_id = s.session_id AND p.kind = st.kind AND p.generation = s.generation
+             AND p.term = ANY(%s::text[])
             WHERE s.session_id = %s""",
-            (repeated, *lexemes, f"{tag} & ({any_term})", kind, session_id),
+            (kind, list(terms), session_id),
         )
         if not rows:
-            return LexicalMatches(0, 0, [], [], {}, [])
-        documents, total = int(rows[0][0]), int(rows[0][1])
-        if rows[0][2] is None:
-            return LexicalMatches(documents, total, [], [], {}, [])
-        columns = list(zip(*rows, strict=True))
-        repeats = {doc: text for doc, text in zip(columns[2], columns[4], strict=True) if text}
-        return LexicalMatches(documents, total, columns[2], columns[3], repeats, columns[5:])
+            return LexicalMatches(0, 0, {})
+        postings: dict[str, list[bytes]] = {}
+        for row in rows:
+            if row[2] is not None:
+                postings.setdefault(str(row[2]), []).append(bytes(row[3]))
+        return LexicalMatches(int(rows[0][0]), int(rows[0][1]), postings)
 
     # -- listing, deleting, retention ---------------------------------------------------------
 
