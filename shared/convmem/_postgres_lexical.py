@@ -42,14 +42,15 @@ messages (recall then adds them again from the new log), and with the session
 
 Costs (``benchmarks/bench_lexical_postgres.py``, a synthetic log where each
 query term is in 12-14% of all messages, so every search matches about 14% of
-the session): a search costs O(matching documents) in the process (decoding and
-scoring their postings) and a few rows per term in the server; the median
-`scores` call took 2.7 ms at 10,000 messages (BM25 in the process: 0.2 ms) and
-9.9 ms at 100,000 (in the process: 2.4 ms), against 6 ms and 51-57 ms when it
-read one row per matching document (migration 6). Writes are batched, one
-transaction per flush, and rewrite the blocks their documents fall in: the
-first query on an unindexed 100,000-message session writes every document and
-posting in about 49 s. Sync only, like `PostgresVectorIndex`.
+the session): a search reads a few rows per term in the server and decodes and
+scores the matching documents' postings in the process; the median `scores`
+call took 3.1 ms at 10,000 messages (BM25 in the process: 0.2 ms) and 10.2 ms
+at 100,000 (in the process: 2.4 ms), against 43 ms in the same run conditions
+when it read one row per matching document (migration 6). Writes are batched,
+one transaction per flush, and rewrite the posting blocks their documents fall
+in: the first query on an unindexed 100,000-message session writes every
+document and posting in about 28 s (114 MB of postings beside 79 MB of
+documents). Sync only, like `PostgresVectorIndex`.
 """
 
 from __future__ import annotations
