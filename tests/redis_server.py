@@ -198,12 +198,17 @@ class RedisServer:
 
 
 class RedisClusterServers:
-    """Three `redis-server --cluster-enabled yes` masters joined into one Cluster, no replicas."""
+    """Three `redis-server --cluster-enabled yes` masters joined into one Cluster, no replicas.
 
-    def __init__(self, masters: int = 3) -> None:
+    ``persistent=True`` gives every node the append-only file with an fsync per write
+    (see `RedisServer`): a node killed and started again on its folder comes back with
+    its slots (nodes.conf) and every write it acknowledged.
+    """
+
+    def __init__(self, masters: int = 3, *, persistent: bool = False) -> None:
         if shutil.which("redis-cli") is None:
             raise RedisUnavailable("redis-cli is not installed (Debian: apt-get install redis-tools)")
-        self.nodes = [RedisServer(cluster=True) for _ in range(masters)]
+        self.nodes = [RedisServer(cluster=True, persistent=persistent) for _ in range(masters)]
 
     @property
     def url(self) -> str:
@@ -227,6 +232,15 @@ class RedisClusterServers:
             time.sleep(0.1)
         self.remove()
         raise RedisUnavailable(f"the Redis Cluster did not reach cluster_state:ok within {timeout} s")
+
+    def wait_ok(self, timeout: float = 60.0) -> None:
+        """Wait until every node reports cluster_state:ok (after a node came back)."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if all(self._node_ok(node) for node in self.nodes):
+                return
+            time.sleep(0.1)
+        raise RedisUnavailable(f"the Redis Cluster did not return to cluster_state:ok within {timeout} s")
 
     @staticmethod
     def _node_ok(node: RedisServer) -> bool:

@@ -814,6 +814,89 @@ def test_a_cluster_that_loses_a_master_gives_store_errors_not_a_hang() -> None:
         cluster.remove()
 
 
+@pytest.mark.redis
+def test_a_persistent_cluster_master_restarted_mid_run_loses_no_acknowledged_append() -> None:
+    try:
+        cluster = RedisClusterServers(persistent=True).start()
+    except RedisUnavailable as exc:
+        skip_or_fail(f"a Redis Cluster cannot be started at all: {exc}")
+        return
+    try:
+        store = RedisStore(cluster.url, cluster=True, prefix="restart", socket_timeout=2)
+        sessions = [f"s{i}" for i in range(30)]
+        acks: dict[str, list[tuple[int, str]]] = defaultdict(list)
+        errors: list[StoreError] = []
+        lock = threading.Lock()
+        stop = threading.Event()
+
+        def work(thread: int) -> None:
+            step = 0
+            while not stop.is_set():
+                session_id = sessions[(thread * 7 + step) % len(sessions)]
+                tag = f"t{thread} n{step}"
+                batch = [Message.create("user", f"{tag} q"), Message.create("assistant", f"{tag} a")]
+                step += 1
+                try:
+                    stored = store.append(session_id, batch)
+                except StoreError as exc:
+                    with lock:
+                        errors.append(exc)
+                    time.sleep(0.05)
+                    continue
+                with lock:
+                    acks[session_id].append((stored[0].seq or 0, tag))
+
+        def acknowledged() -> int:
+            with lock:
+                return sum(len(batches) for batches in acks.values())
+
+        workers = [threading.Thread(target=work, args=(t,)) for t in range(4)]
+        for worker in workers:
+            worker.start()
+        deadline = time.monotonic() + 30
+        while acknowledged() < 300 and time.monotonic() < deadline:
+            time.sleep(0.01)
+        cluster.nodes[1].kill()
+        deadline = time.monotonic() + 30
+        while not errors and time.monotonic() < deadline:
+            time.sleep(0.01)
+        cluster.nodes[1].start()
+        cluster.wait_ok()
+        before_recovery = acknowledged()
+        deadline = time.monotonic() + 60
+        while acknowledged() < before_recovery + 300 and time.monotonic() < deadline:
+            time.sleep(0.01)
+        stop.set()
+        for worker in workers:
+            worker.join(timeout=30)
+        assert not any(worker.is_alive() for worker in workers), "a writer hung"
+        # Writers got clean errors while the master was down, and wrote again once it was back.
+        assert errors and all(isinstance(e, StoreError) for e in errors)
+        assert acknowledged() >= before_recovery + 300
+
+        raw = redis.RedisCluster.from_url(cluster.url)
+        lost_node_sessions = 0
+        for session_id in sessions:
+            log = store.messages(session_id)
+            assert [m.seq for m in log] == list(range(1, len(log) + 1)), session_id
+            texts = [m.text for m in log]
+            assert len(texts) == len(set(texts)), f"a message of {session_id} was stored twice"
+            by_seq = {m.seq: m.text for m in log}
+            for first_seq, tag in acks[session_id]:
+                assert (by_seq.get(first_seq), by_seq.get(first_seq + 1)) == (f"{tag} q", f"{tag} a")
+            assert store.stats(session_id).message_count == len(log)
+            key = f"restart:session:{{{session_id}}}:log"
+            assert raw.hlen(key) == len(log)
+            lost_node_sessions += raw.nodes_manager.get_node_from_slot(raw.keyslot(key)).port == (
+                cluster.nodes[1].port
+            )
+        assert lost_node_sessions > 0, "no session lived on the restarted master"
+        raw.close()
+        store.close()
+    finally:
+        cluster.remove()
+
+
 # -- bad input and abuse ------------------------------------------------------------------------------
 
 
