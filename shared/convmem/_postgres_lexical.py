@@ -63,7 +63,7 @@ from typing import Any, Protocol, TypeVar
 import numpy as np
 
 from ._lexical import BM25Index, BufferedLexicalIndex, document_digest, query_terms, tokenize
-from ._postgres_schema import REPEATED, LexicalMatches, _Operation, _Queries
+from ._postgres_schema import REPEATED, SEPARATOR, LexicalMatches, _Operation, _Queries
 
 __all__ = ["UNIT_KINDS", "PostgresLexicalIndex"]
 
@@ -72,7 +72,6 @@ _T = TypeVar("_T")
 # What a tsvector and tsquery accept: a lexeme below 2 KiB, a tsvector below 1 MiB.
 _MAX_LEXEME_BYTES = 2046
 _MAX_DOC_BYTES = 900_000
-_SEPARATOR = "\x1f"
 # Distinct query terms a search scores at most (a question has a few dozen); the rest are left out.
 _MAX_QUERY_TERMS = 256
 _BM25 = BM25Index()  # its k1 and b: the same BM25 as in the process
@@ -92,7 +91,7 @@ def _usable(terms: Iterable[str]) -> list[str]:
     for term in dict.fromkeys(terms):
         if (
             term
-            and _SEPARATOR not in term
+            and SEPARATOR not in term
             and REPEATED not in term
             and len(term.encode("utf-8", "surrogatepass")) <= _MAX_LEXEME_BYTES
         ):
@@ -116,8 +115,8 @@ def _document(text: str) -> tuple[str, int, str | None]:
         kept.append(term)
     repeated = [term for term in kept if counts[term] > 1]
     lexemes = kept + [term + REPEATED for term in repeated]
-    repeats = _SEPARATOR.join(f"{term}{REPEATED}{counts[term]}" for term in repeated)
-    return _SEPARATOR.join(lexemes), len(tokens), repeats or None
+    repeats = SEPARATOR.join(f"{term}{REPEATED}{counts[term]}" for term in repeated)
+    return SEPARATOR.join(lexemes), len(tokens), repeats or None
 
 
 def _idf(documents: int, frequency: int) -> float:

@@ -110,6 +110,8 @@ _LEXICAL_TAG_SQL = "' ' || md5(kind || ' ' || session_id)"
 # Marks a term a document holds more than once: "term" + REPEATED is then one of its lexemes,
 # and its count is in the document's repeats.
 REPEATED = "\x1e"
+# Separates the terms of a document as written (``docs``' terms) and the entries of its repeats.
+SEPARATOR = "\x1f"
 
 
 # Documents per row of lexical_postings: a search reads a term's rows, a write rewrites the rows
@@ -147,7 +149,7 @@ def document_terms(lexemes: Sequence[str], repeats: str | None) -> dict[str, int
     """A document's terms and how often it holds each, from its lexemes (the index's own and
     the marks of repeated terms left out) and its repeats ("term\\x1ecount\\x1f...")."""
     counts = {term: 1 for term in lexemes if not term.startswith(" ") and REPEATED not in term}
-    for entry in (repeats or "").split("\x1f"):
+    for entry in (repeats or "").split(SEPARATOR):
         term, mark, count = entry.partition(REPEATED)
         if mark and term in counts:
             counts[term] = int(count)
@@ -999,7 +1001,7 @@ class _Queries:
                 gone.setdefault((term, doc >> POSTINGS_BLOCK_BITS), set()).add(doc)
         added: dict[tuple[str, int], list[tuple[int, int, int]]] = {}
         for doc, entry in docs.items():
-            for term, count in document_terms(entry[3].split("\x1f"), entry[5]).items():
+            for term, count in document_terms(entry[3].split(SEPARATOR), entry[5]).items():
                 added.setdefault((term, doc >> POSTINGS_BLOCK_BITS), []).append((doc, count, lengths[doc]))
         keys = sorted(set(gone) | set(added))
         if not keys:
