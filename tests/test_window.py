@@ -2,10 +2,13 @@ from __future__ import annotations
 
 import dataclasses
 
+import pytest
+
 from convmem import Message, TiktokenCounter
-from convmem._models import Role, group_turns
+from convmem import _window as window_module
+from convmem._models import Role, Turn, group_turns
 from convmem._salience import is_low_information
-from convmem._window import select_window, split_units
+from convmem._window import WindowCandidates, select_window, split_units
 
 COUNTER = TiktokenCounter()
 
@@ -110,3 +113,40 @@ def test_pruning_drops_content_free_turns_before_older_informative_ones() -> Non
     assert [m.seq for m in pruned.messages] == [1, 2, 7, 8]
     plain = select_window(turns, keep_recent_turns=10, max_tokens=room, prune_low_information=False)
     assert 1 not in [m.seq for m in plain.messages]
+
+
+def test_one_set_of_candidates_chooses_as_a_fresh_choice_would_at_every_size(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A build chooses from the same turns at several sizes; each choice is what a
+    choice from scratch would be, and each turn is judged low-information once."""
+    specs: list[tuple[str, str] | Message] = []
+    for i in range(12):
+        if i % 3 == 0:
+            specs += [("user", "thanks!"), ("assistant", "You're welcome!")]
+        else:
+            specs += [("user", f"question {i} about the garden " * 3), ("assistant", f"answer {i} " * 8)]
+    specs.insert(0, ("assistant", "Welcome back!"))
+    turns = group_turns(log(*specs))
+    judged: list[int] = []
+
+    def spy(turn: Turn) -> bool:
+        judged.append(turn.first_seq)
+        return is_low_information(turn)
+
+    candidates = WindowCandidates(turns, keep_recent_turns=10)
+    monkeypatch.setattr(window_module, "is_low_information", spy)
+    sizes = [0, 40, 150, 400, 10_000, 150, 40]
+    chosen = [candidates.select(size) for size in sizes]
+    assert len(judged) == len(set(judged)) > 0
+    monkeypatch.undo()
+    for size, window in zip(sizes, chosen, strict=True):
+        assert window == select_window(turns, keep_recent_turns=10, max_tokens=size)
+    reasons = {d.reason for w in chosen for d in w.dropped}
+    assert {
+        "starts without a user message",
+        "older than keep_recent_turns=10",
+        "low-information turn pruned",
+        "over the window's token share",
+        "no room for the window",
+    } <= reasons

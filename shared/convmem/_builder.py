@@ -51,7 +51,7 @@ from ._language import MEMORY_CLOSE, MEMORY_OPEN, neutralise_stored_text
 from ._language import SECTION_HEADERS as HEADERS
 from ._models import Message, Role, Turn
 from ._tokens import REPLY_PRIMING_TOKENS, TokenCounter
-from ._window import Dropped, WindowSelection, select_window
+from ._window import Dropped, WindowCandidates, WindowSelection
 
 if TYPE_CHECKING:  # recall loads numpy; the builder only passes its items along
     from ._recall_render import RecalledItem
@@ -220,6 +220,7 @@ class ContextBuilder:
         # The same summary, fact lines, headers and system text come back on
         # every build of a session: count each distinct text once.
         self._count: Callable[[str], int] = functools.lru_cache(maxsize=2048)(counter.count_text)
+        self._candidates: WindowCandidates | None = None
         self._count_system: Callable[[str], int] = functools.lru_cache(maxsize=256)(
             lambda text: counter.count_message(Message(role=Role.SYSTEM, content=text))
         )
@@ -389,12 +390,17 @@ class ContextBuilder:
         return self._assemble(plan, window, chosen, [*plan.dropped, *window.dropped])
 
     def _select_window(self, turns: Sequence[Turn], max_tokens: int) -> WindowSelection:
-        return select_window(
-            turns,
-            keep_recent_turns=self.config.keep_recent_turns or max(1, len(turns)),
-            max_tokens=max(0, max_tokens),
-            prune_low_information=self.config.prune_low_information,
-        )
+        # A build chooses from the same turns two or three times, and builds between
+        # two writes to the log share one list of turns: prepare each list once.
+        cached = self._candidates
+        if cached is None or cached.turns is not turns:
+            cached = self._candidates = WindowCandidates(
+                turns,
+                keep_recent_turns=self.config.keep_recent_turns or max(1, len(turns)),
+                prune_low_information=self.config.prune_low_information,
+            )
+        return cached.select(max(0, max_tokens))
+
 
     def recall_cost(self, items: Sequence[RecalledItem], plan: ContextPlan) -> int:
         """Tokens `items` take in the recall section of `plan` (its header included)."""

@@ -18,7 +18,7 @@ from ._models import Message, Role, Turn
 from ._salience import is_low_information
 from ._tool_sequence import repair_tool_exchanges
 
-__all__ = ["Dropped", "WindowSelection", "select_window", "split_units"]
+__all__ = ["Dropped", "WindowCandidates", "WindowSelection", "select_window", "split_units"]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -84,90 +84,146 @@ def select_window(
     max_tokens: int,
     prune_low_information: bool = True,
 ) -> WindowSelection:
-    """Choose the recent window from `turns` (oldest first) within `max_tokens`.
+    """Choose the recent window from `turns` (oldest first) within `max_tokens`
+    (see `WindowCandidates.select`, which a build asks several times)."""
+    return WindowCandidates(
+        turns, keep_recent_turns=keep_recent_turns, prune_low_information=prune_low_information
+    ).select(max_tokens)
 
-    1. Take the last `keep_recent_turns` turns (a leading turn that starts on an
-       assistant or tool message is never eligible).
-    2. If they do not all fit and pruning is on, drop low-information turns
-       (oldest first, never the newest turn) until the rest fits or none are left.
-    3. Keep turns newest first while they fit; stop at the first that does not.
+
+class WindowCandidates:
+    """The turns a window is chosen from, with what every choice re-reads worked out once.
+
+    A build chooses its window two or three times, at different sizes (with
+    and without the line saying history was left out, then with the room
+    recall left), from the same turns. Which turns are eligible, which are
+    low-information and how each is described do not depend on the size, so
+    they are computed once per set of turns, as a choice first needs them.
     """
-    dropped: list[Dropped] = []
-    eligible = [t for t in turns if t.messages[0].role in (Role.USER, Role.SYSTEM)]
-    for turn in turns:
-        if turn.messages[0].role not in (Role.USER, Role.SYSTEM):
-            dropped.append(
-                Dropped("window", _describe(turn.messages), turn.token_count, "starts without a user message")
-            )
-    if len(eligible) > keep_recent_turns:
-        # An older turn answered among the kept ones (interleaved, see `group_turns`) is kept
-        # with them, as `recent_turns` reads it: else it would be neither windowed nor summarized.
-        cut = len(eligible) - keep_recent_turns
-        while cut > 0 and eligible[cut - 1].last_seq > eligible[cut].first_seq:
-            cut -= 1
-        for turn in eligible[:cut]:
-            dropped.append(
-                Dropped(
-                    "window",
-                    _describe(turn.messages),
-                    turn.token_count,
-                    f"older than keep_recent_turns={keep_recent_turns}",
-                )
-            )
-        eligible = eligible[cut:]
-    if not eligible or max_tokens <= 0:
-        for turn in eligible:
-            dropped.append(
-                Dropped("window", _describe(turn.messages), turn.token_count, "no room for the window")
-            )
-        return WindowSelection((), 0, 0, tuple(dropped))
 
-    if prune_low_information and sum(t.token_count for t in eligible) > max_tokens:
-        total = sum(t.token_count for t in eligible)
-        kept: list[Turn] = []
-        for index, turn in enumerate(eligible):
-            newest = index == len(eligible) - 1
-            if total > max_tokens and not newest and is_low_information(turn):
-                total -= turn.token_count
+    def __init__(
+        self, turns: Sequence[Turn], *, keep_recent_turns: int, prune_low_information: bool = True
+    ) -> None:
+        self.turns = turns
+        self.prune_low_information = prune_low_information
+        dropped: list[Dropped] = []
+        eligible = [t for t in turns if t.messages[0].role in (Role.USER, Role.SYSTEM)]
+        for turn in turns:
+            if turn.messages[0].role not in (Role.USER, Role.SYSTEM):
                 dropped.append(
                     Dropped(
-                        "window", _describe(turn.messages), turn.token_count, "low-information turn pruned"
+                        "window", _describe(turn.messages), turn.token_count, "starts without a user message"
                     )
                 )
-            else:
-                kept.append(turn)
-        eligible = kept
+        if len(eligible) > keep_recent_turns:
+            # An older turn answered among the kept ones (interleaved, see `group_turns`) is kept
+            # with them, as `recent_turns` reads it: else it would be neither windowed nor summarized.
+            cut = len(eligible) - keep_recent_turns
+            while cut > 0 and eligible[cut - 1].last_seq > eligible[cut].first_seq:
+                cut -= 1
+            for turn in eligible[:cut]:
+                dropped.append(
+                    Dropped(
+                        "window",
+                        _describe(turn.messages),
+                        turn.token_count,
+                        f"older than keep_recent_turns={keep_recent_turns}",
+                    )
+                )
+            eligible = eligible[cut:]
+        self._eligible = eligible
+        self._tokens = [turn.token_count for turn in eligible]
+        self._total = sum(self._tokens)
+        self._always_dropped = tuple(dropped)
+        self._descriptions: list[str | None] = [None] * len(eligible)
+        self._low_information: list[bool | None] = [None] * len(eligible)
 
-    chosen: list[Turn] = []
-    used = 0
-    last_dropped = -1  # eligible[: last_dropped + 1] did not fit
-    for index in range(len(eligible) - 1, -1, -1):
-        turn = eligible[index]
-        if used + turn.token_count <= max_tokens:
-            chosen.append(turn)
-            used += turn.token_count
-            continue
-        if chosen:
-            last_dropped = index
-        else:  # the newest turn alone is larger than the window
-            partial, notes = _shorten_newest(turn, max_tokens)
-            dropped.extend(notes)
-            if partial:
-                chosen.append(Turn(partial))
-                used += sum(m.token_count or 0 for m in partial)
-            last_dropped = index - 1
-        break
-    for older in eligible[: last_dropped + 1]:
-        dropped.append(
-            Dropped("window", _describe(older.messages), older.token_count, "over the window's token share")
-        )
-    chosen.reverse()
-    messages, repairs = repair_tool_exchanges([m for t in chosen for m in t.messages])
-    for repair in repairs:
-        dropped.append(Dropped("window", _describe(repair.messages), repair.tokens, repair.reason))
-    if repairs:
-        used = sum(m.token_count or 0 for m in messages)
-    return WindowSelection(messages, used, len(chosen), tuple(dropped))
+    def _description(self, index: int) -> str:
+        description = self._descriptions[index]
+        if description is None:
+            description = self._descriptions[index] = _describe(self._eligible[index].messages)
+        return description
+
+    def _is_low_information(self, index: int) -> bool:
+        flag = self._low_information[index]
+        if flag is None:
+            flag = self._low_information[index] = is_low_information(self._eligible[index])
+        return flag
+
+    def select(self, max_tokens: int) -> WindowSelection:
+        """The window within `max_tokens`:
+
+        1. Only the last `keep_recent_turns` turns are eligible (a leading turn
+           that starts on an assistant or tool message never is).
+        2. If they do not all fit and pruning is on, low-information turns are
+           dropped (oldest first, never the newest turn) until the rest fits or
+           none are left.
+        3. Turns are kept newest first while they fit, stopping at the first that
+           does not.
+        """
+        dropped = list(self._always_dropped)
+        eligible = self._eligible
+        if not eligible or max_tokens <= 0:
+            for index, turn in enumerate(eligible):
+                dropped.append(
+                    Dropped("window", self._description(index), turn.token_count, "no room for the window")
+                )
+            return WindowSelection((), 0, 0, tuple(dropped))
+
+        indices: Sequence[int] = range(len(eligible))
+        if self.prune_low_information and self._total > max_tokens:
+            total = self._total
+            newest = len(eligible) - 1
+            kept: list[int] = []
+            for index in indices:
+                if total > max_tokens and index != newest and self._is_low_information(index):
+                    total -= self._tokens[index]
+                    dropped.append(
+                        Dropped(
+                            "window",
+                            self._description(index),
+                            self._tokens[index],
+                            "low-information turn pruned",
+                        )
+                    )
+                else:
+                    kept.append(index)
+            indices = kept
+
+        chosen: list[Turn] = []
+        used = 0
+        first_kept = 0  # indices[:first_kept] did not fit
+        for position in range(len(indices) - 1, -1, -1):
+            index = indices[position]
+            cost = self._tokens[index]
+            if used + cost <= max_tokens:
+                chosen.append(eligible[index])
+                used += cost
+                continue
+            if chosen:
+                first_kept = position + 1
+            else:  # the newest turn alone is larger than the window
+                partial, notes = _shorten_newest(eligible[index], max_tokens)
+                dropped.extend(notes)
+                if partial:
+                    chosen.append(Turn(partial))
+                    used += sum(m.token_count or 0 for m in partial)
+                first_kept = position
+            break
+        for position in range(first_kept):
+            index = indices[position]
+            dropped.append(
+                Dropped(
+                    "window", self._description(index), self._tokens[index], "over the window's token share"
+                )
+            )
+        chosen.reverse()
+        messages, repairs = repair_tool_exchanges([m for t in chosen for m in t.messages])
+        for repair in repairs:
+            dropped.append(Dropped("window", _describe(repair.messages), repair.tokens, repair.reason))
+        if repairs:
+            used = sum(m.token_count or 0 for m in messages)
+        return WindowSelection(messages, used, len(chosen), tuple(dropped))
 
 
 def _shorten_newest(turn: Turn, max_tokens: int) -> tuple[tuple[Message, ...], list[Dropped]]:
