@@ -104,6 +104,13 @@ class Rendered:
 _NOTHING = Rendered((), "", 0, ())
 
 
+LineKey = tuple[str, str, int]
+"""``(counter.name, language, seq)``: what a rendered line is cached under."""
+
+CachedLine = tuple[str, str, int]
+"""A message rendered for recall: its ``Speaker: text`` line, its date line, the line's tokens."""
+
+
 def render(
     ranked: Sequence[Ranked],
     *,
@@ -114,21 +121,22 @@ def render(
     max_tokens: int,
     counter: TokenCounter,
     config: RecallConfig,
-    token_cache: MutableMapping[tuple[str, str, int], int] | None = None,
+    line_cache: MutableMapping[LineKey, CachedLine] | None = None,
     group_of: Callable[[int], int] | None = None,
 ) -> Rendered:
     """Fill `max_tokens` with the best of `ranked`; items come back in log order.
 
     ``item_seqs[seq]`` are the messages a ranked `seq` brings (in log order);
-    ``vectors`` (by seq) let near-duplicates be skipped; ``token_cache``,
-    keyed by ``(counter.name, language, seq)``, saves counting a line twice
-    across searches. With `group_of` (seq -> group, e.g. the session), the
-    first item of each group opens with its date line even on the same day.
+    ``vectors`` (by seq) let near-duplicates be skipped; ``line_cache``, keyed
+    by ``(counter.name, language, seq)``, keeps each message's rendered line,
+    date line and token count across searches (the caller clears it when the
+    log it renders changes). With `group_of` (seq -> group, e.g. the session),
+    the first item of each group opens with its date line even on the same day.
     """
     if max_tokens <= 0 or not ranked:
         return _NOTHING
     section = _Section(
-        messages, language, counter, config, {} if token_cache is None else token_cache, group_of
+        messages, language, counter, config, {} if line_cache is None else line_cache, group_of
     )
     return section.fill(ranked, item_seqs, vectors, max_tokens)
 
@@ -142,7 +150,7 @@ class _Section:
         language: str,
         counter: TokenCounter,
         config: RecallConfig,
-        token_cache: MutableMapping[tuple[str, str, int], int],
+        line_cache: MutableMapping[LineKey, CachedLine],
         group_of: Callable[[int], int] | None = None,
     ) -> None:
         self.group_of = group_of
@@ -150,25 +158,21 @@ class _Section:
         self.language = language
         self.counter = counter
         self.config = config
-        self.token_cache = token_cache
-        self.lines: dict[int, str] = {}
-        self.labels: dict[int, str] = {}
+        self.line_cache = line_cache
+        self.lines: dict[int, CachedLine] = {}
 
-    def _line(self, seq: int) -> str:
+    def _line(self, seq: int) -> CachedLine:
         line = self.lines.get(seq)
         if line is None:
-            message = self.messages[seq]
-            line = self.lines[seq] = render_line(message, self.language)
-            self.labels[seq] = date_label(message.timestamp, self.language, self.config.time_zone)
+            key = (self.counter.name, self.language, seq)
+            line = self.line_cache.get(key)
+            if line is None:
+                message = self.messages[seq]
+                text = render_line(message, self.language)
+                label = date_label(message.timestamp, self.language, self.config.time_zone)
+                line = self.line_cache[key] = (text, label, self.counter.count_text(text))
+            self.lines[seq] = line
         return line
-
-    def _line_tokens(self, seq: int) -> int:
-        line = self._line(seq)  # also labels it, even when its count is cached
-        key = (self.counter.name, self.language, seq)
-        cached = self.token_cache.get(key)
-        if cached is None:
-            cached = self.token_cache[key] = self.counter.count_text(line)
-        return cached
 
     def fill(
         self,
@@ -186,9 +190,8 @@ class _Section:
         picked: list[tuple[Ranked, list[int]]] = []
         over_budget = over_tokens = duplicates = 0
         picked_vectors: list[np.ndarray] = []
-        smallest = min(
-            (self._line_tokens(s) for c in ranked[:_SMALLEST_AMONG] for s in item_seqs[c.seq]), default=1
-        )
+        line = self._line
+        smallest = min((line(s)[2] for c in ranked[:_SMALLEST_AMONG] for s in item_seqs[c.seq]), default=1)
         # Estimate: every line and date line costs its tokens plus a newline. Lines are
         # counted once per session and cached; the exact text is counted at the end.
         for candidate in ranked:
@@ -197,8 +200,8 @@ class _Section:
             seqs = [s for s in item_seqs[candidate.seq] if s not in covered]
             if not seqs:
                 continue
-            cost = sum(self._line_tokens(s) + 1 for s in seqs)
-            new_labels = {self.labels[s] for s in seqs} - used_labels
+            cost = sum(line(s)[2] + 1 for s in seqs)
+            new_labels = {line(s)[1] for s in seqs} - used_labels
             for label in new_labels:
                 if label not in label_tokens:
                     label_tokens[label] = counter.count_text(label) + 1
@@ -250,16 +253,17 @@ class _Section:
             if self.group_of is not None and self.group_of(seqs[0]) != current_group:
                 current_group, current_label = self.group_of(seqs[0]), None
             for s in seqs:
-                if self.labels[s] != current_label:
-                    current_label = self.labels[s]
-                    lines.append(current_label)
-                lines.append(self.lines[s])
+                line, label, _ = self.lines[s]
+                if label != current_label:
+                    current_label = label
+                    lines.append(label)
+                lines.append(line)
             text = "\n".join(lines)
             items.append(
                 RecalledItem(
                     seqs=tuple(seqs),
                     text=text,
-                    time_label=self.labels[seqs[0]],
+                    time_label=self.lines[seqs[0]][1],
                     timestamp=self.messages[seqs[0]].timestamp,
                     score=candidate.score,
                     token_count=self.counter.count_text(text),

@@ -19,7 +19,7 @@ from ._models import Message
 from ._recall_config import RecallConfig, RecallFilters
 from ._recall_language import SECTION_HEADERS, choose_language
 from ._recall_rank import Evidence, best_score, dense_similarities, named_speakers, normalized, rank
-from ._recall_render import RecallResult, render
+from ._recall_render import CachedLine, LineKey, RecallResult, render
 from ._recall_units import SessionMirror, exchange_first_seq, is_exchange_unit
 from ._tokens import TokenCounter
 
@@ -60,7 +60,7 @@ def answer(
                 max_tokens=max_tokens,
                 counter=counter,
                 config=config,
-                token_cache=mirror.token_cache,
+                line_cache=mirror.line_cache,
             )
         return RecallResult(
             rendered.items,
@@ -304,32 +304,30 @@ def _joined(parts: Sequence[_Gathered], groups: Sequence[int]) -> Evidence:
     )
 
 
-class _Counted(MutableMapping[tuple[str, str, int], int]):
-    """The mirrors' line counts (``render``'s ``token_cache``) under candidate keys
-    ``group << 40 | seq``: a line counted by one search is not counted by the next."""
+class _Lines(MutableMapping[LineKey, CachedLine]):
+    """The mirrors' rendered lines (``render``'s ``line_cache``) under candidate keys
+    ``group << 40 | seq``: a line rendered by one search is not rendered by the next."""
 
-    def __init__(self, caches: Mapping[int, MutableMapping[tuple[str, str, int], int]]) -> None:
+    def __init__(self, caches: Mapping[int, MutableMapping[LineKey, CachedLine]]) -> None:
         self._caches = caches
 
-    def _split(
-        self, key: tuple[str, str, int]
-    ) -> tuple[MutableMapping[tuple[str, str, int], int], tuple[str, str, int]]:
+    def _split(self, key: LineKey) -> tuple[MutableMapping[LineKey, CachedLine], LineKey]:
         name, language, candidate = key
         return self._caches[candidate >> _GROUP_SHIFT], (name, language, candidate & _SEQ_MASK)
 
-    def __getitem__(self, key: tuple[str, str, int]) -> int:
+    def __getitem__(self, key: LineKey) -> CachedLine:
         cache, own = self._split(key)
         return cache[own]
 
-    def __setitem__(self, key: tuple[str, str, int], value: int) -> None:
+    def __setitem__(self, key: LineKey, value: CachedLine) -> None:
         cache, own = self._split(key)
         cache[own] = value
 
-    def __delitem__(self, key: tuple[str, str, int]) -> None:
+    def __delitem__(self, key: LineKey) -> None:
         cache, own = self._split(key)
         del cache[own]
 
-    def __iter__(self) -> Iterator[tuple[str, str, int]]:
+    def __iter__(self) -> Iterator[LineKey]:
         for group, cache in self._caches.items():
             for name, language, seq in list(cache):
                 yield name, language, group << _GROUP_SHIFT | seq
@@ -449,7 +447,7 @@ def answer_sessions(
             max_tokens=max_tokens,
             counter=counter,
             config=config,
-            token_cache=_Counted({g: p.mirror.token_cache for p, g in zip(parts, groups, strict=True)}),
+            line_cache=_Lines({g: p.mirror.line_cache for p, g in zip(parts, groups, strict=True)}),
             group_of=lambda seq: seq >> _GROUP_SHIFT,
         )
         session_of_group = {group: part.mirror.session_id for part, group in zip(parts, groups, strict=True)}

@@ -22,6 +22,7 @@ from ._lexical import BM25TextIndex, LexicalIndex, LexicalIndexLost, StoredLexic
 from ._models import Message, Role, TurnStatus
 from ._recall_config import RecallConfig
 from ._recall_plan import EmbedDocuments, Plan
+from ._recall_render import CachedLine, LineKey
 from ._salience import says_nothing
 from ._store import SessionStats, Store
 from ._vector_index import VectorIndex
@@ -110,7 +111,8 @@ class SessionMirror:
         self.needs_full_read = True
         self.unsaved = 0
         self.forgotten = False
-        self.token_cache: dict[tuple[str, str, int], int] = {}
+        # Each message as recall renders it: line, date line, tokens (see `render`).
+        self.line_cache: dict[LineKey, CachedLine] = {}
 
     def reset_log_view(self) -> None:
         self.messages.clear()
@@ -131,7 +133,7 @@ class SessionMirror:
         self.pending.clear()
         self.speakers.clear()
         self.small_talk.clear()
-        self.token_cache.clear()
+        self.line_cache.clear()
 
     def wanted_units(self) -> dict[int, str]:
         """Unit id -> text for every unit the log calls for now."""
