@@ -61,8 +61,11 @@ def choose_language(configured: str, query: str, sample_lines: Iterable[str]) ->
     if has_cjk(query):
         return "zh"
     sample = " ".join(sample_lines)
+    cjk = count_cjk(sample)
+    if not cjk:  # most samples: no need to count the letters
+        return "en"
     letters = sum(ch.isalpha() for ch in sample) or 1
-    return "zh" if count_cjk(sample) / letters > 0.3 else "en"
+    return "zh" if cjk / letters > 0.3 else "en"
 
 
 def render_line(message: Message, language: str) -> str:

@@ -12,6 +12,7 @@ the window says so (`repair_tool_exchanges`).
 from __future__ import annotations
 
 import dataclasses
+import functools
 from collections.abc import Sequence
 
 from ._models import Message, Role, Turn
@@ -42,8 +43,9 @@ class WindowSelection:
     def first_seq(self) -> int | None:
         return self.messages[0].seq if self.messages else None
 
-    @property
+    @functools.cached_property
     def seqs(self) -> frozenset[int]:
+        """The seqs it holds (worked out once: a build asks for every recalled item)."""
         return frozenset(m.seq for m in self.messages if m.seq is not None)
 
 
