@@ -224,7 +224,8 @@ def rank(evidence: Evidence, config: RecallConfig) -> Ranking:
                     f"below the relevance floor ({fraction:.0%} of the best score)",
                 )
             )
-    order = [i for i in np.argsort(-score, kind="stable").tolist() if eligible[i]]
+    by_score = np.argsort(-score, kind="stable")
+    order = by_score[eligible[by_score]].tolist()
     best = float(similarity[order].max()) if has_dense and order else None
     order = diversify(order, score, seqs, evidence.vectors, config.mmr_lambda)
     scores, similarities = score.tolist(), similarity.tolist()

@@ -307,16 +307,16 @@ class TiktokenCounter(TextTokenCounter):
         if self._encoding is None or getattr(self._encoding, "_pat_str", None) not in _SPLITS_BEFORE_LINES:
             return count("".join(pieces))
         total = 0
-        group: list[str] = []
-        for piece in pieces:
-            if not piece:
-                continue
-            if group and group[-1].endswith("\n") and not piece[0].isspace():
-                total += count("".join(group))
-                group = []
-            group.append(piece)
-        if group:
-            total += count("".join(group))
+        start = 0  # pieces[start:index] are the group that `piece` may join
+        previous = ""
+        for index, piece in enumerate(pieces):
+            if previous.endswith("\n") and piece and not piece[0].isspace():
+                total += count(previous if index - start == 1 else "".join(pieces[start:index]))
+                start = index
+            if piece:
+                previous = piece
+        if start < len(pieces):
+            total += count("".join(pieces[start:]))
         return total
 
     def encode(self, text: str) -> list[int]:

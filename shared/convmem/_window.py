@@ -137,14 +137,18 @@ class WindowCandidates:
         self._tokens = [turn.token_count for turn in eligible]
         self._total = sum(self._tokens)
         self._always_dropped = tuple(dropped)
-        self._descriptions: list[str | None] = [None] * len(eligible)
         self._low_information: list[bool | None] = [None] * len(eligible)
+        self._dropped: dict[tuple[int, str], Dropped] = {}
 
-    def _description(self, index: int) -> str:
-        description = self._descriptions[index]
-        if description is None:
-            description = self._descriptions[index] = _describe(self._eligible[index].messages)
-        return description
+    def _dropped_turn(self, index: int, reason: str) -> Dropped:
+        """The note that eligible turn `index` was left out for `reason` (made once)."""
+        note = self._dropped.get((index, reason))
+        if note is None:
+            turn = self._eligible[index]
+            note = self._dropped[(index, reason)] = Dropped(
+                "window", _describe(turn.messages), self._tokens[index], reason
+            )
+        return note
 
     def _is_low_information(self, index: int) -> bool:
         flag = self._low_information[index]
@@ -166,10 +170,9 @@ class WindowCandidates:
         dropped = list(self._always_dropped)
         eligible = self._eligible
         if not eligible or max_tokens <= 0:
-            for index, turn in enumerate(eligible):
-                dropped.append(
-                    Dropped("window", self._description(index), turn.token_count, "no room for the window")
-                )
+            dropped.extend(
+                self._dropped_turn(index, "no room for the window") for index in range(len(eligible))
+            )
             return WindowSelection((), 0, 0, tuple(dropped))
 
         indices: Sequence[int] = range(len(eligible))
@@ -180,14 +183,7 @@ class WindowCandidates:
             for index in indices:
                 if total > max_tokens and index != newest and self._is_low_information(index):
                     total -= self._tokens[index]
-                    dropped.append(
-                        Dropped(
-                            "window",
-                            self._description(index),
-                            self._tokens[index],
-                            "low-information turn pruned",
-                        )
-                    )
+                    dropped.append(self._dropped_turn(index, "low-information turn pruned"))
                 else:
                     kept.append(index)
             indices = kept
@@ -212,13 +208,10 @@ class WindowCandidates:
                     used += sum(m.token_count or 0 for m in partial)
                 first_kept = position
             break
-        for position in range(first_kept):
-            index = indices[position]
-            dropped.append(
-                Dropped(
-                    "window", self._description(index), self._tokens[index], "over the window's token share"
-                )
-            )
+        dropped.extend(
+            self._dropped_turn(indices[position], "over the window's token share")
+            for position in range(first_kept)
+        )
         chosen.reverse()
         messages, repairs = repair_tool_exchanges([m for t in chosen for m in t.messages])
         for repair in repairs:
