@@ -19,9 +19,11 @@ from convmem import (
     Message,
     SQLiteStore,
     Store,
+    StoreError,
     TiktokenCounter,
     count_messages,
 )
+from convmem._derived import FACTS_KEY
 
 
 class RecordingSummarizer:
@@ -371,3 +373,31 @@ def test_sessions_do_not_share_summaries_or_facts(store: Store) -> None:
     assert b.facts() == []
     assert b.summary().text == ""
     assert "Alice" not in str(b.build_context(query="who am I?").messages)
+
+
+def test_facts_shown_follow_the_stored_book_while_its_coverage_moves(store: Store) -> None:
+    """Every write moves the stored facts' coverage; the book is parsed again only when
+    the facts change, and a damaged record is an error, not stale facts."""
+    memory = ConversationMemory("s", store)
+    memory.add_turn("My favourite colour is teal.", "Noted!")
+    assert "teal" in memory.build_context(query="What is my favourite colour?").memory_text
+    first = store.get_state("s", FACTS_KEY)
+    memory.add_turn("How do I sort a list in Python?", "Use sorted().")
+    second = store.get_state("s", FACTS_KEY)
+    assert first is not None and second is not None and first.value != second.value
+    book = memory._derived.facts_book()
+    assert "teal" in memory.build_context(query="What is my favourite colour?").memory_text
+    assert memory._derived.facts_book() is book  # same facts, new coverage: not parsed again
+    memory.add_turn("I live in Lisbon.", "Nice city!")
+    assert memory._derived.facts_book() is not book
+    shown = memory.build_context(query="Where do I live and what colour do I like?").memory_text
+    assert "Lisbon" in shown and "teal" in shown
+
+    current = store.get_state("s", FACTS_KEY)
+    assert current is not None
+    for damaged in ('{"covers_through_seq": 6}', '{"covers_through_seq": 6, "book": {"format": 1}}', "[1"):
+        store.put_state("s", FACTS_KEY, damaged)
+        with pytest.raises(StoreError, match="stored facts of session 's' are malformed"):
+            memory.build_context(query="Where do I live?")
+    store.put_state("s", FACTS_KEY, current.value)
+    assert "Lisbon" in memory.build_context(query="Where do I live?").memory_text

@@ -84,7 +84,31 @@ class _FactsState:
             data = json.loads(record.value)
             return cls(FactBook.from_json(data["book"]), int(data["covers_through_seq"]))
         except (ValueError, KeyError, TypeError) as exc:
-            raise StoreError(f"stored facts of session {session_id!r} are malformed: {exc}") from None
+            raise _malformed(session_id, exc) from None
+
+    @staticmethod
+    def book_json(record: StateRecord, session_id: str) -> str:
+        """The JSON of the book a stored facts record holds (checked as `from_record` does)."""
+        try:
+            data = json.loads(record.value)
+            int(data["covers_through_seq"])
+            book = data["book"]
+        except (ValueError, KeyError, TypeError) as exc:
+            raise _malformed(session_id, exc) from None
+        if not isinstance(book, str):
+            raise _malformed(session_id, TypeError(f"the book is a {type(book).__name__}, not JSON text"))
+        return book
+
+    @staticmethod
+    def parse_book(book_json: str, session_id: str) -> FactBook:
+        try:
+            return FactBook.from_json(book_json)
+        except (ValueError, KeyError, TypeError) as exc:
+            raise _malformed(session_id, exc) from None
+
+
+def _malformed(session_id: str, exc: Exception) -> StoreError:
+    return StoreError(f"stored facts of session {session_id!r} are malformed: {exc}")
 
 
 def parse_facts(record: StateRecord | None, session_id: str) -> FactBook:
@@ -164,7 +188,8 @@ class DerivedState:
         self._tasks: set[asyncio.Task[None]] = set()
         self._running: set[str] = set()
         self._rerun: set[str] = set()
-        self._facts_cache: tuple[str, FactBook] | None = None
+        # The stored facts record, its book's JSON and the book parsed from it.
+        self._facts_cache: tuple[str, str, FactBook] | None = None
 
     # -- triggering ---------------------------------------------------------------
 
@@ -379,9 +404,15 @@ class DerivedState:
             return FactBook()
         cached = self._facts_cache
         if cached is not None and cached[0] == record.value:
-            return cached[1]
-        book = _FactsState.from_record(record, self.session_id).book
-        self._facts_cache = (record.value, book)
+            return cached[2]
+        # Every write moves the record's covers_through_seq, but the facts themselves
+        # seldom change: parse the book again only when its own JSON did.
+        book_json = _FactsState.book_json(record, self.session_id)
+        if cached is not None and cached[1] == book_json:
+            book = cached[2]
+        else:
+            book = _FactsState.parse_book(book_json, self.session_id)
+        self._facts_cache = (record.value, book_json, book)
         return book
 
     def _plan_facts(self) -> tuple[_FactsState, int, list[Message]] | None:
