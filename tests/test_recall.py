@@ -16,6 +16,7 @@ import pytest
 
 from convmem import (
     ConfigError,
+    ConversationMemory,
     HashingEmbedder,
     InMemoryStore,
     Message,
@@ -769,3 +770,68 @@ def test_clearing_a_memory_forgets_its_vectors(store: SQLiteStore, index_dir: Pa
     assert recall.stats("s1")["vectors"] == 0
     path = recall.index_path("s1")
     assert path is not None and not path.exists()
+
+
+class StatsCountingStore(InMemoryStore):
+    """Counts reads of a session's stats."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.stats_reads = 0
+
+    def stats(self, session_id: str) -> Any:
+        self.stats_reads += 1
+        return super().stats(session_id)
+
+
+def test_a_search_given_the_sessions_stats_reads_them_no_more_and_still_sees_newer_messages() -> None:
+    store = StatsCountingStore()
+    store_messages(store, "s1", FILLER)
+    recall = Recall(None)
+    recall.catch_up("s1", store)
+    store_messages(store, "s1", [("user", "My sister opened a ramen shop in Osaka.")])
+    stats = store.stats("s1")
+    reads = store.stats_reads
+    found = recall.search(
+        "s1", "ramen sister", store=store, max_tokens=400, counter=COUNTER, session_stats=stats
+    )
+    assert store.stats_reads == reads
+    assert any("ramen shop in Osaka" in item.text for item in found.items)
+    # Stats older than what the mirror holds are read again, not trusted.
+    store_messages(store, "s1", [("user", "The ramen shop is called Menya Sora.")])
+    recall.search("s1", "ramen", store=store, max_tokens=400, counter=COUNTER)
+    reads = store.stats_reads
+    found = recall.search("s1", "ramen", store=store, max_tokens=400, counter=COUNTER, session_stats=stats)
+    assert store.stats_reads == reads + 1
+    assert any("Menya Sora" in item.text for item in found.items)
+
+
+@pytest.mark.parametrize("wrong", ["s1", "other session"])
+def test_session_stats_of_another_session_or_not_stats_at_all_are_refused(wrong: str) -> None:
+    store = InMemoryStore()
+    store_messages(store, "s1", FILLER)
+    store_messages(store, "other session", FILLER)
+    given = store.stats(wrong) if wrong != "s1" else {"session_id": "s1"}
+    with pytest.raises(ConfigError, match=r"session_stats must be the SessionStats of session 's1'"):
+        Recall(None).search(
+            "s1",
+            "ramen",
+            store=store,
+            max_tokens=400,
+            counter=COUNTER,
+            session_stats=given,  # type: ignore[arg-type]
+        )
+
+
+def test_a_build_with_a_question_reads_the_sessions_stats_once() -> None:
+    store = StatsCountingStore()
+    memory = ConversationMemory("s1", store)
+    memory.add_turn("My sister opened a ramen shop in Osaka.", "How exciting!")
+    for i in range(30):
+        memory.add_turn(f"Question {i}: how do I sort a list in Python?", f"Use sorted(). ({i})")
+    memory.build_context(query="Where is my sister's shop?")
+    memory.add_turn("Thanks, and what about tuples?", "tuple(sorted(t)).")
+    reads = store.stats_reads
+    context = memory.build_context(query="Where is my sister's shop?", budget=300)
+    assert store.stats_reads == reads + 1
+    assert "Osaka" in context.memory_text

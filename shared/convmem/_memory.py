@@ -471,12 +471,14 @@ class ConversationMemory:
             raise BudgetError(f"budget must be a positive int, got {budget!r}")
         if query is not None and not isinstance(query, str):
             raise InvalidMessageError(f"query must be a str or None, got {type(query).__name__}")
+        # Read once per build, and first: the owner is checked before anything else is read.
+        stats = self.stats()
         # Read once per build: with a user's facts that is one read of each of their sessions.
         book = self._facts_book() if self.fact_extractor is not None else None
-        asked = self._request(query, budget, include_query, book)
+        asked = self._request(query, budget, include_query, book, stats)
         request = self._fit_summary(asked)
         plan = self._builder.plan(request)
-        recalled = self._recalled(request, plan, book)
+        recalled = self._recalled(request, plan, book, stats)
         if (
             asked.summary_share is not None
             and self._builder.recall_cost(recalled, plan) < plan.caps["recall"]
@@ -490,13 +492,13 @@ class ConversationMemory:
         return self._builder.assemble(plan, recalled)
 
     def _request(
-        self, query: str | None, budget: int, include_query: bool, book: FactBook | None
+        self, query: str | None, budget: int, include_query: bool, book: FactBook | None, stats: SessionStats
     ) -> ContextRequest:
-        """What the builder needs from the log and the derived state, in one language."""
+        """What the builder needs from the log (of which `stats` were just read) and the
+        derived state, in one language."""
         # The window never holds more than the budget: read the turns that hold just
         # over it (with a turn cap, at most that many turns), whatever the log's length.
         cap = self.config.keep_recent_turns
-        stats = self.stats()
         turns = self._window_turns(stats, cap, budget if cap is None else 4 * budget)
         language = self._language(turns, query)
         facts = book.render_lines(language) if book is not None else ()
@@ -583,7 +585,7 @@ class ConversationMemory:
         return choose_recall_share(query, base_share=self.config.recall_share, config=self.recall.config)
 
     def _recalled(
-        self, request: ContextRequest, plan: ContextPlan, book: FactBook | None
+        self, request: ContextRequest, plan: ContextPlan, book: FactBook | None, stats: SessionStats
     ) -> tuple[RecalledItem, ...]:
         """Earlier turns relevant to the query, outside the planned window, within recall's room."""
         if self.recall is None or request.query is None or plan.recall_room <= 0:
@@ -596,6 +598,7 @@ class ConversationMemory:
             max_tokens=plan.recall_room,
             counter=self.counter,
             other_sessions=self._other_sessions(),
+            session_stats=stats,
         )
         return self._without_stale_statements(result.items, plan.window_seqs, book)
 

@@ -586,6 +586,7 @@ class Recall:
         counter: TokenCounter,
         filters: RecallFilters | None = None,
         other_sessions: Sequence[str | SessionStats] = (),
+        session_stats: SessionStats | None = None,
     ) -> RecallResult:
         """Recall what is relevant to `query`, rendered into at most `max_tokens` tokens.
 
@@ -598,10 +599,19 @@ class Recall:
         searched too and ranked with this one; their items carry their
         ``session_id`` and come with their date (see `answer_sessions`). The
         caller decides which sessions may be read: recall never looks beyond
-        the ids it is given.
+        the ids it is given. `session_stats`, the `SessionStats` of `session_id`
+        just read from `store` (as a build reads them), saves reading them again.
         """
         plan = self._search(
-            session_id, query, store, exclude_seqs, max_tokens, counter, filters, other_sessions
+            session_id,
+            query,
+            store,
+            exclude_seqs,
+            max_tokens,
+            counter,
+            filters,
+            other_sessions,
+            session_stats,
         )
         return run_plan(plan, self.embedder)
 
@@ -616,10 +626,19 @@ class Recall:
         counter: TokenCounter,
         filters: RecallFilters | None = None,
         other_sessions: Sequence[str | SessionStats] = (),
+        session_stats: SessionStats | None = None,
     ) -> RecallResult:
         """Async `search`: the log is read in a worker thread, the query embedded with the async API."""
         plan = self._search(
-            session_id, query, store, exclude_seqs, max_tokens, counter, filters, other_sessions
+            session_id,
+            query,
+            store,
+            exclude_seqs,
+            max_tokens,
+            counter,
+            filters,
+            other_sessions,
+            session_stats,
         )
         return await arun_plan(plan, self.embedder)
 
@@ -633,6 +652,7 @@ class Recall:
         counter: TokenCounter,
         filters: RecallFilters | None,
         other_sessions: Sequence[str | SessionStats] = (),
+        session_stats: SessionStats | None = None,
     ) -> Plan[RecallResult]:
         if isinstance(max_tokens, bool) or not isinstance(max_tokens, int) or max_tokens < 0:
             raise BudgetError(
@@ -644,7 +664,14 @@ class Recall:
             raise ConfigError(
                 f"other_sessions must be a list of session ids (or their SessionStats), got {other_sessions!r:.80}"
             )
-        state = yield from self._ready(session_id, store)
+        if session_stats is not None and (
+            not isinstance(session_stats, SessionStats) or session_stats.session_id != session_id
+        ):
+            raise ConfigError(
+                f"session_stats must be the SessionStats of session {session_id!r:.80}, "
+                f"got {session_stats!r:.120}"
+            )
+        state = yield from self._ready(session_id, store, session_stats)
         mirrors = [state]
         seen = {session_id}
         for other in other_sessions:
