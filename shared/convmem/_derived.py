@@ -80,24 +80,21 @@ class _FactsState:
     def from_record(cls, record: StateRecord | None, session_id: str) -> _FactsState:
         if record is None:
             return cls(FactBook(), 0)
-        try:
-            data = json.loads(record.value)
-            return cls(FactBook.from_json(data["book"]), int(data["covers_through_seq"]))
-        except (ValueError, KeyError, TypeError) as exc:
-            raise _malformed(session_id, exc) from None
+        book_json, covers_through_seq = cls.fields(record, session_id)
+        return cls(cls.parse_book(book_json, session_id), covers_through_seq)
 
     @staticmethod
-    def book_json(record: StateRecord, session_id: str) -> str:
-        """The JSON of the book a stored facts record holds (checked as `from_record` does)."""
+    def fields(record: StateRecord, session_id: str) -> tuple[str, int]:
+        """The JSON of the book a stored facts record holds, and the seq it covers through."""
         try:
             data = json.loads(record.value)
-            int(data["covers_through_seq"])
+            covers_through_seq = int(data["covers_through_seq"])
             book = data["book"]
         except (ValueError, KeyError, TypeError) as exc:
             raise _malformed(session_id, exc) from None
         if not isinstance(book, str):
             raise _malformed(session_id, TypeError(f"the book is a {type(book).__name__}, not JSON text"))
-        return book
+        return book, covers_through_seq
 
     @staticmethod
     def parse_book(book_json: str, session_id: str) -> FactBook:
@@ -407,7 +404,7 @@ class DerivedState:
             return cached[2]
         # Every write moves the record's covers_through_seq, but the facts themselves
         # seldom change: parse the book again only when its own JSON did.
-        book_json = _FactsState.book_json(record, self.session_id)
+        book_json, _ = _FactsState.fields(record, self.session_id)
         if cached is not None and cached[1] == book_json:
             book = cached[2]
         else:
