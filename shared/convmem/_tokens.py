@@ -308,10 +308,10 @@ class TiktokenCounter(TextTokenCounter):
             return count("".join(pieces))
         total = 0
         start = 0  # pieces[start:index] are the group that `piece` may join
-        previous = ""
+        previous = ""  # the last piece that was not empty
         for index, piece in enumerate(pieces):
             if previous.endswith("\n") and piece and not piece[0].isspace():
-                total += count(previous if index - start == 1 else "".join(pieces[start:index]))
+                total += count("".join(pieces[start:index]))
                 start = index
             if piece:
                 previous = piece
