@@ -10,13 +10,14 @@ model is called. ``kind`` picks the memory as in test_llamaindex_upstream_contra
 from __future__ import annotations
 
 import re
+import threading
 from collections.abc import AsyncGenerator, Generator
 from typing import Any
 
 import pytest
 from llama_index.core import MockEmbedding
 from llama_index.core.base.base_query_engine import BaseQueryEngine
-from llama_index.core.base.llms.types import ChatMessage, MessageRole
+from llama_index.core.base.llms.types import ChatMessage, CompletionResponseGen, MessageRole
 from llama_index.core.base.response.schema import (
     RESPONSE_TYPE,
     AsyncStreamingResponse,
@@ -31,6 +32,7 @@ from llama_index.core.memory import ChatMemoryBuffer
 from llama_index.core.prompts.mixin import PromptDictType, PromptMixinType
 from llama_index.core.schema import Document, QueryBundle
 from llama_index.core.utils import get_tokenizer
+from pydantic import PrivateAttr
 
 from llamaindex_convmem import ConvMemChatMemoryBuffer, ConvMemCondensePlusContextChatEngine
 
@@ -196,10 +198,33 @@ SYSTEM_PROMPT = "Talk like a pirate."
 ENGINES = {"stock": CondensePlusContextChatEngine, "convmem": ConvMemCondensePlusContextChatEngine}
 
 
-def condense_plus_context(kind: str, engine: str = "stock") -> CondensePlusContextChatEngine:
+class GatedMockLLM(MockLLM):
+    """MockLLM whose streamed answer waits until the test opens the gate, so what the
+    memory holds before the answer arrives can be checked without racing the engine's
+    writer thread."""
+
+    _gate: threading.Event = PrivateAttr(default_factory=threading.Event)
+
+    def open_gate(self) -> None:
+        self._gate.set()
+
+    def stream_complete(self, prompt: str, formatted: bool = False, **kwargs: Any) -> CompletionResponseGen:
+        tokens = super().stream_complete(prompt, formatted=formatted, **kwargs)
+
+        def gated() -> CompletionResponseGen:
+            # Bounded, so a failing test cannot leave the writer thread waiting forever.
+            self._gate.wait(timeout=30)
+            yield from tokens
+
+        return gated()
+
+
+def condense_plus_context(
+    kind: str, engine: str = "stock", llm: MockLLM | None = None
+) -> CondensePlusContextChatEngine:
     index = VectorStoreIndex.from_documents([Document.example()], embed_model=MockEmbedding(embed_dim=3))
     return ENGINES[engine].from_defaults(
-        index.as_retriever(), llm=MockLLM(), memory=make(kind), system_prompt=SYSTEM_PROMPT
+        index.as_retriever(), llm=llm or MockLLM(), memory=make(kind), system_prompt=SYSTEM_PROMPT
     )
 
 
@@ -257,10 +282,12 @@ async def test_condense_plus_context_astream_chat_streams_the_answer_it_stores(k
 
 
 def test_condense_plus_context_stream_read_partly_keeps_the_question_and_then_the_answer(kind: str) -> None:
-    chat = condense_plus_context(kind)
+    llm = GatedMockLLM()
+    chat = condense_plus_context(kind, llm=llm)
     response = chat.stream_chat("Hello World!")
     assert roles(chat.chat_history) == [MessageRole.USER]
     assert "Hello World!" in str(chat.chat_history[0].content)
+    llm.open_gate()
     tokens = response.response_gen
     next(tokens)
     tokens.close()  # waits for the thread that writes the answer
