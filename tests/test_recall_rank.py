@@ -186,14 +186,14 @@ def test_an_episode_boost_every_candidate_shares_does_not_lift_them_over_the_flo
     assert order(two_episodes, episode_weight=1.0, relevance_floor=0.5) == [1, 2]
 
 
-def test_the_best_candidates_are_the_ones_a_full_sort_keeps_ties_included() -> None:
+def test_the_best_candidates_are_the_ones_a_full_sort_keeps_ties_going_to_smaller_ids() -> None:
     from random import Random
 
-    from convmem._recall_search import _best
+    from convmem._lexical import LexicalScores
 
     random = Random(3)
     for size, k in ((0, 5), (3, 5), (5, 5), (50, 10), (5000, 200), (5000, 1), (40, 0)):
         # Few distinct values: many ties, at the boundary too.
         scores = {random.randrange(10**6): float(random.randrange(7)) for _ in range(size)}
-        expected = [doc for doc, _ in sorted(scores.items(), key=lambda kv: -kv[1])[:k]]
-        assert sorted(_best(scores, k)) == sorted(expected)
+        expected = [doc for doc, _ in sorted(scores.items(), key=lambda kv: (-kv[1], kv[0]))[:k]]
+        assert sorted(LexicalScores.of(scores).top(k)) == sorted(expected)

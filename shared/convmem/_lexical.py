@@ -29,7 +29,7 @@ import logging
 import math
 import re
 from collections import Counter
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
 if TYPE_CHECKING:
@@ -45,6 +45,7 @@ __all__ = [
     "BufferedLexicalIndex",
     "LexicalIndex",
     "LexicalIndexLost",
+    "LexicalScores",
     "StoredLexicalIndex",
     "query_terms",
     "tokenize",
@@ -127,6 +128,111 @@ def tokenize(text: str) -> list[str]:
 _VECTORIZED_POSTINGS = 512
 
 
+class LexicalScores(Mapping[int, float]):
+    """The scores of one query: the matching document ids, ascending, and their scores, as
+    two aligned numpy arrays; readable as a mapping of id to score.
+
+    A query over a long log matches thousands of documents, and recall only needs the
+    best of them and the scores of its candidates: arrays answer both (`top`, `lookup`)
+    without a dict of every match.
+    """
+
+    __slots__ = ("ids", "scores")
+
+    def __init__(self, ids: np.ndarray, scores: np.ndarray) -> None:
+        self.ids = ids
+        """int64 document ids, ascending, each once."""
+        self.scores = scores
+        """float64 scores, aligned with `ids`."""
+
+    @classmethod
+    def of(cls, scores: Mapping[int, float]) -> LexicalScores:
+        """`scores` as `LexicalScores` (returned as is when it already is)."""
+        if isinstance(scores, LexicalScores):
+            return scores
+        import numpy as np
+
+        ids = np.fromiter(scores.keys(), dtype=np.int64, count=len(scores))
+        values = np.fromiter(scores.values(), dtype=np.float64, count=len(scores))
+        return cls.unsorted(ids, values)
+
+    @classmethod
+    def of_rows(cls, rows: Sequence[tuple[int, float]]) -> LexicalScores:
+        """Scores from ``(id, score)`` rows of distinct ids, in any order (e.g. a query's)."""
+        import numpy as np
+
+        ids = np.fromiter((row[0] for row in rows), dtype=np.int64, count=len(rows))
+        values = np.fromiter((row[1] for row in rows), dtype=np.float64, count=len(rows))
+        return cls.unsorted(ids, values)
+
+    @classmethod
+    def unsorted(cls, ids: np.ndarray, values: np.ndarray) -> LexicalScores:
+        """Scores of distinct `ids` in any order."""
+        import numpy as np
+
+        if len(ids) > 1 and not bool(np.all(ids[1:] > ids[:-1])):
+            order = np.argsort(ids, kind="stable")
+            ids, values = ids[order], values[order]
+        return cls(ids, values)
+
+    def __len__(self) -> int:
+        return len(self.ids)
+
+    def __iter__(self) -> Iterator[int]:
+        return iter(self.ids.tolist())
+
+    def __getitem__(self, doc_id: int) -> float:
+        position = int(self.ids.searchsorted(doc_id))
+        if position < len(self.ids) and self.ids[position] == doc_id:
+            return float(self.scores[position])
+        raise KeyError(doc_id)
+
+    def __repr__(self) -> str:
+        return f"LexicalScores({dict(self)!r:.200})"
+
+    def best(self) -> float:
+        """The best score (0.0 when nothing matched)."""
+        return float(self.scores.max()) if len(self.scores) else 0.0
+
+    def top(self, k: int) -> list[int]:
+        """The ids of the `k` best scores, found without sorting them all; of equal scores
+        at the boundary, the smaller ids."""
+        import numpy as np
+
+        if k <= 0:
+            return []
+        if len(self.ids) <= k:
+            return self.ids.tolist()  # type: ignore[no-any-return]
+        scores = self.scores
+        kth = np.partition(scores, len(scores) - k)[len(scores) - k]
+        above = np.flatnonzero(scores > kth)
+        ties = np.flatnonzero(scores == kth)[: k - len(above)]
+        return self.ids[np.concatenate((above, ties))].tolist()  # type: ignore[no-any-return]
+
+    def lookup(self, doc_ids: np.ndarray) -> np.ndarray:
+        """The score of each of `doc_ids` (an int64 array), 0.0 for one that did not match."""
+        import numpy as np
+
+        if not len(self.ids) or not len(doc_ids):
+            return np.zeros(len(doc_ids), dtype=np.float64)
+        positions = np.minimum(self.ids.searchsorted(doc_ids), len(self.ids) - 1)
+        return np.where(self.ids[positions] == doc_ids, self.scores[positions], 0.0)
+
+    def only(self, keep: Callable[[int], bool]) -> LexicalScores:
+        """The scores of the documents `keep` accepts."""
+        import numpy as np
+
+        mask = np.fromiter((keep(doc_id) for doc_id in self.ids.tolist()), dtype=bool, count=len(self.ids))
+        return self if bool(mask.all()) else LexicalScores(self.ids[mask], self.scores[mask])
+
+
+def no_scores() -> LexicalScores:
+    """Scores of a query that matched nothing."""
+    import numpy as np
+
+    return LexicalScores(np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.float64))
+
+
 class BM25Index:
     """Okapi BM25 over documents keyed by int ids, updated in place.
 
@@ -196,10 +302,10 @@ class BM25Index:
         frequency = len(self._postings.get(term, ()))
         return math.log(1.0 + (documents - frequency + 0.5) / (frequency + 0.5))
 
-    def scores(self, query_tokens: Iterable[str]) -> dict[int, float]:
+    def scores(self, query_tokens: Iterable[str]) -> LexicalScores:
         """BM25 score of every document that shares a term with the query."""
         if not self._lengths:
-            return {}
+            return no_scores()
         average = self._total_length / len(self._lengths) or 1.0
         terms = [(term, docs) for term in set(query_tokens) if (docs := self._postings.get(term))]
         if sum(len(docs) for _, docs in terms) >= _VECTORIZED_POSTINGS:
@@ -211,11 +317,11 @@ class BM25Index:
             for doc_id, frequency in docs.items():
                 norm = k1 * (1.0 - b + b * self._lengths[doc_id] / average)
                 out[doc_id] = out.get(doc_id, 0.0) + idf * frequency * (k1 + 1.0) / (frequency + norm)
-        return out
+        return LexicalScores.of(out)
 
-    def _vector_scores(self, terms: list[tuple[str, dict[int, int]]], average: float) -> dict[int, float]:
+    def _vector_scores(self, terms: list[tuple[str, dict[int, int]]], average: float) -> LexicalScores:
         """`scores` in numpy: the same operations in the same order, so the same floats."""
-        import numpy as np  # only once a session is long: `import convmem` stays without numpy
+        import numpy as np
 
         k1, b = self.k1, self.b
         ids, parts = [], []
@@ -233,11 +339,11 @@ class BM25Index:
             ids.append(doc_ids)
             parts.append(self.idf(term) * frequency * (k1 + 1.0) / (frequency + norm))
         if len(ids) == 1:
-            return dict(zip(ids[0].tolist(), parts[0].tolist(), strict=True))
+            return LexicalScores.unsorted(ids[0], parts[0])
         # bincount adds each document's parts in term order, as the loop above does.
         unique, inverse = np.unique(np.concatenate(ids), return_inverse=True)
         sums = np.bincount(inverse, weights=np.concatenate(parts), minlength=len(unique))
-        return dict(zip(unique.tolist(), sums.tolist(), strict=True))
+        return LexicalScores(unique, sums)
 
     def full_match(self, query_tokens: Iterable[str]) -> float:
         """The score of a document of average length holding each query term once.
@@ -275,8 +381,9 @@ class LexicalIndex(Protocol):
 
     def clear(self) -> None: ...
 
-    def scores(self, query: str) -> dict[int, float]:
-        """The relevance of every document that shares a term with `query`."""
+    def scores(self, query: str) -> Mapping[int, float]:
+        """The relevance of every document that shares a term with `query` (any mapping;
+        the indexes here return `LexicalScores`)."""
         ...
 
 
@@ -449,7 +556,7 @@ class BM25TextIndex:
     def clear(self) -> None:
         self.bm25.clear()
 
-    def scores(self, query: str) -> dict[int, float]:
+    def scores(self, query: str) -> LexicalScores:
         return self.bm25.scores(query_terms(query))
 
     def full_match(self, query: str) -> float:

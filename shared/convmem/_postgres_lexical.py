@@ -62,7 +62,15 @@ from typing import Any, Protocol, TypeVar
 
 import numpy as np
 
-from ._lexical import BM25Index, BufferedLexicalIndex, document_digest, query_terms, tokenize
+from ._lexical import (
+    BM25Index,
+    BufferedLexicalIndex,
+    LexicalScores,
+    document_digest,
+    no_scores,
+    query_terms,
+    tokenize,
+)
 from ._postgres_schema import REPEATED, SEPARATOR, LexicalMatches, _Operation, _Queries
 
 __all__ = ["UNIT_KINDS", "PostgresLexicalIndex"]
@@ -138,12 +146,12 @@ def _postings(blocks: Sequence[bytes]) -> tuple[np.ndarray, np.ndarray, np.ndarr
     )
 
 
-def _bm25(terms: Sequence[str], found: LexicalMatches) -> tuple[dict[str, int], dict[int, float]]:
+def _bm25(terms: Sequence[str], found: LexicalMatches) -> tuple[dict[str, int], LexicalScores]:
     """Each term's document frequency and each found document's BM25 score, computed as
     `BM25Index.scores` does (each document's parts added in the order of `terms`)."""
     documents = found.documents
     if not found.postings or not documents:
-        return {}, {}
+        return {}, no_scores()
     average = found.total_length / documents or 1.0
     k1, b = _BM25.k1, _BM25.b
     frequencies: dict[str, int] = {}
@@ -158,10 +166,10 @@ def _bm25(terms: Sequence[str], found: LexicalMatches) -> tuple[dict[str, int], 
         ids.append(doc_ids)
         parts.append(_idf(documents, len(doc_ids)) * counts * (k1 + 1.0) / (counts + norm))
     if not ids:
-        return frequencies, {}
+        return frequencies, no_scores()
     unique, inverse = np.unique(np.concatenate(ids), return_inverse=True)
     sums = np.bincount(inverse, weights=np.concatenate(parts), minlength=len(unique))
-    return frequencies, dict(zip(unique.tolist(), sums.tolist(), strict=True))
+    return frequencies, LexicalScores(unique, sums)
 
 
 class PostgresLexicalIndex(BufferedLexicalIndex):
@@ -207,14 +215,14 @@ class PostgresLexicalIndex(BufferedLexicalIndex):
     def _write_buffered(self, *, final: bool) -> None:
         self._flush(final=final)
 
-    def scores(self, query: str) -> dict[int, float]:
+    def scores(self, query: str) -> LexicalScores:
         """Okapi BM25 (`BM25Index`'s k1, b and idf) of every document of the log's current
         generation sharing a term with `query`: equal to `BM25TextIndex` over the same documents."""
         self._flush(final=True)
         terms = _usable(query_terms(query))[:_MAX_QUERY_TERMS]
         if not terms:
             self._last = (query, 0, {})
-            return {}
+            return no_scores()
         found = self._run(
             lambda: self.store._queries.lexical_matches(self.session_id, self.units, terms),
             "keyword search",

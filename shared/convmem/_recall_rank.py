@@ -15,12 +15,13 @@ returns the candidates best first. Each candidate's score blends:
 from __future__ import annotations
 
 import dataclasses
-import math
 import re
 from collections.abc import Mapping, Sequence
+from typing import NamedTuple
 
 import numpy as np
 
+from ._lexical import LexicalScores
 from ._recall_config import Granularity, RecallConfig
 from ._recall_language import has_cjk
 from ._window import Dropped
@@ -69,8 +70,10 @@ class Evidence:
     sessions, which puts the evidence of several sessions on one scale."""
 
 
-@dataclasses.dataclass(frozen=True)
-class Ranked:
+class Ranked(NamedTuple):
+    """A candidate that passed the floors, as ranking placed it (a tuple: a search
+    makes hundreds, and most are never rendered)."""
+
     seq: int
     score: float
     similarity: float | None
@@ -112,20 +115,16 @@ def dense_similarities(
     return dense_m, dense_x
 
 
-def normalized(keys: Sequence[int], scores: Mapping[int, float]) -> np.ndarray:
+def normalized(keys: Sequence[int] | np.ndarray, scores: Mapping[int, float]) -> np.ndarray:
     """``scores[key] / max(scores)`` for each key (0 for a missing key)."""
-    top = lexical_top(scores)
-    return np.array([scores.get(key, 0.0) / top for key in keys], dtype=np.float32)
-
-
-def lexical_top(scores: Mapping[int, float]) -> float:
-    """What `normalized` divides by: the best score (1.0 when there is none)."""
-    return max(scores.values(), default=0.0) or 1.0
+    found = LexicalScores.of(scores)
+    top = found.best() or 1.0
+    return (found.lookup(np.asarray(keys, dtype=np.int64)) / top).astype(np.float32)
 
 
 def best_score(scores: Mapping[int, float]) -> float:
     """The best score, 0.0 when there is none (see `Evidence.lexical_scale`)."""
-    return max(scores.values(), default=0.0)
+    return LexicalScores.of(scores).best()
 
 
 def blend(
@@ -166,14 +165,12 @@ def _boosted(score: np.ndarray, evidence: Evidence, config: RecallConfig) -> tup
     if config.recency_weight:
         half_life = config.recency_half_life_days * 86400.0
         score = score + config.recency_weight * np.power(0.5, np.maximum(evidence.ages, 0.0) / half_life)
-    if config.episode_weight:
-        episodes = list(evidence.episodes)
-        best_in_episode: dict[int, float] = {}
-        for episode, value in zip(episodes, score.tolist(), strict=True):
-            if value > best_in_episode.get(episode, -math.inf):
-                best_in_episode[episode] = value
-        score = score + config.episode_weight * np.array([best_in_episode[e] for e in episodes])
-        shared = config.episode_weight * min(best_in_episode.values())
+    if config.episode_weight and len(score):
+        episodes, episode_of = np.unique(np.asarray(evidence.episodes, dtype=np.int64), return_inverse=True)
+        best_in_episode = np.full(len(episodes), -np.inf)
+        np.maximum.at(best_in_episode, episode_of, score)
+        score = score + config.episode_weight * best_in_episode[episode_of]
+        shared = config.episode_weight * float(best_in_episode.min())
     return score, shared
 
 

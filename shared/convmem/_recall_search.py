@@ -15,6 +15,7 @@ from collections.abc import Collection, Iterator, Mapping, MutableMapping, Seque
 
 import numpy as np
 
+from ._lexical import no_scores
 from ._models import Message
 from ._recall_config import RecallConfig, RecallFilters
 from ._recall_language import SECTION_HEADERS, choose_language
@@ -111,21 +112,6 @@ def _nothing_recalled(session_id: str, exc: Exception, max_tokens: int, config: 
     return RecallResult((), "", 0, max_tokens, header, None, 0, (), f"recall failed: {exc}")
 
 
-def _best(scores: dict[int, float], k: int) -> list[int]:
-    """The ids of the `k` best scores: those ``sorted(scores.items(), key=-score)[:k]`` keeps
-    (ties at the boundary in the dict's order), found without sorting them all."""
-    if len(scores) <= k:
-        return list(scores)
-    if k <= 0:
-        return []
-    ids = list(scores)
-    values = np.fromiter(scores.values(), dtype=np.float64, count=len(ids))
-    kth = np.partition(values, len(values) - k)[len(values) - k]
-    above = np.flatnonzero(values > kth)
-    ties = np.flatnonzero(values == kth)[: k - len(above)]
-    return [ids[i] for i in (*above.tolist(), *ties.tolist())]
-
-
 def gather(
     mirror: SessionMirror,
     query: str,
@@ -144,11 +130,11 @@ def gather(
     """
     granularity = config.granularity
     k = config.candidates
-    lexical_m = mirror.lexical_scores("messages", query) if granularity != "exchange" else {}
-    lexical_x = mirror.lexical_scores("exchanges", query) if granularity != "message" else {}
+    lexical_m = mirror.lexical_scores("messages", query) if granularity != "exchange" else no_scores()
+    lexical_x = mirror.lexical_scores("exchanges", query) if granularity != "message" else no_scores()
 
-    pool: set[int] = set(_best(lexical_m, k))
-    for first in _best(lexical_x, k):
+    pool: set[int] = set(lexical_m.top(k))
+    for first in lexical_x.top(k):
         pool.update(mirror.exchanges.get(first, ()))
 
     index = mirror.index
@@ -197,7 +183,11 @@ def gather(
         dense_exchange=dense_x,
         lexical_message=normalized(seqs, lexical_m),
         lexical_exchange=normalized([mirror.exchange_of.get(s, -1) for s in seqs], lexical_x),
-        said_by_named=np.array([mirror.messages[s].name in named for s in seqs], dtype=bool),
+        said_by_named=(
+            np.array([mirror.messages[s].name in named for s in seqs], dtype=bool)
+            if named
+            else np.zeros(len(seqs), dtype=bool)
+        ),
         ages=np.array(
             [mirror.newest_timestamp - mirror.messages[s].timestamp for s in seqs], dtype=np.float64
         ),

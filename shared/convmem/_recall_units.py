@@ -18,7 +18,7 @@ from collections.abc import Callable, Collection, Sequence
 import numpy as np
 
 from ._errors import ConfigError
-from ._lexical import BM25TextIndex, LexicalIndex, LexicalIndexLost, StoredLexicalIndex
+from ._lexical import BM25TextIndex, LexicalIndex, LexicalIndexLost, LexicalScores, StoredLexicalIndex
 from ._models import Message, Role, TurnStatus
 from ._recall_config import RecallConfig
 from ._recall_plan import EmbedDocuments, Plan
@@ -347,7 +347,7 @@ class SessionMirror:
                 for first in self.exchanges:
                     index.add(first, self.exchange_text(first))
 
-    def lexical_scores(self, units: str, query: str) -> dict[int, float]:
+    def lexical_scores(self, units: str, query: str) -> LexicalScores:
         """Lexical scores of this session's ``"messages"`` or ``"exchanges"`` (lock held).
 
         An index kept by the store may have lost its documents (rebuilt after it went
@@ -364,11 +364,12 @@ class SessionMirror:
             )
             self._refill(index)
             found = index.scores(query)
+        scores = LexicalScores.of(found)
         if type(index) is BM25TextIndex:  # holds exactly this mirror's documents
-            return found
+            return scores
         if units == "messages":
-            return {seq: s for seq, s in found.items() if seq in self.lines and seq not in self.small_talk}
-        return {first: s for first, s in found.items() if first in self.exchanges}
+            return scores.only(lambda seq: seq in self.lines and seq not in self.small_talk)
+        return scores.only(self.exchanges.__contains__)
 
     # -- the embedding queue ------------------------------------------------------------
 

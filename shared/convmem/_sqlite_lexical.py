@@ -76,7 +76,15 @@ from pathlib import Path
 from typing import Protocol
 
 from ._errors import StoreError
-from ._lexical import BufferedLexicalIndex, LexicalIndexLost, document_digest, query_terms, tokenize
+from ._lexical import (
+    BufferedLexicalIndex,
+    LexicalIndexLost,
+    LexicalScores,
+    document_digest,
+    no_scores,
+    query_terms,
+    tokenize,
+)
 
 __all__ = [
     "UNIT_KINDS",
@@ -270,7 +278,7 @@ class SQLiteLexicalIndex(BufferedLexicalIndex):
             conn.execute("INSERT INTO recall_terms(recall_terms) VALUES ('integrity-check')")
             self.store._lexical_checked = True
 
-    def scores(self, query: str) -> dict[int, float]:
+    def scores(self, query: str) -> LexicalScores:
         """FTS5 ``bm25()`` (negated: higher is better) of every document sharing a term.
 
         Raises `LexicalIndexLost` when the FTS table was missing or corrupt (rebuilt
@@ -282,7 +290,7 @@ class SQLiteLexicalIndex(BufferedLexicalIndex):
                 self._check_once(conn)
                 self._flush(conn, final=True)
                 if not terms:
-                    return {}
+                    return no_scores()
                 # One statement: a session's number never changes while it has documents, and
                 # numbers are never reused, so a number read once stays right or finds nothing.
                 epoch, number = conn.execute(
@@ -295,7 +303,7 @@ class SQLiteLexicalIndex(BufferedLexicalIndex):
                     raise LexicalIndexLost(f"the lexical index of {self.store.path} was rebuilt")
                 base = None if number is None else self._first_rowid(number)
                 if base is None:
-                    return {}  # nothing of this session written yet
+                    return no_scores()  # nothing of this session written yet
                 # One range of rowids: FTS5 reads no other session's or kind's matches.
                 rows = conn.execute(
                     "SELECT rowid - ?, -bm25(recall_terms) FROM recall_terms "
@@ -307,7 +315,7 @@ class SQLiteLexicalIndex(BufferedLexicalIndex):
                 raise
             self._check_after(exc)
             raise
-        return {int(doc_id): float(score) for doc_id, score in rows}
+        return LexicalScores.of_rows(rows)
 
     # -- writing ------------------------------------------------------------------------
 
