@@ -194,20 +194,20 @@ class LexicalScores(Mapping[int, float]):
         """The best score (0.0 when nothing matched)."""
         return float(self.scores.max()) if len(self.scores) else 0.0
 
-    def top(self, k: int) -> list[int]:
-        """The ids of the `k` best scores, found without sorting them all; of equal scores
-        at the boundary, the smaller ids."""
+    def top(self, k: int) -> np.ndarray:
+        """The ids of the `k` best scores (in no order), found without sorting them all; of
+        equal scores at the boundary, the smaller ids."""
         import numpy as np
 
-        if k <= 0:
-            return []
         if len(self.ids) <= k:
-            return self.ids.tolist()  # type: ignore[no-any-return]
+            return self.ids
+        if k <= 0:
+            return self.ids[:0]
         scores = self.scores
         kth = np.partition(scores, len(scores) - k)[len(scores) - k]
         above = np.flatnonzero(scores > kth)
         ties = np.flatnonzero(scores == kth)[: k - len(above)]
-        return self.ids[np.concatenate((above, ties))].tolist()  # type: ignore[no-any-return]
+        return self.ids[np.concatenate((above, ties))]
 
     def lookup(self, doc_ids: np.ndarray) -> np.ndarray:
         """The score of each of `doc_ids` (an int64 array), 0.0 for one that did not match."""

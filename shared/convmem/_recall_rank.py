@@ -61,7 +61,7 @@ class Evidence:
     """True where the message's speaker is one the query names."""
     ages: np.ndarray
     """Seconds between the message and the newest message of the session."""
-    episodes: Sequence[int]
+    episodes: Sequence[int] | np.ndarray
     vectors: Mapping[int, np.ndarray]
     """Message vectors by seq (for MMR); may be empty."""
     lexical_scale: tuple[float, float] = (0.0, 0.0)

@@ -21,7 +21,7 @@ from ._recall_config import RecallConfig, RecallFilters
 from ._recall_language import SECTION_HEADERS, choose_language
 from ._recall_rank import Evidence, best_score, dense_similarities, named_speakers, normalized, rank
 from ._recall_render import CachedLine, LineKey, RecallResult, render
-from ._recall_units import SessionMirror, exchange_first_seq, is_exchange_unit
+from ._recall_units import EXCHANGE_SEQ_MASK, SessionMirror, is_exchange_unit
 from ._tokens import TokenCounter
 
 __all__ = ["answer", "answer_sessions", "gather"]
@@ -133,9 +133,8 @@ def gather(
     lexical_m = mirror.lexical_scores("messages", query) if granularity != "exchange" else no_scores()
     lexical_x = mirror.lexical_scores("exchanges", query) if granularity != "message" else no_scores()
 
-    pool: set[int] = set(lexical_m.top(k))
-    for first in lexical_x.top(k):
-        pool.update(mirror.exchanges.get(first, ()))
+    columns = mirror.columns
+    found = [columns.positions(lexical_m.top(k)), columns.exchange_positions(lexical_x.top(k))]
 
     index = mirror.index
     problem = None
@@ -156,20 +155,20 @@ def gather(
                 logger.warning("vector search failed for session %r: %s", mirror.session_id, exc)
                 problem = f"vector search failed ({exc}); keywords only"
                 hits, vector = [], None
-            for unit, _ in hits:
-                if is_exchange_unit(unit):
-                    pool.update(mirror.exchanges.get(exchange_first_seq(unit), ()))
-                else:
-                    pool.add(unit)
+            units = np.array([unit for unit, _ in hits], dtype=np.int64)
+            exchange = np.array([is_exchange_unit(unit) for unit, _ in hits], dtype=bool)
+            found.append(columns.positions(units[~exchange]))
+            found.append(columns.exchange_positions(units[exchange] & EXCHANGE_SEQ_MASK))
 
-    seqs = sorted(
-        s
-        for s in pool
-        if s in mirror.messages
-        and s not in excluded
-        and s not in mirror.small_talk
-        and (filters is None or filters.accepts(mirror.messages[s]))
-    )
+    pool = np.unique(np.concatenate(found))  # positions in log order: seqs ascending
+    pool = pool[columns.column("candidate")[pool]]
+    if excluded and len(pool):
+        pool = pool[~np.isin(columns.column("seq")[pool], np.fromiter(excluded, dtype=np.int64))]
+    if filters is not None and len(pool):
+        order = mirror.order
+        pool = pool[[filters.accepts(mirror.messages[order[at]]) for at in pool.tolist()]]
+    seq_array = columns.column("seq")[pool]
+    seqs: list[int] = seq_array.tolist()
     dense_m = dense_x = None
     vectors: dict[int, np.ndarray] = {}
     if seqs and vector is not None and index is not None:
@@ -181,17 +180,15 @@ def gather(
         seqs=seqs,
         dense_message=dense_m,
         dense_exchange=dense_x,
-        lexical_message=normalized(seqs, lexical_m),
-        lexical_exchange=normalized([mirror.exchange_of.get(s, -1) for s in seqs], lexical_x),
+        lexical_message=normalized(seq_array, lexical_m),
+        lexical_exchange=normalized(columns.column("exchange")[pool], lexical_x),
         said_by_named=(
             np.array([mirror.messages[s].name in named for s in seqs], dtype=bool)
             if named
             else np.zeros(len(seqs), dtype=bool)
         ),
-        ages=np.array(
-            [mirror.newest_timestamp - mirror.messages[s].timestamp for s in seqs], dtype=np.float64
-        ),
-        episodes=[mirror.episode_of[s] for s in seqs],
+        ages=mirror.newest_timestamp - columns.column("timestamp")[pool],
+        episodes=columns.column("episode")[pool],
         vectors=vectors,
         lexical_scale=(
             _shared_scale(mirror.lexical_messages, query, lexical_m),
@@ -275,7 +272,7 @@ def _joined(parts: Sequence[_Gathered], groups: Sequence[int]) -> Evidence:
         arrays["lx"].append(ev.lexical_exchange * np.float32(ev.lexical_scale[1] / top_x))
         arrays["named"].append(np.asarray(ev.said_by_named, dtype=bool))
         arrays["ages"].append(np.asarray(ev.ages, dtype=np.float64) + (newest - part.newest))
-        arrays["episodes"].append(np.array([base | e for e in ev.episodes], dtype=np.int64))
+        arrays["episodes"].append(np.asarray(ev.episodes, dtype=np.int64) | base)
 
     def joined(name: str, dtype: type) -> np.ndarray:
         return np.concatenate(arrays[name]).astype(dtype) if seqs else np.zeros(0, dtype=dtype)

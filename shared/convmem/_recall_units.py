@@ -27,7 +27,15 @@ from ._salience import says_nothing
 from ._store import SessionStats, Store
 from ._vector_index import VectorIndex
 
-__all__ = ["UNKNOWN", "SessionMirror", "exchange_first_seq", "exchange_unit_id", "is_exchange_unit"]
+__all__ = [
+    "EXCHANGE_SEQ_MASK",
+    "UNKNOWN",
+    "LogColumns",
+    "SessionMirror",
+    "exchange_first_seq",
+    "exchange_unit_id",
+    "is_exchange_unit",
+]
 
 logger = logging.getLogger("convmem")
 
@@ -55,8 +63,84 @@ def is_exchange_unit(unit_id: int) -> bool:
     return bool(unit_id & _EXCHANGE_FLAG)
 
 
+# The bits of an exchange unit's id that hold its first seq.
+EXCHANGE_SEQ_MASK = (1 << _SEQ_BITS) - 1
+
+
 def exchange_first_seq(unit_id: int) -> int:
-    return unit_id & ((1 << _SEQ_BITS) - 1)
+    return unit_id & EXCHANGE_SEQ_MASK
+
+
+class LogColumns:
+    """What ranking reads of each mirrored message, as numpy arrays in log order (by
+    position in `SessionMirror.order`).
+
+    A search reads hundreds of candidates at once: looking each up in dicts of
+    `Message` objects costs more than ranking them. Messages are only ever appended,
+    and an exchange's messages are consecutive, so its members are a range.
+    """
+
+    _COLUMNS = (
+        ("seq", np.int64),
+        ("timestamp", np.float64),
+        ("episode", np.int64),
+        ("exchange", np.int64),  # the first seq of the message's exchange
+        ("members", np.int64),  # at an exchange's first message: how many messages it has
+        ("candidate", np.bool_),  # recallable on its own: not small talk
+    )
+
+    def __init__(self) -> None:
+        self.size = 0
+        self._arrays: dict[str, np.ndarray] = {}
+        self.clear()
+
+    def clear(self) -> None:
+        self.size = 0
+        self._arrays = {name: np.zeros(0, dtype=dtype) for name, dtype in self._COLUMNS}
+
+    def column(self, name: str) -> np.ndarray:
+        return self._arrays[name][: self.size]
+
+    def append(
+        self, seq: int, timestamp: float, episode: int, exchange: int, exchange_at: int, candidate: bool
+    ) -> None:
+        """A message read after every one appended so far (its seq is greater), in the
+        exchange that opens with seq `exchange` at position `exchange_at`."""
+        if self.size == len(self._arrays["seq"]):
+            capacity = max(64, 2 * self.size)
+            for name, array in self._arrays.items():
+                grown = np.zeros(capacity, dtype=array.dtype)
+                grown[: self.size] = array[: self.size]
+                self._arrays[name] = grown
+        arrays, at = self._arrays, self.size
+        arrays["seq"][at] = seq
+        arrays["timestamp"][at] = timestamp
+        arrays["episode"][at] = episode
+        arrays["exchange"][at] = exchange
+        arrays["members"][at] = 0
+        arrays["candidate"][at] = candidate
+        self.size += 1
+        arrays["members"][exchange_at] += 1
+
+    def positions(self, seqs: np.ndarray) -> np.ndarray:
+        """The positions of those of `seqs` that are mirrored (an int64 array)."""
+        column = self.column("seq")
+        if not len(column) or not len(seqs):
+            return np.zeros(0, dtype=np.int64)
+        at = np.minimum(column.searchsorted(seqs), len(column) - 1)
+        found: np.ndarray = at[column[at] == seqs]
+        return found
+
+    def exchange_positions(self, firsts: np.ndarray) -> np.ndarray:
+        """The positions of every message of the exchanges that open at `firsts` (seqs)."""
+        starts = self.positions(firsts)
+        counts = self.column("members")[starts]
+        total = int(counts.sum())
+        if not total:
+            return np.zeros(0, dtype=np.int64)
+        # Each exchange's range start, start + 1, ...: one arange shifted per range.
+        offsets = np.repeat(starts - np.concatenate(([0], np.cumsum(counts)[:-1])), counts)
+        return offsets + np.arange(total)
 
 
 class SessionMirror:
@@ -108,6 +192,7 @@ class SessionMirror:
         self.inflight: set[int] = set()
         self.speakers: dict[str, str] = {}  # lowercased name -> name
         self.small_talk: set[int] = set()  # seqs that say nothing ("thanks", "ok", "😊"): never recalled
+        self.columns = LogColumns()  # what ranking reads of each message, in log order
         self.needs_full_read = True
         self.unsaved = 0
         self.forgotten = False
@@ -133,6 +218,7 @@ class SessionMirror:
         self.pending.clear()
         self.speakers.clear()
         self.small_talk.clear()
+        self.columns.clear()
         self.line_cache.clear()
 
     def wanted_units(self) -> dict[int, str]:
@@ -206,7 +292,8 @@ class SessionMirror:
         self.order.append(seq)
         self.lines[seq] = line
         self.episode_of[seq] = self.episode_count
-        if says_nothing(text):
+        small_talk = says_nothing(text)
+        if small_talk:
             # Kept for its exchange's text, never a candidate of its own.
             self.small_talk.add(seq)
         else:
@@ -225,6 +312,9 @@ class SessionMirror:
             self.exchanges[self.open_exchange].append(seq)
         first = self.open_exchange
         self.exchange_of[seq] = first
+        self.columns.append(
+            seq, message.timestamp, self.episode_count, first, self.position[first], not small_talk
+        )
         members = self.exchanges[first]
         self.lexical_exchanges.add(first, self.exchange_text(first))
         if config.granularity == "message" or not self.embeds:
@@ -432,6 +522,9 @@ class SessionMirror:
 
     def item_seqs(self, seq: int, excluded: Collection[int], config: RecallConfig) -> list[int]:
         """The messages a recalled `seq` brings: its exchange or itself, plus neighbours."""
+        if config.granularity != "exchange" and not config.neighbour_radius:
+            alone = seq not in excluded and seq in self.lines and seq not in self.small_talk
+            return [seq] if alone else []
         if config.granularity == "exchange":
             core = list(self.exchanges.get(self.exchange_of.get(seq, seq), [seq]))
         else:
