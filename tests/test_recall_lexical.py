@@ -227,8 +227,12 @@ def test_a_session_mirror_takes_any_lexical_index() -> None:
     mirror.ingest(stored, RecallConfig())
     messages_index, exchanges_index = made
     assert messages_index.added == [1, 2]
-    assert exchanges_index.added == [1, 1]  # the exchange grows with its answer
+    assert exchanges_index.added == [1]  # once for the batch, answer included
+    assert set(exchanges_index.scores("lovely")) == {1}
     assert set(mirror.lexical_messages.scores("corgi")) == {1}
+    mirror.ingest(store_messages(store, "s1", [("assistant", "Truly adorable.")]), RecallConfig())
+    assert exchanges_index.added == [1, 1]  # the exchange grew: indexed again, whole
+    assert set(exchanges_index.scores("adorable lovely corgi")) == {1}
 
 
 def test_the_in_process_lexical_index_scores_text() -> None:

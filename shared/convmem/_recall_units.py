@@ -243,6 +243,17 @@ class SessionMirror:
         `drop_units` removes them from the index.
         """
         removed: list[int] = []
+        grown: dict[int, None] = {}  # first seqs of the exchanges the messages joined, in order
+        try:
+            self._ingest(messages, config, grown)
+        finally:
+            # An exchange is indexed once per batch, with all the messages it gained: a log
+            # read whole does not index each exchange again for every message that joins it.
+            for first in grown:
+                self._index_exchange(first, config, removed)
+        return removed
+
+    def _ingest(self, messages: Sequence[Message], config: RecallConfig, grown: dict[int, None]) -> None:
         for message in messages:
             seq = message.seq
             if seq is None:
@@ -261,17 +272,15 @@ class SessionMirror:
                 or message.status in (TurnStatus.FAILED, TurnStatus.CANCELLED)
             ):
                 continue
-            self._add_message(message, seq, text, config, removed)
-        return removed
+            grown[self._add_message(message, seq, text, config)] = None
 
     def drop_units(self, removed: Sequence[int]) -> None:
         if removed and self.index is not None:
             self.index.remove(removed)
             self.unsaved += len(removed)
 
-    def _add_message(
-        self, message: Message, seq: int, text: str, config: RecallConfig, removed: list[int]
-    ) -> None:
+    def _add_message(self, message: Message, seq: int, text: str, config: RecallConfig) -> int:
+        """Mirror one message; returns the first seq of the exchange it joined."""
         if (
             self.last_timestamp is None
             or message.timestamp - self.last_timestamp > config.episode_gap_seconds
@@ -315,6 +324,10 @@ class SessionMirror:
         self.columns.append(
             seq, message.timestamp, self.episode_count, first, self.position[first], not small_talk
         )
+        return first
+
+    def _index_exchange(self, first: int, config: RecallConfig, removed: list[int]) -> None:
+        """Index the exchange opening at `first` as it stands, and queue its unit."""
         members = self.exchanges[first]
         self.lexical_exchanges.add(first, self.exchange_text(first))
         if config.granularity == "message" or not self.embeds:
