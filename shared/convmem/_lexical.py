@@ -78,6 +78,7 @@ _SUFFIXES = ("ingly", "edly", "ing", "ies", "ied", "ed", "es", "ly", "s")
 _KEEP_DOUBLE = frozenset("lsz")
 
 
+@functools.lru_cache(maxsize=16384)  # a conversation reuses a few thousand words
 def _stem(word: str) -> str:
     """A deliberately light stemmer: one common suffix, a doubled consonant, a final "e".
 

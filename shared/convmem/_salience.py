@@ -103,24 +103,27 @@ _ZH_SMALL_TALK_PIECES = tuple(
         reverse=True,
     )
 )
-_BOILERPLATE = tuple(
-    re.compile(pattern)
-    for pattern in (
-        r"(how|what) (else )?(can|may) i (help|assist|do for)( you)?( with)?( today)?",
-        r"(is there )?anything else (i can (help|assist)( you)? with|you need|you'?d like( to know)?)",
-        r"(i'?m |i am )?(happy|glad) (to|i could|i can) help( you)?( with (that|this))?",
-        r"let me know if you (need|have|want) .*",
-        r"feel free to .*",
-        r"(i )?hope (this|that|it) helps.*",
-        r"(that'?s a )?(great|good) question",
-        r"((hmm|um|ok|okay|well) )*let me (think|see|check)( about it| again)?",
-        r"(sure|certainly|of course|absolutely)( i can help( you)?( with (that|this))?| let me help( you)?)?",
-        r"有什么(我)?(可以|能)(为你|为您|帮你|帮您|帮到你|帮到您)?(做|帮忙|效劳|帮助)?的?(吗)?",
-        r"还有(什么|其他|别的)(问题|需要|需要帮忙|要帮忙|可以帮你)?的?(地方)?(吗)?",
-        r"(很)?高兴(能)?(为你|为您|帮到你|帮到您|帮助你|帮助您|帮忙).*",
-        r"希望(这|以上)(些)?(对你|对您)?有(所)?帮助.*",
-        r"(当然|没问题)(可以)?",
-        r"(嗯|好)?(让我|我)(再)?想想(看)?",
+# One alternation: a sentence is matched against all of them in one pass.
+_BOILERPLATE = re.compile(
+    "|".join(
+        f"(?:{pattern})"
+        for pattern in (
+            r"(how|what) (else )?(can|may) i (help|assist|do for)( you)?( with)?( today)?",
+            r"(is there )?anything else (i can (help|assist)( you)? with|you need|you'?d like( to know)?)",
+            r"(i'?m |i am )?(happy|glad) (to|i could|i can) help( you)?( with (that|this))?",
+            r"let me know if you (need|have|want) .*",
+            r"feel free to .*",
+            r"(i )?hope (this|that|it) helps.*",
+            r"(that'?s a )?(great|good) question",
+            r"((hmm|um|ok|okay|well) )*let me (think|see|check)( about it| again)?",
+            r"(sure|certainly|of course|absolutely)( i can help( you)?( with (that|this))?| let me help( you)?)?",
+            r"有什么(我)?(可以|能)(为你|为您|帮你|帮您|帮到你|帮到您)?(做|帮忙|效劳|帮助)?的?(吗)?",
+            r"还有(什么|其他|别的)(问题|需要|需要帮忙|要帮忙|可以帮你)?的?(地方)?(吗)?",
+            r"(很)?高兴(能)?(为你|为您|帮到你|帮到您|帮助你|帮助您|帮忙).*",
+            r"希望(这|以上)(些)?(对你|对您)?有(所)?帮助.*",
+            r"(当然|没问题)(可以)?",
+            r"(嗯|好)?(让我|我)(再)?想想(看)?",
+        )
     )
 )
 
@@ -168,7 +171,7 @@ def _is_stock_reply(text: str) -> bool:
 
 def _is_small_talk(sentence: str) -> bool:
     flat = " ".join(re.sub(r"[^\w'\s]", " ", sentence.lower().replace("’", "'")).split())
-    if any(pattern.fullmatch(flat) or pattern.fullmatch(flat.replace(" ", "")) for pattern in _BOILERPLATE):
+    if _BOILERPLATE.fullmatch(flat) or _BOILERPLATE.fullmatch(flat.replace(" ", "")):
         return True
     others: list[str] = []
     for token in re.findall(r"[a-z']+|[^a-z'\s]+", flat):
