@@ -362,12 +362,16 @@ class ContextBuilder:
             # history was left out, come out of the window's part.
             framing = self._framing_cost(headers, system_prompt) + self._section_cost(headers["omitted"])
             window = self._select_window(request.turns, window_cap - framing)
-            if window.messages or not request.turns:
-                window_cap -= framing
-            else:
-                # The newest turn outranks the line that says older ones are missing:
-                # when only it fits, it stays and the final fit gives up that line.
+            if not window.messages and request.turns:
+                # The newest turn outranks the framing: when only it fits, it stays.
                 window = self._select_window(request.turns, window_cap)
+            # What the window's part cannot pay of the framing (the newest turn kept, or
+            # a window too small for it) comes out of recall's: otherwise recall fills
+            # room that the final fit takes back, an item at a time from the end of the log.
+            unpaid = window.tokens + framing - window_cap
+            if unpaid > 0:
+                recall_cap = max(0, recall_cap - unpaid)
+            window_cap = max(window.tokens, window_cap - framing)
         else:
             window = self._select_window(request.turns, window_cap)
         recall_header = self._section_cost(headers["recall"])
