@@ -348,3 +348,11 @@ def test_recall_keeps_every_item_it_fits_when_the_window_cannot_pay_the_memory_f
     assert context.recalled == tuple(items)
     assert not [d for d in context.dropped if d.reason == "final fit"]
     assert context.token_count == count_messages(builder.counter, context.messages) <= 160
+
+
+def test_what_the_windows_whole_turns_leave_of_its_part_is_recalls() -> None:
+    builder, plan = planned(900, "Short?")
+    assert plan.window.messages and plan.caps["window"] == plan.window.tokens
+    context = builder.assemble(plan, filling(plan, builder.counter))
+    assert context.window[-len(plan.window.messages) :] == plan.window.messages
+    assert context.token_count == count_messages(builder.counter, context.messages) <= 900

@@ -374,6 +374,11 @@ class ContextBuilder:
             window_cap = max(window.tokens, window_cap - framing)
         else:
             window = self._select_window(request.turns, window_cap)
+        if share is not None and window.tokens < window_cap:
+            # The window keeps whole turns: what they leave of its part is less than the
+            # next turn, so only recall can use it (and `assemble` gives back what it leaves).
+            recall_cap += window_cap - window.tokens
+            window_cap = window.tokens
         recall_header = self._section_cost(headers["recall"])
         return ContextPlan(
             request=request,
