@@ -203,6 +203,7 @@ def gather(
         ),
         episodes=[mirror.episode_of[s] for s in seqs],
         vectors=vectors,
+        positions=[mirror.position[s] for s in seqs],
         lexical_scale=(
             _shared_scale(mirror.lexical_messages, query, lexical_m),
             _shared_scale(mirror.lexical_exchanges, query, lexical_x),
@@ -271,7 +272,7 @@ def _joined(parts: Sequence[_Gathered], groups: Sequence[int]) -> Evidence:
     seqs: list[int] = []
     vectors: dict[int, np.ndarray] = {}
     arrays: dict[str, list[np.ndarray]] = {
-        name: [] for name in ("dm", "dx", "lm", "lx", "named", "ages", "episodes")
+        name: [] for name in ("dm", "dx", "lm", "lx", "named", "ages", "episodes", "positions")
     }
     for part, group in zip(parts, groups, strict=True):
         ev, base = part.evidence, group << _GROUP_SHIFT
@@ -286,6 +287,9 @@ def _joined(parts: Sequence[_Gathered], groups: Sequence[int]) -> Evidence:
         arrays["named"].append(np.asarray(ev.said_by_named, dtype=bool))
         arrays["ages"].append(np.asarray(ev.ages, dtype=np.float64) + (newest - part.newest))
         arrays["episodes"].append(np.array([base | e for e in ev.episodes], dtype=np.int64))
+        arrays["positions"].append(
+            np.array(ev.seqs if ev.positions is None else ev.positions, dtype=np.int64)
+        )
 
     def joined(name: str, dtype: type) -> np.ndarray:
         return np.concatenate(arrays[name]).astype(dtype) if seqs else np.zeros(0, dtype=dtype)
@@ -300,6 +304,7 @@ def _joined(parts: Sequence[_Gathered], groups: Sequence[int]) -> Evidence:
         ages=joined("ages", np.float64),
         episodes=joined("episodes", np.int64).tolist(),
         vectors=vectors,
+        positions=joined("positions", np.int64).tolist(),
         lexical_scale=(top_m, top_x),
     )
 
