@@ -10,6 +10,11 @@ Sections, in prompt order, with how they are sized:
     window   everything that is left      the newest turns, whole
     query    mandatory                    the new user message
 
+The memory block's framing comes out of the window's part; what the window
+cannot pay of it (when only its newest turn fits, or none) comes out of
+recall's, and what the window's whole turns leave of its part (less than the
+next turn) goes to recall, which gives back what it does not fill.
+
 Facts, summary and recall come from user and assistant text, so they are
 data, not instructions: they are rendered into one memory block, wrapped in
 ``<memory>…</memory>`` with a line saying so, and placed by
