@@ -110,7 +110,7 @@ class Turn:
 class Question:
     text: str
     category: int
-    evidence: list[str]  # texts of the evidence turns
+    evidence: list[str]  # texts of the evidence turns, without surrounding whitespace
 
 
 @dataclasses.dataclass
@@ -146,7 +146,8 @@ def load_conversations(path: Path) -> list[Conversation]:
                 # A few ids in the dataset are malformed ("D8:6; D9:17", "D:11:26").
                 for part in re.split(r"[;,]", evidence):
                     ids.append(part.strip().replace("D:", "D"))
-            texts = sorted({by_id[i].text for i in ids if i in by_id})
+            # Stripped: a few turns end in a space, and recall renders every line stripped.
+            texts = sorted({by_id[i].text.strip() for i in ids if i in by_id})
             if texts:
                 questions.append(Question(qa["question"], int(qa["category"]), texts))
         conversations.append(Conversation(sample["sample_id"], conv["speaker_a"], turns, questions))

@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 from pathlib import Path
 
 import pytest
@@ -11,10 +12,15 @@ from convmem import (
     InvalidMessageError,
     InvalidSessionIdError,
     MemoryConfig,
+    Message,
     Store,
     TiktokenCounter,
+    TokenCounter,
     count_messages,
 )
+from convmem._builder import ContextBuilder, ContextPlan, ContextRequest
+from convmem._models import group_turns
+from convmem._recall import RecalledItem
 
 
 def chat(memory: ConversationMemory, turns: int, words: int = 12) -> None:
@@ -291,3 +297,62 @@ def test_without_a_turn_cap_the_summary_takes_what_no_longer_fits_the_default_wi
     assert sum(t.token_count for t in kept) <= config.eviction_window_tokens
     context = memory.build_context(query="what was item 3?")
     assert context.section("summary").tokens > 0 or "not included" in context.memory_text
+
+
+# -- recall's room: what the window cannot pay or use is recall's, counted before it fills
+
+
+def planned(budget: int, newest_question: str) -> tuple[ContextBuilder, ContextPlan]:
+    """A build with recall at 90%, over forty short turns and then `newest_question`."""
+    counter = TiktokenCounter()
+    messages = []
+    texts = [text for i in range(40) for text in (f"Question {i}?", f"Answer {i}.")]
+    for seq, text in enumerate([*texts, newest_question, "Sure."], start=1):
+        message = Message.create("user" if seq % 2 else "assistant", text)
+        messages.append(dataclasses.replace(message, seq=seq, token_count=counter.count_message(message)))
+    builder = ContextBuilder(MemoryConfig(), counter)
+    request = ContextRequest(
+        budget=budget,
+        turns=group_turns(messages),
+        query="What did I ask first?",
+        first_log_seq=1,
+        log_tokens=sum(m.token_count or 0 for m in messages),
+        recall_share=0.9,
+    )
+    return builder, builder.plan(request)
+
+
+def filling(plan: ContextPlan, counter: TokenCounter) -> list[RecalledItem]:
+    """Recalled items of old turns that fill the plan's recall room to the token."""
+    items: list[RecalledItem] = []
+    used = 0
+    for seq in range(1, 80):
+        text = f"user: Question {seq}?"
+        cost = counter.count_text(text) + 1
+        if used + cost > plan.recall_room:
+            break
+        items.append(RecalledItem((seq,), text, "", 0.0, 1.0 - seq / 100, cost - 1))
+        used += cost
+    return items
+
+
+@pytest.mark.parametrize("newest_question", ["Short?", "A long question " + "about many things " * 30])
+def test_recall_keeps_every_item_it_fits_when_the_window_cannot_pay_the_memory_framing(
+    newest_question: str,
+) -> None:
+    """The newest turn alone fits the window's part but not beside the memory block's
+    framing (or not at all): recall pays the rest and the final fit drops nothing."""
+    builder, plan = planned(160, newest_question)
+    items = filling(plan, builder.counter)
+    context = builder.assemble(plan, items)
+    assert context.recalled == tuple(items)
+    assert not [d for d in context.dropped if d.reason == "final fit"]
+    assert context.token_count == count_messages(builder.counter, context.messages) <= 160
+
+
+def test_what_the_windows_whole_turns_leave_of_its_part_is_recalls() -> None:
+    builder, plan = planned(900, "Short?")
+    assert plan.window.messages and plan.caps["window"] == plan.window.tokens
+    context = builder.assemble(plan, filling(plan, builder.counter))
+    assert context.window[-len(plan.window.messages) :] == plan.window.messages
+    assert context.token_count == count_messages(builder.counter, context.messages) <= 900

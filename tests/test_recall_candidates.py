@@ -121,3 +121,5 @@ def test_candidates_are_the_best_matches_and_their_exchanges_less_the_window(
     newest = mirror.newest_timestamp
     assert evidence.ages.tolist() == [newest - mirror.messages[s].timestamp for s in evidence.seqs]
     assert list(evidence.episodes) == [mirror.episode_of[s] for s in evidence.seqs]
+    assert evidence.positions is not None
+    assert list(evidence.positions) == [mirror.position[s] for s in evidence.seqs]

@@ -22,7 +22,12 @@ from convmem._recall_rank import (
 
 # Boosts off unless a test turns one on, so each test sees one effect.
 PLAIN = RecallConfig(
-    speaker_weight=0.0, episode_weight=0.0, recency_weight=0.0, granularity="message", relevance_floor=0.0
+    speaker_weight=0.0,
+    episode_weight=0.0,
+    neighbour_weight=0.0,
+    recency_weight=0.0,
+    granularity="message",
+    relevance_floor=0.0,
 )
 
 
@@ -33,6 +38,7 @@ def evidence(
     named: Sequence[bool] | None = None,
     ages: Sequence[float] | None = None,
     episodes: Sequence[int] | None = None,
+    positions: Sequence[int] | None = None,
     vectors: dict[int, np.ndarray] | None = None,
 ) -> Evidence:
     n = len(lexical)
@@ -49,6 +55,7 @@ def evidence(
         ages=np.array(ages or [0.0] * n, dtype=np.float64),
         episodes=list(episodes or seqs),
         vectors=vectors or {},
+        positions=positions,
     )
 
 
@@ -107,6 +114,21 @@ def test_a_message_in_the_best_episode_outranks_an_equal_one_elsewhere() -> None
     candidates = evidence([0.9, 0.5, 0.5], [1.0, 0.4, 0.4], episodes=[7, 8, 7])
     assert order(candidates) == [1, 2, 3]
     assert order(candidates, episode_weight=0.3) == [1, 3, 2]
+
+
+def test_a_message_next_to_the_best_one_outranks_an_equal_one_further_away() -> None:
+    candidates = evidence(None, [1.0, 0.35, 0.1, 0.4], episodes=[1, 1, 1, 1])
+    assert order(candidates) == [1, 4, 2, 3]
+    assert order(candidates, neighbour_weight=0.3) == [1, 2, 4, 3]
+
+
+def test_neighbours_are_next_to_each_other_in_the_log_and_in_one_episode() -> None:
+    # seq 2 follows seq 1 in the log, but after a pause (another episode)
+    across_a_pause = evidence(None, [1.0, 0.35, 0.4], episodes=[1, 2, 2])
+    assert order(across_a_pause, neighbour_weight=0.3) == [1, 3, 2]
+    # a message the log holds between seqs 1 and 2 (a tool result, say) keeps them apart
+    apart = evidence(None, [1.0, 0.35, 0.4], episodes=[1, 1, 1], positions=[0, 2, 3])
+    assert order(apart, neighbour_weight=0.3) == [1, 3, 2]
 
 
 def test_mmr_pushes_a_near_duplicate_of_the_best_down() -> None:

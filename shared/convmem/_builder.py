@@ -10,6 +10,11 @@ Sections, in prompt order, with how they are sized:
     window   everything that is left      the newest turns, whole
     query    mandatory                    the new user message
 
+The memory block's framing comes out of the window's part; what the window
+cannot pay of it (when only its newest turn fits, or none) comes out of
+recall's, and what the window's whole turns leave of its part (less than the
+next turn) goes to recall, which gives back what it does not fill.
+
 Facts, summary and recall come from user and assistant text, so they are
 data, not instructions: they are rendered into one memory block, wrapped in
 ``<memory>…</memory>`` with a line saying so, and placed by
@@ -362,14 +367,23 @@ class ContextBuilder:
             # history was left out, come out of the window's part.
             framing = self._framing_cost(headers, system_prompt) + self._section_cost(headers["omitted"])
             window = self._select_window(request.turns, window_cap - framing)
-            if window.messages or not request.turns:
-                window_cap -= framing
-            else:
-                # The newest turn outranks the line that says older ones are missing:
-                # when only it fits, it stays and the final fit gives up that line.
+            if not window.messages and request.turns:
+                # The newest turn outranks the framing: when only it fits, it stays.
                 window = self._select_window(request.turns, window_cap)
+            # What the window's part cannot pay of the framing (the newest turn kept, or
+            # a window too small for it) comes out of recall's: otherwise recall fills
+            # room that the final fit takes back, an item at a time from the end of the log.
+            unpaid = window.tokens + framing - window_cap
+            if unpaid > 0:
+                recall_cap = max(0, recall_cap - unpaid)
+            window_cap = max(window.tokens, window_cap - framing)
         else:
             window = self._select_window(request.turns, window_cap)
+        if share is not None and window.tokens < window_cap:
+            # The window keeps whole turns: what they leave of its part is less than the
+            # next turn, so only recall can use it (and `assemble` gives back what it leaves).
+            recall_cap += window_cap - window.tokens
+            window_cap = window.tokens
         recall_header = self._section_cost(headers["recall"])
         return ContextPlan(
             request=request,

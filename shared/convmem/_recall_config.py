@@ -42,6 +42,11 @@ class RecallConfig:
     """Added to messages said by a speaker the query names (``Message.name``)."""
     episode_weight: float = 0.3
     """Added times the best score in the message's episode (related turns cluster)."""
+    neighbour_weight: float = 0.3
+    """Added times the best score of the message's neighbours (the messages right before
+    and after it, same episode): a turn next to a relevant one is often part of the same
+    thread, as the answer to a question or the reply that says what "it" was. Unlike
+    `neighbour_radius` it brings nothing along; it only ranks."""
     episode_gap_seconds: float = 3 * 3600.0
     """A pause longer than this between two messages starts a new episode."""
     recency_weight: float = 0.0
@@ -109,7 +114,7 @@ class RecallConfig:
             _number(
                 "relevance_floor", self.relevance_floor, low=0, high=1, allowed="None or a number in [0, 1]"
             )
-        for name in ("speaker_weight", "episode_weight", "recency_weight"):
+        for name in ("speaker_weight", "episode_weight", "neighbour_weight", "recency_weight"):
             _number(name, getattr(self, name), low=0, high=math.inf, allowed="a finite number >= 0")
         for name in ("episode_gap_seconds", "recency_half_life_days"):
             _number(

@@ -9,6 +9,8 @@ returns the candidates best first. Each candidate's score blends:
 - a boost when the message was said by someone the query names,
 - a boost by how relevant the message's episode (a run of messages without
   a long pause) is as a whole: evidence clusters in episodes,
+- a boost by how relevant the messages right before and after it are: a turn
+  next to a relevant one is often part of the same thread,
 - an optional recency boost with a half-life.
 """
 
@@ -68,6 +70,9 @@ class Evidence:
     """The best lexical scores (message, exchange) of the session on a scale shared by
     sessions (0.0: no match): the ``lexical_*`` arrays times these compare across
     sessions, which puts the evidence of several sessions on one scale."""
+    positions: Sequence[int] | np.ndarray | None = None
+    """Each message's place in its session's log, so that two candidates of one episode
+    one place apart are neighbours (None: the seqs are the places)."""
 
 
 class Ranked(NamedTuple):
@@ -157,7 +162,9 @@ def _boosted(score: np.ndarray, evidence: Evidence, config: RecallConfig) -> tup
     """Scores with the boosts added, and the part of the boost every candidate got.
 
     In a conversation of one episode every candidate gets the same episode boost:
-    it tells nothing about relevance, so the relevance floor leaves it out.
+    it tells nothing about relevance, so the relevance floor leaves it out. The
+    episode and neighbour boosts read the scores before either is added, so a
+    message is lifted by its context's own relevance, not by its context's boosts.
     """
     shared = 0.0
     if config.speaker_weight and evidence.said_by_named.any():
@@ -165,13 +172,33 @@ def _boosted(score: np.ndarray, evidence: Evidence, config: RecallConfig) -> tup
     if config.recency_weight:
         half_life = config.recency_half_life_days * 86400.0
         score = score + config.recency_weight * np.power(0.5, np.maximum(evidence.ages, 0.0) / half_life)
+    boosted = score
     if config.episode_weight and len(score):
         episodes, episode_of = np.unique(np.asarray(evidence.episodes, dtype=np.int64), return_inverse=True)
         best_in_episode = np.full(len(episodes), -np.inf)
         np.maximum.at(best_in_episode, episode_of, score)
-        score = score + config.episode_weight * best_in_episode[episode_of]
+        boosted = boosted + config.episode_weight * best_in_episode[episode_of]
         shared = config.episode_weight * float(best_in_episode.min())
-    return score, shared
+    if config.neighbour_weight:
+        boosted = boosted + config.neighbour_weight * _best_neighbour(score, evidence)
+    return boosted, shared
+
+
+def _best_neighbour(score: np.ndarray, evidence: Evidence) -> np.ndarray:
+    """Each candidate's best neighbour score: of the candidates one place before and after
+    it in the same episode (0.0 where neither is a candidate)."""
+    places = np.asarray(evidence.seqs if evidence.positions is None else evidence.positions, dtype=np.int64)
+    episodes = np.asarray(evidence.episodes, dtype=np.int64)
+    # In (episode, place) order, neighbours are next to each other.
+    order = np.lexsort((places, episodes))
+    place, episode, value = places[order], episodes[order], score[order]
+    adjacent = (episode[1:] == episode[:-1]) & (place[1:] == place[:-1] + 1)
+    best = np.zeros(len(order), dtype=np.float64)
+    best[1:] = np.where(adjacent, value[:-1], 0.0)
+    best[:-1] = np.maximum(best[:-1], np.where(adjacent, value[1:], 0.0))
+    unsorted = np.empty_like(best)
+    unsorted[order] = best
+    return unsorted
 
 
 def rank(evidence: Evidence, config: RecallConfig) -> Ranking:

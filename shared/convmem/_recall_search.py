@@ -190,6 +190,7 @@ def gather(
         ages=mirror.newest_timestamp - columns.column("timestamp")[pool],
         episodes=columns.column("episode")[pool],
         vectors=vectors,
+        positions=pool,
         lexical_scale=(
             _shared_scale(mirror.lexical_messages, query, lexical_m),
             _shared_scale(mirror.lexical_exchanges, query, lexical_x),
@@ -258,7 +259,7 @@ def _joined(parts: Sequence[_Gathered], groups: Sequence[int]) -> Evidence:
     seqs: list[int] = []
     vectors: dict[int, np.ndarray] = {}
     arrays: dict[str, list[np.ndarray]] = {
-        name: [] for name in ("dm", "dx", "lm", "lx", "named", "ages", "episodes")
+        name: [] for name in ("dm", "dx", "lm", "lx", "named", "ages", "episodes", "positions")
     }
     for part, group in zip(parts, groups, strict=True):
         ev, base = part.evidence, group << _GROUP_SHIFT
@@ -273,6 +274,9 @@ def _joined(parts: Sequence[_Gathered], groups: Sequence[int]) -> Evidence:
         arrays["named"].append(np.asarray(ev.said_by_named, dtype=bool))
         arrays["ages"].append(np.asarray(ev.ages, dtype=np.float64) + (newest - part.newest))
         arrays["episodes"].append(np.asarray(ev.episodes, dtype=np.int64) | base)
+        arrays["positions"].append(
+            np.asarray(ev.seqs if ev.positions is None else ev.positions, dtype=np.int64)
+        )
 
     def joined(name: str, dtype: type) -> np.ndarray:
         return np.concatenate(arrays[name]).astype(dtype) if seqs else np.zeros(0, dtype=dtype)
@@ -287,6 +291,7 @@ def _joined(parts: Sequence[_Gathered], groups: Sequence[int]) -> Evidence:
         ages=joined("ages", np.float64),
         episodes=joined("episodes", np.int64).tolist(),
         vectors=vectors,
+        positions=joined("positions", np.int64).tolist(),
         lexical_scale=(top_m, top_x),
     )
 
