@@ -15,7 +15,7 @@ never on the engine that produced them.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable, Mapping, MutableMapping, Sequence
+from collections.abc import Callable, Collection, Mapping, MutableMapping, Sequence
 
 import numpy as np
 
@@ -200,8 +200,13 @@ class _Section:
             seqs = [s for s in item_seqs[candidate.seq] if s not in covered]
             if not seqs:
                 continue
-            cost = sum(line(s)[2] + 1 for s in seqs)
-            new_labels = {line(s)[1] for s in seqs} - used_labels
+            if len(seqs) == 1:  # most items are one message: no generator, no set
+                _, label, tokens = line(seqs[0])
+                cost = tokens + 1
+                new_labels: Collection[str] = () if label in used_labels else (label,)
+            else:
+                cost = sum(line(s)[2] + 1 for s in seqs)
+                new_labels = {line(s)[1] for s in seqs} - used_labels
             for label in new_labels:
                 if label not in label_tokens:
                     label_tokens[label] = counter.count_text(label) + 1
@@ -258,7 +263,8 @@ class _Section:
                     current_label = label
                     lines.append(label)
                 lines.append(line)
-            text = "\n".join(lines)
+            # A line alone is its own text, and its count is cached with it.
+            text, tokens = (line, self.lines[s][2]) if len(lines) == 1 else ("\n".join(lines), None)
             items.append(
                 RecalledItem(
                     seqs=tuple(seqs),
@@ -266,7 +272,7 @@ class _Section:
                     time_label=self.lines[seqs[0]][1],
                     timestamp=self.messages[seqs[0]].timestamp,
                     score=candidate.score,
-                    token_count=self.counter.count_text(text),
+                    token_count=self.counter.count_text(text) if tokens is None else tokens,
                 )
             )
         return tuple(items)

@@ -87,8 +87,14 @@ class _ItemSeqs(Mapping[int, list[int]]):
     ) -> None:
         self._mirror, self._excluded, self._config, self._seqs = mirror, excluded, config, seqs
         self._known: dict[int, list[int]] = {}
+        # A candidate passed what an item of one message needs (mirrored, not excluded,
+        # not small talk): where items are their message alone, it is its own item.
+        alone = config.granularity != "exchange" and not config.neighbour_radius
+        self._alone = frozenset(seqs) if alone else frozenset()
 
     def __getitem__(self, seq: int) -> list[int]:
+        if seq in self._alone:
+            return [seq]
         found = self._known.get(seq)
         if found is None:
             if seq not in self._mirror.messages:
