@@ -176,6 +176,15 @@ async def test_async_store_appends_reads_and_changes_status(postgres_url: str, s
         assert (stats.message_count, stats.user_id) == (3, "ana")
 
 
+async def test_async_store_reads_stats_and_state_together(postgres_url: str, schema: str) -> None:
+    async with AsyncPostgresStore(postgres_url, schema=schema) as store:
+        await store.append("s", [user("a"), user("b")], user_id="ana")
+        await store.put_state("s", "summary", "v1")
+        snapshot = await store.read_session("s", ["summary", "facts"])
+        assert snapshot.stats == await store.stats("s")
+        assert snapshot.states == {"summary": await store.get_state("s", "summary")}
+
+
 async def test_async_append_as_another_user_is_refused(postgres_url: str, schema: str) -> None:
     async with AsyncPostgresStore(postgres_url, schema=schema) as store:
         await store.append("s", [user("a")], user_id="ana")

@@ -487,6 +487,14 @@ async def test_async_state_compare_and_set(async_store: AsyncRedisStore) -> None
     assert await async_store.get_state("s", "summary") is None
 
 
+async def test_async_store_reads_stats_and_state_together(async_store: AsyncRedisStore) -> None:
+    await async_store.append("s", [user("a"), user("b")], user_id="ana")
+    await async_store.put_state("s", "summary", "v1")
+    snapshot = await async_store.read_session("s", ["summary", "facts"])
+    assert snapshot.stats == await async_store.stats("s")
+    assert snapshot.states == {"summary": await async_store.get_state("s", "summary")}
+
+
 async def test_async_put_state_requiring_a_seq_is_refused_once_the_session_is_gone(
     async_store: AsyncRedisStore,
 ) -> None:

@@ -32,6 +32,7 @@ from convmem import (
 from convmem._errors import SessionOwnerError
 from convmem._models import Role
 from convmem._redis_layout import _escape
+from convmem._store import read_session
 
 # Ids that validate_id accepts: every store keeps each one apart and gives it back exactly.
 HOSTILE_IDS = [
@@ -542,6 +543,51 @@ def test_state_keys_that_look_like_separators_do_not_collide(store: Store) -> No
     for key in keys:
         record = store.get_state("s", key)
         assert record is not None and (record.value, record.version) == (f"value of {key}", 1)
+
+
+def test_a_session_read_whole_is_its_stats_and_the_records_it_has(store: Store) -> None:
+    store.append("s", [user("a", 3), assistant("b", 4)], user_id="ana")
+    store.put_state("s", "summary", "we met")
+    store.put_state("s", "facts", '{"name": "多多"}')
+    store.put_state("s", "facts", '{"name": "Rex"}')
+    store.put_state("other", "missing", "not this session's")
+    snapshot = read_session(store, "s", ["summary", "facts", "missing"])
+    assert snapshot.stats == store.stats("s")
+    assert (snapshot.stats.message_count, snapshot.stats.total_tokens, snapshot.stats.user_id) == (
+        2,
+        7,
+        "ana",
+    )
+    assert snapshot.states == {
+        "summary": store.get_state("s", "summary"),
+        "facts": store.get_state("s", "facts"),
+    }
+    assert snapshot.states["facts"].version == 2
+    assert read_session(store, "s", []).states == {}
+
+
+def test_a_session_never_written_reads_as_empty(store: Store) -> None:
+    snapshot = read_session(store, "nobody", ["summary", "facts"])
+    assert snapshot.stats == store.stats("nobody")
+    assert (snapshot.stats.message_count, snapshot.stats.last_seq) == (0, 0)
+    assert snapshot.states == {}
+
+
+def test_a_session_read_whole_keeps_hostile_ids_and_keys_apart(store: Store) -> None:
+    ids = HOSTILE_IDS[::3]
+    keys = ["a", "v:a", "n:a", ":a", "*", "summary"]
+    for number, session_id in enumerate(ids):
+        store.append(session_id, [user(f"m{number}")] * (number % 3 + 1))
+        for key in keys[: number % len(keys) + 1]:
+            store.put_state(session_id, key, f"{key} of {session_id}")
+    for number, session_id in enumerate(ids):
+        snapshot = read_session(store, session_id, keys)
+        assert snapshot.stats == store.stats(session_id)
+        assert snapshot.stats.message_count == number % 3 + 1
+        assert snapshot.states == {
+            key: record for key in keys if (record := store.get_state(session_id, key)) is not None
+        }
+        assert all(record.value.endswith(f" of {session_id}") for record in snapshot.states.values())
 
 
 def test_state_is_per_session(store: Store) -> None:

@@ -396,7 +396,10 @@ class DerivedState:
 
     def facts_book(self) -> FactBook:
         """The stored facts; parsed once per stored version (treat the result as read-only)."""
-        record = self.store.get_state(self.session_id, FACTS_KEY)
+        return self.facts_book_of(self.store.get_state(self.session_id, FACTS_KEY))
+
+    def facts_book_of(self, record: StateRecord | None) -> FactBook:
+        """The fact book in this session's facts `record`, just read (see `facts_book`)."""
         if record is None:
             return FactBook()
         cached = self._facts_cache

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 from ._builder import BuiltContext, ContextBuilder, ContextPlan, ContextRequest
 from ._config import MemoryConfig, TranscriptTemplate
-from ._derived import DerivedState, Summary
+from ._derived import FACTS_KEY, SUMMARY_KEY, DerivedState, Summary
 from ._errors import BudgetError, ConfigError, InvalidMessageError
 from ._facts import Fact, FactBook, FactExtractor, RuleFactExtractor
 from ._inmemory_store import InMemoryStore
@@ -24,7 +24,15 @@ from ._language import detect_language
 from ._models import Message, Role, Turn, TurnStatus, group_turns, validate_message
 from ._recent import recent_turns
 from ._sqlite_store import SQLiteStore
-from ._store import SessionStats, Store, check_owner, check_seq, validate_id, validate_seqs
+from ._store import (
+    SessionStats,
+    Store,
+    check_owner,
+    check_seq,
+    read_session,
+    validate_id,
+    validate_seqs,
+)
 from ._summarizer import ExtractiveSummarizer, Summarizer
 from ._tokens import REPLY_PRIMING_TOKENS, TokenCounter, default_counter
 from ._tool_sequence import check_tool_results, unanswered_calls
@@ -41,6 +49,9 @@ _CONDENSED_KEPT = 8
 """Condensed summaries a memory keeps: one per room a query's recall share leaves."""
 _CONDENSE_STEP = 32
 """Tokens by which a condensed summary's room is rounded down (see `_fit_summary`)."""
+# The state records a build reads with the session's stats.
+_BUILD_STATE_KEYS = (SUMMARY_KEY, FACTS_KEY)
+_SUMMARY_ONLY = (SUMMARY_KEY,)
 
 DEFAULT_DB_ENV = "CONVMEM_DB"
 DEFAULT_DB_PATH = "convmem.db"
@@ -471,11 +482,22 @@ class ConversationMemory:
             raise BudgetError(f"budget must be a positive int, got {budget!r}")
         if query is not None and not isinstance(query, str):
             raise InvalidMessageError(f"query must be a str or None, got {type(query).__name__}")
-        # Read once per build, and first: the owner is checked before anything else is read.
-        stats = self.stats()
-        # Read once per build: with a user's facts that is one read of each of their sessions.
-        book = self._facts_book() if self.fact_extractor is not None else None
-        asked = self._request(query, budget, include_query, book, stats)
+        # The session's stats, summary and its own facts: one read per build (one round
+        # trip where the store can), and nothing read is used before the owner is checked.
+        own_facts = self.fact_extractor is not None and self._user_facts is None
+        snapshot = read_session(
+            self.store, self.session_id, _BUILD_STATE_KEYS if own_facts else _SUMMARY_ONLY
+        )
+        stats = snapshot.stats
+        self._check_owner(stats)
+        book = None
+        if self._user_facts is not None and self.fact_extractor is not None:
+            # A user's facts: one more read, of each of their sessions.
+            book = self._user_facts.book()
+        elif own_facts:
+            book = self._derived.facts_book_of(snapshot.states.get(FACTS_KEY))
+        summary = Summary.from_record(snapshot.states.get(SUMMARY_KEY), self.session_id)
+        asked = self._request(query, budget, include_query, book, stats, summary)
         request = self._fit_summary(asked)
         plan = self._builder.plan(request)
         recalled = self._recalled(request, plan, book, stats)
@@ -492,10 +514,16 @@ class ConversationMemory:
         return self._builder.assemble(plan, recalled)
 
     def _request(
-        self, query: str | None, budget: int, include_query: bool, book: FactBook | None, stats: SessionStats
+        self,
+        query: str | None,
+        budget: int,
+        include_query: bool,
+        book: FactBook | None,
+        stats: SessionStats,
+        summary: Summary,
     ) -> ContextRequest:
         """What the builder needs from the log (of which `stats` were just read) and the
-        derived state, in one language."""
+        derived state (`book` and `summary`, read with them), in one language."""
         # The window never holds more than the budget: read the turns that hold just
         # over it (with a turn cap, at most that many turns), whatever the log's length.
         cap = self.config.keep_recent_turns
@@ -521,7 +549,7 @@ class ConversationMemory:
             query=query,
             include_query=include_query,
             facts=facts,
-            summary=self._derived.summary(),
+            summary=summary,
             first_log_seq=1 if stats.last_seq else None,
             log_tokens=stats.total_tokens,
             recall_share=recall_share,

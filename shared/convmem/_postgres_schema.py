@@ -67,6 +67,7 @@ from ._errors import ConfigError, InvalidMessageError, StoreError
 from ._models import Message, TurnStatus
 from ._store import (
     MAX_ID_LENGTH,
+    SessionSnapshot,
     SessionStats,
     StateRecord,
     check_owner,
@@ -594,6 +595,32 @@ class _Queries:
         return SessionStats(
             session_id, int(count), int(last_seq), int(tokens), user_id, created, updated, generation
         )
+
+    def read_session(self, session_id: str, keys: Sequence[str]) -> _Operation[SessionSnapshot]:
+        """Stats and state records in one statement (a row per record found, or one row)."""
+        _check_id(session_id, "session_id")
+        wanted = list(dict.fromkeys(keys))
+        for key in wanted:
+            _check_text(key, "a state key")
+        s = self.s
+        rows = yield _Sql(
+            "SELECT known.message_count, known.last_seq, known.total_tokens, known.user_id, "
+            "known.created_at, known.updated_at, known.generation, st.key, st.value, st.version "
+            f"FROM (SELECT %s::text AS session_id) AS asked "
+            f"LEFT JOIN {s}.sessions AS known ON known.session_id = asked.session_id "
+            f"LEFT JOIN {s}.state AS st ON st.session_id = asked.session_id AND st.key = ANY(%s::text[])",
+            (session_id, wanted),
+        )
+        count, last_seq, tokens, user_id, created, updated, generation = rows[0][:7]
+        stats = (
+            SessionStats(session_id, 0, 0, 0)
+            if count is None
+            else SessionStats(
+                session_id, int(count), int(last_seq), int(tokens), user_id, created, updated, generation
+            )
+        )
+        states = {row[7]: StateRecord(row[8], int(row[9])) for row in rows if row[7] is not None}
+        return SessionSnapshot(stats, states)
 
     def delete_messages(self, session_id: str, seqs: Sequence[int]) -> _Operation[list[Message]]:
         """Run in a transaction: a seq that is not there rolls every deletion back."""

@@ -35,7 +35,7 @@ from ._postgres_connection import (
     _Watchdog,
 )
 from ._postgres_schema import DEFAULT_SCHEMA, _not_utf8, _Operation, _Queries, _RollBack
-from ._store import SessionStats, StateRecord
+from ._store import SessionSnapshot, SessionStats, StateRecord
 
 if TYPE_CHECKING:
     import psycopg
@@ -246,6 +246,13 @@ class PostgresStore:
 
     def stats(self, session_id: str) -> SessionStats:
         return self._run(lambda: self._queries.stats(session_id), f"stats of session {session_id!r:.80}")
+
+    def read_session(self, session_id: str, keys: Sequence[str]) -> SessionSnapshot:
+        """The session's stats and its `keys` state records (those it has), in one
+        statement (see `convmem._store.read_session`)."""
+        return self._run(
+            lambda: self._queries.read_session(session_id, keys), f"read of session {session_id!r:.80}"
+        )
 
     def user_session_stats(self, user_id: str) -> list[SessionStats]:
         """`stats` of every session of `user_id`, sorted by id, in one query."""
@@ -509,6 +516,12 @@ class AsyncPostgresStore:
     async def stats(self, session_id: str) -> SessionStats:
         return await self._run(
             lambda: self._queries.stats(session_id), f"stats of session {session_id!r:.80}"
+        )
+
+    async def read_session(self, session_id: str, keys: Sequence[str]) -> SessionSnapshot:
+        """Async `PostgresStore.read_session`."""
+        return await self._run(
+            lambda: self._queries.read_session(session_id, keys), f"read of session {session_id!r:.80}"
         )
 
     async def get_state(self, session_id: str, key: str) -> StateRecord | None:

@@ -53,6 +53,7 @@ from ._errors import ConfigError, InvalidMessageError, StoreError
 from ._models import Message, TurnStatus
 from ._redis_scripts import _OWNED, _REGISTER
 from ._store import (
+    SessionSnapshot,
     SessionStats,
     StateRecord,
     check_owner,
@@ -131,6 +132,38 @@ def _unescape(value: str | bytes, where: str) -> str:
 
 def _text(value: str | bytes) -> str:
     return value.decode("utf-8") if isinstance(value, bytes) else value
+
+
+def _stats_of(session_id: str, meta: str, raw: Any) -> SessionStats:
+    """The `SessionStats` in a session's meta hash (HGETALL's reply)."""
+    fields = {_text(k): _text(v) for k, v in dict(raw or {}).items()}
+    if not fields:
+        return SessionStats(session_id, 0, 0, 0)
+    try:
+        return SessionStats(
+            session_id,
+            message_count=int(fields.get("count", 0)),
+            last_seq=int(fields.get("last_seq", 0)),
+            total_tokens=int(fields.get("tokens", 0)),
+            user_id=_unescape(fields["user_id"], f"the user_id of {meta}") if "user_id" in fields else None,
+            created_at=float(fields["created_at"]) if "created_at" in fields else None,
+            updated_at=float(fields["updated_at"]) if "updated_at" in fields else None,
+            generation=fields.get("generation"),
+        )
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise StoreError(
+            f"the counters of session {session_id!r:.80} in {meta!r:.120} are malformed ({exc})"
+        ) from None
+
+
+def _state_of(session_id: str, key: str, value: Any, version: Any) -> StateRecord | None:
+    """The state record `key` from its value and version fields (None when it has none)."""
+    if value is None or version is None:
+        return None
+    try:
+        return StateRecord(_text(value), int(version))
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise StoreError(f"state {key!r} of session {session_id!r:.80} is malformed ({exc})") from None
 
 
 def _glob_escape(text: str) -> str:
@@ -348,36 +381,26 @@ class _RedisLayout:
     def stats(self, session_id: str) -> _Operation[SessionStats]:
         meta, _, _ = self.session_keys(session_id)
         raw = yield _Command(("HGETALL", meta))
-        fields = {_text(k): _text(v) for k, v in dict(raw or {}).items()}
-        if not fields:
-            return SessionStats(session_id, 0, 0, 0)
-        try:
-            return SessionStats(
-                session_id,
-                message_count=int(fields.get("count", 0)),
-                last_seq=int(fields.get("last_seq", 0)),
-                total_tokens=int(fields.get("tokens", 0)),
-                user_id=_unescape(fields["user_id"], f"the user_id of {meta}")
-                if "user_id" in fields
-                else None,
-                created_at=float(fields["created_at"]) if "created_at" in fields else None,
-                updated_at=float(fields["updated_at"]) if "updated_at" in fields else None,
-                generation=fields.get("generation"),
-            )
-        except (ValueError, UnicodeDecodeError) as exc:
-            raise StoreError(
-                f"the counters of session {session_id!r:.80} in {meta!r:.120} are malformed ({exc})"
-            ) from None
+        return _stats_of(session_id, meta, raw)
+
+    def read_session(self, session_id: str, keys: Sequence[str]) -> _Operation[SessionSnapshot]:
+        """Stats and state records in one round trip: the session's keys share a slot."""
+        meta, _, state = self.session_keys(session_id)
+        if not keys:
+            return SessionSnapshot((yield from self.stats(session_id)), {})
+        fields = [field for key in keys for field in (f"v:{key}", f"n:{key}")]
+        raw, values = yield _Pipeline((("HGETALL", meta), ("HMGET", state, *fields)))
+        states = {}
+        for index, key in enumerate(keys):
+            record = _state_of(session_id, key, values[2 * index], values[2 * index + 1])
+            if record is not None:
+                states[key] = record
+        return SessionSnapshot(_stats_of(session_id, meta, raw), states)
 
     def get_state(self, session_id: str, key: str) -> _Operation[StateRecord | None]:
         _, _, state = self.session_keys(session_id)
         value, version = yield _Command(("HMGET", state, f"v:{key}", f"n:{key}"))
-        if value is None or version is None:
-            return None
-        try:
-            return StateRecord(_text(value), int(version))
-        except (ValueError, UnicodeDecodeError) as exc:
-            raise StoreError(f"state {key!r} of session {session_id!r:.80} is malformed ({exc})") from None
+        return _state_of(session_id, key, value, version)
 
     def put_state(
         self,

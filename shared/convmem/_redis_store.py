@@ -26,7 +26,7 @@ from ._models import Message, TurnStatus
 from ._redis_layout import _Command, _Operation, _RedisLayout, _Request, _Scan, _Script
 from ._redis_layout import _escape as _escape  # the tests name keys by it
 from ._redis_scripts import _SCRIPT_SHAS, _SCRIPT_SOURCES
-from ._store import SessionStats, StateRecord
+from ._store import SessionSnapshot, SessionStats, StateRecord
 
 if TYPE_CHECKING:
     import redis
@@ -321,6 +321,11 @@ class RedisStore:
     def stats(self, session_id: str) -> SessionStats:
         return self._run(self._layout.stats(session_id), f"stats of session {session_id!r:.80}")
 
+    def read_session(self, session_id: str, keys: Sequence[str]) -> SessionSnapshot:
+        """The session's stats and its `keys` state records (those it has), in one round
+        trip (see `convmem._store.read_session`)."""
+        return self._run(self._layout.read_session(session_id, keys), f"read of session {session_id!r:.80}")
+
     def get_state(self, session_id: str, key: str) -> StateRecord | None:
         return self._run(
             self._layout.get_state(session_id, key), f"read of state {key!r} of session {session_id!r:.80}"
@@ -548,6 +553,12 @@ class AsyncRedisStore:
 
     async def stats(self, session_id: str) -> SessionStats:
         return await self._run(self._layout.stats(session_id), f"stats of session {session_id!r:.80}")
+
+    async def read_session(self, session_id: str, keys: Sequence[str]) -> SessionSnapshot:
+        """Async `RedisStore.read_session`."""
+        return await self._run(
+            self._layout.read_session(session_id, keys), f"read of session {session_id!r:.80}"
+        )
 
     async def get_state(self, session_id: str, key: str) -> StateRecord | None:
         return await self._run(

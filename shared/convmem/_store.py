@@ -27,7 +27,7 @@ import dataclasses
 import math
 import secrets
 import unicodedata
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Protocol, runtime_checkable
 
 from ._errors import ConfigError, InvalidMessageError, InvalidSessionIdError, SessionOwnerError
@@ -36,6 +36,7 @@ from ._tool_sequence import check_tool_calls
 
 __all__ = [
     "MAX_ID_LENGTH",
+    "SessionSnapshot",
     "SessionStats",
     "StateRecord",
     "Store",
@@ -44,6 +45,7 @@ __all__ = [
     "idle_cutoff",
     "missing_seqs_error",
     "new_generation",
+    "read_session",
     "validate_id",
     "validate_messages",
     "validate_seqs",
@@ -181,6 +183,31 @@ class StateRecord:
     version: int
 
 
+@dataclasses.dataclass(frozen=True)
+class SessionSnapshot:
+    """A session's stats and some of its state records, read together (`read_session`)."""
+
+    stats: SessionStats
+    states: Mapping[str, StateRecord]
+    """The records asked for that the session has, by key."""
+
+
+def read_session(store: Store, session_id: str, keys: Sequence[str]) -> SessionSnapshot:
+    """The session's `Store.stats` and its `keys` state records (those it has).
+
+    A store that offers ``read_session(session_id, keys)`` reads them in one round
+    trip (Redis, PostgreSQL: a build reads the stats, summary and facts of its
+    session every time); any other store is asked for each in turn.
+    """
+    batched = getattr(store, "read_session", None)
+    if batched is not None:
+        snapshot: SessionSnapshot = batched(session_id, keys)
+        return snapshot
+    stats = store.stats(session_id)
+    states = {key: record for key in keys if (record := store.get_state(session_id, key)) is not None}
+    return SessionSnapshot(stats, states)
+
+
 @runtime_checkable
 class Store(Protocol):
     """Where conversations live. Implementations: `InMemoryStore`, `SQLiteStore`, `RedisStore`.
@@ -188,6 +215,10 @@ class Store(Protocol):
     Every method takes an already validated ``session_id``. Messages come back
     oldest first. Writing is all-or-nothing: a failed `append` stores nothing.
     An implementation's ``append`` starts with `validate_messages`.
+
+    A store reached over a network may also offer ``read_session(session_id, keys)
+    -> SessionSnapshot`` (the stats and those state records in one round trip, see
+    `read_session`) and ``get_states(session_ids, key)`` (one key of many sessions).
     """
 
     def append(
