@@ -4,7 +4,10 @@ from __future__ import annotations
 
 from random import Random
 
-from convmem._lexical import BM25Index, tokenize
+import numpy as np
+import pytest
+
+from convmem._lexical import BM25Index, LexicalScores, tokenize
 
 
 def test_latin_words_are_lowercased_and_stopwords_dropped() -> None:
@@ -128,3 +131,32 @@ def test_scores_over_many_postings_are_the_loop_s_to_the_last_bit() -> None:
     index.clear()
     index.add(1, ["tea"])
     assert index.scores(["tea"]) == _loop_scores(index, ["tea"])
+
+
+def test_lexical_scores_read_as_the_mapping_they_hold() -> None:
+    scores = LexicalScores.of({9: 0.5, 2: 1.5, 4: 0.25})
+    assert scores.ids.tolist() == [2, 4, 9]  # ascending, whatever order they came in
+    assert scores == {2: 1.5, 4: 0.25, 9: 0.5}
+    assert scores[9] == 0.5 and 3 not in scores and len(scores) == 3
+    with pytest.raises(KeyError):
+        scores[10]
+    assert scores.best() == 1.5 and LexicalScores.of({}).best() == 0.0
+    assert LexicalScores.of_rows([(9, 0.5), (2, 1.5), (4, 0.25)]) == scores
+
+
+def test_lexical_scores_look_up_candidates_and_keep_a_subset() -> None:
+    scores = LexicalScores.of({2: 1.5, 4: 0.25, 9: 0.5})
+    assert scores.lookup(np.array([9, 1, 2, 10, 4], dtype=np.int64)).tolist() == [0.5, 0.0, 1.5, 0.0, 0.25]
+    assert LexicalScores.of({}).lookup(np.array([1, 2], dtype=np.int64)).tolist() == [0.0, 0.0]
+    assert scores.only(lambda doc_id: doc_id != 4) == {2: 1.5, 9: 0.5}
+    assert sorted(scores.top(2).tolist()) == [2, 9]
+
+
+def test_cached_postings_cannot_be_changed_through_the_scores_handed_out() -> None:
+    index = BM25Index()
+    for doc_id in range(600):
+        index.add(doc_id, ["tea"])  # one term with many postings: scored in numpy from the cache
+    scores = index.scores(["tea"])
+    with pytest.raises(ValueError):
+        scores.ids[0] = 12345
+    assert index.scores(["tea"]).ids[0] == 0

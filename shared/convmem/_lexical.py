@@ -335,6 +335,8 @@ class BM25Index:
                     np.fromiter(docs.values(), dtype=np.float64, count=count),
                     np.fromiter((self._lengths[d] for d in docs), dtype=np.float64, count=count),
                 )
+                for array in arrays:  # a query's scores may hand the ids out as they are
+                    array.flags.writeable = False
             doc_ids, frequency, lengths = arrays
             norm = k1 * (1.0 - b + b * lengths / average)
             ids.append(doc_ids)
