@@ -299,6 +299,16 @@ def test_condense_shortens_any_text_to_the_cap_at_sentence_boundaries() -> None:
     assert all(s in split_sentences(text) for s in split_sentences(condensed))
 
 
+def test_condensing_one_summary_to_many_rooms_gives_what_a_fresh_summarizer_gives() -> None:
+    first = " ".join(f"Alice told me fact number {n} about Beijing on June {n}." for n in range(1, 30))
+    second = " ".join(f"Bob moved to Lyon in March {2000 + n} and bought {n} bikes." for n in range(1, 30))
+    reused = ExtractiveSummarizer(COUNTER)
+    for text in (first, second, first):
+        for room in (200, 37, 90, 12, 37):
+            assert reused.condense(text, room) == ExtractiveSummarizer(COUNTER).condense(text, room)
+    assert "Bob" not in reused.condense(first, 90)
+
+
 @pytest.mark.parametrize("room", [0, -3])
 def test_condense_into_no_room_gives_an_empty_summary(room: int) -> None:
     assert ExtractiveSummarizer(COUNTER).condense("Alice lives in Beijing.", room) == ""

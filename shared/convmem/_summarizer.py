@@ -192,6 +192,9 @@ class ExtractiveSummarizer:
             )
         self.min_value = float(min_value)
         self.max_sentences_per_message = max_sentences_per_message
+        # The last summary `condense` split and scored, with its language and sentences: a
+        # memory condenses one summary to the room each question leaves, which differs.
+        self._condensing: tuple[str, str, list[_Unit]] | None = None
 
     @property
     def counter(self) -> TokenCounter:
@@ -240,8 +243,13 @@ class ExtractiveSummarizer:
             return ""
         if cap is None or self.counter.count_text(previous) <= cap:
             return previous
-        language = self._language_of(previous, [])
-        units = self._dedupe(self._units_of_summary(previous))
+        known = self._condensing
+        if known is not None and known[0] == previous:
+            _, language, units = known
+        else:
+            language = self._language_of(previous, [])
+            units = self._dedupe(self._units_of_summary(previous))
+            self._condensing = (previous, language, units)  # one assignment: safe across threads
         return self._render(self._fit(units, cap, language), language)
 
     # -- internals
