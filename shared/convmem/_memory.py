@@ -25,6 +25,7 @@ from ._models import Message, Role, Turn, TurnStatus, group_turns, validate_mess
 from ._recent import recent_turns
 from ._sqlite_store import SQLiteStore
 from ._store import (
+    SessionSnapshot,
     SessionStats,
     Store,
     check_owner,
@@ -49,6 +50,8 @@ _CONDENSED_KEPT = 8
 """Condensed summaries a memory keeps: one per room a query's recall share leaves."""
 _CONDENSE_STEP = 32
 """Tokens by which a condensed summary's room is rounded down (see `_fit_summary`)."""
+
+
 # The state records a build reads with the session's stats.
 _BUILD_STATE_KEYS = (SUMMARY_KEY, FACTS_KEY)
 _SUMMARY_ONLY = (SUMMARY_KEY,)
@@ -212,11 +215,14 @@ class ConversationMemory:
             else None
         )
 
-    def _facts_book(self) -> FactBook:
-        """The facts this memory shows: the user's (all their sessions) or this session's."""
+    def _facts_book(self, snapshot: SessionSnapshot | None = None) -> FactBook:
+        """The facts this memory shows: the user's (one more read, of each of their
+        sessions) or this session's, from `snapshot` when the session was just read."""
         if self._user_facts is not None:
             return self._user_facts.book()
-        return self._derived.facts_book()
+        if snapshot is None:
+            return self._derived.facts_book()
+        return self._derived.facts_book_of(snapshot.states.get(FACTS_KEY))
 
     def _check_owner(self, stats: SessionStats | None = None) -> None:
         """Refuse (`SessionOwnerError`) to serve a session that another user owns.
@@ -490,12 +496,7 @@ class ConversationMemory:
         )
         stats = snapshot.stats
         self._check_owner(stats)
-        book = None
-        if self._user_facts is not None and self.fact_extractor is not None:
-            # A user's facts: one more read, of each of their sessions.
-            book = self._user_facts.book()
-        elif own_facts:
-            book = self._derived.facts_book_of(snapshot.states.get(FACTS_KEY))
+        book = self._facts_book(snapshot) if self.fact_extractor is not None else None
         summary = Summary.from_record(snapshot.states.get(SUMMARY_KEY), self.session_id)
         asked = self._request(query, budget, include_query, book, stats, summary)
         request = self._fit_summary(asked)

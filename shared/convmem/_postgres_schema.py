@@ -409,6 +409,20 @@ def _check_schema(schema: object) -> str:
 # -- the logic shared by both stores ---------------------------------------------------
 
 
+# A session row's columns that make its `SessionStats`, in `_stats_of`'s order.
+_STATS_COLUMNS = "message_count, last_seq, total_tokens, user_id, created_at, updated_at, generation"
+
+
+def _stats_of(session_id: str, row: Sequence[Any] | None) -> SessionStats:
+    """The `SessionStats` of a session row's `_STATS_COLUMNS` (None: no row, no messages)."""
+    if row is None:
+        return SessionStats(session_id, 0, 0, 0)
+    count, last_seq, tokens, user_id, created, updated, generation = row
+    return SessionStats(
+        session_id, int(count), int(last_seq), int(tokens), user_id, created, updated, generation
+    )
+
+
 class _Queries:
     """The SQL of every operation for one schema, and the decoding of its rows: everything but the I/O."""
 
@@ -585,16 +599,9 @@ class _Queries:
     def stats(self, session_id: str) -> _Operation[SessionStats]:
         _check_id(session_id, "session_id")
         rows = yield _Sql(
-            f"SELECT message_count, last_seq, total_tokens, user_id, created_at, updated_at, generation "
-            f"FROM {self.s}.sessions WHERE session_id = %s",
-            (session_id,),
+            f"SELECT {_STATS_COLUMNS} FROM {self.s}.sessions WHERE session_id = %s", (session_id,)
         )
-        if not rows:
-            return SessionStats(session_id, 0, 0, 0)
-        count, last_seq, tokens, user_id, created, updated, generation = rows[0]
-        return SessionStats(
-            session_id, int(count), int(last_seq), int(tokens), user_id, created, updated, generation
-        )
+        return _stats_of(session_id, rows[0] if rows else None)
 
     def read_session(self, session_id: str, keys: Sequence[str]) -> _Operation[SessionSnapshot]:
         """Stats and state records in one statement (a row per record found, or one row)."""
@@ -603,22 +610,15 @@ class _Queries:
         for key in wanted:
             _check_text(key, "a state key")
         s = self.s
+        known = ", ".join(f"known.{column}" for column in _STATS_COLUMNS.split(", "))
         rows = yield _Sql(
-            "SELECT known.message_count, known.last_seq, known.total_tokens, known.user_id, "
-            "known.created_at, known.updated_at, known.generation, st.key, st.value, st.version "
+            f"SELECT {known}, st.key, st.value, st.version "
             f"FROM (SELECT %s::text AS session_id) AS asked "
             f"LEFT JOIN {s}.sessions AS known ON known.session_id = asked.session_id "
             f"LEFT JOIN {s}.state AS st ON st.session_id = asked.session_id AND st.key = ANY(%s::text[])",
             (session_id, wanted),
         )
-        count, last_seq, tokens, user_id, created, updated, generation = rows[0][:7]
-        stats = (
-            SessionStats(session_id, 0, 0, 0)
-            if count is None
-            else SessionStats(
-                session_id, int(count), int(last_seq), int(tokens), user_id, created, updated, generation
-            )
-        )
+        stats = _stats_of(session_id, rows[0][:7] if rows[0][0] is not None else None)
         states = {row[7]: StateRecord(row[8], int(row[9])) for row in rows if row[7] is not None}
         return SessionSnapshot(stats, states)
 
@@ -691,14 +691,10 @@ class _Queries:
     def user_session_stats(self, user_id: str) -> _Operation[list[SessionStats]]:
         _check_id(user_id, "user_id")
         rows = yield _Sql(
-            f"SELECT session_id, message_count, last_seq, total_tokens, user_id, created_at, updated_at, "
-            f"generation FROM {self.s}.sessions WHERE user_id = %s ORDER BY session_id",
+            f"SELECT session_id, {_STATS_COLUMNS} FROM {self.s}.sessions WHERE user_id = %s ORDER BY session_id",
             (user_id,),
         )
-        return [
-            SessionStats(sid, int(count), int(last), int(tokens), user, created, updated, generation)
-            for sid, count, last, tokens, user, created, updated, generation in rows
-        ]
+        return [_stats_of(row[0], row[1:]) for row in rows]
 
     def get_states(self, session_ids: Sequence[str], key: str) -> _Operation[dict[str, StateRecord]]:
         ids = list(dict.fromkeys(session_ids))

@@ -21,7 +21,7 @@ from ._recall_config import RecallConfig, RecallFilters
 from ._recall_language import SECTION_HEADERS, choose_language
 from ._recall_rank import Evidence, best_score, dense_similarities, named_speakers, normalized, rank
 from ._recall_render import CachedLine, LineKey, RecallResult, render
-from ._recall_units import EXCHANGE_SEQ_MASK, SessionMirror, is_exchange_unit
+from ._recall_units import EXCHANGE_SEQ_MASK, SessionMirror, is_exchange_unit, items_are_single_messages
 from ._tokens import TokenCounter
 
 __all__ = ["answer", "answer_sessions", "gather"]
@@ -89,8 +89,7 @@ class _ItemSeqs(Mapping[int, list[int]]):
         self._known: dict[int, list[int]] = {}
         # A candidate passed what an item of one message needs (mirrored, not excluded,
         # not small talk): where items are their message alone, it is its own item.
-        alone = config.granularity != "exchange" and not config.neighbour_radius
-        self._alone = frozenset(seqs) if alone else frozenset()
+        self._alone = frozenset(seqs) if items_are_single_messages(config) else frozenset()
 
     def __getitem__(self, seq: int) -> list[int]:
         if seq in self._alone:

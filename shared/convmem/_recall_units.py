@@ -35,6 +35,7 @@ __all__ = [
     "exchange_first_seq",
     "exchange_unit_id",
     "is_exchange_unit",
+    "items_are_single_messages",
 ]
 
 logger = logging.getLogger("convmem")
@@ -69,6 +70,11 @@ EXCHANGE_SEQ_MASK = (1 << _SEQ_BITS) - 1
 
 def exchange_first_seq(unit_id: int) -> int:
     return unit_id & EXCHANGE_SEQ_MASK
+
+
+def items_are_single_messages(config: RecallConfig) -> bool:
+    """Whether a recalled item is its message alone: not its exchange, no neighbours."""
+    return config.granularity != "exchange" and not config.neighbour_radius
 
 
 class LogColumns:
@@ -535,7 +541,7 @@ class SessionMirror:
 
     def item_seqs(self, seq: int, excluded: Collection[int], config: RecallConfig) -> list[int]:
         """The messages a recalled `seq` brings: its exchange or itself, plus neighbours."""
-        if config.granularity != "exchange" and not config.neighbour_radius:
+        if items_are_single_messages(config):
             alone = seq not in excluded and seq in self.lines and seq not in self.small_talk
             return [seq] if alone else []
         if config.granularity == "exchange":
