@@ -260,8 +260,11 @@ class _RecordingEmbedder(BaseEmbedder):
 
 
 def prefetch(conversation: Conversation, embedder: SharedMiniLM, configs: Sequence[RecallConfig]) -> None:
-    """Embed, in one batch, every unit recall will index for `conversation` and every question."""
+    """Embed, in one batch, every unit recall will index for `conversation` and every
+    question, as it is and as recall embeds it (speakers it names put as "they")."""
     recorder = _RecordingEmbedder(embedder.dimension)
+    queries = [q.text for q in conversation.questions]
+    counter = TiktokenCounter()
     for config in configs:
         store = InMemoryStore()
         recall = Recall(recorder, config=config)
@@ -269,7 +272,12 @@ def prefetch(conversation: Conversation, embedder: SharedMiniLM, configs: Sequen
             role = "user" if turn.speaker == conversation.speaker_a else "assistant"
             message = Message.create(role, turn.text, name=turn.speaker, timestamp=turn.timestamp)
             recall.add(conversation.sample_id, store.append(conversation.sample_id, [message]))
-    embedder.prefetch(recorder.texts, [q.text for q in conversation.questions])
+        documents = len(recorder.texts)
+        for question in conversation.questions:
+            recall.search(conversation.sample_id, question.text, store=store, max_tokens=0, counter=counter)
+        queries.extend(recorder.texts[documents:])
+        del recorder.texts[documents:]
+    embedder.prefetch(recorder.texts, queries)
 
 
 # -- runs ----------------------------------------------------------------------------

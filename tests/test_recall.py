@@ -153,6 +153,50 @@ def test_messages_of_a_named_speaker_rank_first_when_the_query_names_them(store:
     assert [item.seqs for item in result.items] == [(stored[1].seq,)]
 
 
+class QueryRecordingEmbedder(HashingEmbedder):
+    """A `HashingEmbedder` that keeps the queries it embedded."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.queries: list[str] = []
+
+    def embed_query(self, text: str) -> np.ndarray:
+        self.queries.append(text)
+        return super().embed_query(text)
+
+    async def aembed_query(self, text: str) -> np.ndarray:
+        self.queries.append(text)
+        return await super().aembed_query(text)
+
+
+@pytest.mark.parametrize("asynchronous", [False, True])
+def test_the_query_vector_leaves_named_speakers_to_the_speaker_boost(
+    store: SQLiteStore, asynchronous: bool
+) -> None:
+    embedder = QueryRecordingEmbedder()
+    recall = Recall(embedder)
+    stored = store_messages(store, "s1", [("user", "I painted a sunrise.")], name="Melanie")
+    stored += store_messages(store, "s2", [("user", "I went hiking.")], name="Caroline")
+    recall.add("s1", stored[:1])
+    recall.add("s2", stored[1:])
+    query = "What did Melanie and Caroline's sister paint?"
+    kwargs: dict[str, Any] = {"store": store, "max_tokens": 50, "counter": COUNTER, "other_sessions": ["s2"]}
+    if asynchronous:
+        result = asyncio.run(recall.asearch("s1", query, **kwargs))
+    else:
+        result = recall.search("s1", query, **kwargs)
+    # The names of both sessions' speakers are left out of what is embedded...
+    assert embedder.queries == ["What did they and their sister paint?"]
+    # ...and still lift what the named speakers said.
+    assert "sunrise" in result.text
+
+    unboosted = QueryRecordingEmbedder()
+    plain = Recall(unboosted, config=RecallConfig(speaker_weight=0.0))
+    plain.add("s1", stored[:1])
+    plain.search("s1", query, store=store, max_tokens=50, counter=COUNTER)
+    assert unboosted.queries == [query]
+
+
 def test_near_duplicate_messages_are_recalled_once(store: SQLiteStore) -> None:
     recall = Recall(HashingEmbedder())
     stored = store_messages(store, "s1", [("user", "My corgi is called Duoduo.")] * 3 + FILLER)

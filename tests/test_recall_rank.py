@@ -18,6 +18,7 @@ from convmem._recall_rank import (
     normalized,
     rank,
     relevance_floor,
+    without_speakers,
 )
 
 # Boosts off unless a test turns one on, so each test sees one effect.
@@ -28,6 +29,7 @@ PLAIN = RecallConfig(
     recency_weight=0.0,
     granularity="message",
     relevance_floor=0.0,
+    feedback_weight=0.0,
 )
 
 
@@ -40,6 +42,7 @@ def evidence(
     episodes: Sequence[int] | None = None,
     positions: Sequence[int] | None = None,
     vectors: dict[int, np.ndarray] | None = None,
+    lexical_scale: tuple[float, float] = (0.0, 0.0),
 ) -> Evidence:
     n = len(lexical)
     seqs = list(range(1, n + 1))
@@ -56,6 +59,7 @@ def evidence(
         episodes=list(episodes or seqs),
         vectors=vectors or {},
         positions=positions,
+        lexical_scale=lexical_scale,
     )
 
 
@@ -185,7 +189,7 @@ def test_speakers_are_named_by_whole_words_or_by_chinese_characters() -> None:
 
 
 def test_the_relevance_floor_left_to_the_ranking_is_higher_with_dense_search() -> None:
-    assert relevance_floor(RecallConfig(), has_dense=True) == 0.5
+    assert relevance_floor(RecallConfig(), has_dense=True) == 0.45
     assert relevance_floor(RecallConfig(), has_dense=False) == 0.25
 
 
@@ -219,3 +223,57 @@ def test_the_best_candidates_are_the_ones_a_full_sort_keeps_ties_going_to_smalle
         scores = {random.randrange(10**6): float(random.randrange(7)) for _ in range(size)}
         expected = [doc for doc, _ in sorted(scores.items(), key=lambda kv: (-kv[1], kv[0]))[:k]]
         assert sorted(LexicalScores.of(scores).top(k)) == sorted(expected)
+
+
+def test_a_dense_query_names_the_speakers_it_asks_about_as_they() -> None:
+    speakers = {"caroline": "Caroline", "ann": "Ann", "小明": "小明"}
+    assert without_speakers("What did Caroline research?", speakers) == "What did they research?"
+    assert without_speakers("What are CAROLINE's hobbies?", speakers) == "What are their hobbies?"
+    assert without_speakers("Did Ann and Caroline meet?", speakers) == "Did they and they meet?"
+    # Whole words only, and names it does not know stay.
+    assert without_speakers("Annual plans of Bob?", speakers) == "Annual plans of Bob?"
+    assert without_speakers("小明的狗叫什么？", speakers) == "他们的狗叫什么？"
+    assert without_speakers("What did Caroline research?", {}) == "What did Caroline research?"
+
+
+def unit(*values: float) -> np.ndarray:
+    vector = np.array(values, dtype=np.float32)
+    return vector / np.linalg.norm(vector)
+
+
+def test_feedback_lifts_a_candidate_like_the_best_ones_over_an_equal_one_unlike_them() -> None:
+    # Candidates 1-10 are about one subject (the first axis) and score best; 11 and 12
+    # tie on the query, but only 11 talks like the best ones.
+    vectors = {s: unit(1.0, 0.1 * (s % 3), 0.0) for s in range(1, 11)}
+    vectors[11] = unit(1.0, 0.0, 0.3)
+    vectors[12] = unit(0.0, 0.3, 1.0)
+    dense = [0.9] * 10 + [0.4, 0.4]
+    candidates = evidence(dense, [0.0] * 12, vectors=vectors)
+    assert order(candidates)[-2:] == [11, 12]  # a tie keeps log order
+    assert order(candidates, feedback_weight=0.2)[-2:] == [11, 12]
+    reversed_tie = evidence(dense, [0.0] * 12, vectors={**vectors, 11: vectors[12], 12: vectors[11]})
+    assert order(reversed_tie)[-2:] == [11, 12]
+    assert order(reversed_tie, feedback_weight=0.2)[-2:] == [12, 11]
+
+
+def test_feedback_needs_vectors_and_more_candidates_than_it_reads() -> None:
+    few = evidence([0.9, 0.5, 0.4], [0.0, 0.0, 0.0], vectors={1: unit(1, 0), 2: unit(0, 1), 3: unit(1, 0)})
+    assert order(few, feedback_weight=0.9) == order(few)
+    many = evidence([0.9 - 0.01 * i for i in range(12)], [0.0] * 12)
+    assert order(many, feedback_weight=0.9) == order(many)
+
+
+def test_a_best_keyword_match_covering_little_of_the_query_does_not_outweigh_meaning() -> None:
+    # Message 2 shares one word with the query: the best keyword match, but a tenth of
+    # a message holding every query word. Message 1 answers it in other words.
+    candidates = {
+        "covered": evidence([0.45, 0.15, 0.1], [0.0, 1.0, 0.0], lexical_scale=(1.0, 1.0)),
+        "one word": evidence([0.45, 0.15, 0.1], [0.0, 1.0, 0.0], lexical_scale=(0.1, 0.1)),
+    }
+    assert order(candidates["covered"], dense_weight=0.5) == [2, 1, 3]
+    assert order(candidates["one word"], dense_weight=0.5) == [1, 2, 3]
+
+
+def test_without_dense_search_keyword_coverage_leaves_the_order_alone() -> None:
+    candidates = evidence(None, [0.2, 1.0, 0.5], lexical_scale=(0.05, 0.05))
+    assert order(candidates) == [2, 3, 1]

@@ -55,6 +55,7 @@ from ._postgres_lexical import PostgresLexicalIndex
 from ._postgres_store import PostgresStore
 from ._recall_config import RecallConfig, RecallFilters
 from ._recall_plan import Blocking, EmbedQuery, Plan, arun_plan, run_plan
+from ._recall_rank import without_speakers
 from ._recall_render import RecalledItem, RecallResult
 from ._recall_search import answer_sessions
 from ._recall_units import UNKNOWN, SessionMirror, is_exchange_unit
@@ -683,7 +684,8 @@ class Recall:
         problem = None
         try:
             if self.embedder is not None:
-                vector = yield EmbedQuery(query)
+                dense_query = yield from self._dense_query(query, mirrors)
+                vector = yield EmbedQuery(dense_query)
         except Exception as exc:
             logger.warning(
                 "the recall embedder failed on the query (%s: %s); recalling by keywords only",
@@ -703,6 +705,14 @@ class Recall:
             config=self.config,
         )
 
+    def _dense_query(self, query: str, mirrors: Sequence[SessionMirror]) -> Plan[str]:
+        """What the query's vector embeds: with the speaker boost on, the query with the
+        speakers it names put as "they" (see `RecallConfig.speaker_weight`)."""
+        if not self.config.speaker_weight:
+            return query
+        speakers: dict[str, str] = yield Blocking(functools.partial(_speakers_of, mirrors))
+        return without_speakers(query, speakers) if speakers else query
+
     def _ready(
         self, session_id: str, store: Store, known_stats: SessionStats | None = None
     ) -> Plan[SessionMirror]:
@@ -717,3 +727,12 @@ class Recall:
         except Exception as exc:  # recall degrades, the build goes on
             logger.warning("recall could not read the log of session %r: %s", session_id, exc)
         return state
+
+
+def _speakers_of(mirrors: Sequence[SessionMirror]) -> dict[str, str]:
+    """The named speakers (``lowercased name -> name``) of the mirrors' sessions."""
+    speakers: dict[str, str] = {}
+    for mirror in mirrors:
+        with mirror.lock:
+            speakers.update(mirror.speakers)
+    return speakers

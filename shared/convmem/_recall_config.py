@@ -36,10 +36,15 @@ class RecallConfig:
     dense_weight: float = 0.6
     """Share of the dense score in the fusion (the rest is BM25)."""
     rrf_k: int = 60
+    feedback_weight: float = 0.2
+    """Pseudo-relevance feedback: share of a candidate's dense score that is its cosine
+    similarity to the centroid of the 10 best candidates (0 turns it off)."""
     exchange_weight: float = 0.5
     """With granularity "both": share of the exchange's scores in a message's scores."""
     speaker_weight: float = 0.2
-    """Added to messages said by a speaker the query names (``Message.name``)."""
+    """Added to messages said by a speaker the query names (``Message.name``). While it
+    is above 0, dense search embeds the query with those names put as "they": who said
+    it is this boost's to match (and the keywords'), what was said is the vectors'."""
     episode_weight: float = 0.3
     """Added times the best score in the message's episode (related turns cluster)."""
     neighbour_weight: float = 0.3
@@ -65,7 +70,7 @@ class RecallConfig:
     relevance_floor: float | None = None
     """A candidate scoring below this fraction of the best candidate's score is not
     recalled, however much room is left: the room goes back to the recent window.
-    None picks by how recall ranks: 0.5 with dense search, 0.25 by words only (where
+    None picks by how recall ranks: 0.45 with dense search, 0.25 by words only (where
     the episode boost lifts every candidate of a good episode alike). Tuned on LoCoMo
     to cut candidates without losing evidence."""
     candidates: int = 200
@@ -102,6 +107,7 @@ class RecallConfig:
             _int_option(name, getattr(self, name), low=1)
         for name in (
             "dense_weight",
+            "feedback_weight",
             "exchange_weight",
             "mmr_lambda",
             "duplicate_similarity",

@@ -12,6 +12,10 @@ returns the candidates best first. Each candidate's score blends:
 - a boost by how relevant the messages right before and after it are: a turn
   next to a relevant one is often part of the same thread,
 - an optional recency boost with a half-life.
+
+Before any boost, the dense similarities take in pseudo-relevance feedback:
+each candidate's similarity to the centroid of the few best candidates (what
+the query is about, as the conversation words it).
 """
 
 from __future__ import annotations
@@ -39,10 +43,16 @@ __all__ = [
     "normalized",
     "rank",
     "relevance_floor",
+    "without_speakers",
 ]
 
 # MMR re-ranks this many of the best candidates; the rest keep their order.
 _MMR_HEAD = 150
+# Beside dense search, the best keyword match is a full one only when it scores at least
+# this fraction of a message holding every word of the query (see `_weighed_by_coverage`).
+_FULL_COVERAGE = 0.5
+# Pseudo-relevance feedback reads the centroid of this many of the best candidates.
+_FEEDBACK_DEPTH = 10
 
 
 @dataclasses.dataclass(frozen=True)
@@ -158,6 +168,50 @@ def _fuse(dense: np.ndarray, lexical: np.ndarray, config: RecallConfig) -> np.nd
     return np.asarray(score / score.max())
 
 
+def _weighed_by_coverage(evidence: Evidence, granularity: Granularity, weight: float) -> np.ndarray:
+    """The lexical scores, shrunk when even the best match covers little of the query.
+
+    The ``lexical_*`` arrays are relative to the best match, so the one message
+    that shares a single common word with a question ("like" in "What food do I
+    like best?") would take the whole lexical share of the fusion from the
+    message that answers it in other words. `Evidence.lexical_scale` says how the
+    best match compares with a message holding every query term: below
+    `_FULL_COVERAGE` of that, every lexical score shrinks in proportion.
+    """
+    scale_m, scale_x = evidence.lexical_scale
+    message = evidence.lexical_message * np.float32(
+        min(1.0, scale_m / _FULL_COVERAGE) if scale_m > 0 else 1.0
+    )
+    exchange = evidence.lexical_exchange * np.float32(
+        min(1.0, scale_x / _FULL_COVERAGE) if scale_x > 0 else 1.0
+    )
+    return blend(message, exchange, granularity, weight)
+
+
+def _with_feedback(
+    dense: np.ndarray, first_pass: np.ndarray, evidence: Evidence, weight: float
+) -> np.ndarray:
+    """`dense` blended with each candidate's similarity to the centroid of the best
+    candidates of `first_pass` (Rocchio's pseudo-relevance feedback).
+
+    A question and its answers rarely share words or phrasing; the best few
+    candidates do share the answers' (the conversation's own way of talking
+    about the subject), so their centroid finds more of the same. Candidates
+    without a vector get no feedback.
+    """
+    vectors, seqs = evidence.vectors, evidence.seqs
+    if not vectors or len(seqs) <= _FEEDBACK_DEPTH:
+        return dense
+    zero = np.zeros(next(iter(vectors.values())).shape[0], dtype=np.float32)
+    matrix = np.stack([vectors.get(s, zero) for s in seqs])
+    best = np.argsort(-first_pass, kind="stable")[:_FEEDBACK_DEPTH]
+    centroid = matrix[best].mean(axis=0)
+    norm = float(np.linalg.norm(centroid))
+    if not norm:
+        return dense
+    return np.asarray((1 - weight) * dense + weight * (matrix @ (centroid / norm)))
+
+
 def _boosted(score: np.ndarray, evidence: Evidence, config: RecallConfig) -> tuple[np.ndarray, float]:
     """Scores with the boosts added, and the part of the boost every candidate got.
 
@@ -220,7 +274,11 @@ def rank(evidence: Evidence, config: RecallConfig) -> Ranking:
     has_dense = dense_m is not None and dense_x is not None
     if dense_m is not None and dense_x is not None:
         similarity = np.maximum(dense_m, dense_x)
-        score = _fuse(blend(dense_m, dense_x, granularity, weight), lexical, config)
+        dense = blend(dense_m, dense_x, granularity, weight)
+        covered = _weighed_by_coverage(evidence, granularity, weight)
+        if config.feedback_weight:
+            dense = _with_feedback(dense, _fuse(dense, covered, config), evidence, config.feedback_weight)
+        score = _fuse(dense, covered, config)
         eligible = (similarity >= config.min_score) | (lexical >= config.min_lexical)
     else:
         similarity = np.zeros(len(seqs), dtype=np.float32)
@@ -258,7 +316,7 @@ def rank(evidence: Evidence, config: RecallConfig) -> Ranking:
 
 
 # The relevance floor when the config leaves it to the ranking (``relevance_floor=None``).
-_FLOOR_WITH_DENSE = 0.5
+_FLOOR_WITH_DENSE = 0.45
 _FLOOR_BY_WORDS = 0.25
 
 
@@ -304,12 +362,30 @@ def diversify(
 
 def named_speakers(speakers: Mapping[str, str], query: str) -> set[str]:
     """The speakers (``lowercased name -> name``) that `query` names, as whole words."""
+    return {speakers[key] for key in _named_keys(speakers, query)}
+
+
+def _named_keys(speakers: Mapping[str, str], query: str) -> list[str]:
     lowered = query.lower()
-    named = set()
-    for key, name in speakers.items():
+    return [
+        key
+        for key in speakers
+        if (key in lowered if has_cjk(key) else re.search(rf"(?<!\w){re.escape(key)}(?!\w)", lowered))
+    ]
+
+
+def without_speakers(query: str, speakers: Mapping[str, str]) -> str:
+    """`query` with the speakers it names (``lowercased name -> name``) put as "they"
+    ("their" for "Caroline's"; 他们 in Chinese): what dense search embeds.
+
+    Who said a message is matched by the speaker boost and by keywords; left in
+    the query's vector, a name makes every line of that speaker, and every line
+    that greets them, look alike, and drowns what the question is about.
+    """
+    for key in sorted(_named_keys(speakers, query), key=len, reverse=True):
         if has_cjk(key):
-            if key in lowered:
-                named.add(name)
-        elif re.search(rf"(?<!\w){re.escape(key)}(?!\w)", lowered):
-            named.add(name)
-    return named
+            query = query.replace(key, "他们")
+            continue
+        pattern = rf"(?<!\w){re.escape(key)}(?:(['’]s)(?!\w)|(?!\w))"
+        query = re.sub(pattern, lambda m: "their" if m.group(1) else "they", query, flags=re.IGNORECASE)
+    return query
