@@ -38,7 +38,8 @@ class RecallConfig:
     rrf_k: int = 60
     feedback_weight: float = 0.2
     """Pseudo-relevance feedback: share of a candidate's dense score that is its cosine
-    similarity to the centroid of the 10 best candidates (0 turns it off)."""
+    similarity to the centroid of the 10 best candidates, when there are 50 candidates
+    or more (0 turns it off)."""
     exchange_weight: float = 0.5
     """With granularity "both": share of the exchange's scores in a message's scores."""
     speaker_weight: float = 0.2
@@ -70,7 +71,7 @@ class RecallConfig:
     relevance_floor: float | None = None
     """A candidate scoring below this fraction of the best candidate's score is not
     recalled, however much room is left: the room goes back to the recent window.
-    None picks by how recall ranks: 0.45 with dense search, 0.25 by words only (where
+    None picks by how recall ranks: 0.5 with dense search, 0.25 by words only (where
     the episode boost lifts every candidate of a good episode alike). Tuned on LoCoMo
     to cut candidates without losing evidence."""
     candidates: int = 200

@@ -48,11 +48,11 @@ __all__ = [
 
 # MMR re-ranks this many of the best candidates; the rest keep their order.
 _MMR_HEAD = 150
-# Beside dense search, the best keyword match is a full one only when it scores at least
-# this fraction of a message holding every word of the query (see `_weighed_by_coverage`).
-_FULL_COVERAGE = 0.5
-# Pseudo-relevance feedback reads the centroid of this many of the best candidates.
+# Pseudo-relevance feedback reads the centroid of this many of the best candidates, and
+# only among this many candidates or more: in a smaller pool the best ten are not a
+# chosen few but most of the session, and their centroid says nothing of the query.
 _FEEDBACK_DEPTH = 10
+_FEEDBACK_POOL = 50
 
 
 @dataclasses.dataclass(frozen=True)
@@ -168,26 +168,6 @@ def _fuse(dense: np.ndarray, lexical: np.ndarray, config: RecallConfig) -> np.nd
     return np.asarray(score / score.max())
 
 
-def _weighed_by_coverage(evidence: Evidence, granularity: Granularity, weight: float) -> np.ndarray:
-    """The lexical scores, shrunk when even the best match covers little of the query.
-
-    The ``lexical_*`` arrays are relative to the best match, so the one message
-    that shares a single common word with a question ("like" in "What food do I
-    like best?") would take the whole lexical share of the fusion from the
-    message that answers it in other words. `Evidence.lexical_scale` says how the
-    best match compares with a message holding every query term: below
-    `_FULL_COVERAGE` of that, every lexical score shrinks in proportion.
-    """
-    scale_m, scale_x = evidence.lexical_scale
-    message = evidence.lexical_message * np.float32(
-        min(1.0, scale_m / _FULL_COVERAGE) if scale_m > 0 else 1.0
-    )
-    exchange = evidence.lexical_exchange * np.float32(
-        min(1.0, scale_x / _FULL_COVERAGE) if scale_x > 0 else 1.0
-    )
-    return blend(message, exchange, granularity, weight)
-
-
 def _with_feedback(
     dense: np.ndarray, first_pass: np.ndarray, evidence: Evidence, weight: float
 ) -> np.ndarray:
@@ -200,7 +180,7 @@ def _with_feedback(
     without a vector get no feedback.
     """
     vectors, seqs = evidence.vectors, evidence.seqs
-    if not vectors or len(seqs) <= _FEEDBACK_DEPTH:
+    if not vectors or len(seqs) < _FEEDBACK_POOL:
         return dense
     zero = np.zeros(next(iter(vectors.values())).shape[0], dtype=np.float32)
     matrix = np.stack([vectors.get(s, zero) for s in seqs])
@@ -275,10 +255,9 @@ def rank(evidence: Evidence, config: RecallConfig) -> Ranking:
     if dense_m is not None and dense_x is not None:
         similarity = np.maximum(dense_m, dense_x)
         dense = blend(dense_m, dense_x, granularity, weight)
-        covered = _weighed_by_coverage(evidence, granularity, weight)
         if config.feedback_weight:
-            dense = _with_feedback(dense, _fuse(dense, covered, config), evidence, config.feedback_weight)
-        score = _fuse(dense, covered, config)
+            dense = _with_feedback(dense, _fuse(dense, lexical, config), evidence, config.feedback_weight)
+        score = _fuse(dense, lexical, config)
         eligible = (similarity >= config.min_score) | (lexical >= config.min_lexical)
     else:
         similarity = np.zeros(len(seqs), dtype=np.float32)
@@ -316,7 +295,7 @@ def rank(evidence: Evidence, config: RecallConfig) -> Ranking:
 
 
 # The relevance floor when the config leaves it to the ranking (``relevance_floor=None``).
-_FLOOR_WITH_DENSE = 0.45
+_FLOOR_WITH_DENSE = 0.5
 _FLOOR_BY_WORDS = 0.25
 
 
