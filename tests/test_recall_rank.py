@@ -224,13 +224,14 @@ def test_the_best_candidates_are_the_ones_a_full_sort_keeps_ties_going_to_smalle
 
 
 def test_a_dense_query_names_the_speakers_it_asks_about_as_they() -> None:
-    speakers = {"caroline": "Caroline", "ann": "Ann", "小明": "小明"}
+    speakers = {"caroline": "Caroline", "ann": "Ann", "小明": "小明", "小a": "小A"}
     assert without_speakers("What did Caroline research?", speakers) == "What did they research?"
     assert without_speakers("What are CAROLINE's hobbies?", speakers) == "What are their hobbies?"
     assert without_speakers("Did Ann and Caroline meet?", speakers) == "Did they and they meet?"
     # Whole words only, and names it does not know stay.
     assert without_speakers("Annual plans of Bob?", speakers) == "Annual plans of Bob?"
     assert without_speakers("小明的狗叫什么？", speakers) == "他们的狗叫什么？"
+    assert without_speakers("小A住在哪里？", speakers) == "他们住在哪里？"
     assert without_speakers("What did Caroline research?", {}) == "What did Caroline research?"
 
 

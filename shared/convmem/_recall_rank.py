@@ -48,9 +48,9 @@ __all__ = [
 
 # MMR re-ranks this many of the best candidates; the rest keep their order.
 _MMR_HEAD = 150
-# Pseudo-relevance feedback reads the centroid of this many of the best candidates, and
-# only among this many candidates or more: in a smaller pool the best ten are not a
-# chosen few but most of the session, and their centroid says nothing of the query.
+# Pseudo-relevance feedback reads the centroid of the _FEEDBACK_DEPTH best candidates, and
+# only when there are _FEEDBACK_POOL candidates or more: in a smaller pool the best ten are
+# not a chosen few but most of the session, and their centroid says nothing of the query.
 _FEEDBACK_DEPTH = 10
 _FEEDBACK_POOL = 50
 
@@ -362,8 +362,8 @@ def without_speakers(query: str, speakers: Mapping[str, str]) -> str:
     that greets them, look alike, and drowns what the question is about.
     """
     for key in sorted(_named_keys(speakers, query), key=len, reverse=True):
-        if has_cjk(key):
-            query = query.replace(key, "他们")
+        if has_cjk(key):  # matched in the lowered query, as `_named_keys` found it ("小A")
+            query = re.sub(re.escape(key), "他们", query, flags=re.IGNORECASE)
             continue
         pattern = rf"(?<!\w){re.escape(key)}(?:(['’]s)(?!\w)|(?!\w))"
         query = re.sub(pattern, lambda m: "their" if m.group(1) else "they", query, flags=re.IGNORECASE)
