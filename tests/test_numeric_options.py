@@ -146,6 +146,7 @@ def test_sqlite_accepts_its_limits_and_any_case(tmp_path: Path) -> None:
 
 RECALL_FRACTIONS = [
     "dense_weight",
+    "feedback_weight",
     "exchange_weight",
     "mmr_lambda",
     "duplicate_similarity",
@@ -153,7 +154,7 @@ RECALL_FRACTIONS = [
     "past_share",
     "followup_share",
 ]
-RECALL_WEIGHTS = ["speaker_weight", "episode_weight", "recency_weight"]
+RECALL_WEIGHTS = ["speaker_weight", "episode_weight", "neighbour_weight", "recency_weight"]
 RECALL_DURATIONS = ["episode_gap_seconds", "recency_half_life_days"]
 RECALL_COUNTS = ["rrf_k", "candidates", "max_unit_chars", "hnsw_threshold", "persist_every"]
 
@@ -201,6 +202,7 @@ def test_recall_min_score_must_be_a_cosine_similarity(value: object) -> None:
 def test_recall_config_accepts_its_limits() -> None:
     config = RecallConfig(
         dense_weight=0,
+        feedback_weight=1,
         mmr_lambda=1,
         speaker_weight=0,
         episode_gap_seconds=1e-3,
