@@ -24,7 +24,7 @@ from typing import Any, TypeVar
 
 from ._errors import ConfigError
 from ._facts import Fact, normalize_key, source_quote
-from ._language import LANGUAGE_NAMES, check_language, resolve_language, speaker_prefix
+from ._language import LANGUAGE_NAMES, check_language, message_prefix, resolve_language, speaker_prefix
 from ._models import Message, Role
 from ._salience import check_messages, conversation_messages
 from ._summarizer import (
@@ -214,8 +214,8 @@ _ANSWER_PREFIX = re.compile(
 
 
 def transcript_lines(messages: Sequence[Message], language: str) -> str:
-    """Messages as ``"User: ..."`` lines for a prompt."""
-    return "\n".join(speaker_prefix(m.role, language) + m.text.strip() for m in messages)
+    """Messages as ``"User: ..."`` lines for a prompt (``"Caroline: ..."`` for a named speaker)."""
+    return "\n".join(message_prefix(m, language) + m.text.strip() for m in messages)
 
 
 def _clean_answer(answer: str) -> str:

@@ -34,6 +34,7 @@ from ._language import (
     check_language,
     detect_language,
     speaker_label,
+    speaker_name,
     speaker_prefix,
     split_sentences,
 )
@@ -102,6 +103,9 @@ _ROLE_BY_LABEL = {
 }
 _LABEL_MARKS = "".join(separator.strip() for separator in LABEL_SEPARATORS.values())
 _LABEL_PREFIX = re.compile(rf"^({'|'.join(map(re.escape, _ROLE_BY_LABEL))})\s*[{_LABEL_MARKS}]\s*")
+# A named speaker's line as `_render` writes it ("Caroline: ...", "小明：..."): a name of
+# at most 40 characters without a colon, then the separator ("10:30" and "http://" are not).
+_NAME_PREFIX = re.compile(r"^([^:：\n]{1,40}?)(?::\s+|：\s*)")
 
 
 # --------------------------------------------------------------------------- extractive summarizer
@@ -117,6 +121,7 @@ class _Unit:
 
     text: str
     role: Role | None
+    name: str | None  # the speaker's name (`speaker_name`), shown instead of the role's label
     group: tuple[str, int]  # sentences of one message (or one summary line) share a line
     order: int
     value: float
@@ -265,13 +270,19 @@ class ExtractiveSummarizer:
         for line_number, line in enumerate(summary.splitlines()):
             line = line.strip()
             role: Role | None = None
+            name: str | None = None
             match = _LABEL_PREFIX.match(line)
             if match:
                 role = _ROLE_BY_LABEL[match.group(1)]
                 line = line[match.end() :]
+            elif named := _NAME_PREFIX.match(line):
+                # A line this summarizer wrote for a named speaker: the name stays with
+                # the line's sentences whichever of them are kept.
+                name = named.group(1)
+                line = line[named.end() :]
             for sentence in split_sentences(line):
                 value = information_value(sentence, role)
-                units.append(_Unit(sentence, role, ("summary", line_number), len(units), value))
+                units.append(_Unit(sentence, role, name, ("summary", line_number), len(units), value))
         return units
 
     def _units_of_messages(self, conversation: Sequence[Message], *, first_order: int) -> list[_Unit]:
@@ -286,7 +297,8 @@ class ExtractiveSummarizer:
                     continue
                 tokens = self.counter.count_text(sentence)
                 value /= max(1.0, tokens / _LONG_SENTENCE_TOKENS)
-                scored.append(_Unit(sentence, message.role, ("message", index), order, value))
+                unit = _Unit(sentence, message.role, speaker_name(message), ("message", index), order, value)
+                scored.append(unit)
                 order += 1
             best = sorted(scored, key=lambda unit: (-unit.value, unit.order))
             units.extend(sorted(best[: self.max_sentences_per_message], key=lambda unit: unit.order))
@@ -309,11 +321,14 @@ class ExtractiveSummarizer:
         while index < len(units):
             group = units[index].group
             sentences = []
-            role = units[index].role
+            role, name = units[index].role, units[index].name
             while index < len(units) and units[index].group == group:
                 sentences.append(_terminated(units[index].text))
                 index += 1
-            prefix = speaker_prefix(role, language) if role is not None else ""
+            if name is not None:
+                prefix = name + LABEL_SEPARATORS[language]
+            else:
+                prefix = speaker_prefix(role, language) if role is not None else ""
             lines.append(prefix + _join_sentences(sentences))
         return "\n".join(lines)
 
