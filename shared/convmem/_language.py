@@ -244,12 +244,18 @@ def speaker_name(message: Message) -> str | None:
     return name[:_MAX_NAME_CHARS].rstrip() or None
 
 
+def line_prefix(role: Role | None, name: str | None, language: str) -> str:
+    """``"Caroline: "`` for a line with a speaker's name, else the role's `speaker_prefix`
+    (``"User: "`` / ``"用户："``), else nothing."""
+    if name is not None:
+        return name + LABEL_SEPARATORS[language]
+    return speaker_prefix(role, language) if role is not None else ""
+
+
 def message_prefix(message: Message, language: str) -> str:
-    """``"Caroline: "`` for a message with a speaker's name (`speaker_name`), else the
-    role's `speaker_prefix` (``"User: "`` / ``"用户："``): a summary or a prompt then
-    says who said what when several people share a chat."""
-    name = speaker_name(message)
-    return speaker_prefix(message.role, language) if name is None else name + LABEL_SEPARATORS[language]
+    """`line_prefix` of `message` with its `speaker_name`: a summary or a prompt then says
+    who said what when several people share a chat."""
+    return line_prefix(message.role, speaker_name(message), language)
 
 
 # --------------------------------------------------------------------------- section headers

@@ -33,9 +33,9 @@ from ._language import (
     LANGUAGES,
     check_language,
     detect_language,
+    line_prefix,
     speaker_label,
     speaker_name,
-    speaker_prefix,
     split_sentences,
 )
 from ._models import Message, Role
@@ -321,14 +321,10 @@ class ExtractiveSummarizer:
         while index < len(units):
             group = units[index].group
             sentences = []
-            role, name = units[index].role, units[index].name
+            prefix = line_prefix(units[index].role, units[index].name, language)
             while index < len(units) and units[index].group == group:
                 sentences.append(_terminated(units[index].text))
                 index += 1
-            if name is not None:
-                prefix = name + LABEL_SEPARATORS[language]
-            else:
-                prefix = speaker_prefix(role, language) if role is not None else ""
             lines.append(prefix + _join_sentences(sentences))
         return "\n".join(lines)
 
