@@ -27,6 +27,7 @@ from convmem import (
     Store,
     TiktokenCounter,
 )
+from convmem._intent import asks_for_several
 from convmem._recall import RecallFilters, RecallResult, choose_recall_share
 
 pytest.importorskip("faiss")
@@ -660,6 +661,8 @@ def test_add_needs_stored_messages() -> None:
         ("candidates", 0),
         ("recency_half_life_days", 0),
         ("indexed_roles", ("robot",)),
+        ("neighbour_min_score", 1.5),
+        ("neighbour_min_score", "0.3"),
     ],
 )
 def test_recall_config_rejects_bad_values(field: str, value: Any) -> None:
@@ -704,6 +707,41 @@ def test_short_follow_ups_give_the_window_more(query: str) -> None:
 
 def test_an_ordinary_query_keeps_the_base_share() -> None:
     assert choose_recall_share("write a haiku about autumn", base_share=0.3)[0] == 0.3
+
+
+@pytest.mark.parametrize(
+    "query",
+    [
+        "What books has Tim read?",
+        "Which cities have Jon and Gina visited?",
+        "What LGBTQ+ events has Caroline participated in?",
+        "How many children does Melanie have?",
+        "What do Jon and Gina both have in common?",
+        "What are my plans for the summer?",
+        "我去过哪些城市？",
+        "我养过几只狗？",
+        "我们都有什么爱好？",
+    ],
+)
+def test_questions_asking_for_several_things_are_told_apart(query: str) -> None:
+    assert asks_for_several(query)
+
+
+@pytest.mark.parametrize(
+    "query",
+    [
+        "What is my dog's name?",
+        "What was Caroline's favourite book?",
+        "What does Melanie do to destress?",
+        "When did Jon lose his job?",
+        "Explain quicksort.",
+        "Where has Maria made friends?",
+        "我的狗叫什么名字？我现在住在哪个城市？",
+        "我住在哪里？",
+    ],
+)
+def test_questions_asking_for_one_thing_are_not_taken_for_lists(query: str) -> None:
+    assert not asks_for_several(query)
 
 
 # -- the real model ------------------------------------------------------------------

@@ -191,6 +191,35 @@ def test_the_relevance_floor_left_to_the_ranking_is_higher_with_dense_search() -
     assert relevance_floor(RecallConfig(), has_dense=False) == 0.25
 
 
+def test_a_question_asking_for_several_things_gets_a_lower_floor_with_dense_search() -> None:
+    assert relevance_floor(RecallConfig(), has_dense=True, several=True) == 0.4
+    assert relevance_floor(RecallConfig(), has_dense=False, several=True) == 0.25
+    assert relevance_floor(RecallConfig(relevance_floor=0.6), has_dense=True, several=True) == 0.6
+    # seq 2 scores 0.45 of the best (dense scores are scaled to the range of the
+    # candidates'): kept for "What books has Tim read?", cut for "What is my dog's name?"
+    candidates = evidence([0.9, 0.46, 0.1], [0.0, 0.0, 0.0])
+    config = PLAIN.replace(relevance_floor=None, dense_weight=1.0, neighbour_min_score=None)
+    assert [r.seq for r in rank(candidates, config, several=True).ranked] == [1, 2]
+    assert [r.seq for r in rank(candidates, config).ranked] == [1]
+
+
+def test_a_turn_next_to_a_clear_match_passes_though_it_looks_unlike_the_query() -> None:
+    # seq 2 answers seq 1 ("What's the name of it?" / "It's by Patrick Rothfuss"): below
+    # min_score on its own, but right next to a clear match in the same episode.
+    candidates = evidence([0.6, 0.05, 0.3, 0.05], [0.0, 0.0, 0.0, 0.0], episodes=[1, 1, 1, 2])
+    assert order(candidates) == [1, 3, 2]
+    # Not without an anchor that clearly matches: seq 4 is alone in its episode, and a
+    # weak match (0.15, under neighbour_min_score) lends nothing to the turn beside it.
+    assert order(candidates, neighbour_min_score=None) == [1, 3]
+    weak = evidence([0.15, 0.05], [0.0, 0.0], episodes=[1, 1])
+    assert order(weak) == [1]
+    # Nor across an episode break, nor from an anchor below the relevance floor.
+    split = evidence([0.6, 0.05], [0.0, 0.0], episodes=[1, 2])
+    assert order(split) == [1]
+    under_floor = evidence([0.9, 0.35, 0.05], [0.0, 0.0, 0.0], episodes=[1, 2, 2])
+    assert order(under_floor, relevance_floor=0.5) == [1]
+
+
 def test_a_configured_relevance_floor_holds_whatever_the_ranking() -> None:
     config = RecallConfig(relevance_floor=0.0)
     assert relevance_floor(config, has_dense=True) == relevance_floor(config, has_dense=False) == 0.0

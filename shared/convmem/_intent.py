@@ -1,9 +1,13 @@
-"""What a query asks of memory: how much of the budget recall should get for it.
+"""What a query asks of memory: how much of the budget recall should get for it,
+and whether it asks for one thing or for several.
 
 A query that points to the past (names, dates, "when did", 之前, 上次, ...)
 wants old turns; a short follow-up ("and why?", "为什么？") wants the recent
 window. `choose_recall_share` turns those cues into a share of the budget and
-a reason for ``explain()``.
+a reason for ``explain()``. A question that asks for several things ("What
+books has Tim read?", "how many", "both", 哪些) has its answer spread over
+turns that each match it less than the best one does: `asks_for_several`
+tells recall to cut less of them (`_recall_rank.relevance_floor`).
 """
 
 from __future__ import annotations
@@ -13,7 +17,7 @@ import re
 from ._recall_config import RecallConfig
 from ._recall_language import count_cjk
 
-__all__ = ["choose_recall_share", "points_to_past"]
+__all__ = ["asks_for_several", "choose_recall_share", "points_to_past"]
 
 _PAST_EN = re.compile(
     r"\b(?:when (?:did|was|were|is|have|had|do)|what (?:was|were|did|had)|who (?:was|did|were)"
@@ -35,6 +39,15 @@ _FOLLOWUP_EN = re.compile(
     re.IGNORECASE,
 )
 _FOLLOWUP_ZH = re.compile(r"^(?:为什么|为啥|那|然后|还有|所以|怎么|真的|那么|继续|接着|嗯|好的)")
+# "What books has Tim read?", "Which cities have they visited?": a plural noun asked
+# about, then the verb; and the words that ask for a count, for the rest, or for what two share.
+_SEVERAL_EN = re.compile(
+    r"^(?:what|which|who)\s+(?:\S+\s+){0,2}?[\w+/-]*[^\W_s]s\s+(?:has|have|does|do|did|are|were|had)\b"
+    r"|^(?:what|which|who) are\b|\bhow many\b|\bboth\b|\bin what ways\b|\b(?:what|who) else\b",
+    re.IGNORECASE,
+)
+# 几/多少 with a counting word asks for a count (几只狗, 多少本书); 几岁, 几点, 几号 do not.
+_SEVERAL_ZH = re.compile(r"哪些|哪几|(?:几|多少)[个只次种本位家件条部首门场]|都有|都做|都去|都喜欢")
 _NAME_IN_SENTENCE = re.compile(r"(?<=[a-z,;:'\"] )[A-Z][\w'-]+")
 
 
@@ -90,3 +103,17 @@ def points_to_past(query: str) -> bool:
     (True, False)
     """
     return not _is_followup(query) and _past_cue(query) is not None
+
+
+def asks_for_several(query: str) -> bool:
+    """Whether `query` asks for several things rather than one: a plural noun asked
+    about ("What books has Tim read?"), a count ("how many", 几次), which ones (哪些,
+    "what else"), or what two people share ("both", 都有).
+
+    >>> asks_for_several("What books has Tim read?"), asks_for_several("What is my dog's name?")
+    (True, False)
+    >>> asks_for_several("我去过哪些城市？"), asks_for_several("我的狗叫什么名字？")
+    (True, False)
+    """
+    stripped = query.strip()
+    return bool(_SEVERAL_EN.search(stripped) or _SEVERAL_ZH.search(stripped))

@@ -65,17 +65,26 @@ class RecallConfig:
     """A candidate this similar (cosine) to one already recalled is dropped as a duplicate."""
     min_score: float = 0.1
     """Minimum cosine similarity of a message (or its exchange) to the query."""
+    neighbour_min_score: float | None = 0.3
+    """A message below `min_score` still passes when it is right next to (same episode)
+    a message at least this similar to the query and above the relevance floor: the
+    reply that says what "it" was rarely looks like the question on its own. None
+    turns it off."""
     min_lexical: float = 0.5
     """A message below `min_score` is still recalled when its BM25 score is at least this
     fraction of the best one (exact names, numbers, rare words)."""
     relevance_floor: float | None = None
     """A candidate scoring below this fraction of the best candidate's score is not
     recalled, however much room is left: the room goes back to the recent window.
-    None picks by how recall ranks: 0.5 with dense search, 0.25 by words only (where
-    the episode boost lifts every candidate of a good episode alike). Tuned on LoCoMo
-    to cut candidates without losing evidence."""
-    candidates: int = 200
-    """Candidates each retriever (dense, lexical) contributes before fusion."""
+    None picks by how recall ranks and what the query asks: 0.5 with dense search (0.4
+    for a question that asks for several things: "What books has Tim read?", "how
+    many", "both", 哪些), 0.25 by words only (where the episode boost lifts every
+    candidate of a good episode alike). Tuned on LoCoMo to cut candidates without
+    losing evidence."""
+    candidates: int = 400
+    """Candidates each retriever (dense, lexical) contributes before fusion. The episode
+    and neighbour boosts lift only candidates: more of them lets a good episode's quieter
+    turns rank."""
     indexed_roles: tuple[str, ...] = ("user", "assistant")
     max_unit_chars: int = 2000
     """Text beyond this is not embedded (most models read 256-512 tokens anyway)."""
@@ -128,6 +137,14 @@ class RecallConfig:
                 name, getattr(self, name), low=0, high=math.inf, low_open=True, allowed="a finite number > 0"
             )
         _number("min_score", self.min_score, low=-1, high=1, allowed="a cosine similarity in [-1, 1]")
+        if self.neighbour_min_score is not None:
+            _number(
+                "neighbour_min_score",
+                self.neighbour_min_score,
+                low=-1,
+                high=1,
+                allowed="None or a cosine similarity in [-1, 1]",
+            )
         roles = tuple(Role.parse(r).value for r in self.indexed_roles)
         if not roles:
             raise ConfigError("indexed_roles must name at least one role, e.g. ('user', 'assistant')")

@@ -235,15 +235,19 @@ def _best_neighbour(score: np.ndarray, evidence: Evidence) -> np.ndarray:
     return unsorted
 
 
-def rank(evidence: Evidence, config: RecallConfig) -> Ranking:
+def rank(evidence: Evidence, config: RecallConfig, *, several: bool = False) -> Ranking:
     """Score every candidate, drop those below the relevance floor, and order the rest.
 
     A candidate passes the floor when it is similar enough by meaning
-    (``min_score``) or a strong keyword match (``min_lexical``); without dense
-    search, when it matches any keyword. Then it needs a score of at least
-    `relevance_floor` of the best candidate's (both less the episode boost
-    that every candidate got): what falls short is not recalled however
-    much room is left.
+    (``min_score``) or a strong keyword match (``min_lexical``), or when it is
+    right next to (same episode) a candidate at least ``neighbour_min_score``
+    similar and above the relevance floor: the reply that says what "it" was
+    ("It's a book by Patrick Rothfuss") rarely looks like the question on its own. Without
+    dense search, a candidate passes when it matches any keyword. Then it
+    needs a score of at least `relevance_floor` of the best candidate's (both
+    less the episode boost that every candidate got): what falls short is not
+    recalled however much room is left. `several`: the query asks for several
+    things (`_intent.asks_for_several`), which lowers the floor that ranking picks.
     """
     seqs = evidence.seqs
     if not seqs:
@@ -265,15 +269,19 @@ def rank(evidence: Evidence, config: RecallConfig) -> Ranking:
         eligible = lexical > 0
     score, shared_boost = _boosted(np.asarray(score, dtype=np.float64), evidence, config)
 
+    fraction = relevance_floor(config, has_dense, several=several)
+    own = score - shared_boost
+    if has_dense and config.neighbour_min_score is not None and eligible.any():
+        anchors = eligible & (similarity >= config.neighbour_min_score)
+        anchors &= own >= fraction * float(own[eligible].max())
+        eligible = eligible | (_best_neighbour(anchors.astype(np.float64), evidence) > 0)
     dropped = []
     below = int(len(seqs) - eligible.sum())
     if below:
         dropped.append(
             Dropped("recall", f"{below} candidate messages", 0, f"below min_score {config.min_score}")
         )
-    fraction = relevance_floor(config, has_dense)
     if fraction and eligible.any():
-        own = score - shared_boost
         weak = eligible & (own < fraction * float(own[eligible].max()))
         if weak.any():
             eligible = eligible & ~weak
@@ -296,14 +304,23 @@ def rank(evidence: Evidence, config: RecallConfig) -> Ranking:
 
 # The relevance floor when the config leaves it to the ranking (``relevance_floor=None``).
 _FLOOR_WITH_DENSE = 0.5
+_FLOOR_WITH_DENSE_FOR_SEVERAL = 0.4
 _FLOOR_BY_WORDS = 0.25
 
 
-def relevance_floor(config: RecallConfig, has_dense: bool) -> float:
-    """The fraction of the best score a candidate needs to be recalled."""
+def relevance_floor(config: RecallConfig, has_dense: bool, *, several: bool = False) -> float:
+    """The fraction of the best score a candidate needs to be recalled.
+
+    A question that asks for several things (`several`) has its answer spread
+    over turns that each match it less than the best one does, so with dense
+    search it gets a lower floor. By words only the floor is low already (the
+    episode boost lifts every candidate of a good episode alike).
+    """
     if config.relevance_floor is not None:
         return float(config.relevance_floor)
-    return _FLOOR_WITH_DENSE if has_dense else _FLOOR_BY_WORDS
+    if not has_dense:
+        return _FLOOR_BY_WORDS
+    return _FLOOR_WITH_DENSE_FOR_SEVERAL if several else _FLOOR_WITH_DENSE
 
 
 def diversify(

@@ -15,6 +15,7 @@ from collections.abc import Collection, Iterator, Mapping, MutableMapping, Seque
 
 import numpy as np
 
+from ._intent import asks_for_several
 from ._lexical import no_scores
 from ._models import Message
 from ._recall_config import RecallConfig, RecallFilters
@@ -49,7 +50,7 @@ def answer(
     try:
         with mirror.lock:
             evidence, search_problem = gather(mirror, query, vector, excluded, filters, config)
-            ranking = rank(evidence, config)
+            ranking = rank(evidence, config, several=asks_for_several(query))
             ranked = ranking.ranked
             language = choose_language(config.language, query, (mirror.lines[r.seq] for r in ranked[:5]))
             rendered = render(
@@ -424,7 +425,7 @@ def answer_sessions(
         group_of_part[0] = len(parts) - 1
         groups = [group_of_part[p] for p in range(len(parts))]
         evidence = _joined(parts, groups)
-        ranking = rank(evidence, config)
+        ranking = rank(evidence, config, several=asks_for_several(query))
         messages: dict[int, Message] = {}
         item_seqs: dict[int, list[int]] = {}
         lines: dict[int, str] = {}
