@@ -727,6 +727,32 @@ def test_questions_asking_for_several_things_are_told_apart(query: str) -> None:
     assert asks_for_several(query)
 
 
+@pytest.mark.parametrize("other_sessions", [(), ("s2",)], ids=["one session", "a user's sessions"])
+def test_a_search_ranks_with_the_floor_for_what_the_query_asks(
+    store: SQLiteStore, monkeypatch: pytest.MonkeyPatch, other_sessions: tuple[str, ...]
+) -> None:
+    import convmem._recall_search as recall_search
+
+    asked: list[bool] = []
+    real_rank = recall_search.rank
+
+    def spy(evidence: Any, config: RecallConfig, *, several: bool = False) -> Any:
+        asked.append(several)
+        return real_rank(evidence, config, several=several)
+
+    monkeypatch.setattr(recall_search, "rank", spy)
+    recall = Recall(HashingEmbedder())
+    dog_session(recall, store)
+    dog_session(recall, store, "s2")
+    assert "Duoduo" in texts(
+        search(recall, store, "s1", "Which dogs have I adopted?", other_sessions=other_sessions)
+    )
+    assert "Duoduo" in texts(
+        search(recall, store, "s1", "What is my corgi's name?", other_sessions=other_sessions)
+    )
+    assert asked == [True, False]
+
+
 @pytest.mark.parametrize(
     "query",
     [
