@@ -28,6 +28,7 @@ __all__ = [
     "LABEL_SEPARATORS",
     "LANGUAGES",
     "LANGUAGE_NAMES",
+    "MAX_NAME_CHARS",
     "MEMORY_CLOSE",
     "MEMORY_OPEN",
     "SECTION_HEADERS",
@@ -37,9 +38,12 @@ __all__ = [
     "WIDE_CJK_RANGES",
     "check_language",
     "detect_language",
+    "line_prefix",
+    "message_prefix",
     "neutralise_stored_text",
     "resolve_language",
     "speaker_label",
+    "speaker_name",
     "speaker_prefix",
     "split_sentences",
 ]
@@ -223,7 +227,7 @@ def speaker_prefix(role: Role | str, language: str) -> str:
 
 # A speaker's name in a line of conversation: longer names are cut (a name is for
 # telling people apart, not for carrying text).
-_MAX_NAME_CHARS = 40
+MAX_NAME_CHARS = 40
 _SPACES = re.compile(r"\s+")
 
 
@@ -241,7 +245,7 @@ def speaker_name(message: Message) -> str | None:
     # No colon either: "Name: " is how a line says who speaks, and is read back so.
     name = _SPACES.sub(" ", "".join(c if c.isprintable() and c not in ":：" else " " for c in message.name))
     name = name.strip()
-    return name[:_MAX_NAME_CHARS].rstrip() or None
+    return name[:MAX_NAME_CHARS].rstrip() or None
 
 
 def line_prefix(role: Role | None, name: str | None, language: str) -> str:

@@ -31,6 +31,7 @@ from ._language import (
     HAN,
     LABEL_SEPARATORS,
     LANGUAGES,
+    MAX_NAME_CHARS,
     check_language,
     detect_language,
     line_prefix,
@@ -104,8 +105,9 @@ _ROLE_BY_LABEL = {
 _LABEL_MARKS = "".join(separator.strip() for separator in LABEL_SEPARATORS.values())
 _LABEL_PREFIX = re.compile(rf"^({'|'.join(map(re.escape, _ROLE_BY_LABEL))})\s*[{_LABEL_MARKS}]\s*")
 # A named speaker's line as `_render` writes it ("Caroline: ...", "小明：..."): a name of
-# at most 40 characters without a colon, then the separator ("10:30" and "http://" are not).
-_NAME_PREFIX = re.compile(r"^([^:：\n]{1,40}?)(?::\s+|：\s*)")
+# at most MAX_NAME_CHARS characters without a colon, then the separator ("10:30" and
+# "http://" are not).
+_NAME_PREFIX = re.compile(rf"^([^:：\n]{{1,{MAX_NAME_CHARS}}}?)(?::\s+|：\s*)")
 
 
 # --------------------------------------------------------------------------- extractive summarizer
