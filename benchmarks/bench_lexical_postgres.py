@@ -48,8 +48,8 @@ import psycopg
 from _history import QUESTIONS, rss_mb, store_history
 
 from convmem import ConversationMemory, MemoryConfig, PostgresStore
-from convmem._lexical import BM25TextIndex
-from convmem._postgres_lexical import PostgresLexicalIndex
+from convmem._recall.lexical import BM25TextIndex
+from convmem._stores.postgres.lexical import PostgresLexicalIndex
 
 CONFIG = MemoryConfig(budget=2048, summary_trigger="never", extract_facts=False)
 

@@ -22,7 +22,7 @@ import multiprocessing
 import os
 
 from convmem import HashingEmbedder, InMemoryStore, Message, Recall
-from convmem._recall_units import SessionMirror
+from convmem._recall.units import SessionMirror
 
 _WORDS = [
     "garden",

@@ -73,8 +73,8 @@ from convmem import (
     SQLiteStore,
     TiktokenCounter,
 )
-from convmem._embedder import BaseEmbedder
-from convmem._recall import RecalledItem
+from convmem._recall.embedder import BaseEmbedder
+from convmem._recall.engine import RecalledItem
 from convmem._salience import says_nothing
 
 BUDGETS = (256, 512, 1024, 2048)

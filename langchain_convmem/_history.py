@@ -30,7 +30,7 @@ from convmem import (
 )
 from convmem._config import MAX_INT_OPTION
 from convmem._sessions import memory_from_options
-from convmem._store import validate_id
+from convmem._stores.base import validate_id
 
 from ._convert import context_to_langchain, from_convmem_message, to_convmem_messages
 

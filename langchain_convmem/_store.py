@@ -67,10 +67,10 @@ from convmem import (
     Store,
     forget_user,
 )
-from convmem._lexical import tokenize
+from convmem._derived.user_scope import UserFacts
+from convmem._recall.lexical import tokenize
 from convmem._sessions import store_from_options
-from convmem._store import validate_id
-from convmem._user_scope import UserFacts
+from convmem._stores.base import validate_id
 
 if TYPE_CHECKING:
     from convmem import Embedder, Recall

@@ -23,8 +23,8 @@ from convmem import (
     SessionRegistry,
 )
 from convmem._config import TranscriptTemplate
+from convmem._context.transcript import render_transcript
 from convmem._models import group_turns
-from convmem._transcript import render_transcript
 
 from ._messages import from_chat_message
 from ._sessions import (

@@ -28,7 +28,7 @@ from convmem import (
     TiktokenCounter,
     TokenCounter,
 )
-from convmem._store import validate_id
+from convmem._stores.base import validate_id
 from convmem._tokens import default_counter
 
 from ._embeddings import LlamaIndexEmbedder

@@ -9,7 +9,7 @@ from collections.abc import Callable
 import pytest
 
 from convmem import ConfigError, ConversationMemory, InMemoryStore, MemoryConfig, set_background_workers
-from convmem._background import WorkerPool, shared_pool
+from convmem._derived.background import WorkerPool, shared_pool
 
 
 class Gate:

@@ -11,7 +11,7 @@ import pytest
 
 from convmem import ConversationMemory, InMemoryStore, MemoryConfig
 from convmem._errors import SessionOwnerError
-from convmem._store import SessionSnapshot, SessionStats, StateRecord, read_session
+from convmem._stores.base import SessionSnapshot, SessionStats, StateRecord, read_session
 
 
 class CountingStore(InMemoryStore):

@@ -157,9 +157,9 @@ def test_the_fact_rules_compile_with_the_first_extractor_not_with_convmem() -> N
     # Over a hundred patterns: compiling them was most of what `import convmem` cost.
     result = run_python(
         "import sys, convmem\n"
-        "print('convmem._fact_rules' in sys.modules)\n"
+        "print('convmem._derived.fact_rules' in sys.modules)\n"
         "convmem.RuleFactExtractor()\n"
-        "print('convmem._fact_rules' in sys.modules)"
+        "print('convmem._derived.fact_rules' in sys.modules)"
     )
     assert result.returncode == 0, result.stderr
     assert result.stdout.split() == ["False", "True"]

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from convmem import ConfigError, Embedder, HashingEmbedder, SentenceTransformerEmbedder
-from convmem._embedder import DEFAULT_MODEL, BaseEmbedder, normalize_rows
+from convmem._recall.embedder import DEFAULT_MODEL, BaseEmbedder, normalize_rows
 
 
 def test_hashing_embedder_returns_unit_float32_rows() -> None:

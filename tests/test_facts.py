@@ -20,8 +20,8 @@ from convmem import (
     RuleFactExtractor,
     StoreError,
 )
-from convmem._fact_rules import carries_instructions
-from convmem._facts import _RULE_SCAN_CHARS, HISTORY_KEPT, FactBook
+from convmem._derived.fact_rules import carries_instructions
+from convmem._derived.facts import _RULE_SCAN_CHARS, HISTORY_KEPT, FactBook
 from convmem._language import FACT_SECTION_HEADERS
 
 

@@ -16,8 +16,11 @@ PACKAGES = {
 def module_files() -> dict[str, Path]:
     modules = {}
     for package, folder in PACKAGES.items():
-        for path in folder.glob("*.py"):
-            modules[package if path.stem == "__init__" else f"{package}.{path.stem}"] = path
+        for path in folder.rglob("*.py"):
+            parts = path.relative_to(folder).with_suffix("").parts
+            if parts[-1] == "__init__":
+                parts = parts[:-1]
+            modules[".".join((package, *parts))] = path
     return modules
 
 

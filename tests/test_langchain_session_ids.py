@@ -12,7 +12,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from convmem import InMemoryStore, InvalidSessionIdError
-from convmem._store import MAX_ID_LENGTH
+from convmem._stores.base import MAX_ID_LENGTH
 from langchain_convmem import ConvMemSessions
 from langchain_convmem._history import split_storage_session_id, storage_session_id
 

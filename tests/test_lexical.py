@@ -7,7 +7,7 @@ from random import Random
 import numpy as np
 import pytest
 
-from convmem._lexical import BM25Index, LexicalScores, tokenize
+from convmem._recall.lexical import BM25Index, LexicalScores, tokenize
 
 
 def test_latin_words_are_lowercased_and_stopwords_dropped() -> None:

@@ -29,7 +29,7 @@ from convmem import (
     Store,
     forget_session,
 )
-from convmem._recall_units import SessionMirror
+from convmem._recall.units import SessionMirror
 from convmem._tokens import ApproximateCounter
 
 CARD = "My card number is 4111 1111 1111 1111."

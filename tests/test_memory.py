@@ -18,9 +18,9 @@ from convmem import (
     TokenCounter,
     count_messages,
 )
-from convmem._builder import ContextBuilder, ContextPlan, ContextRequest
+from convmem._context.builder import ContextBuilder, ContextPlan, ContextRequest
 from convmem._models import group_turns
-from convmem._recall import RecalledItem
+from convmem._recall.engine import RecalledItem
 
 
 def chat(memory: ConversationMemory, turns: int, words: int = 12) -> None:

@@ -19,10 +19,10 @@ from convmem import (
     TiktokenCounter,
     count_messages,
 )
-from convmem._builder import ContextBuilder, ContextRequest
+from convmem._context.builder import ContextBuilder, ContextRequest
 from convmem._language import SECTION_HEADERS, neutralise_stored_text
 from convmem._models import group_turns
-from convmem._recall import RecalledItem
+from convmem._recall.engine import RecalledItem
 
 PROMPT = "You are a helpful assistant."
 

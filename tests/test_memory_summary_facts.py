@@ -23,7 +23,7 @@ from convmem import (
     TiktokenCounter,
     count_messages,
 )
-from convmem._derived import FACTS_KEY
+from convmem._derived.state import FACTS_KEY
 
 
 class RecordingSummarizer:

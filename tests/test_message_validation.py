@@ -16,7 +16,7 @@ import pytest
 
 from convmem import ApproximateCounter, ConversationMemory, InvalidMessageError, MemoryConfig, Message, Store
 from convmem._models import Role, validate_message
-from convmem._store import validate_messages
+from convmem._stores.base import validate_messages
 
 GOOD = Message.create("user", "hello")
 

@@ -13,9 +13,9 @@ import pytest
 
 import convmem
 from convmem import ConfigError, ConversationMemory, Message, PostgresStore, Recall, TiktokenCounter
-from convmem._lexical import BM25TextIndex, tokenize
-from convmem._postgres_lexical import PostgresLexicalIndex
-from convmem._postgres_schema import POSTINGS_BLOCK_BITS, decode_postings, document_terms
+from convmem._recall.lexical import BM25TextIndex, tokenize
+from convmem._stores.postgres.lexical import PostgresLexicalIndex
+from convmem._stores.postgres.schema import POSTINGS_BLOCK_BITS, decode_postings, document_terms
 
 pytestmark = pytest.mark.postgres
 

@@ -23,7 +23,7 @@ from convmem import (
     Recall,
     TiktokenCounter,
 )
-from convmem._postgres_vectors import PostgresVectorIndex
+from convmem._stores.postgres.vectors import PostgresVectorIndex
 
 pytestmark = pytest.mark.postgres
 

@@ -15,10 +15,10 @@ from convmem import (
     TiktokenCounter,
     count_messages,
 )
-from convmem._builder import ContextBuilder, ContextRequest
-from convmem._derived import Summary
+from convmem._context.builder import ContextBuilder, ContextRequest
+from convmem._derived.state import Summary
 from convmem._models import Message, Role, group_turns
-from convmem._recall_render import RecalledItem
+from convmem._recall.render import RecalledItem
 from convmem._tokens import REPLY_PRIMING_TOKENS, TextTokenCounter
 
 WORDS = [

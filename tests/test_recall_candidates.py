@@ -12,9 +12,9 @@ import numpy as np
 import pytest
 
 from convmem import Message, RecallConfig
-from convmem._recall_config import RecallFilters
-from convmem._recall_search import gather
-from convmem._recall_units import SessionMirror
+from convmem._recall.config import RecallFilters
+from convmem._recall.search import gather
+from convmem._recall.units import SessionMirror
 
 WORDS = [
     "dog",

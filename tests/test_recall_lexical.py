@@ -22,9 +22,9 @@ from convmem import (
     Store,
     TiktokenCounter,
 )
-from convmem._lexical import BM25TextIndex, LexicalIndex
-from convmem._recall import RecallResult
-from convmem._recall_units import SessionMirror
+from convmem._recall.engine import RecallResult
+from convmem._recall.lexical import BM25TextIndex, LexicalIndex
+from convmem._recall.units import SessionMirror
 
 COUNTER = TiktokenCounter()
 

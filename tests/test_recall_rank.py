@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from convmem import RecallConfig
-from convmem._recall_rank import (
+from convmem._recall.rank import (
     Evidence,
     blend,
     dense_similarities,
@@ -242,7 +242,7 @@ def test_an_episode_boost_every_candidate_shares_does_not_lift_them_over_the_flo
 def test_the_best_candidates_are_the_ones_a_full_sort_keeps_ties_going_to_smaller_ids() -> None:
     from random import Random
 
-    from convmem._lexical import LexicalScores
+    from convmem._recall.lexical import LexicalScores
 
     random = Random(3)
     for size, k in ((0, 5), (3, 5), (5, 5), (50, 10), (5000, 200), (5000, 1), (40, 0)):

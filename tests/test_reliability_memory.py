@@ -60,9 +60,9 @@ from convmem import (
     forget_session,
     forget_user,
 )
-from convmem._derived import FACTS_KEY, SUMMARY_KEY
-from convmem._facts import HISTORY_KEPT, FactBook
-from convmem._redis_store import _escape
+from convmem._derived.facts import HISTORY_KEPT, FactBook
+from convmem._derived.state import FACTS_KEY, SUMMARY_KEY
+from convmem._stores.redis.store import _escape
 
 KINDS = ["memory", "sqlite", *SERVER_KINDS]
 SHARED_KINDS = ["sqlite", *SERVER_KINDS]

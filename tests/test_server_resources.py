@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 
 from convmem import ConversationMemory, MemoryConfig, Message, SQLiteStore
-from convmem._background import DEFAULT_WORKERS, WorkerPool, shared_pool
+from convmem._derived.background import DEFAULT_WORKERS, WorkerPool, shared_pool
 
 pytestmark = pytest.mark.skipif(not Path("/proc/self/fd").is_dir(), reason="counts /proc/self/fd")
 

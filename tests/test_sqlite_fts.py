@@ -27,8 +27,8 @@ from convmem import (
     SQLiteStore,
     TiktokenCounter,
 )
-from convmem._lexical import BM25TextIndex, tokenize
-from convmem._sqlite_lexical import SQLiteLexicalIndex
+from convmem._recall.lexical import BM25TextIndex, tokenize
+from convmem._stores.sqlite.lexical import SQLiteLexicalIndex
 
 COUNTER = TiktokenCounter()
 FILLER = [

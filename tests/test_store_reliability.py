@@ -45,8 +45,8 @@ from convmem import (
     TurnStatus,
 )
 from convmem._models import MAX_CONTENT_DEPTH
-from convmem._postgres_schema import SCHEMA_VERSION
-from convmem._store import validate_id
+from convmem._stores.base import validate_id
+from convmem._stores.postgres.schema import SCHEMA_VERSION
 
 PROCESSES = 8
 THREADS_PER_PROCESS = 4
@@ -981,8 +981,13 @@ def test_validate_id_accepts_ids_that_stores_escape(good_id: str) -> None:
 def test_no_store_module_unpickles_or_evaluates_stored_data() -> None:
     # Every core module, so a store split into new modules is covered without a list to keep up.
     package = Path(convmem.__file__).parent
-    modules = sorted(path.name for path in package.glob("*.py"))
-    assert {"_codec.py", "_redis_layout.py", "_postgres_schema.py", "_sqlite_store.py"} <= set(modules)
+    modules = sorted(path.relative_to(package).as_posix() for path in package.rglob("*.py"))
+    assert {
+        "_stores/codec.py",
+        "_stores/redis/layout.py",
+        "_stores/postgres/schema.py",
+        "_stores/sqlite/store.py",
+    } <= set(modules)
     forbidden = re.compile(
         r"\bpickle\b|\bmarshal\b|\bshelve\b|(?<![.\w])eval\(|(?<![.\w])exec\(|yaml\.load\("
     )

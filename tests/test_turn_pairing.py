@@ -15,8 +15,8 @@ import pytest
 from langchain_core.runnables import RunnableLambda
 
 from convmem import ConversationMemory, InvalidMessageError, MemoryConfig, Message, SQLiteStore
+from convmem._context.recent import recent_turns
 from convmem._models import group_turns
-from convmem._recent import recent_turns
 from langchain_convmem import ConvMemSessions, with_convmem
 
 

@@ -20,8 +20,8 @@ from hypothesis import strategies as st
 from shared_stores import SERVER_KINDS, location_for
 
 from convmem import ConversationMemory, InMemoryStore, MemoryConfig, Recall, SQLiteStore, Store
-from convmem._embedder import BaseEmbedder
-from convmem._recall_search import SESSIONS_SEARCHED
+from convmem._recall.embedder import BaseEmbedder
+from convmem._recall.search import SESSIONS_SEARCHED
 
 DAY = 86400.0
 THEN = time.time() - 40 * DAY
@@ -365,8 +365,8 @@ def test_with_many_sessions_a_match_by_meaning_alone_is_found(tmp_path: Path) ->
 def test_batched_reads_agree_with_one_read_per_session(store: Store) -> None:
     """What a store answers in one query (`user_session_stats`, `get_states`) is what one
     read per session gives; a store without them is read a session at a time."""
-    from convmem._derived import FACTS_KEY
-    from convmem._user_scope import other_session_stats
+    from convmem._derived.state import FACTS_KEY
+    from convmem._derived.user_scope import other_session_stats
 
     for name in ("a", "b", "c"):
         chat(

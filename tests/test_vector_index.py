@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from convmem import ConfigError, VectorIndex
-from convmem._vector_index import FaissIndex, IndexFileError, IndexFiles
+from convmem._recall.vector_index import FaissIndex, IndexFileError, IndexFiles
 
 pytest.importorskip("faiss")
 

@@ -20,7 +20,7 @@ from convmem import (
     TiktokenCounter,
     VectorIndex,
 )
-from convmem._vector_index import FaissIndex
+from convmem._recall.vector_index import FaissIndex
 
 pytest.importorskip("llama_index.core")
 pytest.importorskip("langchain_core")

@@ -5,10 +5,10 @@ import dataclasses
 import pytest
 
 from convmem import Message, TiktokenCounter
-from convmem import _window as window_module
+from convmem._context import window as window_module
+from convmem._context.window import WindowCandidates, select_window, split_units
 from convmem._models import Role, Turn, group_turns
 from convmem._salience import is_low_information
-from convmem._window import WindowCandidates, select_window, split_units
 
 COUNTER = TiktokenCounter()
 

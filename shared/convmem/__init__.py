@@ -8,10 +8,13 @@ embedders), retention, and the errors. Everything else is private.
 import importlib
 from typing import TYPE_CHECKING, Any
 
-from ._background import set_background_workers
-from ._builder import BuiltContext
 from ._config import MemoryConfig
-from ._derived import Summary
+from ._context.builder import BuiltContext
+from ._derived.background import set_background_workers
+from ._derived.facts import Fact, FactExtractor, RuleFactExtractor
+from ._derived.llm import LLMFactExtractor, LLMSummarizer
+from ._derived.state import Summary
+from ._derived.summarizer import ExtractiveSummarizer, Summarizer
 from ._errors import (
     BudgetError,
     ConfigError,
@@ -20,15 +23,15 @@ from ._errors import (
     InvalidSessionIdError,
     StoreError,
 )
-from ._facts import Fact, FactExtractor, RuleFactExtractor
-from ._inmemory_store import InMemoryStore
-from ._llm import LLMFactExtractor, LLMSummarizer
 from ._memory import ConversationMemory
 from ._models import Message, Turn, TurnStatus
-from ._postgres_store import AsyncPostgresStore, PostgresStore
-from ._recall_config import RecallConfig
-from ._redis_store import AsyncRedisStore, RedisStore
-from ._retention import (
+from ._recall.config import RecallConfig
+from ._sessions import SessionRegistry
+from ._stores.base import Store
+from ._stores.memory import InMemoryStore
+from ._stores.postgres.store import AsyncPostgresStore, PostgresStore
+from ._stores.redis.store import AsyncRedisStore, RedisStore
+from ._stores.retention import (
     aexpire_idle,
     aforget_session,
     aforget_user,
@@ -36,25 +39,22 @@ from ._retention import (
     forget_session,
     forget_user,
 )
-from ._sessions import SessionRegistry
-from ._sqlite_store import SQLiteStore
-from ._store import Store
-from ._summarizer import ExtractiveSummarizer, Summarizer
+from ._stores.sqlite.store import SQLiteStore
 from ._tokens import ApproximateCounter, TiktokenCounter, TokenCounter, count_messages
 
 if TYPE_CHECKING:
-    from ._embedder import Embedder, HashingEmbedder, SentenceTransformerEmbedder
-    from ._recall import Recall
-    from ._vector_index import VectorIndex
+    from ._recall.embedder import Embedder, HashingEmbedder, SentenceTransformerEmbedder
+    from ._recall.engine import Recall
+    from ._recall.vector_index import VectorIndex
 
 # Recall and the embedders need numpy, which takes longer to import than the rest
 # of convmem together: they load when first named (or when a memory is made).
 _LAZY = {
-    "Embedder": "._embedder",
-    "HashingEmbedder": "._embedder",
-    "SentenceTransformerEmbedder": "._embedder",
-    "Recall": "._recall",
-    "VectorIndex": "._vector_index",
+    "Embedder": "._recall.embedder",
+    "HashingEmbedder": "._recall.embedder",
+    "SentenceTransformerEmbedder": "._recall.embedder",
+    "Recall": "._recall.engine",
+    "VectorIndex": "._recall.vector_index",
 }
 
 

@@ -43,7 +43,7 @@ def _demo(args: argparse.Namespace) -> int:
     )
     embedder = None
     if args.recall:
-        from ._embedder import SentenceTransformerEmbedder
+        from ._recall.embedder import SentenceTransformerEmbedder
 
         embedder = SentenceTransformerEmbedder()
     if args.db:

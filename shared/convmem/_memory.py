@@ -13,18 +13,19 @@ from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ._builder import BuiltContext, ContextBuilder, ContextPlan, ContextRequest
 from ._config import MemoryConfig, TranscriptTemplate
-from ._derived import FACTS_KEY, SUMMARY_KEY, DerivedState, Summary
+from ._context.builder import BuiltContext, ContextBuilder, ContextPlan, ContextRequest
+from ._context.recent import recent_turns
+from ._context.transcript import render_transcript
+from ._derived.facts import Fact, FactBook, FactExtractor, RuleFactExtractor
+from ._derived.state import FACTS_KEY, SUMMARY_KEY, DerivedState, Summary
+from ._derived.summarizer import ExtractiveSummarizer, Summarizer
+from ._derived.user_scope import UserFacts, other_session_stats
 from ._errors import BudgetError, ConfigError, InvalidMessageError
-from ._facts import Fact, FactBook, FactExtractor, RuleFactExtractor
-from ._inmemory_store import InMemoryStore
-from ._intent import choose_recall_share, points_to_past
 from ._language import detect_language
 from ._models import Message, Role, Turn, TurnStatus, group_turns, validate_message
-from ._recent import recent_turns
-from ._sqlite_store import SQLiteStore
-from ._store import (
+from ._recall.intent import choose_recall_share, points_to_past
+from ._stores.base import (
     SessionSnapshot,
     SessionStats,
     Store,
@@ -34,15 +35,14 @@ from ._store import (
     validate_id,
     validate_seqs,
 )
-from ._summarizer import ExtractiveSummarizer, Summarizer
+from ._stores.memory import InMemoryStore
+from ._stores.sqlite.store import SQLiteStore
 from ._tokens import REPLY_PRIMING_TOKENS, TokenCounter, default_counter
 from ._tool_sequence import check_tool_results, unanswered_calls
-from ._transcript import render_transcript
-from ._user_scope import UserFacts, other_session_stats
 
 if TYPE_CHECKING:  # recall loads numpy: imported when a memory is made, not with convmem
-    from ._embedder import Embedder
-    from ._recall import Recall, RecalledItem
+    from ._recall.embedder import Embedder
+    from ._recall.engine import Recall, RecalledItem
 
 __all__ = ["ConversationMemory", "OverflowStatus", "open_store"]
 
@@ -184,7 +184,7 @@ class ConversationMemory:
             fact_extractor or RuleFactExtractor() if self.config.extract_facts else None
         )
         if embedder is not None or (recall is None and self.config.recall_earlier_turns):
-            from ._recall import Recall
+            from ._recall.engine import Recall
 
             if embedder is not None:
                 index_dir = (

@@ -19,9 +19,9 @@ from typing import Any, TypeVar
 
 from ._config import MAX_INT_OPTION, MemoryConfig
 from ._errors import ConfigError, InvalidSessionIdError
-from ._inmemory_store import InMemoryStore
 from ._memory import ConversationMemory, open_store
-from ._store import Store, validate_id
+from ._stores.base import Store, validate_id
+from ._stores.memory import InMemoryStore
 from ._tokens import TokenCounter, default_counter
 
 __all__ = ["DEFAULT_MAX_CACHED_SESSIONS", "SessionRegistry", "memory_from_options", "store_from_options"]

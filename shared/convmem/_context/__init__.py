@@ -1,0 +1,1 @@
+"""Building a context: the request, the plan, the window, the assembled messages and their report."""

@@ -1,0 +1,398 @@
+"""Running slow derived work (summaries, facts, embeddings) off the hot path.
+
+Every memory with ``background=True`` hands its jobs to one `WorkerPool` per
+process (`shared_pool`): a few daemon threads (`DEFAULT_WORKERS`, changed with
+`set_background_workers`), so a server holding thousands of memories runs a
+handful of threads, not one per memory.
+
+Jobs are keyed by what they update, e.g. (store, session, "summary"):
+
+- At most one job per key waits in the queue. A request for a key already
+  queued joins that job, because every job reads the latest log when it runs.
+- At most one job per key runs. A request for a running key queues one
+  follow-up, which starts when the running one ends.
+- A job that runs past its timeout is abandoned: reported as failed (the
+  caller retries later, see `Backoff`), its queued follow-up is cancelled, and
+  its thread is replaced. Python cannot stop a thread, so the abandoned job
+  goes on until its model call returns (jobs write with compare-and-set, so a
+  late result is harmless); until then its key takes no new job. A hung model
+  therefore holds one thread per key, never one per retry, and the pool never
+  has more than ``2 * max_workers`` threads (plus a watchdog): when abandoned
+  jobs hold all of them, it refuses jobs until one returns.
+
+`Backoff` remembers failures per key so a failing summarizer or embedder is
+retried on a later trigger (after 1 s, 2 s, 4 s ... up to 60 s), not on every
+message.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import os
+import threading
+import time
+from collections import Counter, deque
+from collections.abc import Callable, Hashable
+
+from .._errors import ConfigError
+
+__all__ = ["DEFAULT_WORKERS", "Backoff", "WorkerPool", "set_background_workers", "shared_pool"]
+
+logger = logging.getLogger("convmem")
+
+MAX_BACKOFF_SECONDS = 60.0
+DEFAULT_WORKERS = 4
+MAX_WORKERS = 64
+# An idle worker thread ends after this long; the next job starts another.
+IDLE_SECONDS = 5.0
+
+
+class Backoff:
+    """Consecutive failures per key, and when the key may run again."""
+
+    def __init__(self, *, max_delay: float = MAX_BACKOFF_SECONDS) -> None:
+        self._max_delay = max_delay
+        self._failures: dict[str, tuple[int, float]] = {}
+        self._lock = threading.Lock()
+
+    def ready(self, key: str) -> bool:
+        with self._lock:
+            failures, not_before = self._failures.get(key, (0, 0.0))
+            return not failures or time.monotonic() >= not_before
+
+    def failures(self, key: str) -> int:
+        with self._lock:
+            return self._failures.get(key, (0, 0.0))[0]
+
+    def record(self, key: str, ok: bool) -> None:
+        with self._lock:
+            if ok:
+                self._failures.pop(key, None)
+                return
+            count = self._failures.get(key, (0, 0.0))[0] + 1
+            delay = min(self._max_delay, 2.0 ** (count - 1))
+            self._failures[key] = (count, time.monotonic() + delay)
+
+
+Job = Callable[[], object]
+Done = Callable[[bool], None]
+
+
+@dataclasses.dataclass(eq=False)
+class _Job:
+    key: Hashable
+    name: str
+    run: Job
+    timeout: float
+    # Everyone waiting for this job (a flush waits on its owner), and what to tell them.
+    waiters: dict[object, Done | None]
+    deadline: float = 0.0
+    abandoned: bool = False
+
+
+def _validate_workers(count: object) -> int:
+    if isinstance(count, bool) or not isinstance(count, int) or not 1 <= count <= MAX_WORKERS:
+        raise ConfigError(f"background workers must be an int from 1 to {MAX_WORKERS}, got {count!r}")
+    return count
+
+
+class WorkerPool:
+    """A few daemon threads that run keyed jobs, each with a timeout (see the module docstring)."""
+
+    def __init__(self, max_workers: int = DEFAULT_WORKERS, *, name: str = "convmem-worker") -> None:
+        self._max_workers = _validate_workers(max_workers)
+        self._name = name
+        self._cond = threading.Condition()
+        self._queue: deque[_Job] = deque()
+        self._queued: dict[Hashable, _Job] = {}
+        self._running: dict[Hashable, _Job] = {}  # abandoned jobs stay here until they return
+        self._waiting: Counter[object] = Counter()  # owner -> its queued or running jobs
+        self._workers = 0  # threads taking jobs (not stuck in an abandoned one)
+        self._idle = 0
+        self._abandoned = 0
+        self._watchdog: threading.Thread | None = None
+        self._threads_started = 0
+
+    @property
+    def max_workers(self) -> int:
+        return self._max_workers
+
+    def resize(self, max_workers: int) -> None:
+        """Run at most `max_workers` jobs at once from now on (surplus threads end when idle)."""
+        with self._cond:
+            self._max_workers = _validate_workers(max_workers)
+            self._cond.notify_all()
+
+    def stats(self) -> dict[str, int]:
+        """Counts for monitoring: workers, idle, abandoned, queued, running."""
+        with self._cond:
+            return {
+                "workers": self._workers,
+                "idle": self._idle,
+                "abandoned": self._abandoned,
+                "queued": len(self._queue),
+                "running": len(self._running) - self._abandoned,
+                "threads_started": self._threads_started,
+            }
+
+    def submit(
+        self,
+        key: Hashable,
+        job: Job,
+        *,
+        owner: object,
+        timeout: float,
+        on_done: Done | None = None,
+        name: str | None = None,
+    ) -> bool:
+        """Queue `job` under `key` for `owner`, or join the job already queued for `key`.
+
+        `on_done(ok)` is called once the job ran (``ok=False`` when it raised,
+        timed out or was cancelled). Returns False, without queuing anything,
+        when the job for `key` timed out and is still running, or when every
+        thread the pool may use is stuck in an abandoned job.
+        """
+        with self._cond:
+            queued = self._queued.get(key)
+            if queued is not None:
+                if owner not in queued.waiters:
+                    queued.waiters[owner] = on_done
+                    self._waiting[owner] += 1
+                return True
+            running = self._running.get(key)
+            if running is not None and running.abandoned:
+                return False
+            if not self._can_run():
+                return False
+            entry = _Job(key, name or repr(key), job, timeout, {owner: on_done})
+            self._queue.append(entry)
+            self._queued[key] = entry
+            self._waiting[owner] += 1
+            if len(self._queue) > self._idle and not self._start_worker() and not self._workers:
+                # No thread could be started and none would ever take the job.
+                self._unqueue(entry)
+                self._release(owner)
+                return False
+            self._cond.notify()
+            return True
+
+    def flush(self, owner: object = None, timeout: float | None = None) -> bool:
+        """Wait until `owner`'s jobs (every job when None) ran or were abandoned; False on timeout."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        with self._cond:
+            while self._waiting[owner] if owner is not None else self._waiting:
+                remaining = None if deadline is None else deadline - time.monotonic()
+                if remaining is not None and remaining <= 0:
+                    return False
+                self._cond.wait(remaining)
+            return True
+
+    def cancel(self, owner: object) -> int:
+        """Stop waiting for `owner`'s jobs; drop the queued ones nobody else waits for. Returns how many."""
+        dropped = 0
+        with self._cond:
+            for entry in [*self._queue, *self._running.values()]:
+                if owner in entry.waiters:
+                    del entry.waiters[owner]
+                    self._release(owner)
+                    if not entry.waiters and entry.key in self._queued:
+                        self._unqueue(entry)
+                        dropped += 1
+            self._cond.notify_all()
+        return dropped
+
+    # -- internals (called with self._cond held unless said otherwise) ------------
+
+    def _can_run(self) -> bool:
+        return self._workers > 0 or self._abandoned < 2 * self._max_workers
+
+    def _release(self, owner: object) -> None:
+        self._waiting[owner] -= 1
+        if self._waiting[owner] <= 0:
+            del self._waiting[owner]
+
+    def _unqueue(self, entry: _Job) -> None:
+        self._queue.remove(entry)
+        del self._queued[entry.key]
+
+    def _start_worker(self) -> bool:
+        """Start one more worker thread if the limits allow; False if none was started."""
+        if self._workers >= self._max_workers or self._workers + self._abandoned >= 2 * self._max_workers:
+            return False
+        try:
+            threading.Thread(target=self._work, name=self._name, daemon=True).start()
+        except RuntimeError as exc:  # the process is out of threads
+            logger.warning("cannot start a background worker thread: %s", exc)
+            return False
+        self._workers += 1
+        self._threads_started += 1
+        return True
+
+    def _next_job(self) -> _Job | None:
+        for entry in self._queue:
+            if entry.key not in self._running:
+                self._unqueue(entry)
+                entry.deadline = time.monotonic() + entry.timeout
+                self._running[entry.key] = entry
+                if self._watchdog is None:
+                    watchdog = threading.Thread(
+                        target=self._watch, name=f"{self._name}-watchdog", daemon=True
+                    )
+                    try:
+                        watchdog.start()
+                    except RuntimeError as exc:  # tried again when the next job starts
+                        logger.warning("cannot start the background watchdog thread: %s", exc)
+                    else:
+                        self._watchdog = watchdog
+                self._cond.notify_all()  # the watchdog may need to wake earlier
+                return entry
+        return None
+
+    def _finish(self, entry: _Job, ok: bool) -> list[tuple[Done | None, bool]]:
+        """Release `entry`'s waiters; the callbacks to run (outside the lock) with the outcome."""
+        for owner in entry.waiters:
+            self._release(owner)
+        callbacks = [(callback, ok) for callback in entry.waiters.values()]
+        entry.waiters = {}
+        self._cond.notify_all()
+        return callbacks
+
+    # -- threads ----------------------------------------------------------------
+
+    def _work(self) -> None:
+        while True:
+            with self._cond:
+                entry = self._next_job()
+                while entry is None:
+                    if self._workers > self._max_workers:
+                        self._workers -= 1
+                        return
+                    self._idle += 1
+                    woken = self._cond.wait(IDLE_SECONDS)
+                    self._idle -= 1
+                    entry = self._next_job()
+                    if entry is None and not woken:
+                        self._workers -= 1
+                        return
+            ok = self._run(entry)
+            with self._cond:
+                del self._running[entry.key]
+                if entry.abandoned:
+                    # Replaced when it was abandoned: this thread ends, or rejoins if there is room.
+                    self._abandoned -= 1
+                    if self._workers >= self._max_workers:
+                        self._cond.notify_all()
+                        return
+                    self._workers += 1
+                    callbacks: list[tuple[Done | None, bool]] = []
+                else:
+                    callbacks = self._finish(entry, ok)
+                self._cond.notify_all()
+            _call(entry.name, callbacks)
+
+    def _run(self, entry: _Job) -> bool:
+        try:
+            entry.run()
+        except BaseException as exc:  # reported, never lost; the worker goes on
+            if not entry.abandoned:
+                logger.warning(
+                    "background job %s failed; it will be retried: %r", entry.name, exc, exc_info=exc
+                )
+            return False
+        return True
+
+    def _watch(self) -> None:
+        """Abandon jobs that run past their deadline; ends when nothing is running."""
+        while True:
+            with self._cond:
+                live = [e for e in self._running.values() if not e.abandoned]
+                if not live:
+                    self._watchdog = None
+                    return
+                now = time.monotonic()
+                late = [e for e in live if e.deadline <= now]
+                if not late:
+                    self._cond.wait(min(e.deadline for e in live) - now)
+                    continue
+                callbacks = []
+                for entry in late:
+                    callbacks.extend(self._abandon(entry))
+            _call("timed-out jobs", callbacks)
+
+    def _abandon(self, entry: _Job) -> list[tuple[Done | None, bool]]:
+        logger.warning(
+            "background job %s timed out after %.1fs; it will be retried", entry.name, entry.timeout
+        )
+        entry.abandoned = True
+        self._abandoned += 1
+        self._workers -= 1
+        callbacks = self._finish(entry, False)
+        follow_up = self._queued.get(entry.key)
+        if follow_up is not None:  # it could not start before the abandoned job returns
+            self._unqueue(follow_up)
+            callbacks.extend(self._finish(follow_up, False))
+        if self._queue:
+            self._start_worker()
+        if self._workers == 0 and not self._can_run():
+            logger.warning(
+                "every background thread (%d) is stuck in a job that timed out; "
+                "background work is refused until one returns",
+                self._abandoned,
+            )
+            while self._queue:
+                queued = self._queue[0]
+                self._unqueue(queued)
+                callbacks.extend(self._finish(queued, False))
+        return callbacks
+
+
+def _call(what: str, callbacks: list[tuple[Done | None, bool]]) -> None:
+    for callback, ok in callbacks:
+        if callback is None:
+            continue
+        try:
+            callback(ok)
+        except Exception:  # a callback must not stop a worker
+            logger.exception("background callback for %s failed", what)
+
+
+_shared_lock = threading.Lock()
+_shared: WorkerPool | None = None
+_shared_size = DEFAULT_WORKERS
+
+
+def shared_pool() -> WorkerPool:
+    """The process's pool for background work (created on first use)."""
+    global _shared
+    with _shared_lock:
+        if _shared is None:
+            _shared = WorkerPool(_shared_size)
+        return _shared
+
+
+def set_background_workers(count: int) -> None:
+    """Run at most `count` background jobs at once in this process (default 4, at most 64).
+
+    Background work (``MemoryConfig(background=True)``) of every memory in the
+    process shares these threads; raise it when summaries and embeddings wait
+    on a remote model, lower it to keep CPU for the requests themselves::
+
+        convmem.set_background_workers(8)
+    """
+    global _shared_size
+    with _shared_lock:
+        _shared_size = _validate_workers(count)
+        if _shared is not None:
+            _shared.resize(count)
+
+
+def _forget_pool_in_child() -> None:
+    # A forked child has none of the parent's threads; a fresh pool starts its own.
+    global _shared, _shared_lock
+    _shared = None
+    _shared_lock = threading.Lock()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_forget_pool_in_child)

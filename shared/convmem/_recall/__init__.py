@@ -1,0 +1,1 @@
+"""Recall of earlier turns: lexical and vector indexes, search, ranking and rendering."""

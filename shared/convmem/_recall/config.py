@@ -1,0 +1,199 @@
+"""How recall indexes, ranks and renders (`RecallConfig`), and what it may return (`RecallFilters`)."""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from collections.abc import Collection, Mapping
+from datetime import datetime, timezone, tzinfo
+from typing import Any, Literal
+
+from .._config import MAX_INT_OPTION, _number
+from .._errors import ConfigError
+from .._models import Message, Role
+
+__all__ = ["Fusion", "Granularity", "RecallConfig", "RecallFilters"]
+
+Granularity = Literal["message", "exchange", "both"]
+Fusion = Literal["weighted", "rrf"]
+
+
+@dataclasses.dataclass(frozen=True)
+class RecallConfig:
+    """How recall indexes, ranks and renders. The defaults are tuned on LoCoMo.
+
+    Example::
+
+        RecallConfig(granularity="both", neighbour_radius=1, recency_weight=0.1)
+    """
+
+    granularity: Granularity = "both"
+    """Index messages, exchanges (a question with its answers), or both (scores blend)."""
+    neighbour_radius: int = 0
+    """A recalled message brings this many messages before and after it (same episode)."""
+    fusion: Fusion = "weighted"
+    """How dense and lexical scores combine: a weighted sum of normalized scores, or RRF."""
+    dense_weight: float = 0.6
+    """Share of the dense score in the fusion (the rest is BM25)."""
+    rrf_k: int = 60
+    feedback_weight: float = 0.2
+    """Pseudo-relevance feedback: share of a candidate's dense score that is its cosine
+    similarity to the centroid of the 10 best candidates, when there are 50 candidates
+    or more (0 turns it off)."""
+    exchange_weight: float = 0.5
+    """With granularity "both": share of the exchange's scores in a message's scores."""
+    speaker_weight: float = 0.2
+    """Added to messages said by a speaker the query names (``Message.name``). While it
+    is above 0, dense search embeds the query with those names put as "they": who said
+    it is this boost's to match (and the keywords'), what was said is the vectors'."""
+    episode_weight: float = 0.3
+    """Added times the best score in the message's episode (related turns cluster)."""
+    neighbour_weight: float = 0.3
+    """Added times the best score of the message's neighbours (the messages right before
+    and after it, same episode): a turn next to a relevant one is often part of the same
+    thread, as the answer to a question or the reply that says what "it" was. Unlike
+    `neighbour_radius` it brings nothing along; it only ranks."""
+    episode_gap_seconds: float = 3 * 3600.0
+    """A pause longer than this between two messages starts a new episode."""
+    recency_weight: float = 0.0
+    """Added times ``0.5 ** (age / half-life)``; age is measured from the newest message."""
+    recency_half_life_days: float = 30.0
+    mmr_lambda: float = 1.0
+    """Maximal marginal relevance: 1.0 ranks by relevance only, lower values trade
+    relevance for variety."""
+    duplicate_similarity: float = 0.97
+    """A candidate this similar (cosine) to one already recalled is dropped as a duplicate."""
+    min_score: float = 0.1
+    """Minimum cosine similarity of a message (or its exchange) to the query."""
+    neighbour_min_score: float | None = 0.3
+    """A message below `min_score` still passes when it is right next to (same episode)
+    a message at least this similar to the query and above the relevance floor: the
+    reply that says what "it" was rarely looks like the question on its own. None
+    turns it off."""
+    min_lexical: float = 0.5
+    """A message below `min_score` is still recalled when its BM25 score is at least this
+    fraction of the best one (exact names, numbers, rare words)."""
+    relevance_floor: float | None = None
+    """A candidate scoring below this fraction of the best candidate's score is not
+    recalled, however much room is left: the room goes back to the recent window.
+    None picks by how recall ranks and what the query asks: 0.5 with dense search (0.4
+    for a question that asks for several things: "What books has Tim read?", "how
+    many", "both", 哪些), 0.25 by words only (where the episode boost lifts every
+    candidate of a good episode alike). Tuned on LoCoMo to cut candidates without
+    losing evidence."""
+    candidates: int = 400
+    """Candidates each retriever (dense, lexical) contributes before fusion. The episode
+    and neighbour boosts lift only candidates: more of them lets a good episode's quieter
+    turns rank."""
+    indexed_roles: tuple[str, ...] = ("user", "assistant")
+    max_unit_chars: int = 2000
+    """Text beyond this is not embedded (most models read 256-512 tokens anyway)."""
+    language: Literal["auto", "zh", "en"] = "auto"
+    time_zone: tzinfo = timezone.utc
+    """Time zone of the date lines."""
+    # Budget allocation (see `choose_recall_share`).
+    past_share: float = 0.9
+    """Recall share when the query points to the past (names, dates, "when did", 上次...)."""
+    followup_share: float = 0.1
+    """Recall share for a short follow-up ("and why?", "为什么？")."""
+    # Index upkeep.
+    hnsw_threshold: int = 50_000
+    """Above this many vectors in a session, its index becomes HNSW (approximate)."""
+    persist_every: int = 64
+    """Write a session's index file after this many new vectors, or a tenth of the index
+    if that is more (and on `Recall.save` / `Recall.close`)."""
+
+    def __post_init__(self) -> None:
+        if self.granularity not in ("message", "exchange", "both"):
+            raise ConfigError(
+                f"granularity must be 'message', 'exchange' or 'both', got {self.granularity!r}"
+            )
+        if self.fusion not in ("weighted", "rrf"):
+            raise ConfigError(f"fusion must be 'weighted' or 'rrf', got {self.fusion!r}")
+        if self.language not in ("auto", "zh", "en"):
+            raise ConfigError(f"language must be 'auto', 'zh' or 'en', got {self.language!r}")
+        _int_option("neighbour_radius", self.neighbour_radius, low=0)
+        for name in ("rrf_k", "candidates", "max_unit_chars", "hnsw_threshold", "persist_every"):
+            _int_option(name, getattr(self, name), low=1)
+        for name in (
+            "dense_weight",
+            "feedback_weight",
+            "exchange_weight",
+            "mmr_lambda",
+            "duplicate_similarity",
+            "min_lexical",
+            "past_share",
+            "followup_share",
+        ):
+            _number(name, getattr(self, name), low=0, high=1, allowed="a number in [0, 1]")
+        if self.relevance_floor is not None:
+            _number(
+                "relevance_floor", self.relevance_floor, low=0, high=1, allowed="None or a number in [0, 1]"
+            )
+        for name in ("speaker_weight", "episode_weight", "neighbour_weight", "recency_weight"):
+            _number(name, getattr(self, name), low=0, high=math.inf, allowed="a finite number >= 0")
+        for name in ("episode_gap_seconds", "recency_half_life_days"):
+            _number(
+                name, getattr(self, name), low=0, high=math.inf, low_open=True, allowed="a finite number > 0"
+            )
+        _number("min_score", self.min_score, low=-1, high=1, allowed="a cosine similarity in [-1, 1]")
+        if self.neighbour_min_score is not None:
+            _number(
+                "neighbour_min_score",
+                self.neighbour_min_score,
+                low=-1,
+                high=1,
+                allowed="None or a cosine similarity in [-1, 1]",
+            )
+        roles = tuple(Role.parse(r).value for r in self.indexed_roles)
+        if not roles:
+            raise ConfigError("indexed_roles must name at least one role, e.g. ('user', 'assistant')")
+        object.__setattr__(self, "indexed_roles", roles)
+
+    def replace(self, **changes: Any) -> RecallConfig:
+        """A copy with some fields changed (validated again)."""
+        return dataclasses.replace(self, **changes)
+
+
+@dataclasses.dataclass(frozen=True)
+class RecallFilters:
+    """Optional restrictions on what may be recalled (the session is always a wall).
+
+    ``speakers`` match ``Message.name``; ``metadata`` entries must all equal the
+    message's metadata values (e.g. ``{"user_id": "u1"}``); ``since``/``until``
+    bound the message timestamp (epoch seconds or datetimes, inclusive).
+    """
+
+    roles: Collection[Role | str] | None = None
+    speakers: Collection[str] | None = None
+    since: float | datetime | None = None
+    until: float | datetime | None = None
+    metadata: Mapping[str, Any] | None = None
+
+    def accepts(self, message: Message) -> bool:
+        if self.roles is not None and message.role not in {Role.parse(r) for r in self.roles}:
+            return False
+        if self.speakers is not None and message.name not in set(self.speakers):
+            return False
+        if self.since is not None and message.timestamp < _epoch(self.since):
+            return False
+        if self.until is not None and message.timestamp > _epoch(self.until):
+            return False
+        if self.metadata:
+            for key, value in self.metadata.items():
+                if key not in message.metadata or message.metadata[key] != value:
+                    return False
+        return True
+
+
+def _int_option(name: str, value: object, *, low: int) -> None:
+    if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= MAX_INT_OPTION:
+        raise ConfigError(f"{name} must be an int from {low} to {MAX_INT_OPTION}, got {value!r:.60}")
+
+
+def _epoch(value: float | datetime) -> float:
+    if isinstance(value, datetime):
+        if value.tzinfo is None:
+            value = value.replace(tzinfo=timezone.utc)
+        return value.timestamp()
+    return float(value)

@@ -1,0 +1,738 @@
+"""Semantic recall of old turns: hybrid ranking over a per-session index.
+
+`Recall` indexes every stored message (and every question-and-answer
+exchange) of a session twice: as a vector in a `VectorIndex` and as terms in
+a BM25 index (without an embedder, as terms only; for a `SQLiteStore` opened
+with ``lexical_index="fts5"``, an FTS5 index in the store's file,
+`_sqlite_lexical`; for a `PostgresStore` opened with ``lexical_index="tsvector"``,
+a tsvector table in its schema, `_postgres_lexical`). A query is answered by
+blending dense and lexical scores with speaker, episode and recency boosts,
+dropping near-duplicates, small talk, what the recent window already holds
+and what is below `min_score` or the relevance floor, and filling the recall
+section best first up to its token cap.
+
+This module only orchestrates; each job has its own module:
+
+    _recall_config    RecallConfig, RecallFilters
+    _recall_units     the per-session mirror of the log: units, ingest, catching up, the queue
+    _recall_search    answering a query: gather candidates, rank, render
+    _recall_rank      fusion, boosts, relevance floor and MMR over plain arrays
+    _recall_render    filling the token cap; RecalledItem, RecallResult
+    _recall_language  CJK detection, speaker labels, date lines
+    _recall_plan      one plan, two shells: sync and async written once
+    _intent           choose_recall_share: how much budget a query gives recall
+    _vector_index     FAISS indexes and their files (manifest, CRC)
+
+Sync and async share one plan per operation (`_recall_plan`): a generator
+that yields requests (embed these texts, embed this query, do this blocking
+I/O) and is sent the replies.
+
+Everything here is derived from the log: vectors are persisted next to the
+store for speed, and rebuilt from the log when missing, stale or corrupt.
+Sessions are walls: each session has its own index, and nothing from one
+session's index can be returned for another.
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+import threading
+import weakref
+from collections import OrderedDict
+from collections.abc import Callable, Collection, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from .._errors import BudgetError, ConfigError
+from .._models import Message
+from .._stores.base import SessionStats, Store
+from .._stores.postgres.lexical import PostgresLexicalIndex
+from .._stores.postgres.store import PostgresStore
+from .._stores.sqlite.lexical import SQLiteLexicalIndex
+from .._stores.sqlite.store import SQLiteStore
+from .._tokens import TokenCounter
+from .config import RecallConfig, RecallFilters
+from .embedder import Embedder
+from .intent import choose_recall_share
+from .lexical import LexicalIndex
+from .plan import Blocking, EmbedQuery, Plan, arun_plan, run_plan
+from .rank import without_speakers
+from .render import RecalledItem, RecallResult
+from .search import answer_sessions
+from .units import UNKNOWN, SessionMirror, is_exchange_unit
+from .vector_index import FaissIndex, IndexFiles, VectorIndex
+
+__all__ = [
+    "Recall",
+    "RecallConfig",
+    "RecallFilters",
+    "RecallResult",
+    "RecalledItem",
+    "choose_recall_share",
+]
+
+logger = logging.getLogger("convmem")
+
+# Sessions a Recall mirrors in one process before the least recently used is dropped.
+DEFAULT_MAX_SESSIONS = 1024
+
+
+def _known(generation: object) -> str | None:
+    """A mirror's generation as a file name wants it: UNKNOWN (never read) names no generation."""
+    return generation if isinstance(generation, str) else None
+
+
+def _stored_lexical(store: Store | None, session_id: str) -> tuple[LexicalIndex, LexicalIndex] | None:
+    """The lexical indexes `store` keeps for a session (a SQLite store opened with
+    ``lexical_index="fts5"``: FTS5 in its file; a PostgreSQL store opened with
+    ``lexical_index="tsvector"``: its lexical_docs table), or None: recall then keeps BM25 in
+    this process."""
+    if isinstance(store, SQLiteStore) and store.lexical_index == "fts5":
+        return (
+            SQLiteLexicalIndex(store, session_id, "messages"),
+            SQLiteLexicalIndex(store, session_id, "exchanges"),
+        )
+    if isinstance(store, PostgresStore) and store.lexical_index == "tsvector":
+        return (
+            PostgresLexicalIndex(store, session_id, "messages"),
+            PostgresLexicalIndex(store, session_id, "exchanges"),
+        )
+    return None
+
+
+# -- the engine ---------------------------------------------------------------------
+
+
+class Recall:
+    """Semantic recall over a session's log: index on write, hybrid search on read.
+
+    Args:
+        embedder: any `Embedder` (`SentenceTransformerEmbedder`, `HashingEmbedder`, an adapter),
+            or ``None`` for lexical recall: BM25 over the CJK-aware terms of each message and
+            exchange, with the same boosts, relevance floor and rendering, and no model at all
+            (what a `ConversationMemory` gets by default).
+        config: ranking and rendering knobs (`RecallConfig`).
+        index_dir: where vectors are persisted, one ``<session>.<generation>.faiss`` file
+            plus a ``.json`` manifest per session log; ``None`` keeps them in memory only.
+            Put it next to the store, e.g. ``Path(str(db_path) + ".vectors")``.
+        index_factory: ``(session_id, dimension) -> VectorIndex`` for vectors kept in a
+            shared vector store instead of files on this server.
+        max_sessions: how many sessions' mirrors (texts, lexical indexes, vectors) stay in
+            this process (default 1024). Beyond that the least recently used one is saved
+            and dropped, and read again from its file and the log when next used.
+
+    Without an embedder there are no vectors, so `index_dir` and `index_factory` are
+    refused; everything recall needs is rebuilt from the log on first use (a
+    `SQLiteStore` opened with ``lexical_index="fts5"`` keeps the lexical index in
+    its file, shared by every process using it: see `SQLiteLexicalIndex`; a
+    `PostgresStore` opened with ``lexical_index="tsvector"`` in its schema, shared by
+    every server: see `PostgresLexicalIndex`).
+
+    Thread-safe. `add` may run in a background thread while `search` serves
+    requests: a search uses what is indexed at that moment (new messages are
+    found lexically at once, and by meaning once embedded).
+
+    One `Recall` may serve the memories of many stores (tenants): what it keeps is
+    per store and session, so two stores with the same session id never see each
+    other's turns, in memory or in files. Every read and catch-up checks the
+    log's generation (`Store.stats`, read anyway): a session that another process
+    forgot, cleared or edited is dropped and mirrored afresh from the log, so
+    deleted text is never recalled and its vectors are never written back.
+
+    Example::
+
+        recall = Recall(SentenceTransformerEmbedder(), index_dir=Path("memory.db.vectors"))
+        # or Recall() / Recall(None): by words only, no model
+        stored = store.append("s1", [Message.create("user", "My dog is called Duoduo.")])
+        recall.add("s1", stored, store=store)
+        result = recall.search("s1", "what is my dog called?", store=store,
+                               exclude_seqs=(), max_tokens=300, counter=TiktokenCounter())
+        print(result.text)
+    """
+
+    def __init__(
+        self,
+        embedder: Embedder | None = None,
+        *,
+        config: RecallConfig | None = None,
+        index_dir: str | Path | None = None,
+        index_factory: Callable[[str, int], VectorIndex] | None = None,
+        max_sessions: int = DEFAULT_MAX_SESSIONS,
+    ) -> None:
+        if isinstance(max_sessions, bool) or not isinstance(max_sessions, int) or max_sessions < 1:
+            raise ConfigError(
+                f"Recall max_sessions must be a positive int (sessions mirrored in this process), "
+                f"got {max_sessions!r}"
+            )
+        if index_dir is not None and index_factory is not None:
+            raise ConfigError(
+                "give Recall an index_dir (FAISS files on this server) or an index_factory "
+                "(a shared vector store), not both"
+            )
+        if config is not None and not isinstance(config, RecallConfig):
+            raise ConfigError(f"config must be a RecallConfig, got {type(config).__name__}: {config!r:.60}")
+        if embedder is None and (index_dir is not None or index_factory is not None):
+            given = "index_dir" if index_dir is not None else "index_factory"
+            raise ConfigError(
+                f"{given} was given to a Recall without an embedder; lexical recall keeps no "
+                "vectors, so pass an embedder too or leave index_dir and index_factory out"
+            )
+        self.embedder = embedder
+        self.config = config or RecallConfig()
+        self.index_dir = None if index_dir is None else Path(index_dir)
+        self.index_factory = index_factory
+        self._files = None if self.index_dir is None else IndexFiles(self.index_dir)
+        self.max_sessions = max_sessions
+        # (store key, session id) -> mirror, least recently used first.
+        self._sessions: OrderedDict[tuple[int | None, str], SessionMirror] = OrderedDict()
+        self._keys_of: dict[str, set[tuple[int | None, str]]] = {}
+        # Mirrors dropped from the LRU that a running add or search still holds: forget() must
+        # reach them too, or their next save would write a forgotten session's file again.
+        self._evicted: weakref.WeakValueDictionary[tuple[int | None, str], SessionMirror] = (
+            weakref.WeakValueDictionary()
+        )
+        self._store_keys: weakref.WeakKeyDictionary[Any, int] = weakref.WeakKeyDictionary()
+        self._next_store_key = 1
+        self._lock = threading.Lock()
+
+    def __repr__(self) -> str:
+        if self.embedder is None:
+            return "Recall(None)"
+        return f"Recall({self.embedder!r}, index_dir={self.index_dir!r})"
+
+    # -- files ---------------------------------------------------------------------------
+
+    def index_path(self, session_id: str, *, store: Store | None = None) -> Path | None:
+        """The FAISS file of a session's log (its manifest has the same name with ``.json``).
+
+        The name depends on the log's generation: read from `store` when given, else
+        from what this engine mirrors of the session.
+        """
+        if self._files is None:
+            return None
+        if store is not None:
+            generation = store.stats(session_id).generation
+        else:
+            with self._lock:
+                state = self._resolve(session_id)
+            generation = None if state is None else _known(state.generation)
+        return self._files.path(session_id, generation)
+
+    def _identity(self, dimension: int) -> dict[str, Any]:
+        """What a saved index must have been made with to be adopted."""
+        return {
+            "embedder": self.embedder.name if self.embedder is not None else None,
+            "dimension": dimension,
+            "granularity": self.config.granularity,
+        }
+
+    def _load_saved(self, state: SessionMirror, generation: str | None) -> None:
+        """Adopt the saved index of this log generation when it matches this embedder and
+        config; otherwise discard it."""
+        if self._files is None or self.embedder is None:
+            return
+        try:
+            state.index = self._files.load(
+                state.session_id,
+                self._identity(self.embedder.dimension),
+                hnsw_threshold=self.config.hnsw_threshold,
+                generation=generation,
+            )
+        except Exception as exc:  # anything wrong with derived files means: rebuild
+            logger.warning(
+                "recall index for session %r at %s is unusable (%s); rebuilding it from the log",
+                state.session_id,
+                self._files.path(state.session_id, generation),
+                exc,
+            )
+            self._files.delete(state.session_id, generation)
+
+    def _save(self, state: SessionMirror) -> None:
+        if self._files is None:
+            return
+        with state.lock:
+            if state.forgotten or not isinstance(state.index, FaissIndex) or state.generation is UNKNOWN:
+                # nothing yet, vectors that live in a shared store, or a log not read yet
+                return
+            generation = _known(state.generation)
+            index = state.index
+            embedded = [u for u in index.ids() if not is_exchange_unit(u)]
+            try:
+                self._files.save(
+                    state.session_id,
+                    index,
+                    self._identity(index.dimension),
+                    {"last_indexed_seq": max(embedded, default=0)},
+                    generation=generation,
+                )
+                state.unsaved = 0
+            except OSError as exc:
+                logger.warning(
+                    "could not save the recall index of %r to %s: %s",
+                    state.session_id,
+                    self._files.path(state.session_id, generation),
+                    exc,
+                )
+
+    def save(self, session_id: str | None = None) -> None:
+        """Write unsaved vectors to disk (one session, or all). Does nothing without `index_dir`."""
+        with self._lock:
+            states = list(self._sessions.values())
+        for state in states:
+            if (session_id is None or state.session_id == session_id) and state.unsaved:
+                self._save(state)
+
+    def close(self) -> None:
+        """Save everything; the engine stays usable."""
+        self.save()
+
+    # -- session state -------------------------------------------------------------------
+
+    def _new_index(self, session_id: str, dimension: int) -> VectorIndex:
+        if self.index_factory is not None:
+            return self.index_factory(session_id, dimension)
+        return FaissIndex(dimension, hnsw_threshold=self.config.hnsw_threshold)
+
+    def _store_key(self, store: Store | None) -> int | None:
+        """A number for `store` that no other store object gets while this one lives (lock held)."""
+        if store is None:
+            return None
+        try:
+            key = self._store_keys.get(store)
+        except TypeError:  # neither hashable nor weakly referenceable: go by identity
+            return id(store)
+        if key is None:
+            key = self._next_store_key
+            self._next_store_key += 1
+            self._store_keys[store] = key
+        return key
+
+    def _resolve(self, session_id: str) -> SessionMirror | None:
+        """The mirror of `session_id` for a call that names no store (lock held).
+
+        The one store this engine mirrors the session for, else what `add` fed without
+        a store; a session mirrored for several stores needs the store named.
+        """
+        keys = self._keys_of.get(session_id, set())
+        named = [key for key in keys if key[0] is not None]
+        if len(named) > 1:
+            raise ConfigError(
+                f"this Recall mirrors session {session_id!r:.80} for {len(named)} stores; pass "
+                "store= to say which one"
+            )
+        key = named[0] if named else (None, session_id)
+        return self._sessions.get(key)
+
+    def _state(self, session_id: str, store: Store | None = None) -> SessionMirror:
+        """The mirror of a session of `store`, made (or taken from what `add` fed without a
+        store) when there is none; the least recently used mirrors beyond `max_sessions` go."""
+        with self._lock:
+            if store is None:
+                state = self._resolve(session_id)
+                key = (None, session_id) if state is None else state.key
+            else:
+                key = (self._store_key(store), session_id)
+                state = self._sessions.get(key)
+                if state is None:
+                    # Messages add() was given without a store: checked against the log on first read.
+                    state = self._sessions.pop((None, session_id), None)
+                    if state is not None:
+                        self._keys_of[session_id].discard(state.key)
+            if state is None:
+                state = self._evicted.pop(key, None) or SessionMirror(
+                    session_id, embeds=self.embedder is not None, lexical=_stored_lexical(store, session_id)
+                )
+            elif state.key[0] is None and store is not None:
+                stored = _stored_lexical(store, session_id)
+                if stored is not None:
+                    with state.lock:
+                        state.use_lexical(stored)
+            state.key = key
+            self._sessions[key] = state
+            self._sessions.move_to_end(key)
+            self._keys_of.setdefault(session_id, set()).add(key)
+            evicted = []
+            while len(self._sessions) > self.max_sessions:
+                old_key, old = self._sessions.popitem(last=False)
+                self._forget_key(old_key)
+                self._evicted[old_key] = old
+                evicted.append(old)
+        for old in evicted:
+            if old.unsaved:
+                self._save(old)
+        return state
+
+    def _forget_key(self, key: tuple[int | None, str]) -> None:
+        keys = self._keys_of.get(key[1])
+        if keys is not None:
+            keys.discard(key)
+            if not keys:
+                del self._keys_of[key[1]]
+
+    def _follow_log(
+        self, state: SessionMirror, store: Store, known_stats: SessionStats | None = None
+    ) -> bool:
+        """Bring the mirror in step with the log; True when the whole log was read.
+
+        One ``store.stats`` call when nothing changed (none with `known_stats`). A new
+        mirror, a gap, or a log of another generation (forgotten, cleared, edited, or
+        never checked) is read whole.
+        """
+        if not state.needs_full_read:
+            state.read_newer(store, self.config, known_stats)
+            if not state.needs_full_read:
+                return False
+        with state.read_lock:
+            if not state.needs_full_read:  # another thread read the log while this one waited
+                state.read_newer(store, self.config)
+                if not state.needs_full_read:
+                    return False
+            return self._read_log(state, store)
+
+    def _read_log(self, state: SessionMirror, store: Store) -> bool:
+        """Read the whole log into the mirror (``state.read_lock`` held); True."""
+        generation = store.stats(state.session_id).generation  # before the log: see adopt_log
+        changed, retired, first_sight = False, state.generation, False
+        with state.lock:
+            if state.index is None and state.generation is UNKNOWN:
+                # First sight: vectors saved for this very log, or held in a shared store.
+                if self.index_factory is not None and self.embedder is not None:
+                    state.index = self.index_factory(state.session_id, self.embedder.dimension)
+                else:
+                    self._load_saved(state, generation)
+                state.generation, first_sight = generation, True
+            elif state.generation != generation:
+                changed, retired = True, state.generation
+        log = store.messages(state.session_id)
+        # Vectors loaded at first sight are trusted to match the log only if no edit came
+        # between the two reads (generations never repeat); otherwise all are embedded again.
+        trusted = (
+            not first_sight or state.index is None or store.stats(state.session_id).generation == generation
+        )
+        state.adopt_log(log, generation, self.config, trust_index=trusted)
+        follow = getattr(state.index, "follow_generation", None)
+        if follow is not None:
+            # A shared index that keeps vectors per log generation: what the mirror kept
+            # across an edit is valid for the new log, and can be stored under it.
+            try:
+                follow(generation)
+            except Exception as exc:  # the vectors still serve here; other servers embed them
+                logger.warning(
+                    "could not store the kept vectors of session %r under its new log: %s",
+                    state.session_id,
+                    exc,
+                )
+        # What add() ingested while the log was read is newer than the log read: read it again.
+        state.read_newer(store, self.config)
+        if changed and self._files is not None:
+            # Vectors of a log that is gone: the kept ones are saved under the new generation.
+            if retired is not UNKNOWN:
+                self._files.delete(state.session_id, _known(retired))
+            with state.lock:
+                state.unsaved += 1
+        return True
+
+    def _embed_queued(self, state: SessionMirror) -> Plan[None]:
+        if self.index_factory is not None:
+            yield Blocking(functools.partial(self._skip_stored, state))
+        new_index = functools.partial(self._new_index, state.session_id)
+        if (yield from state.embed_queued(self.config, new_index)):
+            yield Blocking(functools.partial(self._save, state))
+
+    @staticmethod
+    def _skip_stored(state: SessionMirror) -> None:
+        """Leave out of the queue what another server already embedded into the shared index.
+
+        Only an index that says which units it holds for a log generation (``stored``) is
+        asked, and only for the generation the mirror holds: a unit id names fixed text
+        within one generation, so its stored vector is the one this server would make.
+        """
+        with state.lock:
+            index = state.index
+            stored = getattr(index, "stored", None)
+            todo = [unit for unit in state.pending if unit not in state.inflight]
+            generation = state.generation
+        if stored is None or not todo or not isinstance(generation, str):
+            return
+        try:
+            held = stored(todo, generation)
+        except Exception as exc:  # the queue stays as it was: embedding is always correct
+            logger.warning("could not ask the shared index of %r what it holds: %s", state.session_id, exc)
+            return
+        with state.lock:
+            if state.index is index and state.generation == generation:
+                for unit in held:
+                    state.pending.pop(unit, None)
+
+    # -- writing -------------------------------------------------------------------------
+
+    def add(self, session_id: str, messages: Sequence[Message], *, store: Store | None = None) -> None:
+        """Index newly stored messages (``seq`` set). Safe from a background thread.
+
+        Pass the `store` they were appended to: the log's generation is checked first
+        (one small read), so a session forgotten or edited meanwhile is mirrored afresh.
+        Without it the messages join the mirror of the one store this engine serves
+        the session for (checked against the log at the next search or catch-up).
+
+        Lexical indexing happens at once; embedding happens here too, and if the
+        embedder fails the units stay queued (logged) and are retried on the next add.
+        """
+        run_plan(self._add(session_id, messages, store), self.embedder)
+
+    async def aadd(self, session_id: str, messages: Sequence[Message], *, store: Store | None = None) -> None:
+        """Async `add`: embedding awaits the embedder's async API."""
+        await arun_plan(self._add(session_id, messages, store), self.embedder)
+
+    def _add(self, session_id: str, messages: Sequence[Message], store: Store | None) -> Plan[None]:
+        state: SessionMirror = yield Blocking(functools.partial(self._state, session_id, store))
+        if store is not None:
+            yield Blocking(functools.partial(self._follow_log, state, store))
+        with state.lock:
+            state.drop_units(state.ingest(messages, self.config))
+        yield from self._embed_queued(state)
+
+    def catch_up(self, session_id: str, store: Store) -> None:
+        """Catch up with the log and embed whatever is not embedded yet.
+
+        Cheap when nothing changed (one ``store.stats`` call). The first time a
+        session is seen (or after a gap, or when the log shrank) the whole log
+        is read once: vectors it no longer calls for are dropped and missing
+        ones embedded. Call it after every append (the memory facade does), or
+        let `search` do the reading and `add` the embedding.
+        """
+        run_plan(self._catch_up(session_id, store), self.embedder)
+
+    async def acatch_up(self, session_id: str, store: Store) -> None:
+        """Async `catch_up`: the log is read in a worker thread, embedding awaits the embedder."""
+        await arun_plan(self._catch_up(session_id, store), self.embedder)
+
+    def _catch_up(self, session_id: str, store: Store) -> Plan[None]:
+        state: SessionMirror = yield Blocking(functools.partial(self._state, session_id, store))
+        yield Blocking(functools.partial(self._follow_log, state, store))
+        yield from self._embed_queued(state)
+        if state.unsaved:
+            yield Blocking(functools.partial(self._save, state))
+
+    def rebuild(self, session_id: str, store: Store) -> None:
+        """Forget the session's vectors and index its whole log again (e.g. after changing models)."""
+        self.forget(session_id)
+        self.catch_up(session_id, store)
+
+    def forget(self, session_id: str) -> None:
+        """Remove a session's vectors and lexical index: in memory, on disk, or in the shared store.
+
+        Every store's copy of the session id goes (the files of every generation too).
+        """
+        with self._lock:
+            keys = self._keys_of.pop(session_id, set())
+            states = [state for key in keys if (state := self._sessions.pop(key, None)) is not None]
+            for key in [key for key in list(self._evicted.keys()) if key[1] == session_id]:
+                state = self._evicted.pop(key, None)
+                if state is not None:
+                    states.append(state)
+        index = None
+        for state in states:
+            with state.lock:
+                state.forgotten = True
+                index, state.index = state.index or index, None
+                state.reset_log_view()
+        if self.index_factory is not None and self.embedder is not None:
+            # Vectors in a shared store outlive this process's view of them.
+            if index is None:
+                index = self.index_factory(session_id, self.embedder.dimension)
+            clear = getattr(index, "clear", None)
+            if clear is None:
+                index.remove(index.ids())
+            else:
+                clear()
+        if self._files is not None:
+            self._files.delete_all(session_id)
+
+    def stats(self, session_id: str, *, store: Store | None = None) -> dict[str, Any]:
+        """Counts for a session: messages, vectors, queued units, index kind and bytes per vector.
+
+        What this engine holds now (nothing for a session it does not mirror); name the
+        `store` when it serves the session id for several stores.
+        """
+        with self._lock:
+            if store is None:
+                state = self._resolve(session_id)
+            else:
+                state = self._sessions.get((self._store_key(store), session_id))
+            if state is None:
+                return {"messages": 0, "vectors": 0, "pending": 0, "kind": None, "bytes_per_vector": None}
+        with state.lock:
+            index = state.index
+            return {
+                "messages": len(state.order),
+                "vectors": len(index) if index is not None else 0,
+                "pending": len(state.pending),
+                "kind": index.kind if index is not None else None,
+                "bytes_per_vector": index.bytes_per_vector() if index is not None else None,
+            }
+
+    # -- reading -------------------------------------------------------------------------
+
+    def search(
+        self,
+        session_id: str,
+        query: str,
+        *,
+        store: Store,
+        exclude_seqs: Collection[int] = (),
+        max_tokens: int,
+        counter: TokenCounter,
+        filters: RecallFilters | None = None,
+        other_sessions: Sequence[str | SessionStats] = (),
+        session_stats: SessionStats | None = None,
+    ) -> RecallResult:
+        """Recall what is relevant to `query`, rendered into at most `max_tokens` tokens.
+
+        `exclude_seqs` (what the recent window holds) is never recalled. Never
+        raises because of the embedder or the index: it degrades to keyword
+        matching (or nothing) and says so in ``result.degraded``.
+
+        `other_sessions` (sessions of the same user in the same store, by id or
+        by the `SessionStats` just read for them, which saves a read each) are
+        searched too and ranked with this one; their items carry their
+        ``session_id`` and come with their date (see `answer_sessions`). The
+        caller decides which sessions may be read: recall never looks beyond
+        the ids it is given. `session_stats`, the `SessionStats` of `session_id`
+        just read from `store` (as a build reads them), saves reading them again.
+        """
+        plan = self._search(
+            session_id,
+            query,
+            store,
+            exclude_seqs,
+            max_tokens,
+            counter,
+            filters,
+            other_sessions,
+            session_stats,
+        )
+        return run_plan(plan, self.embedder)
+
+    async def asearch(
+        self,
+        session_id: str,
+        query: str,
+        *,
+        store: Store,
+        exclude_seqs: Collection[int] = (),
+        max_tokens: int,
+        counter: TokenCounter,
+        filters: RecallFilters | None = None,
+        other_sessions: Sequence[str | SessionStats] = (),
+        session_stats: SessionStats | None = None,
+    ) -> RecallResult:
+        """Async `search`: the log is read in a worker thread, the query embedded with the async API."""
+        plan = self._search(
+            session_id,
+            query,
+            store,
+            exclude_seqs,
+            max_tokens,
+            counter,
+            filters,
+            other_sessions,
+            session_stats,
+        )
+        return await arun_plan(plan, self.embedder)
+
+    def _search(
+        self,
+        session_id: str,
+        query: str,
+        store: Store,
+        exclude_seqs: Collection[int],
+        max_tokens: int,
+        counter: TokenCounter,
+        filters: RecallFilters | None,
+        other_sessions: Sequence[str | SessionStats] = (),
+        session_stats: SessionStats | None = None,
+    ) -> Plan[RecallResult]:
+        if isinstance(max_tokens, bool) or not isinstance(max_tokens, int) or max_tokens < 0:
+            raise BudgetError(
+                f"max_tokens must be an int >= 0 (the tokens recall may fill), got {max_tokens!r:.60}"
+            )
+        if isinstance(other_sessions, str) or not all(
+            isinstance(s, (str, SessionStats)) for s in other_sessions
+        ):
+            raise ConfigError(
+                f"other_sessions must be a list of session ids (or their SessionStats), got {other_sessions!r:.80}"
+            )
+        if session_stats is not None and (
+            not isinstance(session_stats, SessionStats) or session_stats.session_id != session_id
+        ):
+            raise ConfigError(
+                f"session_stats must be the SessionStats of session {session_id!r:.80}, "
+                f"got {session_stats!r:.120}"
+            )
+        state = yield from self._ready(session_id, store, session_stats)
+        mirrors = [state]
+        seen = {session_id}
+        for other in other_sessions:
+            other_id, stats = (other, None) if isinstance(other, str) else (other.session_id, other)
+            if other_id not in seen:
+                seen.add(other_id)
+                mirrors.append((yield from self._ready(other_id, store, stats)))
+        vector: np.ndarray | None = None
+        problem = None
+        try:
+            if self.embedder is not None:
+                dense_query = yield from self._dense_query(query, mirrors)
+                vector = yield EmbedQuery(dense_query)
+        except Exception as exc:
+            logger.warning(
+                "the recall embedder failed on the query (%s: %s); recalling by keywords only",
+                type(exc).__name__,
+                exc,
+            )
+            vector, problem = None, f"embedder failed ({type(exc).__name__}: {exc}); keywords only"
+        return answer_sessions(
+            mirrors,
+            query,
+            vector,
+            problem,
+            excluded=set(exclude_seqs),
+            max_tokens=max_tokens,
+            counter=counter,
+            filters=filters,
+            config=self.config,
+        )
+
+    def _dense_query(self, query: str, mirrors: Sequence[SessionMirror]) -> Plan[str]:
+        """What the query's vector embeds: with the speaker boost on, the query with the
+        speakers it names put as "they" (see `RecallConfig.speaker_weight`)."""
+        if not self.config.speaker_weight:
+            return query
+        speakers: dict[str, str] = yield Blocking(functools.partial(_speakers_of, mirrors))
+        return without_speakers(query, speakers) if speakers else query
+
+    def _ready(
+        self, session_id: str, store: Store, known_stats: SessionStats | None = None
+    ) -> Plan[SessionMirror]:
+        state: SessionMirror = yield Blocking(functools.partial(self._state, session_id, store))
+        try:
+            # Newer messages are found lexically at once; embedding is left to add() and
+            # catch_up(), except when the whole log was read (first sight, another generation).
+            if (yield Blocking(functools.partial(self._follow_log, state, store, known_stats))):
+                yield from self._embed_queued(state)
+                if state.unsaved:
+                    yield Blocking(functools.partial(self._save, state))
+        except Exception as exc:  # recall degrades, the build goes on
+            logger.warning("recall could not read the log of session %r: %s", session_id, exc)
+        return state
+
+
+def _speakers_of(mirrors: Sequence[SessionMirror]) -> dict[str, str]:
+    """The named speakers (``lowercased name -> name``) of the mirrors' sessions."""
+    speakers: dict[str, str] = {}
+    for mirror in mirrors:
+        with mirror.lock:
+            speakers.update(mirror.speakers)
+    return speakers

@@ -1,0 +1,278 @@
+"""Rendering ranked recall candidates into a section that fits its token cap.
+
+Candidates are taken best first while they fit (each with the messages it
+brings along), near-duplicates of what was already taken are skipped, and the
+items are written in log order with their speaker, under a date line whenever
+the day changes::
+
+    [8 May 2023]
+    Caroline: I went to a LGBTQ support group yesterday and it was so powerful.
+
+`render` works on plain data (the ranking, the messages, their vectors) and
+never on the engine that produced them.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable, Collection, Mapping, MutableMapping, Sequence
+
+import numpy as np
+
+from .._context.window import Dropped
+from .._models import Message
+from .._tokens import TokenCounter, count_pieces, line_pieces
+from .config import RecallConfig
+from .language import date_label, render_line
+from .rank import Ranked
+
+__all__ = ["RecallResult", "RecalledItem", "Rendered", "render"]
+
+# The smallest line among this many of the best candidates decides when the cap is full.
+_SMALLEST_AMONG = 50
+
+
+@dataclasses.dataclass(frozen=True)
+class RecalledItem:
+    """One recalled passage: a message (with its neighbours, if configured).
+
+    ``text`` holds one ``Speaker: text`` line per message, preceded by a date
+    line (``[8 May 2023]``) when the item is the first of its day in the
+    section. Items come in log order, so joining their texts with newlines
+    gives the section body. ``token_count`` is ``counter.count_text(text)``.
+    """
+
+    seqs: tuple[int, ...]
+    text: str
+    time_label: str
+    timestamp: float
+    score: float
+    token_count: int
+    session_id: str | None = None
+    """The session it was said in, when that is another session of the user (recall
+    across a user's sessions); ``None`` for the session that asked."""
+
+    @property
+    def local_seqs(self) -> tuple[int, ...]:
+        """The seqs in the asking session's log (none for another session's item)."""
+        return self.seqs if self.session_id is None else ()
+
+
+@dataclasses.dataclass(frozen=True)
+class RecallResult:
+    """What `Recall.search` found, fitted to its token cap.
+
+    ``items`` come in log order; ``text`` is their texts joined by newlines
+    (``""`` when nothing was recalled) and ``tokens`` its exact size. Both
+    ``tokens`` and ``sum(item.token_count + 1 for item in items)`` (each item
+    plus the newline that joins it) stay within ``max_tokens``. The section
+    header is the caller's to add (``section_text`` adds ``header``).
+    ``best_score`` is the highest cosine similarity among the candidates
+    (``None`` when dense search was unavailable); ``degraded`` says why
+    results are keyword-only or empty.
+    """
+
+    items: tuple[RecalledItem, ...]
+    text: str
+    tokens: int
+    max_tokens: int
+    header: str
+    best_score: float | None
+    considered: int
+    dropped: tuple[Dropped, ...] = ()
+    degraded: str | None = None
+
+    @property
+    def seqs(self) -> frozenset[int]:
+        return frozenset(seq for item in self.items for seq in item.seqs)
+
+    @property
+    def section_text(self) -> str:
+        """Header and items, ready for a system message (``""`` when nothing was recalled)."""
+        return f"{self.header}\n{self.text}" if self.items else ""
+
+
+@dataclasses.dataclass(frozen=True)
+class Rendered:
+    items: tuple[RecalledItem, ...]
+    text: str
+    tokens: int
+    dropped: tuple[Dropped, ...]
+    """Why ranked candidates were left out (over the cap, near-duplicates)."""
+
+
+_NOTHING = Rendered((), "", 0, ())
+
+
+LineKey = tuple[str, str, int]
+"""``(counter.name, language, seq)``: what a rendered line is cached under."""
+
+CachedLine = tuple[str, str, int]
+"""A message rendered for recall: its ``Speaker: text`` line, its date line, the line's tokens."""
+
+
+def render(
+    ranked: Sequence[Ranked],
+    *,
+    item_seqs: Mapping[int, Sequence[int]],
+    messages: Mapping[int, Message],
+    vectors: Mapping[int, np.ndarray],
+    language: str,
+    max_tokens: int,
+    counter: TokenCounter,
+    config: RecallConfig,
+    line_cache: MutableMapping[LineKey, CachedLine] | None = None,
+    group_of: Callable[[int], int] | None = None,
+) -> Rendered:
+    """Fill `max_tokens` with the best of `ranked`; items come back in log order.
+
+    ``item_seqs[seq]`` are the messages a ranked `seq` brings (in log order);
+    ``vectors`` (by seq) let near-duplicates be skipped; ``line_cache``, keyed
+    by ``(counter.name, language, seq)``, keeps each message's rendered line,
+    date line and token count across searches (the caller clears it when the
+    log it renders changes). With `group_of` (seq -> group, e.g. the session),
+    the first item of each group opens with its date line even on the same day.
+    """
+    if max_tokens <= 0 or not ranked:
+        return _NOTHING
+    section = _Section(
+        messages, language, counter, config, {} if line_cache is None else line_cache, group_of
+    )
+    return section.fill(ranked, item_seqs, vectors, max_tokens)
+
+
+class _Section:
+    """Lines, date labels and their token counts for one render, computed as needed."""
+
+    def __init__(
+        self,
+        messages: Mapping[int, Message],
+        language: str,
+        counter: TokenCounter,
+        config: RecallConfig,
+        line_cache: MutableMapping[LineKey, CachedLine],
+        group_of: Callable[[int], int] | None = None,
+    ) -> None:
+        self.group_of = group_of
+        self.messages = messages
+        self.language = language
+        self.counter = counter
+        self.config = config
+        self.line_cache = line_cache
+        self.lines: dict[int, CachedLine] = {}
+
+    def _line(self, seq: int) -> CachedLine:
+        line = self.lines.get(seq)
+        if line is None:
+            key = (self.counter.name, self.language, seq)
+            line = self.line_cache.get(key)
+            if line is None:
+                message = self.messages[seq]
+                text = render_line(message, self.language)
+                label = date_label(message.timestamp, self.language, self.config.time_zone)
+                line = self.line_cache[key] = (text, label, self.counter.count_text(text))
+            self.lines[seq] = line
+        return line
+
+    def fill(
+        self,
+        ranked: Sequence[Ranked],
+        item_seqs: Mapping[int, Sequence[int]],
+        vectors: Mapping[int, np.ndarray],
+        max_tokens: int,
+    ) -> Rendered:
+        counter = self.counter
+        dropped: list[Dropped] = []
+        remaining = max_tokens
+        covered: set[int] = set()
+        used_labels: set[str] = set()
+        label_tokens: dict[str, int] = {}
+        picked: list[tuple[Ranked, list[int]]] = []
+        over_budget = over_tokens = duplicates = 0
+        picked_vectors: list[np.ndarray] = []
+        line = self._line
+        smallest = min((line(s)[2] for c in ranked[:_SMALLEST_AMONG] for s in item_seqs[c.seq]), default=1)
+        # Estimate: every line and date line costs its tokens plus a newline. Lines are
+        # counted once per session and cached; the exact text is counted at the end.
+        for candidate in ranked:
+            if remaining < smallest + 1:
+                break
+            seqs = [s for s in item_seqs[candidate.seq] if s not in covered]
+            if not seqs:
+                continue
+            if len(seqs) == 1:  # most items are one message: no generator, no set
+                _, label, tokens = line(seqs[0])
+                cost = tokens + 1
+                new_labels: Collection[str] = () if label in used_labels else (label,)
+            else:
+                cost = sum(line(s)[2] + 1 for s in seqs)
+                new_labels = {line(s)[1] for s in seqs} - used_labels
+            for label in new_labels:
+                if label not in label_tokens:
+                    label_tokens[label] = counter.count_text(label) + 1
+                cost += label_tokens[label]
+            if cost > remaining:
+                over_budget += 1
+                over_tokens += cost
+                continue
+            vector = vectors.get(candidate.seq)
+            if vector is not None:
+                if (
+                    picked_vectors
+                    and float(np.max(np.stack(picked_vectors) @ vector)) >= self.config.duplicate_similarity
+                ):
+                    duplicates += 1
+                    continue
+                picked_vectors.append(vector)
+            remaining -= cost
+            covered.update(seqs)
+            used_labels.update(new_labels)
+            picked.append((candidate, seqs))
+        if over_budget:
+            dropped.append(
+                Dropped("recall", f"{over_budget} ranked passages", over_tokens, "over the recall token cap")
+            )
+        if duplicates:
+            dropped.append(Dropped("recall", f"{duplicates} messages", 0, "near-duplicates of recalled ones"))
+        while picked:
+            items = self._items(picked)
+            texts = [item.text for item in items]
+            text = "\n".join(texts)
+            tokens = count_pieces(counter, line_pieces(texts))
+            if tokens <= max_tokens and sum(item.token_count + 1 for item in items) <= max_tokens:
+                return Rendered(items, text, tokens, tuple(dropped))
+            # Date lines repeated by out-of-order timestamps cost more than estimated: drop the
+            # weakest, of equals the one ranked last (exact ties happen when sessions share a scale).
+            weakest = min(reversed(range(len(picked))), key=lambda i: picked[i][0].score)
+            _, seqs = picked.pop(weakest)
+            dropped.append(Dropped("recall", f"seqs {list(seqs)}", 0, "over the recall token cap"))
+        return Rendered((), "", 0, tuple(dropped))
+
+    def _items(self, picked: Sequence[tuple[Ranked, list[int]]]) -> tuple[RecalledItem, ...]:
+        """Items in log order; an item that starts a new day opens with its date line."""
+        items = []
+        current_label: str | None = None
+        current_group: int | None = None
+        for candidate, seqs in sorted(picked, key=lambda p: p[1][0]):
+            lines = []
+            if self.group_of is not None and self.group_of(seqs[0]) != current_group:
+                current_group, current_label = self.group_of(seqs[0]), None
+            for s in seqs:
+                line, label, _ = self.lines[s]
+                if label != current_label:
+                    current_label = label
+                    lines.append(label)
+                lines.append(line)
+            # A line alone is its own text, and its count is cached with it.
+            text, tokens = (line, self.lines[s][2]) if len(lines) == 1 else ("\n".join(lines), None)
+            items.append(
+                RecalledItem(
+                    seqs=tuple(seqs),
+                    text=text,
+                    time_label=self.lines[seqs[0]][1],
+                    timestamp=self.messages[seqs[0]].timestamp,
+                    score=candidate.score,
+                    token_count=self.counter.count_text(text) if tokens is None else tokens,
+                )
+            )
+        return tuple(items)

@@ -1,0 +1,417 @@
+"""The framework-free half of a `VectorIndex` kept in a vector store shared by many servers.
+
+`FaissIndex` keeps a session's vectors in the process that serves it (and in a
+file next to the store). When several servers answer the same sessions, each
+would build and keep its own copy. A `StoreBackedIndex` keeps them in a vector
+store the servers share instead. The framework adapters subclass it:
+``langchain_convmem.LangChainVectorIndex`` and
+``llamaindex_convmem.LlamaIndexVectorIndex``; this module imports neither
+framework.
+
+One adapter serves one session; many adapters (one per session, in as many
+processes as you like) share one vector store. Every unit is stored with the
+node id ``"<session key>:<unit id>"`` (the session key is a hash of the
+session id) and the metadata ``convmem_session`` (the session id) and
+``convmem_unit``. Sessions are walls: a search asks the store for this
+session only (a metadata filter), and any hit whose id or metadata names
+another session is dropped here too, so a store that ignored the filter would
+return fewer units, never another session's.
+
+Similarity is cosine, as in `FaissIndex`: vectors are normalized on the way in
+(a zero or non-finite vector is rejected), so cosine, inner product and L2
+rank alike, and a store that reports distances can be converted exactly (see
+``score_to_similarity``).
+
+What lives where. The store is the source of truth for search. ``ids()``,
+``len()`` and ``in`` answer from a local set of ids, filled from the store
+when the adapter is created (if the store can list a session's units), kept
+up to date by `add` and `remove`, and grown by search hits. Another process
+writing the same session is therefore seen by search at once, and by ``ids()``
+after `refresh`. ``vectors()`` answers from a local copy of the vectors this
+adapter wrote or read (convmem's unit ids name fixed text, so a unit's vector
+never changes under it) and asks the store for the rest when the store can
+return vectors. The copy costs ``4 * dimension`` bytes per unit in this
+process, what a `FaissIndex` would; ``cache_vectors=False`` drops it, and then
+every ``vectors()`` call reads the store.
+
+Thread-safe: one lock per adapter serializes its calls. Failures of the store
+are raised as `StoreError`.
+"""
+
+from __future__ import annotations
+
+import base64
+import contextlib
+import logging
+import threading
+from collections.abc import Callable, Iterable, Iterator
+from hashlib import sha256
+from typing import Any
+
+import numpy as np
+
+from .._errors import ConfigError, ConvMemError, StoreError
+from .._stores.base import validate_id
+
+__all__ = [
+    "SESSION_KEY",
+    "UNIT_KEY",
+    "VECTOR_KEY",
+    "StoreBackedIndex",
+    "decode_vector",
+    "encode_vector",
+    "stored_vector",
+]
+
+logger = logging.getLogger("convmem")
+
+SESSION_KEY = "convmem_session"
+UNIT_KEY = "convmem_unit"
+VECTOR_KEY = "convmem_vector"
+
+_INT64_MIN = -(1 << 63)
+_INT64_MAX = (1 << 63) - 1
+
+
+def _session_key(session_id: str) -> str:
+    """A fixed-length, separator-free key for a session id, used in node ids."""
+    return sha256(session_id.encode("utf-8")).hexdigest()[:32]
+
+
+def _unit_ids(ids: Iterable[int]) -> list[int]:
+    out: list[int] = []
+    for value in ids:
+        if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
+            raise ConfigError(f"unit ids must be ints, got {type(value).__name__}: {value!r:.60}")
+        unit = int(value)
+        if not _INT64_MIN <= unit <= _INT64_MAX:
+            raise ConfigError(f"unit id {unit} does not fit in 64 bits")
+        out.append(unit)
+    return out
+
+
+def _unit_rows(vectors: np.ndarray, dimension: int, what: str) -> np.ndarray:
+    """`vectors` as unit-length float32 rows; raises `ConfigError` on anything unusable."""
+    try:
+        matrix = np.asarray(vectors, dtype=np.float32)
+    except (ValueError, TypeError) as exc:
+        raise ConfigError(f"{what} must be an array of numbers: {exc}") from None
+    if matrix.ndim == 1:
+        matrix = matrix.reshape(1, -1)
+    if matrix.ndim != 2 or matrix.shape[1] != dimension:
+        raise ConfigError(f"{what} must have {dimension} dimensions, got shape {np.shape(vectors)}")
+    if not np.isfinite(matrix).all():
+        raise ConfigError(f"{what} holds NaN or infinite values")
+    norms = np.linalg.norm(matrix, axis=1, keepdims=True)
+    if (norms == 0).any():
+        raise ConfigError(f"{what} holds a zero vector, which has no direction to compare")
+    return np.ascontiguousarray(matrix / norms, dtype=np.float32)
+
+
+def encode_vector(vector: np.ndarray) -> str:
+    return base64.b64encode(np.asarray(vector, dtype="<f4").tobytes()).decode("ascii")
+
+
+def decode_vector(text: object, dimension: int) -> np.ndarray | None:
+    if not isinstance(text, str):
+        return None
+    try:
+        return stored_vector(np.frombuffer(base64.b64decode(text, validate=True), dtype="<f4"), dimension)
+    except (ValueError, TypeError):
+        return None
+
+
+def stored_vector(embedding: object, dimension: int) -> np.ndarray | None:
+    """A vector read back from a store, normalized; None when it is not one of `dimension` usable values."""
+    if embedding is None:
+        return None
+    try:
+        vector = np.asarray(embedding, dtype=np.float32)
+    except (ValueError, TypeError):
+        return None
+    if vector.shape != (dimension,) or not np.isfinite(vector).all():
+        return None
+    norm = float(np.linalg.norm(vector))
+    return vector / norm if norm > 0 else None
+
+
+class StoreBackedIndex:
+    """A `VectorIndex` over an outside vector store: ids, local vectors, input checks, session walls.
+
+    A subclass adapts one framework's stores. It sets ``framework`` (the
+    prefix of `kind`), checks the store, calls ``super().__init__`` (which
+    checks the session id and dimension), prepares what its methods need and
+    ends with ``self._refresh_if_listable()``, which reads the session's
+    existing ids through `_list`. It talks to the store only through these methods, each
+    called under the adapter's lock with validated, normalized input; any
+    exception they raise (other than a `ConvMemError`) reaches the caller as
+    a `StoreError` naming the action:
+
+    - `_write(units, matrix)`: store unit-length float32 rows under
+      ``node_id(unit)``, tagged with ``SESSION_KEY`` and ``UNIT_KEY``;
+    - `_delete(node_ids)`: delete those nodes;
+    - `_query(vector, fetch_k)`: nearest nodes of this session as
+      (node id, store score, stored vector or None);
+    - `_fetch(units)`: stored vectors of units, ``{}`` when the store cannot return them;
+    - `_list()`: every unit of the session (vector or None), None when the store cannot list;
+    - `_delete_session()`: delete every unit of the session.
+    """
+
+    framework = ""
+
+    def __init__(
+        self,
+        vector_store: Any,
+        *,
+        session_id: str,
+        dimension: int,
+        score_to_similarity: Callable[[float], float] | None,
+        cache_vectors: bool,
+    ) -> None:
+        validate_id(session_id)
+        if isinstance(dimension, bool) or not isinstance(dimension, int) or dimension <= 0:
+            raise ConfigError(f"dimension must be a positive int, got {dimension!r}")
+        if score_to_similarity is not None and not callable(score_to_similarity):
+            raise ConfigError(
+                f"score_to_similarity must be a function of the store's score, got {score_to_similarity!r}"
+            )
+        self._store = vector_store
+        self._session_id = session_id
+        self._key = _session_key(session_id)
+        self._dimension = dimension
+        self._score_to_similarity = score_to_similarity
+        self._cache_vectors = bool(cache_vectors)
+        self._lock = threading.RLock()
+        self._ids: set[int] = set()
+        self._vectors: dict[int, np.ndarray] = {}
+
+    def __repr__(self) -> str:
+        return (
+            f"{type(self).__name__}({type(self._store).__name__}, session_id={self._session_id!r}, "
+            f"dimension={self._dimension}, vectors={len(self)})"
+        )
+
+    # -- inspection --------------------------------------------------------------
+
+    @property
+    def vector_store(self) -> Any:
+        """The framework store the vectors live in."""
+        return self._store
+
+    @property
+    def session_id(self) -> str:
+        return self._session_id
+
+    @property
+    def dimension(self) -> int:
+        return self._dimension
+
+    @property
+    def kind(self) -> str:
+        """The framework and store class, e.g. ``"llamaindex:SimpleVectorStore"``."""
+        return f"{self.framework}:{type(self._store).__name__}"
+
+    def __len__(self) -> int:
+        return len(self._ids)
+
+    def __contains__(self, unit_id: object) -> bool:
+        return unit_id in self._ids
+
+    def ids(self) -> set[int]:
+        """The ids known here: written by this adapter, listed by `refresh`, or seen in a search."""
+        with self._lock:
+            return set(self._ids)
+
+    def node_id(self, unit_id: int) -> str:
+        """The store's id for one of this session's units."""
+        return f"{self._key}:{int(unit_id)}"
+
+    def _unit_of(self, node_id: object) -> int | None:
+        """The unit id inside one of this session's node ids; None for anything else."""
+        if not isinstance(node_id, str):
+            return None
+        key, _, unit = node_id.rpartition(":")
+        if key != self._key:
+            return None
+        try:
+            return int(unit)
+        except ValueError:
+            return None
+
+    def bytes_per_vector(self) -> float:
+        """Bytes one unit costs: the float32 vector and node id in the store, plus the local copy."""
+        stored = 4 * self._dimension + len(self.node_id(0)) + 8 + self._extra_bytes_per_vector()
+        return float(stored + (4 * self._dimension if self._cache_vectors else 0))
+
+    def _extra_bytes_per_vector(self) -> int:
+        return 0
+
+    # -- writing -----------------------------------------------------------------
+
+    def add(self, ids: Iterable[int], vectors: np.ndarray) -> None:
+        """Add vectors (normalized here); an id already present is replaced."""
+        units = _unit_ids(ids)
+        matrix = (
+            _unit_rows(vectors, self._dimension, "vectors")
+            if np.size(vectors)
+            else np.zeros((0, self._dimension), dtype=np.float32)
+        )
+        if len(units) != len(matrix):
+            raise ConfigError(f"add got {len(units)} ids for {len(matrix)} vectors")
+        if not units:
+            return
+        if len(set(units)) != len(units):
+            raise ConfigError("add got the same id twice in one call")
+        with self._lock:
+            present = [u for u in units if u in self._ids]
+            if present:
+                # Not every store upserts (community FAISS refuses an existing id).
+                with self._calling("replace units"):
+                    self._delete([self.node_id(u) for u in present])
+            with self._calling("add units"):
+                self._write(units, matrix)
+            self._ids.update(units)
+            if self._cache_vectors:
+                self._vectors.update(zip(units, matrix, strict=True))
+
+    def remove(self, ids: Iterable[int]) -> None:
+        """Remove ids from the store (ids it does not hold are ignored)."""
+        units = _unit_ids(ids)
+        if not units:
+            return
+        with self._lock:
+            known = [u for u in units if u in self._ids]
+            try:
+                # Unknown ids too: another process may have written them.
+                self._delete([self.node_id(u) for u in dict.fromkeys(units)])
+            except Exception as exc:
+                if len(known) == len(set(units)):
+                    if isinstance(exc, ConvMemError):
+                        raise
+                    raise self._failure("remove units", exc) from exc
+                # Some stores refuse to delete ids they do not hold; delete the ones we know.
+                if known:
+                    with self._calling("remove units"):
+                        self._delete([self.node_id(u) for u in known])
+            self._ids.difference_update(units)
+            for unit in units:
+                self._vectors.pop(unit, None)
+
+    def clear(self) -> None:
+        """Delete every unit of this session from the store, including other processes' units."""
+        with self._lock, self._calling("delete the session"):
+            self._delete_session()
+            self._ids.clear()
+            self._vectors.clear()
+
+    def refresh(self) -> int:
+        """Re-read this session's ids (and vectors, when returned) from the store; returns the count.
+
+        Raises `ConfigError` when the store cannot list a session's units.
+        """
+        with self._lock, self._calling("list the session's units"):
+            listed = self._list()
+            if listed is None:
+                raise ConfigError(
+                    f"{self.kind} cannot list a session's units, so ids() only knows what this "
+                    "adapter wrote or found; use a store that can list them to see other writers"
+                )
+            self._ids = set(listed)
+            if self._cache_vectors:
+                self._vectors = {u: v for u, v in self._vectors.items() if u in self._ids}
+                self._vectors.update((u, v) for u, v in listed.items() if v is not None)
+            return len(self._ids)
+
+    def _refresh_if_listable(self) -> None:
+        """Read the session's ids at creation, so units other processes wrote are not embedded again."""
+        try:
+            self.refresh()
+        except ConfigError:
+            pass  # the store cannot list: ids() starts with what this adapter writes
+        except StoreError as exc:
+            logger.warning("%s; starting with no known ids (call refresh() later)", exc)
+
+    # -- reading -----------------------------------------------------------------
+
+    def search(self, query: np.ndarray, k: int, *, exclude: Iterable[int] = ()) -> list[tuple[int, float]]:
+        """The `k` nearest (id, cosine similarity) pairs of this session, best first, skipping `exclude`."""
+        if isinstance(k, bool) or not isinstance(k, (int, np.integer)):
+            raise ConfigError(f"k must be an int, got {k!r}")
+        vector = _unit_rows(query, self._dimension, "the query vector")[0]
+        if k <= 0:
+            return []
+        excluded = set(_unit_ids(exclude))
+        with self._lock, self._calling("search"):
+            hits = self._query(vector, int(k) + len(excluded))
+            found: dict[int, float] = {}
+            for node_id, score, stored in hits:
+                unit = self._unit_of(node_id)
+                if unit is None or unit in excluded or unit in found:
+                    continue
+                if stored is None:
+                    stored = self._vectors.get(unit)
+                elif self._cache_vectors:
+                    self._vectors[unit] = stored
+                found[unit] = float(stored @ vector) if stored is not None else self._similarity(score)
+                self._ids.add(unit)
+        ranked = sorted(found.items(), key=lambda pair: -pair[1])
+        return ranked[: int(k)]
+
+    def _similarity(self, score: float | None) -> float:
+        if score is None:
+            raise StoreError(f"{self.kind} returned a hit without a score or a vector")
+        return float(score) if self._score_to_similarity is None else float(self._score_to_similarity(score))
+
+    def vectors(self, ids: Iterable[int]) -> dict[int, np.ndarray]:
+        """The stored (normalized) vectors of the ids that are present."""
+        units = list(dict.fromkeys(_unit_ids(ids)))
+        with self._lock:
+            out = {u: self._vectors[u].copy() for u in units if u in self._ids and u in self._vectors}
+            missing = [u for u in units if u in self._ids and u not in out]
+            if missing:
+                with self._calling("read vectors"):
+                    fetched = self._fetch(missing)
+                for unit, vector in fetched.items():
+                    if unit in self._ids:
+                        out[unit] = vector.copy()
+                        if self._cache_vectors:
+                            self._vectors[unit] = vector
+        return out
+
+    # -- framework edge ----------------------------------------------------------
+
+    def _write(self, units: list[int], matrix: np.ndarray) -> None:
+        raise NotImplementedError
+
+    def _delete(self, node_ids: list[str]) -> None:
+        raise NotImplementedError
+
+    def _query(self, vector: np.ndarray, fetch_k: int) -> list[tuple[str, float | None, np.ndarray | None]]:
+        """(node id, store score, stored vector if the store returned it) of the nearest units."""
+        raise NotImplementedError
+
+    def _fetch(self, units: list[int]) -> dict[int, np.ndarray]:
+        raise NotImplementedError
+
+    def _list(self) -> dict[int, np.ndarray | None] | None:
+        """Every unit of this session (with its vector when known), or None if the store cannot list."""
+        raise NotImplementedError
+
+    def _delete_session(self) -> None:
+        raise NotImplementedError
+
+    # -- errors ------------------------------------------------------------------
+
+    def _failure(self, action: str, exc: BaseException) -> StoreError:
+        return StoreError(
+            f"{self.kind} could not {action} for session {self._session_id!r}: {type(exc).__name__}: {exc}"
+        )
+
+    @contextlib.contextmanager
+    def _calling(self, action: str) -> Iterator[None]:
+        try:
+            yield
+        except ConvMemError:
+            raise
+        except Exception as exc:
+            raise self._failure(action, exc) from exc

@@ -1,0 +1,557 @@
+"""Recall's mirror of one session's log: its units, lexical indexes and embedding queue.
+
+A *unit* is what gets a vector: a message (its id is its seq), or an exchange,
+a user message with what follows it (its id packs its first seq and its
+length, so an exchange that grows gets a new id: HNSW cannot overwrite a
+vector in place). `SessionMirror` folds log messages in (`ingest`), catches
+up with a log another writer appended to (`read_newer`), mirrors a whole log
+read afresh (`adopt_log`, e.g. after its generation changed), and keeps the
+queue of units still to embed (`embed_queued`).
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable, Collection, Sequence
+
+import numpy as np
+
+from .._errors import ConfigError
+from .._models import Message, Role, TurnStatus
+from .._salience import says_nothing
+from .._stores.base import SessionStats, Store
+from .config import RecallConfig
+from .lexical import BM25TextIndex, LexicalIndex, LexicalIndexLost, LexicalScores, StoredLexicalIndex
+from .plan import EmbedDocuments, Plan
+from .render import CachedLine, LineKey
+from .vector_index import VectorIndex
+
+__all__ = [
+    "EXCHANGE_SEQ_MASK",
+    "UNKNOWN",
+    "LogColumns",
+    "SessionMirror",
+    "exchange_first_seq",
+    "exchange_unit_id",
+    "is_exchange_unit",
+    "items_are_single_messages",
+]
+
+logger = logging.getLogger("convmem")
+
+_EXCHANGE_FLAG = 1 << 62
+_SEQ_BITS = 40
+_MAX_SPAN = 255
+# A long run of messages without a question must not become one giant unit.
+_MAX_EXCHANGE_MESSAGES = 16
+
+
+class _Unknown:
+    def __repr__(self) -> str:
+        return "UNKNOWN"
+
+
+# The generation of a mirror that has not read its log's stats yet (fed by add() alone).
+UNKNOWN = _Unknown()
+
+
+def exchange_unit_id(first_seq: int, span: int) -> int:
+    return _EXCHANGE_FLAG | (min(span, _MAX_SPAN) << _SEQ_BITS) | first_seq
+
+
+def is_exchange_unit(unit_id: int) -> bool:
+    return bool(unit_id & _EXCHANGE_FLAG)
+
+
+# The bits of an exchange unit's id that hold its first seq.
+EXCHANGE_SEQ_MASK = (1 << _SEQ_BITS) - 1
+
+
+def exchange_first_seq(unit_id: int) -> int:
+    return unit_id & EXCHANGE_SEQ_MASK
+
+
+def items_are_single_messages(config: RecallConfig) -> bool:
+    """Whether a recalled item is its message alone: not its exchange, no neighbours."""
+    return config.granularity != "exchange" and not config.neighbour_radius
+
+
+class LogColumns:
+    """What ranking reads of each mirrored message, as numpy arrays in log order (by
+    position in `SessionMirror.order`).
+
+    A search reads hundreds of candidates at once: looking each up in dicts of
+    `Message` objects costs more than ranking them. Messages are only ever appended,
+    and an exchange's messages are consecutive, so its members are a range.
+    """
+
+    _COLUMNS = (
+        ("seq", np.int64),
+        ("timestamp", np.float64),
+        ("episode", np.int64),
+        ("exchange", np.int64),  # the first seq of the message's exchange
+        ("members", np.int64),  # at an exchange's first message: how many messages it has
+        ("candidate", np.bool_),  # recallable on its own: not small talk
+    )
+
+    def __init__(self) -> None:
+        self.size = 0
+        self._arrays: dict[str, np.ndarray] = {}
+        self.clear()
+
+    def clear(self) -> None:
+        self.size = 0
+        self._arrays = {name: np.zeros(0, dtype=dtype) for name, dtype in self._COLUMNS}
+
+    def column(self, name: str) -> np.ndarray:
+        return self._arrays[name][: self.size]
+
+    def append(
+        self, seq: int, timestamp: float, episode: int, exchange: int, exchange_at: int, candidate: bool
+    ) -> None:
+        """A message read after every one appended so far (its seq is greater), in the
+        exchange that opens with seq `exchange` at position `exchange_at`."""
+        if self.size == len(self._arrays["seq"]):
+            capacity = max(64, 2 * self.size)
+            for name, array in self._arrays.items():
+                grown = np.zeros(capacity, dtype=array.dtype)
+                grown[: self.size] = array[: self.size]
+                self._arrays[name] = grown
+        arrays, at = self._arrays, self.size
+        arrays["seq"][at] = seq
+        arrays["timestamp"][at] = timestamp
+        arrays["episode"][at] = episode
+        arrays["exchange"][at] = exchange
+        arrays["members"][at] = 0
+        arrays["candidate"][at] = candidate
+        self.size += 1
+        arrays["members"][exchange_at] += 1
+
+    def positions(self, seqs: np.ndarray) -> np.ndarray:
+        """The positions of those of `seqs` that are mirrored (an int64 array)."""
+        column = self.column("seq")
+        if not len(column) or not len(seqs):
+            return np.zeros(0, dtype=np.int64)
+        at = np.minimum(column.searchsorted(seqs), len(column) - 1)
+        found: np.ndarray = at[column[at] == seqs]
+        return found
+
+    def exchange_positions(self, firsts: np.ndarray) -> np.ndarray:
+        """The positions of every message of the exchanges that open at `firsts` (seqs)."""
+        starts = self.positions(firsts)
+        counts = self.column("members")[starts]
+        total = int(counts.sum())
+        if not total:
+            return np.zeros(0, dtype=np.int64)
+        # Each exchange's range start, start + 1, ...: one arange shifted per range.
+        offsets = np.repeat(starts - np.concatenate(([0], np.cumsum(counts)[:-1])), counts)
+        return offsets + np.arange(total)
+
+
+class SessionMirror:
+    """Everything recall knows about one session. Guarded by `lock`.
+
+    With ``embeds=False`` (recall without an embedder) no unit is queued for
+    embedding: the mirror keeps its lexical indexes only. `new_lexical_index`
+    makes the two lexical indexes (messages, exchanges); `lexical`, when given,
+    is that pair already made (e.g. the store's own, `SQLiteLexicalIndex`).
+    """
+
+    def __init__(
+        self,
+        session_id: str,
+        *,
+        embeds: bool = True,
+        new_lexical_index: Callable[[], LexicalIndex] = BM25TextIndex,
+        lexical: tuple[LexicalIndex, LexicalIndex] | None = None,
+    ) -> None:
+        self.session_id = session_id
+        self.key: tuple[int | None, str] = (None, session_id)  # (store key, session id) in its Recall
+        # The generation of the log this mirrors (see `Store.stats`): when the store reports
+        # another one, the log was forgotten, edited or replaced and the mirror is rebuilt.
+        self.generation: str | _Unknown | None = UNKNOWN
+        self.embeds = embeds
+        self.lock = threading.RLock()
+        # Held through a whole read of the log (generation, log, adopt, follow): two threads
+        # reading it at once could otherwise adopt an older log after a newer one, and an
+        # index kept per generation would store vectors of the older text under the newer.
+        self.read_lock = threading.Lock()
+        self.index: VectorIndex | None = None
+        self.messages: dict[int, Message] = {}
+        self.order: list[int] = []
+        self.position: dict[int, int] = {}
+        self.lines: dict[int, str] = {}
+        self.episode_of: dict[int, int] = {}
+        self.episode_count = 0
+        self.last_timestamp: float | None = None
+        self.newest_timestamp = 0.0
+        self.last_seq = 0
+        self.exchange_of: dict[int, int] = {}
+        self.exchanges: dict[int, list[int]] = {}
+        self.open_exchange: int | None = None
+        self.exchange_units: dict[int, int] = {}  # first seq -> unit id wanted now
+        if lexical is None:
+            lexical = (new_lexical_index(), new_lexical_index())
+        self.lexical_messages, self.lexical_exchanges = lexical
+        self.pending: dict[int, str] = {}  # unit id -> text still to embed
+        self.inflight: set[int] = set()
+        self.speakers: dict[str, str] = {}  # lowercased name -> name
+        self.small_talk: set[int] = set()  # seqs that say nothing ("thanks", "ok", "😊"): never recalled
+        self.columns = LogColumns()  # what ranking reads of each message, in log order
+        self.needs_full_read = True
+        self.unsaved = 0
+        self.forgotten = False
+        # Each message as recall renders it: line, date line, tokens (see `render`).
+        self.line_cache: dict[LineKey, CachedLine] = {}
+
+    def reset_log_view(self) -> None:
+        self.messages.clear()
+        self.order.clear()
+        self.position.clear()
+        self.lines.clear()
+        self.episode_of.clear()
+        self.episode_count = 0
+        self.last_timestamp = None
+        self.newest_timestamp = 0.0
+        self.last_seq = 0
+        self.exchange_of.clear()
+        self.exchanges.clear()
+        self.open_exchange = None
+        self.exchange_units.clear()
+        self.lexical_messages.clear()
+        self.lexical_exchanges.clear()
+        self.pending.clear()
+        self.speakers.clear()
+        self.small_talk.clear()
+        self.columns.clear()
+        self.line_cache.clear()
+
+    def wanted_units(self) -> dict[int, str]:
+        """Unit id -> text for every unit the log calls for now."""
+        units: dict[int, str] = {}
+        for seq in self.order:
+            if seq in self.lines and seq not in self.small_talk:
+                units[seq] = self.lines[seq]
+        for first_seq, unit_id in self.exchange_units.items():
+            units[unit_id] = self.exchange_text(first_seq)
+        return units
+
+    def exchange_text(self, first_seq: int) -> str:
+        return "\n".join(self.lines[s] for s in self.exchanges[first_seq])
+
+    # -- writing: folding log messages in -----------------------------------------------
+
+    def ingest(self, messages: Sequence[Message], config: RecallConfig) -> list[int]:
+        """Fold new log messages into the lexical view and queue their units (lock held).
+
+        Returns the ids of units the new messages superseded (an exchange that grew):
+        `drop_units` removes them from the index.
+        """
+        removed: list[int] = []
+        grown: dict[int, None] = {}  # first seqs of the exchanges the messages joined, in order
+        try:
+            self._ingest(messages, config, grown)
+        finally:
+            # An exchange is indexed once per batch, with all the messages it gained: a log
+            # read whole does not index each exchange again for every message that joins it.
+            for first in grown:
+                self._index_exchange(first, config, removed)
+        return removed
+
+    def _ingest(self, messages: Sequence[Message], config: RecallConfig, grown: dict[int, None]) -> None:
+        for message in messages:
+            seq = message.seq
+            if seq is None:
+                raise ConfigError(
+                    "Recall.add needs stored messages (seq set); append them to the store first"
+                )
+            if seq <= self.last_seq:
+                continue
+            if self.last_seq and seq > self.last_seq + 1:
+                self.needs_full_read = True  # messages we never saw: the next search reads them from the log
+            self.last_seq = seq
+            text = message.text.strip()
+            if (
+                message.role.value not in config.indexed_roles
+                or not text
+                or message.status in (TurnStatus.FAILED, TurnStatus.CANCELLED)
+            ):
+                continue
+            grown[self._add_message(message, seq, text, config)] = None
+
+    def drop_units(self, removed: Sequence[int]) -> None:
+        if removed and self.index is not None:
+            self.index.remove(removed)
+            self.unsaved += len(removed)
+
+    def _add_message(self, message: Message, seq: int, text: str, config: RecallConfig) -> int:
+        """Mirror one message; returns the first seq of the exchange it joined."""
+        if (
+            self.last_timestamp is None
+            or message.timestamp - self.last_timestamp > config.episode_gap_seconds
+        ):
+            self.episode_count += 1
+            self.open_exchange = None
+        self.last_timestamp = message.timestamp
+        self.newest_timestamp = max(self.newest_timestamp, message.timestamp)
+        # A speaker's name helps both retrievers ("What did Caroline say..."); a bare
+        # role label is in every unit and would only add noise.
+        if message.name:
+            self.speakers[message.name.lower()] = message.name
+            line = f"{message.name}: {text}"
+        else:
+            line = text
+        self.messages[seq] = message
+        self.position[seq] = len(self.order)
+        self.order.append(seq)
+        self.lines[seq] = line
+        self.episode_of[seq] = self.episode_count
+        small_talk = says_nothing(text)
+        if small_talk:
+            # Kept for its exchange's text, never a candidate of its own.
+            self.small_talk.add(seq)
+        else:
+            self.lexical_messages.add(seq, line)
+            if config.granularity != "exchange" and self.embeds:
+                self.pending[seq] = line[: config.max_unit_chars]
+        # Exchanges: a user message opens one; what follows joins it, up to a cap.
+        if (
+            message.role is Role.USER
+            or self.open_exchange is None
+            or len(self.exchanges[self.open_exchange]) >= _MAX_EXCHANGE_MESSAGES
+        ):
+            self.open_exchange = seq
+            self.exchanges[seq] = [seq]
+        else:
+            self.exchanges[self.open_exchange].append(seq)
+        first = self.open_exchange
+        self.exchange_of[seq] = first
+        self.columns.append(
+            seq, message.timestamp, self.episode_count, first, self.position[first], not small_talk
+        )
+        return first
+
+    def _index_exchange(self, first: int, config: RecallConfig, removed: list[int]) -> None:
+        """Index the exchange opening at `first` as it stands, and queue its unit."""
+        members = self.exchanges[first]
+        self.lexical_exchanges.add(first, self.exchange_text(first))
+        if config.granularity == "message" or not self.embeds:
+            return
+        old_unit = self.exchange_units.get(first)
+        # A lone message's exchange is the message itself: with "both" it needs no
+        # vector of its own; with "exchange" it does.
+        if len(members) == 1 and config.granularity == "both":
+            return
+        new_unit = exchange_unit_id(first, len(members))
+        if old_unit is not None and old_unit != new_unit:
+            self.pending.pop(old_unit, None)
+            removed.append(old_unit)
+        self.exchange_units[first] = new_unit
+        self.pending[new_unit] = self.exchange_text(first)[: config.max_unit_chars]
+
+    # -- catching up with the log ---------------------------------------------------------
+
+    def read_newer(self, store: Store, config: RecallConfig, known_stats: SessionStats | None = None) -> None:
+        """Read messages another writer appended since we last looked (lexical at once).
+
+        `known_stats` are the session's stats read just before (one query for all of
+        a user's sessions); they are read here when not given or already outrun."""
+        with self.lock:
+            # Before the stats: an add() running meanwhile may take last_seq past what they say.
+            known = self.last_seq
+        try:
+            if known_stats is not None and known_stats.last_seq >= known:
+                stats = known_stats
+            else:
+                stats = store.stats(self.session_id)
+        except Exception as exc:  # a store hiccup must not fail the build
+            logger.warning("recall could not read stats of session %r: %s", self.session_id, exc)
+            return
+        if stats.generation != self.generation:
+            with self.lock:
+                self.needs_full_read = True  # another log than the one mirrored: read it afresh
+        elif stats.last_seq > known:
+            with self.lock:
+                after = self.last_seq
+            newer = store.messages(self.session_id, after_seq=after)
+            with self.lock:
+                self.drop_units(self.ingest(newer, config))
+                self.flush_lexical()
+        elif stats.last_seq < known:
+            with self.lock:
+                self.needs_full_read = True  # the log shrank: it was cleared or replaced
+
+    def adopt_log(
+        self,
+        log: Sequence[Message],
+        generation: str | None,
+        config: RecallConfig,
+        *,
+        trust_index: bool = True,
+    ) -> None:
+        """Mirror `log`, read after its `generation` was (lock taken here).
+
+        Reading the generation first means a log changed in between is labelled with
+        the older generation, so the next check reads it again; never the reverse.
+        Within one generation a vector is kept when the log still calls for its unit.
+        Across generations (a message deleted or replaced, the log forgotten and
+        started again) only vectors whose unit text is unchanged are kept: a vector
+        depends on nothing but its text, and nothing deleted keeps one. With
+        ``trust_index=False`` (vectors loaded while the log was edited) none is kept.
+        """
+        with self.lock:
+            same_log = generation == self.generation
+            embedded_texts = self.wanted_units()
+            self.reset_log_view()
+            self.generation = generation
+            self._lexical_follow(generation)
+            self.ingest(log, config)  # what it supersedes is not wanted: dropped just below
+            self.needs_full_read = False
+            wanted = self.wanted_units()
+            if self.index is not None:
+                present = self.index.ids()
+                keep = {
+                    unit
+                    for unit in present & wanted.keys()
+                    if trust_index and (same_log or embedded_texts.get(unit) == wanted[unit])
+                }
+                extra = present - keep
+                if extra:
+                    self.index.remove(extra)
+                    self.unsaved += len(extra)
+                for unit in keep:
+                    self.pending.pop(unit, None)
+            self.flush_lexical()
+
+    # -- the lexical indexes --------------------------------------------------------------
+
+    def _lexical_follow(self, generation: str | None) -> None:
+        for index in (self.lexical_messages, self.lexical_exchanges):
+            if isinstance(index, StoredLexicalIndex):
+                index.follow_log(generation)
+
+    def flush_lexical(self) -> None:
+        """Have indexes kept by the store write what was added (lock held; blocking I/O)."""
+        for index in (self.lexical_messages, self.lexical_exchanges):
+            if isinstance(index, StoredLexicalIndex):
+                index.flush()
+
+    def use_lexical(self, lexical: tuple[LexicalIndex, LexicalIndex]) -> None:
+        """Swap in other lexical indexes and give them every document (lock held)."""
+        self.lexical_messages, self.lexical_exchanges = lexical
+        if isinstance(self.generation, str) or self.generation is None:
+            self._lexical_follow(self.generation)
+        self._refill(self.lexical_messages, self.lexical_exchanges)
+
+    def _refill(self, *indexes: LexicalIndex) -> None:
+        """Give `indexes` every document this mirror holds, from scratch (lock held)."""
+        for index in indexes:
+            index.clear()
+            if index is self.lexical_messages:
+                for seq in self.order:
+                    if seq not in self.small_talk:
+                        index.add(seq, self.lines[seq])
+            else:
+                for first in self.exchanges:
+                    index.add(first, self.exchange_text(first))
+
+    def lexical_scores(self, units: str, query: str) -> LexicalScores:
+        """Lexical scores of this session's ``"messages"`` or ``"exchanges"`` (lock held).
+
+        An index kept by the store may have lost its documents (rebuilt after it went
+        missing or corrupt): it is given them again from this mirror and asked again.
+        Only documents this mirror holds are returned: a shared index may already hold
+        what another process added from a newer log.
+        """
+        index = self.lexical_messages if units == "messages" else self.lexical_exchanges
+        try:
+            found = index.scores(query)
+        except LexicalIndexLost as lost:
+            logger.warning(
+                "recall lexical index of session %r: %s; adding its documents again", self.session_id, lost
+            )
+            self._refill(index)
+            found = index.scores(query)
+        scores = LexicalScores.of(found)
+        if type(index) is BM25TextIndex:  # holds exactly this mirror's documents
+            return scores
+        if units == "messages":
+            return scores.only(lambda seq: seq in self.lines and seq not in self.small_talk)
+        return scores.only(self.exchanges.__contains__)
+
+    # -- the embedding queue ------------------------------------------------------------
+
+    def embed_queued(self, config: RecallConfig, new_index: Callable[[int], VectorIndex]) -> Plan[bool]:
+        """Embed the queued units; embedding, the slow part, runs outside the lock.
+
+        Returns whether the index file is due a rewrite. `new_index(dimension)`
+        makes the index when the first vectors arrive. If the embedder fails, the
+        units stay queued (logged) for a later attempt: a failure never loses a turn.
+        """
+        with self.lock:
+            todo = {u: t for u, t in self.pending.items() if u not in self.inflight}
+            self.inflight.update(todo)
+        if not todo:
+            return False
+        ids = list(todo)
+        try:
+            vectors = yield EmbedDocuments([todo[u] for u in ids])
+        except Exception as exc:
+            logger.warning(
+                "embedding %d recall units of session %r failed (%s: %s); they stay queued and "
+                "are found by keywords until a later add() embeds them",
+                len(todo),
+                self.session_id,
+                type(exc).__name__,
+                exc,
+            )
+            with self.lock:
+                self.inflight.difference_update(todo)
+            return False
+        return self._commit(ids, vectors, todo, config, new_index)
+
+    def _commit(
+        self,
+        ids: list[int],
+        vectors: np.ndarray,
+        todo: dict[int, str],
+        config: RecallConfig,
+        new_index: Callable[[int], VectorIndex],
+    ) -> bool:
+        with self.lock:
+            self.inflight.difference_update(todo)
+            if self.forgotten:
+                return False
+            # Only what is still wanted: the log may have moved on while we embedded.
+            keep = [i for i, unit in enumerate(ids) if self.pending.get(unit) == todo[unit]]
+            if not keep:
+                return False
+            if self.index is None:
+                self.index = new_index(int(vectors.shape[1]))
+            self.index.add([ids[i] for i in keep], vectors[keep])
+            for i in keep:
+                self.pending.pop(ids[i], None)
+            self.unsaved += len(keep)
+            # Rewriting the file costs O(index): wait for a tenth of it to be new, so saving
+            # stays O(1) per vector however long the session (catching up re-embeds anything lost).
+            return self.unsaved >= max(config.persist_every, len(self.index) // 10)
+
+    # -- reading ------------------------------------------------------------------------
+
+    def item_seqs(self, seq: int, excluded: Collection[int], config: RecallConfig) -> list[int]:
+        """The messages a recalled `seq` brings: its exchange or itself, plus neighbours."""
+        if items_are_single_messages(config):
+            alone = seq not in excluded and seq in self.lines and seq not in self.small_talk
+            return [seq] if alone else []
+        if config.granularity == "exchange":
+            core = list(self.exchanges.get(self.exchange_of.get(seq, seq), [seq]))
+        else:
+            core = [seq]
+        radius = config.neighbour_radius
+        if radius:
+            episode = self.episode_of[seq]
+            lo = self.position[core[0]] - radius
+            hi = self.position[core[-1]] + radius
+            core = [s for s in self.order[max(lo, 0) : hi + 1] if self.episode_of.get(s) == episode]
+        return [s for s in core if s not in excluded and s in self.lines and s not in self.small_talk]

@@ -1,0 +1,1 @@
+"""The PostgreSQL stores: connection pool, schema and migrations, keyword and vector indexes."""

@@ -1,0 +1,584 @@
+"""`PostgresStore` and `AsyncPostgresStore`: the system of record for many servers, in PostgreSQL.
+
+Every call is bounded by ``timeout``: waiting for a pooled connection, the
+statements, and a server that stops answering (a watchdog shuts the socket
+of a call past its deadline) all end in `StoreError` by then.
+
+Both classes share every piece of logic (`_Queries`); they differ only
+in how a statement reaches the server, as `RedisStore` and `AsyncRedisStore` do.
+
+The tables, their migrations and the SQL are in `_postgres_schema`; connection
+options, the watchdog and failure messages in `_postgres_connection`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import AsyncIterator, Callable, Sequence
+from contextlib import asynccontextmanager
+from typing import TYPE_CHECKING, Any, TypeVar
+
+from ..._config import _number
+from ..._errors import ConfigError
+from ..._models import Message, TurnStatus
+from ..base import SessionSnapshot, SessionStats, StateRecord
+from .connection import (
+    _connection_kwargs,
+    _describe,
+    _failure,
+    _psycopg,
+    _refuse_stale,
+    _retryable,
+    _sever,
+    _StaleConnection,
+    _Watch,
+    _Watchdog,
+)
+from .schema import DEFAULT_SCHEMA, _not_utf8, _Operation, _Queries, _RollBack
+
+if TYPE_CHECKING:
+    import psycopg
+    import psycopg_pool
+
+    from ..._recall.embedder import Embedder
+    from .vectors import PostgresVectorIndex
+
+__all__ = ["AsyncPostgresStore", "PostgresStore"]
+
+_T = TypeVar("_T")
+
+# A write that the server rolled back as a deadlock victim or serialization failure is tried again.
+_ATTEMPTS = 5
+
+
+# A day: no call should wait longer for PostgreSQL, and psycopg takes milliseconds as an int.
+_MAX_TIMEOUT_SECONDS = 86_400.0
+_MAX_CONNECTIONS = 10_000
+
+
+def _check_timeout(timeout: object) -> float:
+    _number(
+        "timeout",
+        timeout,
+        low=0,
+        high=_MAX_TIMEOUT_SECONDS,
+        low_open=True,
+        allowed=f"a number of seconds in (0, {_MAX_TIMEOUT_SECONDS:.0f}]",
+    )
+    assert isinstance(timeout, (int, float))
+    return float(timeout)
+
+
+def _check_pool_size(max_connections: object) -> int:
+    if (
+        isinstance(max_connections, bool)
+        or not isinstance(max_connections, int)
+        or not 1 <= max_connections <= _MAX_CONNECTIONS
+    ):
+        raise ConfigError(
+            f"max_connections must be an int from 1 to {_MAX_CONNECTIONS}, got {max_connections!r:.60}"
+        )
+    return max_connections
+
+
+class PostgresStore:
+    """A store in PostgreSQL, shared by every process and server that uses the same database and schema.
+
+    Args:
+        url: a libpq connection URL or DSN (``postgresql://user:password@host:5432/dbname``);
+            query options such as ``?sslmode=require`` are honoured.
+        pool: an open ``psycopg_pool.ConnectionPool`` to use instead of `url`. It is not
+            closed by `close`. Connections in autocommit mode save a round trip per read.
+        schema: the PostgreSQL schema (namespace) holding the tables; created if missing.
+            Stores with different schemas in one database never see each other.
+        timeout: seconds any call may take, waiting for a pooled connection included,
+            before it fails with `StoreError`.
+        max_connections: the size of the store's own connection pool; more concurrent
+            calls wait for a free connection (within `timeout`).
+        lexical_index: where recall keeps its keyword index of this store's sessions:
+            ``"process"`` (default: BM25 in each process, built from the log) or
+            ``"tsvector"`` (rows of the ``lexical_docs`` table, shared by every server:
+            a server new to a session finds its terms there; see `_postgres_lexical`).
+
+    The schema is created or migrated when the store opens, so the server must be
+    reachable then (`StoreError` otherwise). Needs ``pip install 'convmem[postgres]'``.
+
+    Example::
+
+        store = PostgresStore("postgresql://app@db.internal/chat")
+        store.append("session-1", [Message.create("user", "hi")], user_id="alice")
+        store.tail("session-1", 20)
+        store.close()
+    """
+
+    def __init__(
+        self,
+        url: str | None = None,
+        *,
+        pool: psycopg_pool.ConnectionPool[Any] | None = None,
+        schema: str = DEFAULT_SCHEMA,
+        timeout: float = 10.0,
+        max_connections: int = 10,
+        lexical_index: str = "process",
+    ) -> None:
+        self._queries = _Queries(schema)
+        self._timeout = _check_timeout(timeout)
+        _check_pool_size(max_connections)
+        if lexical_index not in ("process", "tsvector"):
+            raise ConfigError(
+                f"PostgresStore lexical_index must be 'process' (BM25 in each process) or 'tsvector' "
+                f"(the lexical_docs table, shared by every server), got {lexical_index!r:.60}"
+            )
+        self.lexical_index = lexical_index
+        if (url is None) == (pool is None):
+            raise ConfigError("PostgresStore needs exactly one of url=... or pool=...")
+        pg, pg_pool = _psycopg()
+        self._psycopg_errors = (pg.Error, pg_pool.PoolTimeout, pg_pool.PoolClosed)
+        self._owns_pool = pool is None
+        if pool is None:
+            assert url is not None
+            pool = pg_pool.ConnectionPool(
+                url,
+                min_size=1,
+                max_size=max_connections,
+                kwargs=_connection_kwargs(url, self._timeout),
+                # Give up a run of failed reconnections after one timeout: the next call then
+                # starts a fresh attempt at once, instead of waiting out a long backoff after
+                # the server came back.
+                reconnect_timeout=self._timeout,
+                open=False,
+                name="convmem",
+            )
+            pool.open(wait=False)
+        self._pool: psycopg_pool.ConnectionPool[Any] = pool
+        self._where = _describe(pool.conninfo if isinstance(pool.conninfo, str) else "")
+        self._watchdog = _Watchdog()
+        try:
+            self._run(self._queries.migrate, "creating or migrating the schema", transaction=True)
+        except BaseException:
+            self.close()
+            raise
+
+    def __repr__(self) -> str:
+        return f"PostgresStore({self._where!r}, schema={self._queries.schema!r})"
+
+    def __enter__(self) -> PostgresStore:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+    @property
+    def schema(self) -> str:
+        return self._queries.schema
+
+    @staticmethod
+    def _drive(conn: psycopg.Connection[Any], operation: _Operation[_T]) -> _T:
+        try:
+            request = next(operation)
+            while True:
+                cursor = conn.execute(request.text, request.params)
+                rows = cursor.fetchall() if cursor.description is not None else []
+                request = operation.send(rows)
+        except StopIteration as done:
+            result: _T = done.value
+            return result
+        finally:
+            operation.close()
+
+    def _run(self, make: Callable[[], _Operation[_T]], action: str, *, transaction: bool = False) -> _T:
+        deadline = time.monotonic() + self._timeout
+        attempt = 0
+        while True:
+            attempt += 1
+            watch: _Watch | None = None
+            try:
+                with self._pool.connection(timeout=max(0.001, deadline - time.monotonic())) as conn:
+                    _refuse_stale(conn)
+                    with self._watchdog.watch(conn, deadline) as watch:
+                        if transaction:
+                            with conn.transaction():
+                                return self._drive(conn, make())
+                        return self._drive(conn, make())
+            except _StaleConnection:
+                # The server closed the pooled connections (a restart): drop all the dead ones now.
+                self._pool.check()
+            except _RollBack as rolled_back:
+                result: _T = rolled_back.result  # type: ignore[assignment]
+                return result
+            except self._psycopg_errors as exc:
+                severed = watch is not None and watch.severed
+                if not (_retryable(exc) and attempt < _ATTEMPTS and time.monotonic() < deadline):
+                    raise _failure(self._where, action, exc, self._timeout, severed) from exc
+            except UnicodeEncodeError as exc:
+                raise _not_utf8(action, exc) from None
+
+    def append(
+        self, session_id: str, messages: Sequence[Message], *, user_id: str | None = None
+    ) -> list[Message]:
+        return self._run(
+            lambda: self._queries.append(session_id, messages, user_id),
+            f"append to session {session_id!r:.80}",
+        )
+
+    def messages(
+        self, session_id: str, *, after_seq: int = 0, through_seq: int | None = None
+    ) -> list[Message]:
+        return self._run(
+            lambda: self._queries.messages(session_id, after_seq, through_seq),
+            f"read of session {session_id!r:.80}",
+        )
+
+    def tail(self, session_id: str, limit: int, *, before_seq: int | None = None) -> list[Message]:
+        return self._run(
+            lambda: self._queries.tail(session_id, limit, before_seq), f"read of session {session_id!r:.80}"
+        )
+
+    def get(self, session_id: str, seqs: Sequence[int]) -> list[Message]:
+        return self._run(lambda: self._queries.get(session_id, seqs), f"read of session {session_id!r:.80}")
+
+    def set_status(self, session_id: str, seq: int, status: TurnStatus) -> Message:
+        return self._run(
+            lambda: self._queries.set_status(session_id, seq, status),
+            f"status change of seq={seq} in session {session_id!r:.80}",
+        )
+
+    def stats(self, session_id: str) -> SessionStats:
+        return self._run(lambda: self._queries.stats(session_id), f"stats of session {session_id!r:.80}")
+
+    def read_session(self, session_id: str, keys: Sequence[str]) -> SessionSnapshot:
+        """The session's stats and its `keys` state records (those it has), in one
+        statement (see `convmem._store.read_session`)."""
+        return self._run(
+            lambda: self._queries.read_session(session_id, keys), f"read of session {session_id!r:.80}"
+        )
+
+    def user_session_stats(self, user_id: str) -> list[SessionStats]:
+        """`stats` of every session of `user_id`, sorted by id, in one query."""
+        return self._run(
+            lambda: self._queries.user_session_stats(user_id), f"stats of the sessions of {user_id!r:.80}"
+        )
+
+    def get_states(self, session_ids: Sequence[str], key: str) -> dict[str, StateRecord]:
+        """The `key` record of each of `session_ids` that has one, in one query."""
+        return self._run(lambda: self._queries.get_states(session_ids, key), f"read of state {key!r}")
+
+    def get_state(self, session_id: str, key: str) -> StateRecord | None:
+        return self._run(
+            lambda: self._queries.get_state(session_id, key),
+            f"read of state {key!r} of session {session_id!r:.80}",
+        )
+
+    def put_state(
+        self,
+        session_id: str,
+        key: str,
+        value: str,
+        *,
+        expected_version: int | None = None,
+        requires_seq: int | None = None,
+    ) -> StateRecord | None:
+        return self._run(
+            lambda: self._queries.put_state(session_id, key, value, expected_version, requires_seq),
+            f"write of state {key!r} of session {session_id!r:.80}",
+            transaction=True,
+        )
+
+    def delete_state(self, session_id: str, key: str) -> None:
+        self._run(
+            lambda: self._queries.delete_state(session_id, key),
+            f"delete of state {key!r} of session {session_id!r:.80}",
+        )
+
+    def delete_messages(self, session_id: str, seqs: Sequence[int]) -> list[Message]:
+        return self._run(
+            lambda: self._queries.delete_messages(session_id, seqs),
+            f"delete of messages of session {session_id!r:.80}",
+            transaction=True,
+        )
+
+    def replace_message(self, session_id: str, seq: int, message: Message) -> Message:
+        return self._run(
+            lambda: self._queries.replace_message(session_id, seq, message),
+            f"replacing seq={seq} of session {session_id!r:.80}",
+            transaction=True,
+        )
+
+    def clear(self, session_id: str) -> None:
+        self._run(lambda: self._queries.clear(session_id), f"clear of session {session_id!r:.80}")
+
+    def sessions(self, *, user_id: str | None = None) -> list[str]:
+        return self._run(lambda: self._queries.sessions(user_id), "listing sessions")
+
+    def forget_user(self, user_id: str) -> list[str]:
+        return self._run(lambda: self._queries.forget_user(user_id), f"forget_user({user_id!r:.80})")
+
+    def expire_idle(self, older_than_seconds: float) -> list[str]:
+        """Delete sessions idle longer than `older_than_seconds` by the server's clock."""
+        return self._run(lambda: self._queries.expire_idle(older_than_seconds), "expire_idle")
+
+    def vector_index_factory(self, embedder: Embedder | str) -> Callable[[str, int], PostgresVectorIndex]:
+        """An ``index_factory`` for `Recall` that keeps recall vectors in this database.
+
+        `embedder` is the `Recall`'s embedder (or its ``name``): vectors are stored under
+        its name and dimension, and those of another model are never read. A server that
+        sees a session for the first time loads its stored vectors instead of embedding
+        its log again; search runs on that copy in this process (see `PostgresVectorIndex`).
+
+        Example::
+
+            store = PostgresStore("postgresql://app@db.internal/chat")
+            embedder = SentenceTransformerEmbedder()
+            recall = Recall(embedder, index_factory=store.vector_index_factory(embedder))
+        """
+        model = embedder if isinstance(embedder, str) else getattr(embedder, "name", None)
+        if not isinstance(model, str) or not model:
+            raise ConfigError(
+                f"vector_index_factory needs the recall embedder (or its name), got {embedder!r:.80}"
+            )
+        from .vectors import PostgresVectorIndex
+
+        def new_index(session_id: str, dimension: int) -> PostgresVectorIndex:
+            return PostgresVectorIndex(self, session_id=session_id, dimension=dimension, model=model)
+
+        return new_index
+
+    def close(self) -> None:
+        """Close the connection pool, unless it was passed in. Closing twice does nothing."""
+        self._watchdog.close()
+        if self._owns_pool:
+            self._pool.close()
+
+
+class AsyncPostgresStore:
+    """`PostgresStore` for asyncio (psycopg's async connections): the same arguments, and the
+    same methods as coroutines, under the same names::
+
+        store = AsyncPostgresStore("postgresql://app@db.internal/chat")
+        await store.append("session-1", [Message.create("user", "hi")])
+        window = await store.tail("session-1", 20)
+        await store.close()
+
+    The pool opens, and the schema is created or migrated, on the first call; `pool`
+    takes an open ``psycopg_pool.AsyncConnectionPool``. Both classes share one
+    implementation and one schema, so sync and async processes serve the same sessions.
+    """
+
+    def __init__(
+        self,
+        url: str | None = None,
+        *,
+        pool: psycopg_pool.AsyncConnectionPool[Any] | None = None,
+        schema: str = DEFAULT_SCHEMA,
+        timeout: float = 10.0,
+        max_connections: int = 10,
+    ) -> None:
+        self._queries = _Queries(schema)
+        self._timeout = _check_timeout(timeout)
+        _check_pool_size(max_connections)
+        if (url is None) == (pool is None):
+            raise ConfigError("AsyncPostgresStore needs exactly one of url=... or pool=...")
+        pg, pg_pool = _psycopg()
+        self._psycopg_errors = (pg.Error, pg_pool.PoolTimeout, pg_pool.PoolClosed)
+        self._owns_pool = pool is None
+        if pool is None:
+            assert url is not None
+            pool = pg_pool.AsyncConnectionPool(
+                url,
+                min_size=1,
+                max_size=max_connections,
+                kwargs=_connection_kwargs(url, self._timeout),
+                reconnect_timeout=self._timeout,
+                open=False,
+                name="convmem",
+            )
+        self._pool: psycopg_pool.AsyncConnectionPool[Any] = pool
+        self._where = _describe(pool.conninfo if isinstance(pool.conninfo, str) else "")
+        self._ready = False
+        self._opening: asyncio.Lock | None = None
+
+    def __repr__(self) -> str:
+        return f"AsyncPostgresStore({self._where!r}, schema={self._queries.schema!r})"
+
+    async def __aenter__(self) -> AsyncPostgresStore:
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self.close()
+
+    @property
+    def schema(self) -> str:
+        return self._queries.schema
+
+    async def _open(self) -> None:
+        if self._opening is None:
+            self._opening = asyncio.Lock()
+        async with self._opening:
+            if self._ready:
+                return
+            if self._owns_pool and self._pool.closed:
+                await self._pool.open(wait=False)
+            await self._attempts(self._queries.migrate, "creating or migrating the schema", transaction=True)
+            self._ready = True
+
+    @staticmethod
+    async def _drive(conn: psycopg.AsyncConnection[Any], operation: _Operation[_T]) -> _T:
+        try:
+            request = next(operation)
+            while True:
+                cursor = await conn.execute(request.text, request.params)
+                rows = await cursor.fetchall() if cursor.description is not None else []
+                request = operation.send(rows)
+        except StopIteration as done:
+            result: _T = done.value
+            return result
+        finally:
+            operation.close()
+
+    @asynccontextmanager
+    async def _watch(self, conn: Any, deadline: float) -> AsyncIterator[_Watch]:
+        watch = _Watch(deadline, conn)
+
+        def sever() -> None:
+            watch.severed = True
+            _sever(conn)
+
+        handle = asyncio.get_running_loop().call_later(max(0.0, deadline - time.monotonic()), sever)
+        try:
+            yield watch
+        finally:
+            handle.cancel()
+
+    async def _run(self, make: Callable[[], _Operation[_T]], action: str, *, transaction: bool = False) -> _T:
+        if not self._ready:
+            await self._open()
+        return await self._attempts(make, action, transaction=transaction)
+
+    async def _attempts(self, make: Callable[[], _Operation[_T]], action: str, *, transaction: bool) -> _T:
+        deadline = time.monotonic() + self._timeout
+        attempt = 0
+        while True:
+            attempt += 1
+            watch: _Watch | None = None
+            try:
+                async with self._pool.connection(timeout=max(0.001, deadline - time.monotonic())) as conn:
+                    _refuse_stale(conn)
+                    async with self._watch(conn, deadline) as watch:
+                        if transaction:
+                            async with conn.transaction():
+                                return await self._drive(conn, make())
+                        return await self._drive(conn, make())
+            except _StaleConnection:
+                await self._pool.check()
+            except _RollBack as rolled_back:
+                result: _T = rolled_back.result  # type: ignore[assignment]
+                return result
+            except self._psycopg_errors as exc:
+                severed = watch is not None and watch.severed
+                if not (_retryable(exc) and attempt < _ATTEMPTS and time.monotonic() < deadline):
+                    raise _failure(self._where, action, exc, self._timeout, severed) from exc
+            except UnicodeEncodeError as exc:
+                raise _not_utf8(action, exc) from None
+
+    async def append(
+        self, session_id: str, messages: Sequence[Message], *, user_id: str | None = None
+    ) -> list[Message]:
+        return await self._run(
+            lambda: self._queries.append(session_id, messages, user_id),
+            f"append to session {session_id!r:.80}",
+        )
+
+    async def messages(
+        self, session_id: str, *, after_seq: int = 0, through_seq: int | None = None
+    ) -> list[Message]:
+        return await self._run(
+            lambda: self._queries.messages(session_id, after_seq, through_seq),
+            f"read of session {session_id!r:.80}",
+        )
+
+    async def tail(self, session_id: str, limit: int, *, before_seq: int | None = None) -> list[Message]:
+        return await self._run(
+            lambda: self._queries.tail(session_id, limit, before_seq), f"read of session {session_id!r:.80}"
+        )
+
+    async def get(self, session_id: str, seqs: Sequence[int]) -> list[Message]:
+        return await self._run(
+            lambda: self._queries.get(session_id, seqs), f"read of session {session_id!r:.80}"
+        )
+
+    async def set_status(self, session_id: str, seq: int, status: TurnStatus) -> Message:
+        return await self._run(
+            lambda: self._queries.set_status(session_id, seq, status),
+            f"status change of seq={seq} in session {session_id!r:.80}",
+        )
+
+    async def stats(self, session_id: str) -> SessionStats:
+        return await self._run(
+            lambda: self._queries.stats(session_id), f"stats of session {session_id!r:.80}"
+        )
+
+    async def read_session(self, session_id: str, keys: Sequence[str]) -> SessionSnapshot:
+        """Async `PostgresStore.read_session`."""
+        return await self._run(
+            lambda: self._queries.read_session(session_id, keys), f"read of session {session_id!r:.80}"
+        )
+
+    async def get_state(self, session_id: str, key: str) -> StateRecord | None:
+        return await self._run(
+            lambda: self._queries.get_state(session_id, key),
+            f"read of state {key!r} of session {session_id!r:.80}",
+        )
+
+    async def put_state(
+        self,
+        session_id: str,
+        key: str,
+        value: str,
+        *,
+        expected_version: int | None = None,
+        requires_seq: int | None = None,
+    ) -> StateRecord | None:
+        return await self._run(
+            lambda: self._queries.put_state(session_id, key, value, expected_version, requires_seq),
+            f"write of state {key!r} of session {session_id!r:.80}",
+            transaction=True,
+        )
+
+    async def delete_state(self, session_id: str, key: str) -> None:
+        await self._run(
+            lambda: self._queries.delete_state(session_id, key),
+            f"delete of state {key!r} of session {session_id!r:.80}",
+        )
+
+    async def delete_messages(self, session_id: str, seqs: Sequence[int]) -> list[Message]:
+        return await self._run(
+            lambda: self._queries.delete_messages(session_id, seqs),
+            f"delete of messages of session {session_id!r:.80}",
+            transaction=True,
+        )
+
+    async def replace_message(self, session_id: str, seq: int, message: Message) -> Message:
+        return await self._run(
+            lambda: self._queries.replace_message(session_id, seq, message),
+            f"replacing seq={seq} of session {session_id!r:.80}",
+            transaction=True,
+        )
+
+    async def clear(self, session_id: str) -> None:
+        await self._run(lambda: self._queries.clear(session_id), f"clear of session {session_id!r:.80}")
+
+    async def sessions(self, *, user_id: str | None = None) -> list[str]:
+        return await self._run(lambda: self._queries.sessions(user_id), "listing sessions")
+
+    async def forget_user(self, user_id: str) -> list[str]:
+        return await self._run(lambda: self._queries.forget_user(user_id), f"forget_user({user_id!r:.80})")
+
+    async def expire_idle(self, older_than_seconds: float) -> list[str]:
+        """See `PostgresStore.expire_idle`."""
+        return await self._run(lambda: self._queries.expire_idle(older_than_seconds), "expire_idle")
+
+    async def close(self) -> None:
+        """Close the connection pool, unless it was passed in."""
+        if self._owns_pool:
+            await self._pool.close()

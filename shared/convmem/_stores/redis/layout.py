@@ -1,0 +1,542 @@
+"""`_RedisLayout`: where a session lives in Redis and what each store operation asks of it.
+
+Key layout (``P`` is the prefix, ``E`` an escaped session id, ``U`` an escaped user id)::
+
+    P:session:{E}:meta     hash  last_seq, count, tokens, user_id, created_at, updated_at, generation
+    P:session:{E}:log      hash  seq -> message record (JSON)
+    P:session:{E}:state    hash  "v:<key>" -> value, "n:<key>" -> version
+    P:user:{U}:sessions    set   escaped ids of the sessions the user owns
+
+Ids are percent-encoded byte by byte (only ``A-Z a-z 0-9 - _ . ~`` stay as they
+are), so an escaped id never holds ``:``, ``*``, ``?``, ``{``, ``}`` or NUL, and two
+different ids never share a key. The braces are Redis Cluster hash tags: all
+keys of one session live in one slot, as do a user's, so every script touches
+one slot and runs on one node, whole or not at all. Concurrent appends from any
+number of clients get consecutive seqs, and a lost connection never leaves
+half a write behind. Because a session's seqs are contiguous (1..last_seq),
+reading a window is one script call fetching exactly the wanted fields:
+O(window), whatever the history; a read never does more work than the data
+present, even if a counter is damaged.
+
+There is no index of all sessions: one set written by every append would be
+the one hot key of the whole cluster. `sessions()` and `expire_idle()` SCAN
+every primary for ``P:session:{*}:meta`` instead, which costs O(keys in the
+database): they are maintenance calls, not hot-path ones.
+
+A user's set lives in the user's slot, not the session's, so it cannot be
+written by the append script. It is kept correct by ordering: the first append
+that gives a session its user is refused by the script until the client has
+added the session to the user's set, and the client adds it again right after
+(a `forget_user` running in between may have removed it). So the set never
+misses a session the user owns, except if a client dies between those two
+steps while `forget_user` of that user runs; entries for sessions that are
+gone (deleted, or expired by TTL) are harmless, skipped when read, and pruned
+by `forget_user` and `expire_idle`. The cost: a session's first append with a
+user takes four round trips instead of one.
+
+An operation here is a generator of requests (`_Script`, `_Command`,
+`_Pipeline`, `_Scan`); `RedisStore` and `AsyncRedisStore` only run them.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+from collections.abc import Generator, Sequence
+from typing import Any, TypeVar
+from urllib.parse import quote, unquote_to_bytes
+
+from ..._config import _number
+from ..._errors import ConfigError, InvalidMessageError, StoreError
+from ..._models import Message, TurnStatus
+from ..base import (
+    SessionSnapshot,
+    SessionStats,
+    StateRecord,
+    check_owner,
+    check_seq,
+    idle_cutoff,
+    missing_seqs_error,
+    new_generation,
+    validate_messages,
+    validate_seqs,
+)
+from ..codec import message_from_record, message_to_record
+from .scripts import _OWNED, _REGISTER
+
+_T = TypeVar("_T")
+
+# Records a set_status or CAS loop re-reads before giving up on a record that keeps changing.
+_CAS_ATTEMPTS = 16
+# Sessions examined per step of a sweep (one pipeline of reads, then one script per doomed session).
+_SWEEP_BATCH = 500
+
+# -- requests: what an operation asks of Redis ------------------------------------
+
+
+@dataclasses.dataclass(frozen=True)
+class _Script:
+    name: str
+    keys: tuple[str, ...]
+    args: tuple[str | bytes, ...]
+
+
+@dataclasses.dataclass(frozen=True)
+class _Command:
+    args: tuple[str | bytes, ...]
+
+
+@dataclasses.dataclass(frozen=True)
+class _Pipeline:
+    commands: tuple[tuple[str | bytes, ...], ...]
+
+
+@dataclasses.dataclass(frozen=True)
+class _Scan:
+    """Every key matching `pattern` (of Redis type `kind`) on every primary."""
+
+    pattern: str
+    kind: str
+
+
+_Request = _Script | _Command | _Pipeline | _Scan
+# An operation is a generator: it yields requests, is sent their replies, and
+# returns its result. The sync and async stores only differ in how they drive it.
+_Operation = Generator[_Request, Any, _T]
+
+
+# -- escaping and records -----------------------------------------------------------
+
+
+def _escape(value: str) -> str:
+    # surrogatepass: an id with a lone surrogate still maps to its own key.
+    return quote(value.encode("utf-8", "surrogatepass"), safe="")
+
+
+def _unescape(value: str | bytes, where: str) -> str:
+    """The id that `_escape` turned into `value`; anything else found in Redis is a `StoreError`."""
+    try:
+        text = value.decode("ascii") if isinstance(value, bytes) else value
+        decoded = unquote_to_bytes(text).decode("utf-8", "surrogatepass")
+    except (UnicodeDecodeError, UnicodeEncodeError):
+        decoded = None
+    # Only the canonical escape of an id names it: "%zz", raw bytes or "%61" (for "a") do not.
+    if decoded is None or _escape(decoded) != text:
+        raise StoreError(
+            f"{where} holds {value!r:.80}, which is not an id escaped by convmem; "
+            "delete that entry (or key), which was not written by this store"
+        )
+    return decoded
+
+
+def _text(value: str | bytes) -> str:
+    return value.decode("utf-8") if isinstance(value, bytes) else value
+
+
+def _stats_of(session_id: str, meta: str, raw: Any) -> SessionStats:
+    """The `SessionStats` in a session's meta hash (HGETALL's reply)."""
+    fields = {_text(k): _text(v) for k, v in dict(raw or {}).items()}
+    if not fields:
+        return SessionStats(session_id, 0, 0, 0)
+    try:
+        return SessionStats(
+            session_id,
+            message_count=int(fields.get("count", 0)),
+            last_seq=int(fields.get("last_seq", 0)),
+            total_tokens=int(fields.get("tokens", 0)),
+            user_id=_unescape(fields["user_id"], f"the user_id of {meta}") if "user_id" in fields else None,
+            created_at=float(fields["created_at"]) if "created_at" in fields else None,
+            updated_at=float(fields["updated_at"]) if "updated_at" in fields else None,
+            generation=fields.get("generation"),
+        )
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise StoreError(
+            f"the counters of session {session_id!r:.80} in {meta!r:.120} are malformed ({exc})"
+        ) from None
+
+
+def _state_of(session_id: str, key: str, value: Any, version: Any) -> StateRecord | None:
+    """The state record `key` from its value and version fields (None when it has none)."""
+    if value is None or version is None:
+        return None
+    try:
+        return StateRecord(_text(value), int(version))
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise StoreError(f"state {key!r} of session {session_id!r:.80} is malformed ({exc})") from None
+
+
+def _glob_escape(text: str) -> str:
+    return "".join("\\" + c if c in "\\*?[]" else c for c in text)
+
+
+def _encode_record(message: Message, session_id: str) -> bytes:
+    record = message_to_record(message)
+    # The seq is the hash field; keeping it out of the record lets the script assign it.
+    del record["seq"]
+    if record["reply_to_seq"] is None:  # most messages; records written before it lack it too
+        del record["reply_to_seq"]
+    try:
+        return json.dumps(record, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
+    except UnicodeEncodeError as exc:
+        raise InvalidMessageError(
+            f"a message for session {session_id!r:.80} is not valid UTF-8 text ({exc.reason}); "
+            "nothing was stored. Build messages with Message.create, which rejects lone surrogates"
+        ) from None
+
+
+def _decode_record(raw: str | bytes, seq: int, session_id: str) -> Message:
+    try:
+        record = json.loads(raw)
+        if not isinstance(record, dict):
+            raise TypeError(f"a record must be a JSON object, got {type(record).__name__}")
+    except (ValueError, TypeError) as exc:
+        raise StoreError(
+            f"stored message seq={seq} of session {session_id!r:.80} is malformed "
+            f"({type(exc).__name__}: {exc}); other sessions are unaffected"
+        ) from None
+    record["seq"] = seq
+    return message_from_record(record, session_id)
+
+
+def _check_prefix(prefix: object) -> str:
+    if not isinstance(prefix, str) or not prefix:
+        raise ConfigError(f"prefix must be a non-empty str, got {prefix!r}")
+    bad = [c for c in prefix if c in "*?[]{}\\" or not c.isprintable() or c.isspace()]
+    if bad:
+        raise ConfigError(
+            f"prefix {prefix!r} contains {bad[0]!r}; use letters, digits and '-_.:' so that "
+            "operators can SCAN the store's keys safely"
+        )
+    return prefix
+
+
+# A century: beyond it a TTL means "keep"; pass None for that.
+_MAX_TTL_SECONDS = 100 * 365 * 86_400
+
+
+def _ttl_ms(ttl_seconds: float | None) -> int:
+    if ttl_seconds is None:
+        return 0
+    _number(
+        "ttl_seconds",
+        ttl_seconds,
+        low=0,
+        high=_MAX_TTL_SECONDS,
+        low_open=True,
+        allowed=f"None or a positive number of seconds up to {_MAX_TTL_SECONDS}",
+    )
+    return max(1, round(ttl_seconds * 1000))
+
+
+# -- the logic shared by both stores ---------------------------------------------------
+
+
+class _RedisLayout:
+    """Keys, scripts' arguments and reply decoding: everything but the I/O."""
+
+    def __init__(self, prefix: str, ttl_seconds: float | None) -> None:
+        self.prefix = _check_prefix(prefix)
+        self.ttl_ms = _ttl_ms(ttl_seconds)
+        self._meta_head = f"{self.prefix}:session:{{"
+        self.meta_pattern = f"{_glob_escape(self.prefix)}:session:{{*}}:meta"
+        self.user_pattern = f"{_glob_escape(self.prefix)}:user:{{*}}:sessions"
+
+    def escaped_session_keys(self, escaped: str) -> tuple[str, str, str]:
+        base = f"{self.prefix}:session:{{{escaped}}}"
+        return f"{base}:meta", f"{base}:log", f"{base}:state"
+
+    def session_keys(self, session_id: str) -> tuple[str, str, str]:
+        return self.escaped_session_keys(_escape(session_id))
+
+    def escaped_user_key(self, escaped: str) -> str:
+        return f"{self.prefix}:user:{{{escaped}}}:sessions"
+
+    def user_key(self, user_id: str) -> str:
+        return self.escaped_user_key(_escape(user_id))
+
+    def _escaped_id_in(self, key: str | bytes, tail: str) -> str:
+        text = _text(key)
+        return text[len(self._meta_head) : len(text) - len(tail)] if text.endswith(tail) else text
+
+    def append(
+        self, session_id: str, messages: Sequence[Message], user_id: str | None
+    ) -> _Operation[list[Message]]:
+        messages = validate_messages(messages)
+        records = [_encode_record(m, session_id) for m in messages]
+        escaped = _escape(session_id)
+        keys = self.escaped_session_keys(escaped)
+        user = _escape(user_id) if user_id is not None else ""
+        generation = new_generation()  # kept only if this append creates the log
+        registered = False
+        while True:
+            reply = yield _Script(
+                "append",
+                keys,
+                (
+                    "1" if user_id is not None else "0",
+                    user,
+                    "1" if registered else "0",
+                    str(self.ttl_ms),
+                    str(sum(m.token_count or 0 for m in messages)),
+                    generation,
+                    *records,
+                ),
+            )
+            if _text(reply).startswith(_OWNED):
+                assert user_id is not None  # the script refuses only a named user
+                owner = _unescape(_text(reply)[len(_OWNED) :], f"the user_id of {keys[0]}")
+                check_owner(session_id, owner, user_id)
+            if _text(reply) != _REGISTER:
+                break
+            # The user's set must list the session before the session names its user.
+            yield _Command(("SADD", self.escaped_user_key(user), escaped))
+            registered = True
+        if registered:
+            # A forget_user of this user may have dropped the entry between the two steps.
+            yield _Command(("SADD", self.escaped_user_key(user), escaped))
+        first_seq = int(reply)
+        return [dataclasses.replace(m, seq=first_seq + i) for i, m in enumerate(messages)]
+
+    def read_log(self, session_id: str, window: tuple[str, str, str]) -> _Operation[list[Message]]:
+        meta, log, _ = self.session_keys(session_id)
+        reply = yield _Script("read_log", (meta, log), window)
+        return [_decode_record(reply[i + 1], int(reply[i]), session_id) for i in range(0, len(reply), 2)]
+
+    def messages(self, session_id: str, after_seq: int, through_seq: int | None) -> _Operation[list[Message]]:
+        if through_seq is not None and through_seq <= after_seq:
+            return []
+        window = ("range", str(int(after_seq)), "" if through_seq is None else str(int(through_seq)))
+        return (yield from self.read_log(session_id, window))
+
+    def tail(self, session_id: str, limit: int, before_seq: int | None) -> _Operation[list[Message]]:
+        if limit <= 0:
+            return []
+        window = ("tail", str(int(limit)), "" if before_seq is None else str(int(before_seq)))
+        return (yield from self.read_log(session_id, window))
+
+    def get(self, session_id: str, seqs: Sequence[int]) -> _Operation[list[Message]]:
+        wanted = sorted({int(s) for s in seqs})
+        if not wanted:
+            return []
+        _, log, _ = self.session_keys(session_id)
+        values = yield _Command(("HMGET", log, *(str(s) for s in wanted)))
+        return [
+            _decode_record(raw, seq, session_id)
+            for seq, raw in zip(wanted, values, strict=True)
+            if raw is not None
+        ]
+
+    def set_status(self, session_id: str, seq: int, status: TurnStatus) -> _Operation[Message]:
+        meta, log, state = self.session_keys(session_id)
+        for _ in range(_CAS_ATTEMPTS):
+            raw = yield _Command(("HGET", log, str(seq)))
+            if raw is None:
+                raise InvalidMessageError(f"session {session_id!r:.80} has no message with seq={seq}")
+            updated = dataclasses.replace(_decode_record(raw, seq, session_id), status=status)
+            replaced = yield _Script(
+                "replace_record",
+                (meta, log, state),
+                (str(seq), raw, _encode_record(updated, session_id), str(self.ttl_ms)),
+            )
+            if int(replaced) == 1:
+                return updated
+        raise StoreError(
+            f"message seq={seq} of session {session_id!r:.80} changed {_CAS_ATTEMPTS} times while "
+            "its status was being set; retry later"
+        )
+
+    def delete_messages(self, session_id: str, seqs: Sequence[int]) -> _Operation[list[Message]]:
+        wanted = validate_seqs(seqs)
+        if not wanted:
+            return []
+        reply = yield _Script(
+            "delete_messages",
+            self.session_keys(session_id),
+            (str(self.ttl_ms), new_generation(), *(str(s) for s in wanted)),
+        )
+        if int(reply[0]) != 1:
+            raise missing_seqs_error(session_id, [int(s) for s in reply[1:]])
+        return [_decode_record(reply[i + 1], int(reply[i]), session_id) for i in range(1, len(reply), 2)]
+
+    def replace_message(self, session_id: str, seq: int, message: Message) -> _Operation[Message]:
+        check_seq(seq)
+        (message,) = validate_messages([message])
+        stored = dataclasses.replace(message, seq=seq)
+        replaced = yield _Script(
+            "replace_message",
+            self.session_keys(session_id),
+            (
+                str(seq),
+                _encode_record(stored, session_id),
+                str(stored.token_count or 0),
+                str(self.ttl_ms),
+                new_generation(),
+            ),
+        )
+        if int(replaced) != 1:
+            raise missing_seqs_error(session_id, [seq])
+        return stored
+
+    def stats(self, session_id: str) -> _Operation[SessionStats]:
+        meta, _, _ = self.session_keys(session_id)
+        raw = yield _Command(("HGETALL", meta))
+        return _stats_of(session_id, meta, raw)
+
+    def read_session(self, session_id: str, keys: Sequence[str]) -> _Operation[SessionSnapshot]:
+        """Stats and state records in one round trip: the session's keys share a slot."""
+        meta, _, state = self.session_keys(session_id)
+        if not keys:
+            return SessionSnapshot((yield from self.stats(session_id)), {})
+        fields = [field for key in keys for field in (f"v:{key}", f"n:{key}")]
+        raw, values = yield _Pipeline((("HGETALL", meta), ("HMGET", state, *fields)))
+        states = {}
+        for index, key in enumerate(keys):
+            record = _state_of(session_id, key, values[2 * index], values[2 * index + 1])
+            if record is not None:
+                states[key] = record
+        return SessionSnapshot(_stats_of(session_id, meta, raw), states)
+
+    def get_state(self, session_id: str, key: str) -> _Operation[StateRecord | None]:
+        _, _, state = self.session_keys(session_id)
+        value, version = yield _Command(("HMGET", state, f"v:{key}", f"n:{key}"))
+        return _state_of(session_id, key, value, version)
+
+    def put_state(
+        self,
+        session_id: str,
+        key: str,
+        value: str,
+        expected_version: int | None,
+        requires_seq: int | None,
+    ) -> _Operation[StateRecord | None]:
+        version = yield _Script(
+            "put_state",
+            self.session_keys(session_id),
+            (
+                key,
+                value,
+                "" if expected_version is None else str(int(expected_version)),
+                str(self.ttl_ms),
+                "" if requires_seq is None else str(int(requires_seq)),
+            ),
+        )
+        return None if int(version) < 0 else StateRecord(value, int(version))
+
+    def delete_state(self, session_id: str, key: str) -> _Operation[None]:
+        yield _Script("delete_state", self.session_keys(session_id), (key, str(self.ttl_ms)))
+
+    def forget(self, escaped: str, condition: tuple[str, ...]) -> _Operation[tuple[bool, str]]:
+        """Delete one session if `condition` holds; return (deleted, escaped owner or '')."""
+        deleted, owner = yield _Script("forget", self.escaped_session_keys(escaped), condition)
+        return int(deleted) == 1, _text(owner)
+
+    def forget_and_unlist(self, escaped: str, condition: tuple[str, ...]) -> _Operation[bool]:
+        deleted, owner = yield from self.forget(escaped, condition)
+        if deleted and owner:
+            yield _Command(("SREM", self.escaped_user_key(owner), escaped))
+        return deleted
+
+    def clear(self, session_id: str) -> _Operation[None]:
+        yield from self.forget_and_unlist(_escape(session_id), ("any",))
+
+    def _all_sessions(self) -> _Operation[list[str]]:
+        """Escaped ids of every session, from the meta keys on every primary."""
+        keys = yield _Scan(self.meta_pattern, "hash")
+        return [self._escaped_id_in(key, "}:meta") for key in keys]
+
+    def sessions(self, user_id: str | None) -> _Operation[list[str]]:
+        if user_id is None:
+            escaped = yield from self._all_sessions()
+            return sorted(_unescape(e, f"the key of session {e!r:.80}") for e in escaped)
+        user, user_key = _escape(user_id), self.user_key(user_id)
+        members = [_text(m) for m in (yield _Command(("SMEMBERS", user_key))) or ()]
+        if not members:
+            return []
+        # The set may still name sessions that are gone or were never claimed: ask each one.
+        owners = yield _Pipeline(tuple(("HGET", self.escaped_session_keys(m)[0], "user_id") for m in members))
+        return sorted(
+            _unescape(m, f"set {user_key}")
+            for m, owner in zip(members, owners, strict=True)
+            if owner is not None and _text(owner) == user
+        )
+
+    def forget_user(self, user_id: str) -> _Operation[list[str]]:
+        user, user_key = _escape(user_id), self.user_key(user_id)
+        members = sorted(_text(m) for m in (yield _Command(("SMEMBERS", user_key))) or ())
+        deleted: list[str] = []
+        unlisted: list[str] = []
+        for escaped in members:
+            session_id = _unescape(escaped, f"set {user_key}")
+            gone, owner = yield from self.forget(escaped, ("user", user))
+            if gone:
+                deleted.append(session_id)
+            # An entry for a session the user does not own is dropped too; a claim in flight
+            # adds its entry back once it has claimed the session.
+            if gone or owner != user:
+                unlisted.append(escaped)
+        if unlisted:
+            yield _Command(("SREM", user_key, *unlisted))
+        return sorted(deleted)
+
+    def expire_idle(self, older_than_seconds: float) -> _Operation[list[str]]:
+        idle_cutoff(older_than_seconds, 0.0)  # a bad age is refused before any I/O
+        seconds, microseconds = yield _Command(("TIME",))
+        cutoff = idle_cutoff(older_than_seconds, int(seconds) + int(microseconds) / 1e6)
+        if math.isinf(cutoff):
+            return []
+        deleted: list[str] = []
+        escaped_ids = yield from self._all_sessions()
+        for start in range(0, len(escaped_ids), _SWEEP_BATCH):
+            batch = escaped_ids[start : start + _SWEEP_BATCH]
+            activity = yield _Pipeline(
+                tuple(("HGET", self.escaped_session_keys(e)[0], "updated_at") for e in batch)
+            )
+            for escaped, updated_at in zip(batch, activity, strict=True):
+                session_id = _unescape(escaped, f"the key of session {escaped!r:.80}")
+                try:
+                    idle = updated_at is not None and float(updated_at) < cutoff
+                except ValueError:
+                    raise StoreError(
+                        f"the activity time of session {session_id!r:.80} is damaged "
+                        f"({updated_at!r:.40}); clear the session"
+                    ) from None
+                if idle and (yield from self.forget_and_unlist(escaped, ("idle", repr(cutoff)))):
+                    deleted.append(session_id)
+        yield from self._prune_user_sets()
+        return sorted(deleted)
+
+    def _prune_user_sets(self) -> _Operation[None]:
+        """Drop user-set entries of sessions that are gone (expired by TTL, or left by a crash)."""
+        for user_key in (yield _Scan(self.user_pattern, "set")):
+            members = [_text(m) for m in (yield _Command(("SMEMBERS", user_key))) or ()]
+            if not members:
+                continue
+            alive = yield _Pipeline(tuple(("EXISTS", self.escaped_session_keys(m)[0]) for m in members))
+            gone = [m for m, exists in zip(members, alive, strict=True) if not int(exists)]
+            if gone:
+                yield _Command(("SREM", user_key, *gone))
+
+    def migrate_untagged_keys(self) -> _Operation[int]:
+        """Rename keys of the layout without hash tags; return how many sessions were moved."""
+        old_metas = yield _Scan(f"{_glob_escape(self.prefix)}:session:*:meta", "hash")
+        moved = 0
+        head = len(f"{self.prefix}:session:")
+        for key in old_metas:
+            escaped = _text(key)[head : -len(":meta")]
+            if "{" in escaped or ":" in escaped:
+                continue  # already tagged, or not ours
+            base = f"{self.prefix}:session:{escaped}"
+            old = (f"{base}:meta", f"{base}:log", f"{base}:state")
+            moved += int((yield _Script("move_untagged", old + self.escaped_session_keys(escaped), ())))
+        head = len(f"{self.prefix}:user:")
+        for key in (yield _Scan(f"{_glob_escape(self.prefix)}:user:*:sessions", "set")):
+            escaped = _text(key)[head : -len(":sessions")]
+            if "{" in escaped or ":" in escaped:
+                continue
+            members = (yield _Command(("SMEMBERS", _text(key)))) or ()
+            if members:
+                yield _Command(("SADD", self.escaped_user_key(escaped), *members))
+            yield _Command(("DEL", _text(key)))
+        yield _Command(("DEL", f"{self.prefix}:sessions"))
+        return moved
