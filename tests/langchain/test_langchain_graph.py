@@ -8,10 +8,10 @@ import pytest
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage
 from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.graph import START, MessagesState, StateGraph
+from scripted_models import ScriptedToolModel, scripted
 
 from convmem import InvalidSessionIdError, MemoryConfig, TurnStatus
 from langchain_convmem import ConvMemNode, ConvMemSessions
-from tests.test_langchain_middleware import ScriptedToolModel, scripted
 
 
 def chatbot_graph(memory: ConvMemNode, model: ScriptedToolModel) -> Any:

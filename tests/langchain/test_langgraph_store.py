@@ -33,12 +33,12 @@ from langgraph.store.base import (
     SearchOp,
 )
 from langgraph.store.memory import InMemoryStore as LangGraphInMemoryStore
+from scripted_models import scripted
 from shared_stores import SERVER_KINDS, location_for
 
 import convmem
 from convmem import ConfigError, ConversationMemory, HashingEmbedder
 from langchain_convmem import ConvMemNode, ConvMemStore
-from tests.test_langchain_middleware import scripted
 
 FACTS = ("users", "alice", "facts")
 TALKS = ("users", "alice", "conversations")

@@ -14,6 +14,7 @@ from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
 from langchain_core.tools import tool
 from langgraph.checkpoint.memory import InMemorySaver
 from pydantic import BaseModel
+from scripted_models import scripted
 
 from convmem import ConversationMemory, InvalidMessageError, TurnStatus
 from langchain_convmem import (
@@ -23,7 +24,6 @@ from langchain_convmem import (
     to_convmem_message,
 )
 from langchain_convmem._serialize import allow_model_class, from_storable, to_storable
-from tests.test_langchain_middleware import scripted
 
 WHEN = datetime.datetime(2026, 11, 30, 12, 30, tzinfo=datetime.timezone.utc)
 

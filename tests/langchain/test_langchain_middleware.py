@@ -6,41 +6,22 @@ import asyncio
 import subprocess
 import sys
 import threading
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
 from langchain.agents import create_agent
 from langchain.agents.structured_output import ToolStrategy
-from langchain_core.language_models import GenericFakeChatModel
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage, ToolMessage
 from langchain_core.runnables import RunnableConfig
 from langchain_core.tools import tool
 from langgraph.checkpoint.memory import InMemorySaver
-from pydantic import BaseModel, Field
+from pydantic import BaseModel
+from scripted_models import ScriptedToolModel, scripted
 
 from convmem import ConversationMemory, InvalidSessionIdError, MemoryConfig, TurnStatus
 from langchain_convmem import ConvMemMiddleware, ConvMemSessions
 from langchain_convmem._convert import MEMORY_MESSAGE_ID
-
-
-class ScriptedToolModel(GenericFakeChatModel):
-    """Answers from a script, accepts tools, and records what each call was shown."""
-
-    calls: list[list[BaseMessage]] = Field(default_factory=list)
-
-    def bind_tools(self, tools: Sequence[Any], **kwargs: Any) -> ScriptedToolModel:
-        return self
-
-    def _generate(
-        self, messages: list[BaseMessage], stop: Any = None, run_manager: Any = None, **kwargs: Any
-    ) -> Any:
-        self.calls.append(list(messages))
-        return super()._generate(messages, stop, run_manager, **kwargs)
-
-
-def scripted(*replies: AIMessage | str) -> ScriptedToolModel:
-    return ScriptedToolModel(messages=iter(replies), calls=[])
 
 
 def weather_call(city: str, call_id: str) -> AIMessage:

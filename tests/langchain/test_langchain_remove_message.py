@@ -12,10 +12,10 @@ from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.graph import END, START, MessagesState, StateGraph
 from langgraph.graph.message import REMOVE_ALL_MESSAGES
+from scripted_models import ScriptedToolModel, scripted
 
 from convmem import ConversationMemory
 from langchain_convmem import ConvMemMiddleware, ConvMemNode, ConvMemSessions
-from tests.test_langchain_middleware import ScriptedToolModel, scripted
 
 CARD = "My card number is 4111 1111 1111 1111."
 
