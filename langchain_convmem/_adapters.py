@@ -11,7 +11,7 @@ from langchain_core.language_models import BaseLanguageModel
 from langchain_core.messages import BaseMessage
 
 from convmem import ConfigError, Message
-from convmem._config import MAX_INT_OPTION
+from convmem.integration import MAX_INT_OPTION
 
 from ._convert import from_convmem_message
 

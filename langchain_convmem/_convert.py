@@ -28,8 +28,7 @@ from langchain_core.messages import (
     message_chunk_to_message,
 )
 
-from convmem import BuiltContext, InvalidMessageError, Message, TurnStatus
-from convmem._models import Role
+from convmem import BuiltContext, InvalidMessageError, Message, Role, TurnStatus
 
 from ._serialize import from_storable, to_storable
 

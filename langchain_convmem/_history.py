@@ -28,9 +28,7 @@ from convmem import (
     Store,
     TokenCounter,
 )
-from convmem._config import MAX_INT_OPTION
-from convmem._sessions import memory_from_options
-from convmem._stores.base import validate_id
+from convmem.integration import MAX_INT_OPTION, memory_from_options, validate_id
 
 from ._convert import context_to_langchain, from_convmem_message, to_convmem_messages
 

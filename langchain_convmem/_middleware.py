@@ -31,7 +31,7 @@ from convmem import (
     TokenCounter,
     TurnStatus,
 )
-from convmem._sessions import memory_from_options
+from convmem.integration import memory_from_options
 
 from ._convert import (
     CONTEXT_MESSAGE_ID,

@@ -32,11 +32,11 @@ from convmem import (
     InvalidSessionIdError,
     MemoryConfig,
     Message,
+    Role,
     Store,
     TokenCounter,
     TurnStatus,
 )
-from convmem._models import Role
 
 from ._convert import context_to_langchain, latest_human_text, to_convmem_messages
 from ._history import ConvMemChatMessageHistory, ConvMemSessions, check_budget, check_options

@@ -67,10 +67,7 @@ from convmem import (
     Store,
     forget_user,
 )
-from convmem._derived.user_scope import UserFacts
-from convmem._recall.lexical import tokenize
-from convmem._sessions import store_from_options
-from convmem._stores.base import validate_id
+from convmem.integration import UserFacts, store_from_options, tokenize, validate_id
 
 if TYPE_CHECKING:
     from convmem import Embedder, Recall

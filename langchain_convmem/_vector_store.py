@@ -6,7 +6,7 @@ its own: a LangChain ``VectorStore`` that can be given vectors, either one with
 `PrecomputedEmbeddings` as its embedding model
 (``InMemoryVectorStore(PrecomputedEmbeddings())``, Chroma, ...). The behaviour
 every such adapter shares (session walls, cosine similarity, the local id set
-and vector copy) is described in ``convmem._recall.store_backed_index``.
+and vector copy) is described in ``convmem.integration.StoreBackedIndex``.
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ from langchain_core.embeddings import Embeddings
 from langchain_core.vectorstores import InMemoryVectorStore
 
 from convmem import ConfigError, StoreError
-from convmem._recall.store_backed_index import (
+from convmem.integration import (
     SESSION_KEY,
     UNIT_KEY,
     VECTOR_KEY,

@@ -21,10 +21,9 @@ from convmem import (
     MemoryConfig,
     Message,
     SessionRegistry,
+    TranscriptTemplate,
 )
-from convmem._config import TranscriptTemplate
-from convmem._context.transcript import render_transcript
-from convmem._models import group_turns
+from convmem.integration import group_turns, render_transcript
 
 from ._messages import from_chat_message
 from ._sessions import (

@@ -37,7 +37,7 @@ from convmem import (
     TiktokenCounter,
     TokenCounter,
 )
-from convmem._tokens import REPLY_PRIMING_TOKENS
+from convmem.integration import REPLY_PRIMING_TOKENS
 
 from ._chat_store import ConvMemChatStore, simple_chat_store_dict
 from ._messages import from_chat_message, from_chat_messages, to_chat_message, to_chat_messages

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from convmem import ConfigError
-from convmem._recall.embedder import BaseEmbedder
+from convmem.integration import BaseEmbedder
 
 __all__ = ["LlamaIndexEmbedder"]
 

@@ -30,8 +30,7 @@ from llama_index.core.base.llms.types import (
 )
 from pydantic import BaseModel, TypeAdapter, ValidationError
 
-from convmem import InvalidMessageError, Message
-from convmem._models import Role
+from convmem import InvalidMessageError, Message, Role
 
 __all__ = [
     "METADATA_KEY",

@@ -28,8 +28,7 @@ from convmem import (
     TiktokenCounter,
     TokenCounter,
 )
-from convmem._stores.base import validate_id
-from convmem._tokens import default_counter
+from convmem.integration import default_counter, validate_id
 
 from ._embeddings import LlamaIndexEmbedder
 from ._llm import model_component

@@ -7,7 +7,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from convmem import ConfigError
-from convmem._tokens import TextTokenCounter
+from convmem.integration import TextTokenCounter
 
 __all__ = ["TokenizerFnCounter"]
 

@@ -4,7 +4,7 @@ Many servers can share one store (``SimpleVectorStore``, or an integration
 store: Qdrant, Chroma, PGVector, ...) instead of each keeping a `FaissIndex`
 of its own; the behaviour every such adapter shares (session walls, cosine
 similarity, the local id set and vector copy) is described in
-``convmem._recall.store_backed_index``.
+``convmem.integration.StoreBackedIndex``.
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ from llama_index.core.vector_stores.types import (
 )
 
 from convmem import ConfigError
-from convmem._recall.store_backed_index import SESSION_KEY, UNIT_KEY, StoreBackedIndex, stored_vector
+from convmem.integration import SESSION_KEY, UNIT_KEY, StoreBackedIndex, stored_vector
 
 __all__ = ["LlamaIndexVectorIndex"]
 
@@ -45,7 +45,7 @@ class LlamaIndexVectorIndex(StoreBackedIndex):
             (L2), ``lambda d: 1 - d / 2`` (squared L2) or ``lambda d: 1 - d``
             (cosine distance).
         cache_vectors: keep the vectors this adapter wrote or read in memory for
-            ``vectors()`` (see ``convmem._recall.store_backed_index``).
+            ``vectors()`` (see ``convmem.integration.StoreBackedIndex``).
 
     Each unit is a ``TextNode`` with empty text, the vector, the metadata
     ``convmem_session`` / ``convmem_unit`` and, as source document,

@@ -1,15 +1,22 @@
 """convmem: conversation memory that fits a token budget.
 
-The public API is what `__all__` lists: the memory and its configuration, the
-stores, the pluggable parts (counters, summarizers, fact extractors,
-embedders), retention, and the errors. Everything else is private.
+The public API comes in three tiers:
+
+- `convmem` (this module, what `__all__` lists): what an application holds: the
+  memory and its configuration, messages and the results it gets back, the
+  stores, the pluggable parts (counters, summarizers, fact extractors,
+  embedders), retention, and the errors;
+- `convmem.testing`: the store contract suite, for authors of a new store;
+- `convmem.integration`: the pieces a framework wrapper is built from.
+
+Everything else (every ``_module``) is private and may change in any release.
 """
 
 import importlib
 from typing import TYPE_CHECKING, Any
 
-from ._config import MemoryConfig
-from ._context.builder import BuiltContext
+from ._config import MemoryConfig, TranscriptTemplate
+from ._context.builder import BuiltContext, SectionReport
 from ._derived.background import set_background_workers
 from ._derived.facts import Fact, FactExtractor, RuleFactExtractor
 from ._derived.llm import LLMFactExtractor, LLMSummarizer
@@ -21,13 +28,14 @@ from ._errors import (
     ConvMemError,
     InvalidMessageError,
     InvalidSessionIdError,
+    SessionOwnerError,
     StoreError,
 )
-from ._memory import ConversationMemory
-from ._models import Message, Turn, TurnStatus
+from ._memory import ConversationMemory, OverflowStatus
+from ._models import Message, Role, Turn, TurnStatus
 from ._recall.config import RecallConfig
 from ._sessions import SessionRegistry
-from ._stores.base import Store
+from ._stores.base import SessionStats, Store
 from ._stores.memory import InMemoryStore
 from ._stores.postgres.store import AsyncPostgresStore, PostgresStore
 from ._stores.redis.store import AsyncRedisStore, RedisStore
@@ -45,6 +53,7 @@ from ._tokens import ApproximateCounter, TiktokenCounter, TokenCounter, count_me
 if TYPE_CHECKING:
     from ._recall.embedder import Embedder, HashingEmbedder, SentenceTransformerEmbedder
     from ._recall.engine import Recall
+    from ._recall.render import RecalledItem, RecallResult
     from ._recall.vector_index import VectorIndex
 
 # Recall and the embedders need numpy, which takes longer to import than the rest
@@ -54,6 +63,8 @@ _LAZY = {
     "HashingEmbedder": "._recall.embedder",
     "SentenceTransformerEmbedder": "._recall.embedder",
     "Recall": "._recall.engine",
+    "RecallResult": "._recall.render",
+    "RecalledItem": "._recall.render",
     "VectorIndex": "._recall.vector_index",
 }
 
@@ -94,20 +105,28 @@ __all__ = [
     "LLMSummarizer",
     "MemoryConfig",
     "Message",
+    "OverflowStatus",
     "PostgresStore",
     "Recall",
     "RecallConfig",
+    "RecallResult",
+    "RecalledItem",
     "RedisStore",
+    "Role",
     "RuleFactExtractor",
     "SQLiteStore",
+    "SectionReport",
     "SentenceTransformerEmbedder",
+    "SessionOwnerError",
     "SessionRegistry",
+    "SessionStats",
     "Store",
     "StoreError",
     "Summarizer",
     "Summary",
     "TiktokenCounter",
     "TokenCounter",
+    "TranscriptTemplate",
     "Turn",
     "TurnStatus",
     "VectorIndex",
