@@ -14,18 +14,20 @@ heuristics) lives elsewhere; every prompt the core sends is in this module.
 from __future__ import annotations
 
 import asyncio
+import functools
 import inspect
 import json
 import logging
 import re
 import string
-from collections.abc import Awaitable, Callable, Generator, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, TypeVar
 
 from .._errors import ConfigError
 from .._language import LANGUAGE_NAMES, check_language, message_prefix, resolve_language, speaker_prefix
 from .._models import Message, Role
 from .._salience import check_messages, conversation_messages
+from .._sansio import Flow, arun, run
 from .._tokens import TokenCounter
 from .facts import Fact, normalize_key, source_quote
 from .summarizer import (
@@ -119,30 +121,18 @@ async def acall_complete(complete: CompleteFn, prompt: str) -> str:
 
 
 # A conversation with a model, written once: the generator yields prompts,
-# receives answers and returns the result; a sync and an async driver run it.
-Dialogue = Generator[str, str, _T]
+# receives answers and returns the result; `_sansio` runs it sync or async.
+Dialogue = Flow[str, _T]
 
 
 def run_dialogue(dialogue: Dialogue[_T], complete: CompleteFn, *, async_method: str) -> _T:
     """Run `dialogue` to its result with a sync `complete` (see :func:`call_complete`)."""
-    try:
-        prompt = next(dialogue)
-        while True:
-            prompt = dialogue.send(call_complete(complete, prompt, async_method=async_method))
-    except StopIteration as stop:
-        result: _T = stop.value
-        return result
+    return run(dialogue, functools.partial(call_complete, complete, async_method=async_method))
 
 
 async def arun_dialogue(dialogue: Dialogue[_T], complete: CompleteFn) -> _T:
     """Run `dialogue` to its result from async code (see :func:`acall_complete`)."""
-    try:
-        prompt = next(dialogue)
-        while True:
-            prompt = dialogue.send(await acall_complete(complete, prompt))
-    except StopIteration as stop:
-        result: _T = stop.value
-        return result
+    return await arun(dialogue, functools.partial(acall_complete, complete))
 
 
 # --------------------------------------------------------------------------- LLM summarizer

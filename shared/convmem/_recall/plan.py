@@ -5,17 +5,19 @@ query, run this blocking I/O), is sent each reply, or has the request's
 exception thrown in so that it handles failures itself, and returns its
 result. `run_plan` performs the requests with the embedder's sync API;
 `arun_plan` awaits its async API and runs blocking I/O in a worker thread.
-That is the only place where the two differ, as in `_redis_store` (requests)
-and `_summarizer` (the LLM `Dialogue`).
+That is the only place where the two differ; `convmem._sansio` drives the
+generator, as it drives store operations and LLM dialogues.
 """
 
 from __future__ import annotations
 
 import asyncio
 import dataclasses
-from collections.abc import Callable, Generator
+import functools
+from collections.abc import Callable
 from typing import Any, TypeVar
 
+from .._sansio import Flow, arun, run
 from .embedder import Embedder
 
 __all__ = ["Blocking", "EmbedDocuments", "EmbedQuery", "Plan", "arun_plan", "run_plan"]
@@ -45,54 +47,38 @@ class Blocking:
 
 
 Request = EmbedDocuments | EmbedQuery | Blocking
-Plan = Generator[Request, Any, _T]
+Plan = Flow[Request, _T]
 
 
 def _no_embedder(request: EmbedDocuments | EmbedQuery) -> Exception:
     return RuntimeError(f"{type(request).__name__} was requested of a recall that has no embedder")
 
 
+def _perform(embedder: Embedder | None, request: Request) -> Any:
+    if isinstance(request, Blocking):
+        return request.call()
+    if embedder is None:
+        raise _no_embedder(request)
+    if isinstance(request, EmbedDocuments):
+        return embedder.embed_documents(request.texts)
+    return embedder.embed_query(request.text)
+
+
+async def _aperform(embedder: Embedder | None, request: Request) -> Any:
+    if isinstance(request, Blocking):
+        return await asyncio.to_thread(request.call)
+    if embedder is None:
+        raise _no_embedder(request)
+    if isinstance(request, EmbedDocuments):
+        return await embedder.aembed_documents(request.texts)
+    return await embedder.aembed_query(request.text)
+
+
 def run_plan(plan: Plan[_T], embedder: Embedder | None) -> _T:
     """Run `plan` with the embedder's sync API (a lexical-only plan has ``embedder=None``)."""
-    try:
-        request = next(plan)
-        while True:
-            try:
-                if isinstance(request, Blocking):
-                    reply: Any = request.call()
-                elif embedder is None:
-                    raise _no_embedder(request)
-                elif isinstance(request, EmbedDocuments):
-                    reply = embedder.embed_documents(request.texts)
-                else:
-                    reply = embedder.embed_query(request.text)
-            except Exception as exc:
-                request = plan.throw(exc)
-            else:
-                request = plan.send(reply)
-    except StopIteration as done:
-        result: _T = done.value
-        return result
+    return run(plan, functools.partial(_perform, embedder), throw_into_flow=True)
 
 
 async def arun_plan(plan: Plan[_T], embedder: Embedder | None) -> _T:
     """Run `plan` with the embedder's async API; blocking I/O goes to a worker thread."""
-    try:
-        request = next(plan)
-        while True:
-            try:
-                if isinstance(request, Blocking):
-                    reply: Any = await asyncio.to_thread(request.call)
-                elif embedder is None:
-                    raise _no_embedder(request)
-                elif isinstance(request, EmbedDocuments):
-                    reply = await embedder.aembed_documents(request.texts)
-                else:
-                    reply = await embedder.aembed_query(request.text)
-            except Exception as exc:
-                request = plan.throw(exc)
-            else:
-                request = plan.send(reply)
-    except StopIteration as done:
-        result: _T = done.value
-        return result
+    return await arun(plan, functools.partial(_aperform, embedder), throw_into_flow=True)

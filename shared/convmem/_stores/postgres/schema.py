@@ -59,11 +59,12 @@ import hashlib
 import math
 import re
 import struct
-from collections.abc import Generator, Sequence
+from collections.abc import Sequence
 from typing import Any, TypeVar
 
 from ..._errors import ConfigError, InvalidMessageError, StoreError
 from ..._models import Message, TurnStatus
+from ..._sansio import Flow
 from ..base import (
     MAX_ID_LENGTH,
     SessionSnapshot,
@@ -355,7 +356,7 @@ class _Sql:
 
 # An operation is a generator: it yields statements, is sent their rows, and returns its
 # result. The sync and async stores only differ in how they drive it.
-_Operation = Generator[_Sql, list[tuple[Any, ...]], _T]
+_Operation = Flow[_Sql, _T]
 
 
 class _RollBack(Exception):

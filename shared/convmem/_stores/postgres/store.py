@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from ..._config import _number
 from ..._errors import ConfigError
 from ..._models import Message, TurnStatus
+from ..._sansio import arun, run
 from ..base import SessionSnapshot, SessionStats, StateRecord
 from .connection import (
     _connection_kwargs,
@@ -175,17 +176,11 @@ class PostgresStore:
 
     @staticmethod
     def _drive(conn: psycopg.Connection[Any], operation: _Operation[_T]) -> _T:
-        try:
-            request = next(operation)
-            while True:
-                cursor = conn.execute(request.text, request.params)
-                rows = cursor.fetchall() if cursor.description is not None else []
-                request = operation.send(rows)
-        except StopIteration as done:
-            result: _T = done.value
-            return result
-        finally:
-            operation.close()
+        def perform(request: Any) -> list[Any]:
+            cursor = conn.execute(request.text, request.params)
+            return cursor.fetchall() if cursor.description is not None else []
+
+        return run(operation, perform)
 
     def _run(self, make: Callable[[], _Operation[_T]], action: str, *, transaction: bool = False) -> _T:
         deadline = time.monotonic() + self._timeout
@@ -424,17 +419,11 @@ class AsyncPostgresStore:
 
     @staticmethod
     async def _drive(conn: psycopg.AsyncConnection[Any], operation: _Operation[_T]) -> _T:
-        try:
-            request = next(operation)
-            while True:
-                cursor = await conn.execute(request.text, request.params)
-                rows = await cursor.fetchall() if cursor.description is not None else []
-                request = operation.send(rows)
-        except StopIteration as done:
-            result: _T = done.value
-            return result
-        finally:
-            operation.close()
+        async def perform(request: Any) -> list[Any]:
+            cursor = await conn.execute(request.text, request.params)
+            return await cursor.fetchall() if cursor.description is not None else []
+
+        return await arun(operation, perform)
 
     @asynccontextmanager
     async def _watch(self, conn: Any, deadline: float) -> AsyncIterator[_Watch]:

@@ -43,13 +43,14 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
-from collections.abc import Generator, Sequence
+from collections.abc import Sequence
 from typing import Any, TypeVar
 from urllib.parse import quote, unquote_to_bytes
 
 from ..._config import _number
 from ..._errors import ConfigError, InvalidMessageError, StoreError
 from ..._models import Message, TurnStatus
+from ..._sansio import Flow
 from ..base import (
     SessionSnapshot,
     SessionStats,
@@ -103,7 +104,7 @@ class _Scan:
 _Request = _Script | _Command | _Pipeline | _Scan
 # An operation is a generator: it yields requests, is sent their replies, and
 # returns its result. The sync and async stores only differ in how they drive it.
-_Operation = Generator[_Request, Any, _T]
+_Operation = Flow[_Request, _T]
 
 
 # -- escaping and records -----------------------------------------------------------

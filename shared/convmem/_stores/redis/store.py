@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from ..._config import _number
 from ..._errors import ConfigError, StoreError
 from ..._models import Message, TurnStatus
+from ..._sansio import arun, run
 from ..base import SessionSnapshot, SessionStats, StateRecord
 from .layout import _Command, _Operation, _RedisLayout, _Request, _Scan, _Script
 from .layout import _escape as _escape  # the tests name keys by it
@@ -265,18 +266,15 @@ class RedisStore:
             return self._client.execute_command(*command)
 
     def _run(self, operation: _Operation[_T], action: str) -> _T:
-        try:
-            request = next(operation)
-            while True:
-                try:
-                    reply = self._perform(request)
-                except self._errors as exc:
-                    operation.close()
-                    raise _failure(self._where, action, exc) from exc
-                request = operation.send(reply)
-        except StopIteration as done:
-            result: _T = done.value
-            return result
+        def perform(request: _Request) -> Any:
+            # Only what Redis raises is a store failure: an operation's own error (a
+            # SessionOwnerError is an OSError too) reaches the caller as it is.
+            try:
+                return self._perform(request)
+            except self._errors as exc:
+                raise _failure(self._where, action, exc) from exc
+
+        return run(operation, perform)
 
     def append(
         self, session_id: str, messages: Sequence[Message], *, user_id: str | None = None
@@ -498,18 +496,13 @@ class AsyncRedisStore:
             return await self._client.execute_command(*command)
 
     async def _run(self, operation: _Operation[_T], action: str) -> _T:
-        try:
-            request = next(operation)
-            while True:
-                try:
-                    reply = await self._perform(request)
-                except self._errors as exc:
-                    operation.close()
-                    raise _failure(self._where, action, exc) from exc
-                request = operation.send(reply)
-        except StopIteration as done:
-            result: _T = done.value
-            return result
+        async def perform(request: _Request) -> Any:
+            try:
+                return await self._perform(request)
+            except self._errors as exc:
+                raise _failure(self._where, action, exc) from exc
+
+        return await arun(operation, perform)
 
     async def append(
         self, session_id: str, messages: Sequence[Message], *, user_id: str | None = None
