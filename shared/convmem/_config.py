@@ -105,6 +105,12 @@ class MemoryConfig:
     at its full share, the summary keeps it. Measured on LoCoMo with MiniLM, the turns that answer a question reach
     73% / 82% of 512 / 1024-token contexts, against 69% / 79% with the summary at its
     full share (without a model: 68% / 77% against 65% / 75%)."""
+    note_omitted_history: bool = True
+    """Say so in the context whenever turns of the log are in none of window, summary and
+    recall (one line: "(Some earlier conversation is not included here.)"), so the model
+    does not take the window for the whole conversation. False leaves the line out: with
+    facts, summary and recall off too, the context is then exactly the newest turns that
+    fit, as a plain token-limited buffer keeps them."""
     prune_low_information: bool = True
     """When the window is tight, drop greetings/thanks/"ok" turns before older informative ones."""
     language: Language = "auto"
@@ -195,6 +201,7 @@ class MemoryConfig:
             low_open=True,
         )
         for name in (
+            "note_omitted_history",
             "prune_low_information",
             "extract_facts",
             "recall_earlier_turns",

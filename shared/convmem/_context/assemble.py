@@ -109,7 +109,7 @@ def _fit_whole(fitting: _Fitting, config: MemoryConfig, costs: Costs) -> None:
     system_prompt, query_message = plan.system_prompt, plan.query_message
     fitting.query_tokens = costs.counter.count_message(query_message) if query_message else 0
     in_system = config.memory_placement == "system"
-    room_for_omitted_line = True
+    room_for_omitted_line = config.note_omitted_history
     while True:
         omitted = room_for_omitted_line and _history_omitted(
             request, fitting.window_messages, fitting.recalled

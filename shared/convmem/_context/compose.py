@@ -84,6 +84,21 @@ class RecallSearch:
         }
 
 
+def _first_log_seq(stats: SessionStats, turns: Sequence[Turn]) -> int | None:
+    """The seq of the oldest message the log holds, as far as a build can tell.
+
+    When the window candidates hold every message of the log, it is their first: seqs
+    deleted before it are gone, not history left out. Otherwise older messages exist,
+    and seq 1 stands for them (the builder only asks whether anything is older).
+    """
+    if not stats.message_count or not stats.last_seq:
+        return None
+    read = sum(len(turn.messages) for turn in turns)
+    if turns and read >= stats.message_count:
+        return turns[0].first_seq
+    return 1
+
+
 def build_language(config: MemoryConfig, turns: Sequence[Turn], query: str | None) -> str:
     """The language of a build's headers and fact lines: the configured one, or the one
     the query and the newest turns are written in."""
@@ -255,7 +270,7 @@ class ContextComposer:
             include_query=include_query,
             facts=facts,
             summary=summary,
-            first_log_seq=1 if stats.last_seq else None,
+            first_log_seq=_first_log_seq(stats, inputs.turns),
             log_tokens=stats.total_tokens,
             recall_share=recall_share,
             recall_reason=recall_reason,

@@ -97,13 +97,20 @@ def plan(request: ContextRequest, config: MemoryConfig, costs: Costs, windows: W
         facts_lines
         or summary_text
         or recall_cap
-        or candidates_tokens > window_cap
-        or (config.keep_recent_turns is not None and len(request.turns) > config.keep_recent_turns)
-        or older_uncovered(request)
+        or (
+            config.note_omitted_history
+            and (
+                candidates_tokens > window_cap
+                or (config.keep_recent_turns is not None and len(request.turns) > config.keep_recent_turns)
+                or older_uncovered(request)
+            )
+        )
     ):
         # The memory block will be there: its framing, and the line saying that
         # history was left out, come out of the window's part.
-        framing = costs.framing(headers, system_prompt) + costs.section(headers["omitted"])
+        framing = costs.framing(headers, system_prompt)
+        if config.note_omitted_history:
+            framing += costs.section(headers["omitted"])
         window = windows.select(request.turns, window_cap - framing)
         if not window.messages and request.turns:
             # The newest turn outranks the framing: when only it fits, it stays.
