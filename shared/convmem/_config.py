@@ -102,9 +102,7 @@ class MemoryConfig:
     "when did...", 之前, 上次; see `choose_recall_share`), if below `summary_share`,
     and recall needs the room: recall then brings the very turns asked about, which
     are worth more than their digest. When what recall finds fits beside the summary
-    at its full share, the summary keeps it. Measured on LoCoMo with MiniLM, the turns that answer a question reach
-    73% / 82% of 512 / 1024-token contexts, against 69% / 79% with the summary at its
-    full share (without a model: 68% / 77% against 65% / 75%)."""
+    at its full share, the summary keeps it (measured on LoCoMo: see benchmarks/README.md)."""
     note_omitted_history: bool = True
     """Say so in the context whenever turns of the log are in none of window, summary and
     recall (one line: "(Some earlier conversation is not included here.)"), so the model
