@@ -214,6 +214,11 @@ class BuiltContext:
     def __str__(self) -> str:
         return self.explain()
 
+    def _repr_html_(self) -> str:
+        from .._inspect.html import render_html  # Jupyter's display; the inspector draws it
+
+        return render_html(self)
+
 
 class ContextBuilder:
     """Builds a session's contexts under its `MemoryConfig` and `TokenCounter`
