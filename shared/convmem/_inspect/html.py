@@ -60,7 +60,7 @@ STYLE = """
 .cm th, .cm td { text-align: left; padding: 3px 8px; border-bottom: 1px solid #e5e7eb; vertical-align: top; }
 .cm th { background: #f9fafb; font-weight: 600; }
 .cm td.cm-num, .cm th.cm-num { text-align: right; font-variant-numeric: tabular-nums; white-space: nowrap; }
-.cm .cm-text { white-space: pre-wrap; word-break: break-word; max-height: 14em; overflow: auto; margin: 0;
+.cm .cm-text { white-space: pre-wrap; word-break: break-word; max-height: 24em; overflow: auto; margin: 0;
                font-family: ui-monospace, SFMono-Regular, Menlo, monospace; font-size: 12px; }
 .cm .cm-label { display: inline-block; padding: 0 6px; border-radius: 8px; color: #fff; font-size: 11px;
                 white-space: nowrap; }
