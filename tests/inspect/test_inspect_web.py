@@ -153,3 +153,11 @@ def test_other_addresses_need_allow_remote(host: str) -> None:
     with pytest.raises(ConfigError, match="refusing to serve"):
         check_bind(host, allow_remote=False)
     check_bind(host, allow_remote=True)
+
+
+def test_a_delete_that_names_no_message_is_a_clear_error(store: SQLiteStore) -> None:
+    web = client(store)
+    response = web.post("/delete-message", data={"id": "mallory-1", "token": TOKEN})
+    assert response.status_code == 400 and "the request names no seq" in response.text
+    assert web.get("/confirm?action=delete-message&id=mallory-1").status_code == 400
+    assert [m.seq for m in store.messages("mallory-1")] == [1, 2]

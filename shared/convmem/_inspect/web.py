@@ -171,9 +171,17 @@ class _Inspector:
         return _page(title, body, writable=self.writable, status=status)
 
     def _confirm_link(self, label: str, **params: object) -> str:
+        """A button to the confirmation page of a delete (a GET: it only asks)."""
         if not self.writable:
             return ""
-        return f'<a class=cm-action href="{_link("/confirm", **params)}"><button class=cm-danger>{escape(label)}</button></a>'
+        fields = "".join(
+            f'<input type=hidden name="{escape(name)}" value="{escape(value)}">'
+            for name, value in params.items()
+        )
+        return (
+            f'<form class="cm-inline cm-action" method=get action="/confirm">{fields}'
+            f"<button type=submit class=cm-danger>{escape(label)}</button></form>"
+        )
 
     # -- pages ---------------------------------------------------------------------
 
@@ -351,7 +359,7 @@ class _Inspector:
             sessions = self.catalog.sessions(target, 1, 1).total
             what = f"user {target}: all {sessions} of their sessions, with summaries and facts"
         elif action == "delete-message":
-            seq = _number(params.get("seq"), "seq", 0, 1, 2**62)
+            seq = _number(_required(params, "seq"), "seq", 0, 1, 2**62)
             hidden += f'<input type=hidden name=seq value="{seq}">'
             what = f"message {seq} of session {target} (the summary and facts it fed are rebuilt)"
         else:
@@ -403,7 +411,7 @@ class _Inspector:
 
     def delete_message(self, form: dict[str, str]) -> Response:
         session_id = _required(form, "id")
-        seq = _number(form.get("seq"), "seq", 0, 1, 2**62)
+        seq = _number(_required(form, "seq"), "seq", 0, 1, 2**62)
         self.catalog.delete_message(session_id, seq)
         return self.page(
             "deleted",
