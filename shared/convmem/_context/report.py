@@ -27,7 +27,7 @@ class SectionReport:
     note: str = ""
 
 
-@dataclasses.dataclass(frozen=True)
+@dataclasses.dataclass(frozen=True, repr=False)
 class BuiltContext:
     """A context ready for a chat model, and an account of how it was built.
 
@@ -110,3 +110,16 @@ class BuiltContext:
 
     def __str__(self) -> str:
         return self.explain()
+
+    def __repr__(self) -> str:
+        return (
+            f"<BuiltContext {self.token_count} of {self.budget} tokens: {len(self.messages)} messages, "
+            f"{len(self.window)} in the window, {len(self.recalled)} recalled>"
+        )
+
+    def _repr_html_(self) -> str:
+        """The inspector's picture of this build, for Jupyter: the budget bar, the messages
+        by section, the recalled items with why, what was left out."""
+        from .._inspect.html import render_html
+
+        return render_html(self)
