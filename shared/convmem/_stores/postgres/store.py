@@ -7,8 +7,9 @@ of a call past its deadline) all end in `StoreError` by then.
 Both classes share every piece of logic (`_Queries`); they differ only
 in how a statement reaches the server, as `RedisStore` and `AsyncRedisStore` do.
 
-The tables, their migrations and the SQL are in `_postgres_schema`; connection
-options, the watchdog and failure messages in `_postgres_connection`.
+The tables and their migrations are in `migrations`, the SQL of the operations in
+`queries` (recall's vectors and keyword index: `vector_queries`, `lexical_queries`);
+connection options, the watchdog and failure messages in `connection`.
 """
 
 from __future__ import annotations
@@ -36,7 +37,8 @@ from .connection import (
     _Watch,
     _Watchdog,
 )
-from .schema import DEFAULT_SCHEMA, _not_utf8, _Operation, _Queries, _RollBack
+from .queries import _Queries
+from .sql import DEFAULT_SCHEMA, _not_utf8, _Operation, _RollBack
 
 if TYPE_CHECKING:
     import psycopg
@@ -100,7 +102,7 @@ class PostgresStore:
         lexical_index: where recall keeps its keyword index of this store's sessions:
             ``"process"`` (default: BM25 in each process, built from the log) or
             ``"tsvector"`` (rows of the ``lexical_docs`` table, shared by every server:
-            a server new to a session finds its terms there; see `_postgres_lexical`).
+            a server new to a session finds its terms there; see `convmem._stores.postgres.lexical`).
 
     The schema is created or migrated when the store opens, so the server must be
     reachable then (`StoreError` otherwise). Needs ``pip install 'convmem[postgres]'``.
