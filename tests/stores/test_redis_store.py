@@ -29,7 +29,7 @@ from convmem import (
     TurnStatus,
 )
 from convmem._errors import SessionOwnerError
-from convmem._stores.redis.store import _escape
+from convmem._stores.redis.records import _escape
 
 pytestmark = pytest.mark.redis
 
