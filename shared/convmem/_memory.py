@@ -6,11 +6,9 @@ import asyncio
 import dataclasses
 import os
 import threading
-import weakref
 from collections import OrderedDict
 from collections.abc import Iterable, Mapping, Sequence
 from datetime import datetime
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ._config import MemoryConfig, TranscriptTemplate
@@ -31,12 +29,13 @@ from ._stores.base import (
     Store,
     check_owner,
     check_seq,
-    read_session,
+    require_sync_store,
     validate_id,
     validate_seqs,
 )
+from ._stores.capabilities import HasFileLocation, read_session
+from ._stores.files import open_store
 from ._stores.memory import InMemoryStore
-from ._stores.sqlite.store import SQLiteStore
 from ._tokens import REPLY_PRIMING_TOKENS, TokenCounter, default_counter
 from ._tool_sequence import check_tool_results, unanswered_calls
 
@@ -56,8 +55,6 @@ _CONDENSE_STEP = 32
 _BUILD_STATE_KEYS = (SUMMARY_KEY, FACTS_KEY)
 _SUMMARY_ONLY = (SUMMARY_KEY,)
 
-DEFAULT_DB_ENV = "CONVMEM_DB"
-DEFAULT_DB_PATH = "convmem.db"
 _MESSAGE_FIELDS = {
     "role",
     "content",
@@ -69,23 +66,6 @@ _MESSAGE_FIELDS = {
     "status",
     "reply_to_seq",
 }
-
-_stores_lock = threading.Lock()
-_stores: weakref.WeakValueDictionary[Path, SQLiteStore] = weakref.WeakValueDictionary()
-
-
-def open_store(path: str | os.PathLike[str] | None = None) -> SQLiteStore:
-    """The `SQLiteStore` for `path`, shared by every memory opened on the same file.
-
-    Without a path: ``$CONVMEM_DB``, else ``convmem.db`` in the working directory.
-    """
-    resolved = Path(path if path is not None else os.environ.get(DEFAULT_DB_ENV, DEFAULT_DB_PATH)).resolve()
-    with _stores_lock:
-        store = _stores.get(resolved)
-        if store is None or store.closed:
-            store = SQLiteStore(resolved)
-            _stores[resolved] = store
-        return store
 
 
 @dataclasses.dataclass(frozen=True)
@@ -172,6 +152,7 @@ class ConversationMemory:
                 f"{given}= was given but config.recall_earlier_turns is False; "
                 "recall_earlier_turns=False switches recall off, so pass one or the other"
             )
+        require_sync_store(store, "ConversationMemory")
         self.store: Store = store if store is not None else InMemoryStore()
         # True once the store showed this memory's user as the session's owner: an owner
         # only changes when the session is deleted, so reads stop checking from then on.
@@ -187,9 +168,7 @@ class ConversationMemory:
             from ._recall.engine import Recall
 
             if embedder is not None:
-                index_dir = (
-                    Path(f"{self.store.path}.vectors") if isinstance(self.store, SQLiteStore) else None
-                )
+                index_dir = self.store.vector_index_dir() if isinstance(self.store, HasFileLocation) else None
                 recall = Recall(embedder, index_dir=index_dir)
             else:
                 recall = Recall()  # by words: no model; on SQLite the terms go in the store's file

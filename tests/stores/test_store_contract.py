@@ -31,7 +31,7 @@ from convmem import (
 )
 from convmem._errors import SessionOwnerError
 from convmem._models import Role
-from convmem._stores.base import read_session
+from convmem._stores.capabilities import read_session
 from convmem._stores.redis.records import _escape
 
 # Ids that validate_id accepts: every store keeps each one apart and gives it back exactly.

@@ -13,6 +13,7 @@ from .._models import Message, TurnStatus
 from .base import (
     SessionStats,
     StateRecord,
+    Store,
     check_owner,
     check_seq,
     idle_cutoff,
@@ -21,6 +22,7 @@ from .base import (
     validate_messages,
     validate_seqs,
 )
+from .capabilities import ListsUserSessions, ReadsStates
 
 __all__ = ["InMemoryStore"]
 
@@ -38,7 +40,7 @@ class _Session:
     updated_at: float = dataclasses.field(default_factory=time.time)
 
 
-class InMemoryStore:
+class InMemoryStore(Store, ReadsStates, ListsUserSessions):
     """Keeps every session in a dict; thread-safe; gone when the process exits."""
 
     def __init__(self) -> None:

@@ -24,7 +24,15 @@ from ..._config import _number
 from ..._errors import ConfigError
 from ..._models import Message, TurnStatus
 from ..._sansio import arun, run
-from ..base import SessionSnapshot, SessionStats, StateRecord
+from ..base import AsyncStore, SessionSnapshot, SessionStats, StateRecord, Store
+from ..capabilities import (
+    AsyncReadsSession,
+    HostsLexicalIndex,
+    HostsVectors,
+    ListsUserSessions,
+    ReadsSession,
+    ReadsStates,
+)
 from .connection import (
     _connection_kwargs,
     _describe,
@@ -45,6 +53,7 @@ if TYPE_CHECKING:
     import psycopg_pool
 
     from ..._recall.embedder import Embedder
+    from .lexical import PostgresLexicalIndex
     from .vectors import PostgresVectorIndex
 
 __all__ = ["AsyncPostgresStore", "PostgresStore"]
@@ -85,7 +94,7 @@ def _check_pool_size(max_connections: object) -> int:
     return max_connections
 
 
-class PostgresStore:
+class PostgresStore(Store, ReadsSession, ReadsStates, ListsUserSessions, HostsLexicalIndex, HostsVectors):
     """A store in PostgreSQL, shared by every process and server that uses the same database and schema.
 
     Args:
@@ -315,6 +324,18 @@ class PostgresStore:
         """Delete sessions idle longer than `older_than_seconds` by the server's clock."""
         return self._run(lambda: self._queries.expire_idle(older_than_seconds), "expire_idle")
 
+    def lexical_indexes(self, session_id: str) -> tuple[PostgresLexicalIndex, PostgresLexicalIndex] | None:
+        """Keyword indexes of the session's messages and exchanges in this schema, when the
+        store was opened with ``lexical_index="tsvector"``; None by default (see `HostsLexicalIndex`)."""
+        if self.lexical_index != "tsvector":
+            return None
+        from .lexical import PostgresLexicalIndex  # numpy: loaded when recall first asks
+
+        return (
+            PostgresLexicalIndex(self, session_id, "messages"),
+            PostgresLexicalIndex(self, session_id, "exchanges"),
+        )
+
     def vector_index_factory(self, embedder: Embedder | str) -> Callable[[str, int], PostgresVectorIndex]:
         """An ``index_factory`` for `Recall` that keeps recall vectors in this database.
 
@@ -348,7 +369,7 @@ class PostgresStore:
             self._pool.close()
 
 
-class AsyncPostgresStore:
+class AsyncPostgresStore(AsyncStore, AsyncReadsSession):
     """`PostgresStore` for asyncio (psycopg's async connections): the same arguments, and the
     same methods as coroutines, under the same names::
 

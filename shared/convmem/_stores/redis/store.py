@@ -24,7 +24,8 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from ..._errors import ConfigError
 from ..._models import Message, TurnStatus
 from ..._sansio import arun, run
-from ..base import SessionSnapshot, SessionStats, StateRecord
+from ..base import AsyncStore, SessionSnapshot, SessionStats, StateRecord, Store
+from ..capabilities import AsyncReadsSession, ReadsSession
 from .connection import (
     DEFAULT_URL,
     _check_pool_size,
@@ -53,7 +54,7 @@ _T = TypeVar("_T")
 _SCAN_COUNT = 1000
 
 
-class RedisStore:
+class RedisStore(Store, ReadsSession):
     """A store in Redis (one node or a Cluster), shared by every process and server that uses
     the same URL and prefix.
 
@@ -299,7 +300,7 @@ class RedisStore:
             self._client.close()
 
 
-class AsyncRedisStore:
+class AsyncRedisStore(AsyncStore, AsyncReadsSession):
     """`RedisStore` for asyncio (``redis.asyncio``): the same arguments, and the same
     methods as coroutines, under the same names::
 

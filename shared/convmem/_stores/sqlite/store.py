@@ -37,6 +37,7 @@ from ..._models import Message, TurnStatus
 from ..base import (
     SessionStats,
     StateRecord,
+    Store,
     check_owner,
     check_seq,
     idle_cutoff,
@@ -44,9 +45,10 @@ from ..base import (
     validate_messages,
     validate_seqs,
 )
+from ..capabilities import HasFileLocation, HostsLexicalIndex, ListsUserSessions, ReadsStates
 from ..codec import message_from_record, message_to_record
 from .connection import DEFAULT_POOL_SIZE, MAX_POOL_SIZE, MAX_TIMEOUT_SECONDS, SYNCHRONOUS, ConnectionPool
-from .lexical import ensure_lexical_schema, purge_deleted_terms, sessions_have_documents
+from .lexical import SQLiteLexicalIndex, ensure_lexical_schema, purge_deleted_terms, sessions_have_documents
 from .migrations import NEW_GENERATION, migrate
 
 __all__ = ["SQLiteStore"]
@@ -57,7 +59,7 @@ _COLUMNS = (
 _PLACEHOLDERS = ", ".join("?" * (1 + len(_COLUMNS.split(", "))))
 
 
-class SQLiteStore:
+class SQLiteStore(Store, ReadsStates, ListsUserSessions, HostsLexicalIndex, HasFileLocation):
     """A store in one SQLite file, safe for many threads and processes.
 
     Args:
@@ -144,6 +146,19 @@ class SQLiteStore:
     def closed(self) -> bool:
         """True once `close` was called; every call then raises `StoreError`."""
         return self._pool.closed
+
+    def lexical_indexes(self, session_id: str) -> tuple[SQLiteLexicalIndex, SQLiteLexicalIndex] | None:
+        """FTS5 indexes of the session's messages and exchanges in this file, when the store
+        was opened with ``lexical_index="fts5"``; None by default (see `HostsLexicalIndex`)."""
+        if self.lexical_index != "fts5":
+            return None
+        return SQLiteLexicalIndex(self, session_id, "messages"), SQLiteLexicalIndex(
+            self, session_id, "exchanges"
+        )
+
+    def vector_index_dir(self) -> Path:
+        """``<file>.vectors``: where recall keeps the FAISS files of this file's sessions."""
+        return Path(f"{self.path}.vectors")
 
     @contextmanager
     def _connection(self) -> Iterator[sqlite3.Connection]:
