@@ -31,6 +31,7 @@ from convmem import (
 )
 from convmem._errors import SessionOwnerError
 from convmem._models import Role
+from convmem._stores.base import MAX_SEQ
 from convmem._stores.capabilities import read_session
 from convmem._stores.redis.records import _escape
 
@@ -1008,6 +1009,37 @@ def test_delete_messages_refuses_what_is_not_a_list_of_seqs(store: Store, bad: o
     with pytest.raises(InvalidMessageError, match="seq"):
         store.delete_messages("s", bad)  # type: ignore[arg-type]
     assert store.stats("s").message_count == 2
+
+
+@pytest.mark.parametrize("huge", [2**53, 2**63, 2**64 + 1])
+def test_a_seq_past_the_largest_is_refused_by_every_call_that_names_one(store: Store, huge: int) -> None:
+    fill(store, "s", 2)
+    for call in (
+        lambda: store.delete_messages("s", [1, huge]),
+        lambda: store.replace_message("s", huge, user("x")),
+        lambda: store.set_status("s", huge, TurnStatus.FAILED),
+    ):
+        with pytest.raises(InvalidMessageError, match=f"up to {MAX_SEQ}"):
+            call()
+    assert texts(store.messages("s")) == ["m1", "m2"]
+
+
+@pytest.mark.parametrize("huge", [2**53, 2**63, 2**64 + 1])
+def test_reads_treat_a_seq_past_the_largest_as_absent_or_unbounded(store: Store, huge: int) -> None:
+    fill(store, "s", 3)
+    assert seqs(store.get("s", [2, huge, -huge])) == [2]
+    assert seqs(store.messages("s", after_seq=1, through_seq=huge)) == [2, 3]
+    assert store.messages("s", after_seq=huge) == []
+    assert seqs(store.messages("s", after_seq=-huge)) == [1, 2, 3]
+    assert seqs(store.tail("s", 2, before_seq=huge)) == [2, 3]
+    assert store.tail("s", 2, before_seq=-huge) == []
+
+
+def test_the_largest_seq_is_accepted(store: Store) -> None:
+    fill(store, "s", 1)
+    with pytest.raises(InvalidMessageError, match=f"no message with seq {MAX_SEQ}"):
+        store.delete_messages("s", [MAX_SEQ])
+    assert store.get("s", [MAX_SEQ]) == []
 
 
 def test_tail_skips_deleted_messages_and_still_fills_its_limit(store: Store) -> None:

@@ -37,6 +37,7 @@ from .._tool_sequence import check_tool_calls
 
 __all__ = [
     "MAX_ID_LENGTH",
+    "MAX_SEQ",
     "AsyncStore",
     "SessionSnapshot",
     "SessionStats",
@@ -49,13 +50,17 @@ __all__ = [
     "is_store",
     "missing_seqs_error",
     "new_generation",
+    "readable_seqs",
     "require_sync_store",
+    "seq_bound",
     "validate_id",
     "validate_messages",
     "validate_seqs",
 ]
 
 MAX_ID_LENGTH = 256
+# The largest seq: every backend holds it exactly (Redis scripts compute in doubles, exact to 2**53).
+MAX_SEQ = 2**53 - 1
 
 
 def validate_id(value: object, what: str = "session_id") -> str:
@@ -123,7 +128,7 @@ def validate_messages(messages: object) -> list[Message]:
 def validate_seqs(seqs: object, what: str = "seqs") -> list[int]:
     """The distinct seqs of a `Store.delete_messages` call, sorted; raises `InvalidMessageError`.
 
-    A seq is a positive int (not a bool). Stores call this before they touch the log.
+    A seq is an int from 1 to `MAX_SEQ` (not a bool). Stores call this before they touch the log.
     """
     if isinstance(seqs, (str, bytes)) or not isinstance(seqs, (Sequence, set, frozenset)):
         raise InvalidMessageError(f"{what} must be a list of message seqs (ints), got {type(seqs).__name__}")
@@ -133,10 +138,23 @@ def validate_seqs(seqs: object, what: str = "seqs") -> list[int]:
 
 
 def check_seq(seq: object, what: str = "seq") -> int:
-    """`seq` if it is a positive int, else `InvalidMessageError` naming it."""
-    if isinstance(seq, bool) or not isinstance(seq, int) or seq <= 0:
-        raise InvalidMessageError(f"{what} must hold positive ints (message seqs), got {seq!r:.60}")
+    """`seq` if it is an int from 1 to `MAX_SEQ`, else `InvalidMessageError` naming it."""
+    if isinstance(seq, bool) or not isinstance(seq, int) or not 0 < seq <= MAX_SEQ:
+        raise InvalidMessageError(
+            f"{what} must hold positive ints up to {MAX_SEQ} (message seqs), got {seq!r:.60}"
+        )
     return seq
+
+
+def seq_bound(seq: int) -> int:
+    """A read's seq bound (``after_seq``, ``through_seq``, ``before_seq``) within what every
+    backend holds: one past `MAX_SEQ` bounds nothing more than any larger number would."""
+    return max(0, min(int(seq), MAX_SEQ + 1))
+
+
+def readable_seqs(seqs: Sequence[int]) -> list[int]:
+    """The distinct seqs of a `Store.get` that a log can hold, sorted (the others are missing)."""
+    return sorted({int(seq) for seq in seqs if 0 < int(seq) <= MAX_SEQ})
 
 
 def new_generation() -> str:

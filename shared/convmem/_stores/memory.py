@@ -19,6 +19,7 @@ from .base import (
     idle_cutoff,
     missing_seqs_error,
     new_generation,
+    readable_seqs,
     validate_messages,
     validate_seqs,
 )
@@ -92,13 +93,14 @@ class InMemoryStore(Store, ReadsStates, ListsUserSessions):
             if session is None:
                 return []
             found = []
-            for seq in sorted(set(seqs)):
+            for seq in readable_seqs(seqs):
                 index = bisect.bisect_left(session.seqs, seq)
                 if index < len(session.seqs) and session.seqs[index] == seq:
                     found.append(session.messages[index])
             return found
 
     def set_status(self, session_id: str, seq: int, status: TurnStatus) -> Message:
+        check_seq(seq)
         with self._lock:
             session = self._sessions.get(session_id)
             index = bisect.bisect_left(session.seqs, seq) if session else -1

@@ -24,6 +24,7 @@ from typing import Any
 from ..._errors import InvalidMessageError, StoreError
 from ..._models import Message, TurnStatus
 from ..base import (
+    MAX_SEQ,
     SessionSnapshot,
     SessionStats,
     StateRecord,
@@ -32,6 +33,8 @@ from ..base import (
     idle_cutoff,
     missing_seqs_error,
     new_generation,
+    readable_seqs,
+    seq_bound,
     validate_messages,
     validate_seqs,
 )
@@ -145,10 +148,10 @@ class _Queries(VectorQueries, LexicalQueries):
         _check_id(session_id, "session_id")
         if through_seq is not None and through_seq <= after_seq:
             return []
-        upper = 2**62 if through_seq is None else int(through_seq)
+        upper = MAX_SEQ if through_seq is None else seq_bound(through_seq)
         rows = yield _Sql(
             f"{self.select_messages} AND seq > %s AND seq <= %s ORDER BY seq",
-            (session_id, int(after_seq), upper),
+            (session_id, seq_bound(after_seq), upper),
         )
         return self._decode(rows, session_id)
 
@@ -156,7 +159,7 @@ class _Queries(VectorQueries, LexicalQueries):
         _check_id(session_id, "session_id")
         if limit <= 0:
             return []
-        upper = 2**62 if before_seq is None else int(before_seq)
+        upper = MAX_SEQ + 1 if before_seq is None else seq_bound(before_seq)
         rows = yield _Sql(
             f"{self.select_messages} AND seq < %s ORDER BY seq DESC LIMIT %s", (session_id, upper, int(limit))
         )
@@ -165,7 +168,7 @@ class _Queries(VectorQueries, LexicalQueries):
 
     def get(self, session_id: str, seqs: Sequence[int]) -> _Operation[list[Message]]:
         _check_id(session_id, "session_id")
-        wanted = sorted({int(s) for s in seqs})
+        wanted = readable_seqs(seqs)
         if not wanted:
             return []
         rows = yield _Sql(
@@ -175,6 +178,7 @@ class _Queries(VectorQueries, LexicalQueries):
 
     def set_status(self, session_id: str, seq: int, status: TurnStatus) -> _Operation[Message]:
         _check_id(session_id, "session_id")
+        check_seq(seq)
         s = self.s
         # The session row is locked before the message row, as every other write does.
         rows = yield _Sql(

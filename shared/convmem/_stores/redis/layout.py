@@ -57,6 +57,8 @@ from ..base import (
     idle_cutoff,
     missing_seqs_error,
     new_generation,
+    readable_seqs,
+    seq_bound,
     validate_messages,
     validate_seqs,
 )
@@ -220,17 +222,21 @@ class _RedisLayout:
     def messages(self, session_id: str, after_seq: int, through_seq: int | None) -> _Operation[list[Message]]:
         if through_seq is not None and through_seq <= after_seq:
             return []
-        window = ("range", str(int(after_seq)), "" if through_seq is None else str(int(through_seq)))
+        window = (
+            "range",
+            str(seq_bound(after_seq)),
+            "" if through_seq is None else str(seq_bound(through_seq)),
+        )
         return (yield from self.read_log(session_id, window))
 
     def tail(self, session_id: str, limit: int, before_seq: int | None) -> _Operation[list[Message]]:
         if limit <= 0:
             return []
-        window = ("tail", str(int(limit)), "" if before_seq is None else str(int(before_seq)))
+        window = ("tail", str(int(limit)), "" if before_seq is None else str(seq_bound(before_seq)))
         return (yield from self.read_log(session_id, window))
 
     def get(self, session_id: str, seqs: Sequence[int]) -> _Operation[list[Message]]:
-        wanted = sorted({int(s) for s in seqs})
+        wanted = readable_seqs(seqs)
         if not wanted:
             return []
         _, log, _ = self.session_keys(session_id)
@@ -242,6 +248,7 @@ class _RedisLayout:
         ]
 
     def set_status(self, session_id: str, seq: int, status: TurnStatus) -> _Operation[Message]:
+        check_seq(seq)
         meta, log, state = self.session_keys(session_id)
         for _ in range(_CAS_ATTEMPTS):
             raw = yield _Command(("HGET", log, str(seq)))

@@ -35,6 +35,7 @@ from typing import Any
 from ..._errors import ConfigError, InvalidMessageError, StoreError
 from ..._models import Message, TurnStatus
 from ..base import (
+    MAX_SEQ,
     SessionStats,
     StateRecord,
     Store,
@@ -42,6 +43,8 @@ from ..base import (
     check_seq,
     idle_cutoff,
     missing_seqs_error,
+    readable_seqs,
+    seq_bound,
     validate_messages,
     validate_seqs,
 )
@@ -236,17 +239,17 @@ class SQLiteStore(Store, ReadsStates, ListsUserSessions, HostsLexicalIndex, HasF
     def messages(
         self, session_id: str, *, after_seq: int = 0, through_seq: int | None = None
     ) -> list[Message]:
-        upper = through_seq if through_seq is not None else 2**62
+        upper = seq_bound(through_seq) if through_seq is not None else MAX_SEQ
         rows = self._read(
             f"SELECT {_COLUMNS} FROM messages WHERE session_id = ? AND seq > ? AND seq <= ? ORDER BY seq",
-            (session_id, after_seq, upper),
+            (session_id, seq_bound(after_seq), upper),
         )
         return self._decode(rows, session_id)
 
     def tail(self, session_id: str, limit: int, *, before_seq: int | None = None) -> list[Message]:
         if limit <= 0:
             return []
-        upper = before_seq if before_seq is not None else 2**62
+        upper = seq_bound(before_seq) if before_seq is not None else MAX_SEQ + 1
         rows = self._read(
             f"SELECT {_COLUMNS} FROM messages WHERE session_id = ? AND seq < ? ORDER BY seq DESC LIMIT ?",
             (session_id, upper, limit),
@@ -255,7 +258,7 @@ class SQLiteStore(Store, ReadsStates, ListsUserSessions, HostsLexicalIndex, HasF
         return self._decode(rows, session_id)
 
     def get(self, session_id: str, seqs: Sequence[int]) -> list[Message]:
-        wanted = sorted({int(s) for s in seqs})
+        wanted = readable_seqs(seqs)
         found: list[Message] = []
         for start in range(0, len(wanted), 500):
             chunk = wanted[start : start + 500]
@@ -269,6 +272,7 @@ class SQLiteStore(Store, ReadsStates, ListsUserSessions, HostsLexicalIndex, HasF
         return found
 
     def set_status(self, session_id: str, seq: int, status: TurnStatus) -> Message:
+        check_seq(seq)
         with self._pool.transaction() as conn:
             updated = conn.execute(
                 "UPDATE messages SET status = ? WHERE session_id = ? AND seq = ?",
