@@ -4,9 +4,11 @@ checks on its connection options, and what a failure tells the caller."""
 from __future__ import annotations
 
 from typing import Any
+from urllib.parse import urlsplit
 
 from ..._config import _number
 from ..._errors import ConfigError, StoreError
+from ..credentials import redact, redact_url
 
 DEFAULT_URL = "redis://127.0.0.1:6379/0"
 
@@ -25,7 +27,8 @@ def _describe_client(client: Any) -> str:
     return f"Redis at {kwargs.get('host', '?')}:{kwargs.get('port', '?')} db {kwargs.get('db', 0)}"
 
 
-def _failure(where: str, action: str, exc: BaseException) -> StoreError:
+def _failure(where: str, action: str, exc: BaseException, url: str | None = None) -> StoreError:
+    """What the caller is told when Redis fails: never a password, of `url` or any other."""
     import redis.exceptions
 
     if isinstance(exc, redis.exceptions.ResponseError):
@@ -33,9 +36,19 @@ def _failure(where: str, action: str, exc: BaseException) -> StoreError:
     else:
         hint = "check that Redis is running and reachable; the next call reconnects"
     return StoreError(
-        f"{where}: {action} failed ({type(exc).__name__}: {exc}). Each write is applied whole or "
+        f"{where}: {action} failed ({type(exc).__name__}: {redact(str(exc), url)}). Each write is applied "
+        "whole or "
         f"not at all; {hint}"
     )
+
+
+def _describe_url(url: str, what: str) -> str:
+    """``<what> at host:port``, without user or password."""
+    try:
+        parts = urlsplit(url)
+        return f"{what} at {parts.hostname or '?'}:{parts.port or 6379}"
+    except ValueError:
+        return what
 
 
 def _pool(pool_class: Any, url: str, socket_timeout: float | None, max_connections: int, retry: Any) -> Any:
@@ -51,7 +64,7 @@ def _pool(pool_class: Any, url: str, socket_timeout: float | None, max_connectio
             retry=retry,
         )
     except ValueError as exc:
-        raise ConfigError(f"cannot use Redis URL {url!r}: {exc}") from None
+        raise ConfigError(f"cannot use Redis URL {redact_url(url)!r}: {redact(str(exc), url)}") from None
 
 
 _MAX_CONNECTIONS = 100_000
@@ -92,7 +105,9 @@ def _cluster(cluster_class: Any, url: str, socket_timeout: float | None, retry: 
             retry=retry,
         )
     except ValueError as exc:
-        raise ConfigError(f"cannot use Redis Cluster URL {url!r}: {exc}") from None
+        raise ConfigError(
+            f"cannot use Redis Cluster URL {redact_url(url)!r}: {redact(str(exc), url)}"
+        ) from None
 
 
 def _check_source(url: str | None, client: object) -> None:

@@ -33,6 +33,7 @@ from .connection import (
     _check_source,
     _cluster,
     _describe_client,
+    _describe_url,
     _failure,
     _pool,
     _redis_module,
@@ -118,7 +119,7 @@ class RedisStore(Store, ReadsSession):
                 try:
                     client = _cluster(RedisCluster, url, socket_timeout, Retry(NoBackoff(), 0))
                 except self._errors as exc:
-                    raise _failure(f"Redis Cluster at {url}", "connecting", exc) from exc
+                    raise _failure(_describe_url(url, "Redis Cluster"), "connecting", exc, url) from exc
             else:
                 pool = _pool(
                     redis_module.BlockingConnectionPool,
