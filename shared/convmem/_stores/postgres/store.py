@@ -255,7 +255,7 @@ class PostgresStore(Store, ReadsSession, ReadsStates, ListsUserSessions, HostsLe
 
     def read_session(self, session_id: str, keys: Sequence[str]) -> SessionSnapshot:
         """The session's stats and its `keys` state records (those it has), in one
-        statement (see `convmem._store.read_session`)."""
+        statement (see `ReadsSession`)."""
         return self._run(
             lambda: self._queries.read_session(session_id, keys), f"read of session {session_id!r:.80}"
         )

@@ -233,7 +233,7 @@ class RedisStore(Store, ReadsSession):
 
     def read_session(self, session_id: str, keys: Sequence[str]) -> SessionSnapshot:
         """The session's stats and its `keys` state records (those it has), in one round
-        trip (see `convmem._store.read_session`)."""
+        trip (see `ReadsSession`)."""
         return self._run(self._layout.read_session(session_id, keys), f"read of session {session_id!r:.80}")
 
     def get_state(self, session_id: str, key: str) -> StateRecord | None:
