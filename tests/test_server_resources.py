@@ -78,7 +78,7 @@ def test_bursts_of_concurrent_threads_do_not_accumulate_connections(tmp_path: Pa
         burst()
     assert open_fds() - before <= 16 * 2 + 10
     assert store.stats("s").message_count == 33 * 16
-    assert len(store._idle) <= 2
+    assert store._pool.idle_count <= 2
     store.close()
 
 

@@ -35,7 +35,7 @@ from ._memory import ConversationMemory, OverflowStatus
 from ._models import Message, Role, Turn, TurnStatus
 from ._recall.config import RecallConfig
 from ._sessions import SessionRegistry
-from ._stores.base import SessionStats, Store
+from ._stores.base import AsyncStore, SessionStats, Store
 from ._stores.memory import InMemoryStore
 from ._stores.postgres.store import AsyncPostgresStore, PostgresStore
 from ._stores.redis.store import AsyncRedisStore, RedisStore
@@ -88,6 +88,7 @@ __all__ = [
     "ApproximateCounter",
     "AsyncPostgresStore",
     "AsyncRedisStore",
+    "AsyncStore",
     "BudgetError",
     "BuiltContext",
     "ConfigError",

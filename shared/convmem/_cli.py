@@ -133,7 +133,7 @@ def _scan_progress(console: Any) -> Iterator[Any]:
 
 def _open_catalog(url: str, progress: Any = None) -> StoreCatalog:
     from ._inspect.catalog import StoreCatalog
-    from ._inspect.urls import open_store_url
+    from ._stores.urls import open_store_url
 
     return StoreCatalog(open_store_url(url), progress=progress)
 

@@ -236,7 +236,3 @@ class MemoryConfig:
         if isinstance(template, dict):
             values["transcript_template"] = TranscriptTemplate(**template)
         return cls(**values)
-
-
-# Kept for modules that still check their options through these names.
-_number = check_number

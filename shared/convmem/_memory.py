@@ -8,11 +8,8 @@ method and its ``a``-twin always check and do the same.
 from __future__ import annotations
 
 import os
-import threading
-import weakref
 from collections.abc import Iterable, Mapping, Sequence
 from datetime import datetime
-from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from ._config import MemoryConfig
@@ -26,9 +23,10 @@ from ._errors import ConfigError
 from ._models import Message, Role, Turn, TurnStatus, group_turns
 from ._operations import OverflowStatus, SessionOperations, arun_operation, run_operation
 from ._sansio import Flow
-from ._stores.base import SessionStats, Store, check_owner, validate_id
+from ._stores.base import SessionStats, Store, check_owner, require_sync_store, validate_id
+from ._stores.capabilities import HasFileLocation
+from ._stores.files import open_store
 from ._stores.memory import InMemoryStore
-from ._stores.sqlite.store import SQLiteStore
 from ._tokens import TokenCounter, default_counter
 
 if TYPE_CHECKING:  # recall loads numpy: imported when a memory is made, not with convmem
@@ -38,26 +36,6 @@ if TYPE_CHECKING:  # recall loads numpy: imported when a memory is made, not wit
 __all__ = ["ConversationMemory", "OverflowStatus", "open_store"]
 
 _T = TypeVar("_T")
-
-DEFAULT_DB_ENV = "CONVMEM_DB"
-DEFAULT_DB_PATH = "convmem.db"
-
-_stores_lock = threading.Lock()
-_stores: weakref.WeakValueDictionary[Path, SQLiteStore] = weakref.WeakValueDictionary()
-
-
-def open_store(path: str | os.PathLike[str] | None = None) -> SQLiteStore:
-    """The `SQLiteStore` for `path`, shared by every memory opened on the same file.
-
-    Without a path: ``$CONVMEM_DB``, else ``convmem.db`` in the working directory.
-    """
-    resolved = Path(path if path is not None else os.environ.get(DEFAULT_DB_ENV, DEFAULT_DB_PATH)).resolve()
-    with _stores_lock:
-        store = _stores.get(resolved)
-        if store is None or store.closed:
-            store = SQLiteStore(resolved)
-            _stores[resolved] = store
-        return store
 
 
 class ConversationMemory:
@@ -128,6 +106,7 @@ class ConversationMemory:
                 f"{given}= was given but config.recall_earlier_turns is False; "
                 "recall_earlier_turns=False switches recall off, so pass one or the other"
             )
+        require_sync_store(store, "ConversationMemory")
         self.store: Store = store if store is not None else InMemoryStore()
         # Before anything is started for a session this user may not open.
         owner = None if self.user_id is None else self.store.stats(self.session_id).user_id
@@ -141,9 +120,7 @@ class ConversationMemory:
             from ._recall.engine import Recall
 
             if embedder is not None:
-                index_dir = (
-                    Path(f"{self.store.path}.vectors") if isinstance(self.store, SQLiteStore) else None
-                )
+                index_dir = self.store.vector_index_dir() if isinstance(self.store, HasFileLocation) else None
                 recall = Recall(embedder, index_dir=index_dir)
             else:
                 recall = Recall()  # by words: no model; on SQLite the terms go in the store's file

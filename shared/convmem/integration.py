@@ -3,8 +3,10 @@ wrappers are built from, with the same stability promise as `convmem` itself.
 
 An application needs only `convmem`. A wrapper for another framework needs a few more
 pieces: building memories from one set of options, the id and option checks every entry
-point makes, token counting over plain text, the transcript views, and the seams a
-framework's own embeddings and vector stores plug into::
+point makes, token counting over plain text, the transcript views, the seams a
+framework's own embeddings and vector stores plug into, and the capabilities a store
+declares beyond the `Store` contract (`ReadsSession`, `ReadsStates`, `ListsUserSessions`,
+`HostsLexicalIndex`, `HostsVectors`, `HasFileLocation`; see `convmem.testing`)::
 
     from convmem.integration import memory_from_options, validate_id
 
@@ -25,6 +27,15 @@ from ._options import MAX_INT_OPTION, check_bool, check_choice, check_int, check
 from ._recall.lexical import tokenize
 from ._sessions import memory_from_options, store_from_options
 from ._stores.base import validate_id
+from ._stores.capabilities import (
+    AsyncReadsSession,
+    HasFileLocation,
+    HostsLexicalIndex,
+    HostsVectors,
+    ListsUserSessions,
+    ReadsSession,
+    ReadsStates,
+)
 from ._tokens import REPLY_PRIMING_TOKENS, TextTokenCounter, default_counter
 
 if TYPE_CHECKING:
@@ -71,7 +82,14 @@ __all__ = [
     "SESSION_KEY",
     "UNIT_KEY",
     "VECTOR_KEY",
+    "AsyncReadsSession",
     "BaseEmbedder",
+    "HasFileLocation",
+    "HostsLexicalIndex",
+    "HostsVectors",
+    "ListsUserSessions",
+    "ReadsSession",
+    "ReadsStates",
     "StoreBackedIndex",
     "TextTokenCounter",
     "UserFacts",

@@ -12,7 +12,7 @@ from shared_stores import SERVER_KINDS, location_for
 
 from convmem import ConfigError, InMemoryStore, InvalidSessionIdError, SQLiteStore, Store
 from convmem._inspect.catalog import StoreCatalog
-from convmem._inspect.urls import open_store_url
+from convmem._stores.urls import open_store_url
 
 
 def test_users_come_by_id_with_their_sessions_counts_and_sessions_without_a_user_last(
@@ -53,20 +53,24 @@ def test_a_users_sessions_and_the_sessions_without_a_user(filled_store: Store) -
 
 
 def test_the_sql_listing_and_the_scanned_listing_agree(tmp_path: Path) -> None:
-    """A SQLite file is listed by a query of its session table; the same store read
-    through the Store protocol alone (as Redis and PostgreSQL are) lists the same."""
+    """A SQLite file pages its sessions with a query of its session table; the same store
+    read through the Store protocol alone (as Redis and PostgreSQL are) lists the same."""
 
     class ProtocolOnly:
+        """The store's `Store` methods and nothing it declares beyond them."""
+
         def __init__(self, inner: Store) -> None:
             self.inner = inner
 
         def __getattr__(self, name: str) -> object:
+            if name in ("users_page", "sessions_page"):
+                raise AttributeError(name)
             return getattr(self.inner, name)
 
     sqlite = fill(SQLiteStore(tmp_path / "chat.db"))
     by_sql = StoreCatalog(sqlite)
     by_scan = StoreCatalog(ProtocolOnly(sqlite))  # type: ignore[arg-type]
-    assert type(by_sql._listing).__name__ == "_SQLiteListing"
+    assert type(by_sql._listing).__name__ == "_PagedListing"
     assert type(by_scan._listing).__name__ == "_ScannedListing"
     assert by_sql.users() == by_scan.users()
     for user in ("ana", "mallory", None):

@@ -11,10 +11,11 @@ import pytest
 
 from convmem import ConversationMemory, InMemoryStore, MemoryConfig
 from convmem._errors import SessionOwnerError
-from convmem._stores.base import SessionSnapshot, SessionStats, StateRecord, read_session
+from convmem._stores.base import SessionSnapshot, SessionStats, StateRecord
+from convmem._stores.capabilities import ReadsSession, read_session
 
 
-class CountingStore(InMemoryStore):
+class CountingStore(InMemoryStore, ReadsSession):
     """An in-memory store that reads a session whole, as the networked stores do, and
     counts the reads a build makes."""
 

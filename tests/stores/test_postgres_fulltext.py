@@ -15,7 +15,7 @@ import convmem
 from convmem import ConfigError, ConversationMemory, Message, PostgresStore, Recall, TiktokenCounter
 from convmem._recall.lexical import BM25TextIndex, tokenize
 from convmem._stores.postgres.lexical import PostgresLexicalIndex
-from convmem._stores.postgres.schema import POSTINGS_BLOCK_BITS, decode_postings, document_terms
+from convmem._stores.postgres.postings import POSTINGS_BLOCK_BITS, decode_postings, document_terms
 
 pytestmark = pytest.mark.postgres
 

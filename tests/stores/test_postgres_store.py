@@ -107,7 +107,7 @@ def test_the_schema_records_its_version_and_reopening_changes_nothing(postgres_u
 
 
 def test_a_version_1_schema_gains_reply_to_seq_and_keeps_its_messages(postgres_url: str, schema: str) -> None:
-    from convmem._stores.postgres.schema import _MIGRATIONS
+    from convmem._stores.postgres.migrations import _MIGRATIONS
 
     with psycopg.connect(postgres_url, autocommit=True) as conn:
         conn.execute(f'CREATE SCHEMA "{schema}"')

@@ -29,7 +29,7 @@ from convmem import (
     TurnStatus,
 )
 from convmem._errors import SessionOwnerError
-from convmem._stores.redis.store import _escape
+from convmem._stores.redis.records import _escape
 
 pytestmark = pytest.mark.redis
 
@@ -645,3 +645,21 @@ async def test_async_store_deletes_and_replaces_messages_and_renews_the_generati
     assert replaced.seq == 3
     assert [m.text for m in await async_store.messages("s")] == ["a", "C"]
     assert len({first, second, (await async_store.stats("s")).generation}) == 3
+
+
+def test_counters_stay_integers_at_any_size(store: RedisStore, client: Any, prefix: str) -> None:
+    store.append("s", [user("first")])
+    store.put_state("s", "summary", "v1")
+    meta, _, state = (f"{prefix}:session:{{{_escape('s')}}}:{part}" for part in ("meta", "log", "state"))
+    big = 10**15
+    client.hset(meta, "last_seq", big)  # a log that has reached seq 10^15
+    client.hset(state, "n:summary", big)
+    stored = store.append("s", [user("second"), user("third")])
+    assert [m.seq for m in stored] == [big + 1, big + 2]
+    assert client.hget(meta, "last_seq") == str(big + 2)
+    assert [m.seq for m in store.tail("s", 2)] == [big + 1, big + 2]
+    assert [m.text for m in store.messages("s", after_seq=big)] == ["second", "third"]
+    assert store.stats("s").last_seq == big + 2
+    record = store.put_state("s", "summary", "v2", expected_version=big)
+    assert record is not None and record.version == big + 1
+    assert store.get_state("s", "summary") == record

@@ -46,7 +46,7 @@ from convmem import (
 )
 from convmem._models import MAX_CONTENT_DEPTH
 from convmem._stores.base import validate_id
-from convmem._stores.postgres.schema import SCHEMA_VERSION
+from convmem._stores.postgres.migrations import SCHEMA_VERSION
 
 PROCESSES = 8
 THREADS_PER_PROCESS = 4
@@ -985,7 +985,7 @@ def test_no_store_module_unpickles_or_evaluates_stored_data() -> None:
     assert {
         "_stores/codec.py",
         "_stores/redis/layout.py",
-        "_stores/postgres/schema.py",
+        "_stores/postgres/queries.py",
         "_stores/sqlite/store.py",
     } <= set(modules)
     forbidden = re.compile(

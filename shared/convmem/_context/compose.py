@@ -35,7 +35,8 @@ from .._language import detect_language
 from .._models import Turn
 from .._recall.intent import choose_recall_share, points_to_past
 from .._sansio import Blocking, Flow
-from .._stores.base import SessionSnapshot, SessionStats, Store, read_session
+from .._stores.base import SessionSnapshot, SessionStats, Store
+from .._stores.capabilities import read_session
 from .._tokens import TokenCounter
 from .builder import ContextBuilder
 from .recent import recent_turns

@@ -20,6 +20,7 @@ from collections import OrderedDict
 from collections.abc import Sequence
 
 from .._stores.base import SessionStats, StateRecord, Store
+from .._stores.capabilities import ListsUserSessions, ReadsStates
 from .facts import FactBook
 from .state import FACTS_KEY, forget_fact_of, parse_facts
 
@@ -55,9 +56,8 @@ def user_sessions(store: Store, user_id: str, current: str) -> list[str]:
 def other_session_stats(store: Store, user_id: str, current: str) -> list[SessionStats]:
     """`stats` of the sessions of `user_id` other than `current`: in one call where the
     store offers ``user_session_stats`` (one query), else a listing and a read per session."""
-    batched = getattr(store, "user_session_stats", None)
-    if batched is not None:
-        found: list[SessionStats] = batched(user_id)
+    if isinstance(store, ListsUserSessions):
+        found = store.user_session_stats(user_id)
     else:
         found = [store.stats(session) for session in store.sessions(user_id=user_id)]
     # Only what the user owns: a session forgotten between listing and reading is gone.
@@ -67,10 +67,8 @@ def other_session_stats(store: Store, user_id: str, current: str) -> list[Sessio
 def _states(store: Store, sessions: Sequence[str], key: str) -> dict[str, StateRecord]:
     """The `key` state record of each session that has one, in one call where the store
     offers ``get_states`` (one query or round trip), else one read per session."""
-    batched = getattr(store, "get_states", None)
-    if batched is not None:
-        found: dict[str, StateRecord] = batched(sessions, key)
-        return found
+    if isinstance(store, ReadsStates):
+        return store.get_states(sessions, key)
     records = {}
     for session in sessions:
         record = store.get_state(session, key)

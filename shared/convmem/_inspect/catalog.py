@@ -6,10 +6,10 @@ session's messages are read one page (a range of seqs) at a time. Only
 building a context or searching reads more, as the memory itself would.
 
 Listing users needs every session's owner, which the `Store` protocol gives
-one session at a time. A SQLite file answers it in one query of its
-``sessions`` table (the file is an ordinary database, opened here read-only);
-any other store is scanned once (``store.sessions()`` and a ``stats`` per
-session, reported to a ``progress`` callback) and the listing kept for
+one session at a time. A store that pages its sessions itself (`PagesSessions`:
+a SQLite file answers from its ``sessions`` table) gives a page a query; any
+other store is scanned once (``store.sessions()`` and a ``stats`` per session,
+reported to a ``progress`` callback) and the listing kept for
 `rescan_after_seconds`, so paging through it does not scan again.
 """
 
@@ -17,22 +17,19 @@ from __future__ import annotations
 
 import dataclasses
 import math
-import sqlite3
 import threading
 import time
 from collections.abc import Callable, Sequence
-from pathlib import Path
-from typing import TYPE_CHECKING, Any, Generic, TypeVar
-from urllib.parse import quote
+from typing import TYPE_CHECKING, Generic, TypeVar
 
 from .._config import MemoryConfig
 from .._derived.facts import Fact
 from .._derived.state import FACTS_KEY, SUMMARY_KEY, Summary, parse_facts
 from .._derived.user_scope import UserFacts
-from .._errors import ConfigError, StoreError
+from .._errors import ConfigError
 from .._models import Message
 from .._stores.base import SessionStats, Store, validate_id
-from .._stores.sqlite.store import SQLiteStore
+from .._stores.capabilities import PagesSessions, UserTotals
 from .._tokens import TokenCounter, default_counter
 
 if TYPE_CHECKING:
@@ -86,16 +83,8 @@ class Page(Generic[_Item]):
         return (self.number - 1) * self.size + 1 if self.total else 0
 
 
-@dataclasses.dataclass(frozen=True)
-class UserRow:
-    """A user and what their sessions hold; ``user_id`` None stands for sessions written without one."""
-
-    user_id: str | None
-    sessions: int
-    messages: int
-    tokens: int
-    first_at: float | None
-    last_at: float | None
+UserRow = UserTotals
+"""A user and what their sessions hold (``user_id`` None: sessions written without one)."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -130,52 +119,19 @@ def _user_row(user_id: str | None, sessions: Sequence[SessionStats]) -> UserRow:
     )
 
 
-class _SQLiteListing:
-    """Users and sessions of a SQLite file, read from its ``sessions`` table with a read-only connection."""
+class _PagedListing:
+    """Users and sessions of a store that pages them itself (`PagesSessions`): a query a page."""
 
-    _SESSION_COLUMNS = (
-        "session_id, message_count, last_seq, total_tokens, user_id, created_at, updated_at, generation"
-    )
-
-    def __init__(self, path: Path) -> None:
-        self.path = path
-
-    def _read(self, sql: str, params: Sequence[object]) -> list[tuple[Any, ...]]:
-        try:
-            # mode=ro: the inspector never writes through this connection.
-            conn = sqlite3.connect(f"file:{quote(str(self.path.resolve()))}?mode=ro", uri=True, timeout=30)
-            try:
-                return conn.execute(sql, params).fetchall()
-            finally:
-                conn.close()
-        except sqlite3.Error as exc:
-            raise StoreError(f"cannot list the sessions of {self.path}: {exc}") from exc
+    def __init__(self, store: PagesSessions) -> None:
+        self.store = store
 
     def users(self, number: int, size: int) -> Page[UserRow]:
-        rows = self._read(
-            "SELECT user_id, count(*), sum(message_count), sum(total_tokens), min(created_at), "
-            "max(updated_at) FROM sessions GROUP BY user_id ORDER BY user_id IS NULL, user_id "
-            "LIMIT ? OFFSET ?",
-            (size, (number - 1) * size),
-        )
-        ((total,),) = self._read(
-            "SELECT count(DISTINCT user_id) + max(user_id IS NULL) FROM sessions", ()
-        ) or [(0,)]
-        items = tuple(
-            UserRow(None if u is None else str(u), int(n), int(m or 0), int(t or 0), first, last)
-            for u, n, m, t, first, last in rows
-        )
-        return Page(items, number, size, int(total or 0))
+        users, total = self.store.users_page((number - 1) * size, size)
+        return Page(tuple(users), number, size, total)
 
     def sessions(self, user_id: str | None, number: int, size: int) -> Page[SessionStats]:
-        where = "user_id IS NULL" if user_id is None else "user_id = ?"
-        params: tuple[object, ...] = () if user_id is None else (user_id,)
-        rows = self._read(
-            f"SELECT {self._SESSION_COLUMNS} FROM sessions WHERE {where} ORDER BY session_id LIMIT ? OFFSET ?",
-            (*params, size, (number - 1) * size),
-        )
-        ((total,),) = self._read(f"SELECT count(*) FROM sessions WHERE {where}", params)
-        return Page(tuple(SessionStats(*row) for row in rows), number, size, int(total))
+        stats, total = self.store.sessions_page(user_id, (number - 1) * size, size)
+        return Page(tuple(stats), number, size, total)
 
 
 class _ScannedListing:
@@ -257,9 +213,9 @@ class StoreCatalog:
         self.counter = counter or default_counter()
         self._recall = recall
         self._recall_lock = threading.Lock()
-        self._listing: _SQLiteListing | _ScannedListing = (
-            _SQLiteListing(store.path)
-            if isinstance(store, SQLiteStore)
+        self._listing: _PagedListing | _ScannedListing = (
+            _PagedListing(store)
+            if isinstance(store, PagesSessions)
             else _ScannedListing(store, rescan_after_seconds, progress)
         )
 

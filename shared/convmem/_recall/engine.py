@@ -49,10 +49,7 @@ import numpy as np
 from .._errors import BudgetError, ConfigError
 from .._models import Message
 from .._stores.base import SessionStats, Store
-from .._stores.postgres.lexical import PostgresLexicalIndex
-from .._stores.postgres.store import PostgresStore
-from .._stores.sqlite.lexical import SQLiteLexicalIndex
-from .._stores.sqlite.store import SQLiteStore
+from .._stores.capabilities import HostsLexicalIndex
 from .._tokens import TokenCounter
 from .config import RecallConfig, RecallFilters
 from .embedder import Embedder
@@ -90,17 +87,7 @@ def _stored_lexical(store: Store | None, session_id: str) -> tuple[LexicalIndex,
     ``lexical_index="fts5"``: FTS5 in its file; a PostgreSQL store opened with
     ``lexical_index="tsvector"``: its lexical_docs table), or None: recall then keeps BM25 in
     this process."""
-    if isinstance(store, SQLiteStore) and store.lexical_index == "fts5":
-        return (
-            SQLiteLexicalIndex(store, session_id, "messages"),
-            SQLiteLexicalIndex(store, session_id, "exchanges"),
-        )
-    if isinstance(store, PostgresStore) and store.lexical_index == "tsvector":
-        return (
-            PostgresLexicalIndex(store, session_id, "messages"),
-            PostgresLexicalIndex(store, session_id, "exchanges"),
-        )
-    return None
+    return store.lexical_indexes(session_id) if isinstance(store, HostsLexicalIndex) else None
 
 
 # -- the engine ---------------------------------------------------------------------

@@ -24,11 +24,12 @@ log, and drops it instead of serving forgotten text.
 from __future__ import annotations
 
 import dataclasses
+import inspect
 import math
 import secrets
 import unicodedata
 from collections.abc import Mapping, Sequence
-from typing import Protocol, runtime_checkable
+from typing import Protocol, TypeGuard, runtime_checkable
 
 from .._errors import ConfigError, InvalidMessageError, InvalidSessionIdError, SessionOwnerError
 from .._models import Message, TurnStatus, validate_message
@@ -36,6 +37,8 @@ from .._tool_sequence import check_tool_calls
 
 __all__ = [
     "MAX_ID_LENGTH",
+    "MAX_SEQ",
+    "AsyncStore",
     "SessionSnapshot",
     "SessionStats",
     "StateRecord",
@@ -43,15 +46,21 @@ __all__ = [
     "check_owner",
     "check_seq",
     "idle_cutoff",
+    "is_async_store",
+    "is_store",
     "missing_seqs_error",
     "new_generation",
-    "read_session",
+    "readable_seqs",
+    "require_sync_store",
+    "seq_bound",
     "validate_id",
     "validate_messages",
     "validate_seqs",
 ]
 
 MAX_ID_LENGTH = 256
+# The largest seq: every backend holds it exactly (Redis scripts compute in doubles, exact to 2**53).
+MAX_SEQ = 2**53 - 1
 
 
 def validate_id(value: object, what: str = "session_id") -> str:
@@ -119,7 +128,7 @@ def validate_messages(messages: object) -> list[Message]:
 def validate_seqs(seqs: object, what: str = "seqs") -> list[int]:
     """The distinct seqs of a `Store.delete_messages` call, sorted; raises `InvalidMessageError`.
 
-    A seq is a positive int (not a bool). Stores call this before they touch the log.
+    A seq is an int from 1 to `MAX_SEQ` (not a bool). Stores call this before they touch the log.
     """
     if isinstance(seqs, (str, bytes)) or not isinstance(seqs, (Sequence, set, frozenset)):
         raise InvalidMessageError(f"{what} must be a list of message seqs (ints), got {type(seqs).__name__}")
@@ -129,10 +138,23 @@ def validate_seqs(seqs: object, what: str = "seqs") -> list[int]:
 
 
 def check_seq(seq: object, what: str = "seq") -> int:
-    """`seq` if it is a positive int, else `InvalidMessageError` naming it."""
-    if isinstance(seq, bool) or not isinstance(seq, int) or seq <= 0:
-        raise InvalidMessageError(f"{what} must hold positive ints (message seqs), got {seq!r:.60}")
+    """`seq` if it is an int from 1 to `MAX_SEQ`, else `InvalidMessageError` naming it."""
+    if isinstance(seq, bool) or not isinstance(seq, int) or not 0 < seq <= MAX_SEQ:
+        raise InvalidMessageError(
+            f"{what} must hold positive ints up to {MAX_SEQ} (message seqs), got {seq!r:.60}"
+        )
     return seq
+
+
+def seq_bound(seq: int) -> int:
+    """A read's seq bound (``after_seq``, ``through_seq``, ``before_seq``) within what every
+    backend holds: one past `MAX_SEQ` bounds nothing more than any larger number would."""
+    return max(0, min(int(seq), MAX_SEQ + 1))
+
+
+def readable_seqs(seqs: Sequence[int]) -> list[int]:
+    """The distinct seqs of a `Store.get` that a log can hold, sorted (the others are missing)."""
+    return sorted({int(seq) for seq in seqs if 0 < int(seq) <= MAX_SEQ})
 
 
 def new_generation() -> str:
@@ -192,33 +214,21 @@ class SessionSnapshot:
     """The records asked for that the session has, by key."""
 
 
-def read_session(store: Store, session_id: str, keys: Sequence[str]) -> SessionSnapshot:
-    """The session's `Store.stats` and its `keys` state records (those it has).
-
-    A store that offers ``read_session(session_id, keys)`` reads them in one round
-    trip (Redis, PostgreSQL: a build reads the stats, summary and facts of its
-    session every time); any other store is asked for each in turn.
-    """
-    batched = getattr(store, "read_session", None)
-    if batched is not None:
-        snapshot: SessionSnapshot = batched(session_id, keys)
-        return snapshot
-    stats = store.stats(session_id)
-    states = {key: record for key in keys if (record := store.get_state(session_id, key)) is not None}
-    return SessionSnapshot(stats, states)
-
-
 @runtime_checkable
 class Store(Protocol):
-    """Where conversations live. Implementations: `InMemoryStore`, `SQLiteStore`, `RedisStore`.
+    """Where conversations live. Implementations: `InMemoryStore`, `SQLiteStore`, `RedisStore`,
+    `PostgresStore`; for asyncio code see `AsyncStore`.
 
     Every method takes an already validated ``session_id``. Messages come back
     oldest first. Writing is all-or-nothing: a failed `append` stores nothing.
     An implementation's ``append`` starts with `validate_messages`.
 
-    A store reached over a network may also offer ``read_session(session_id, keys)
-    -> SessionSnapshot`` (the stats and those state records in one round trip, see
-    `read_session`) and ``get_states(session_ids, key)`` (one key of many sessions).
+    A store may declare capabilities beyond these methods by naming their
+    protocols among its bases (`convmem._stores.capabilities`: reading a
+    session in one call, one state of many sessions, a user's sessions with
+    their stats, hosting recall's keyword index or vectors, a file location).
+    `convmem.testing` checks a store against this contract and the
+    capabilities it declares.
     """
 
     def append(
@@ -312,3 +322,112 @@ class Store(Protocol):
         ...
 
     def close(self) -> None: ...
+
+
+@runtime_checkable
+class AsyncStore(Protocol):
+    """`Store` for asyncio code: the same methods, under the same names, as coroutines.
+    Implementations: `AsyncRedisStore`, `AsyncPostgresStore`.
+
+    `ConversationMemory` and `SessionRegistry` need a `Store` (their async methods run
+    it in a worker thread); an async store serves an application's own asyncio code
+    and `aforget_session`, `aforget_user` and `aexpire_idle`. Tell the two apart with
+    `is_store` and `is_async_store`: ``isinstance`` with either protocol only looks
+    at method names, which both kinds share.
+    """
+
+    async def append(
+        self, session_id: str, messages: Sequence[Message], *, user_id: str | None = None
+    ) -> list[Message]: ...
+
+    async def messages(
+        self, session_id: str, *, after_seq: int = 0, through_seq: int | None = None
+    ) -> list[Message]: ...
+
+    async def tail(self, session_id: str, limit: int, *, before_seq: int | None = None) -> list[Message]: ...
+
+    async def get(self, session_id: str, seqs: Sequence[int]) -> list[Message]: ...
+
+    async def set_status(self, session_id: str, seq: int, status: TurnStatus) -> Message: ...
+
+    async def stats(self, session_id: str) -> SessionStats: ...
+
+    async def delete_messages(self, session_id: str, seqs: Sequence[int]) -> list[Message]: ...
+
+    async def replace_message(self, session_id: str, seq: int, message: Message) -> Message: ...
+
+    async def get_state(self, session_id: str, key: str) -> StateRecord | None: ...
+
+    async def put_state(
+        self,
+        session_id: str,
+        key: str,
+        value: str,
+        *,
+        expected_version: int | None = None,
+        requires_seq: int | None = None,
+    ) -> StateRecord | None: ...
+
+    async def delete_state(self, session_id: str, key: str) -> None: ...
+
+    async def clear(self, session_id: str) -> None: ...
+
+    async def sessions(self, *, user_id: str | None = None) -> list[str]: ...
+
+    async def forget_user(self, user_id: str) -> list[str]: ...
+
+    async def expire_idle(self, older_than_seconds: float) -> list[str]: ...
+
+    async def close(self) -> None: ...
+
+
+# The methods both protocols share: a store is sync when none is a coroutine function, async when all are.
+_STORE_METHODS = (
+    "append",
+    "messages",
+    "tail",
+    "get",
+    "set_status",
+    "stats",
+    "delete_messages",
+    "replace_message",
+    "get_state",
+    "put_state",
+    "delete_state",
+    "clear",
+    "sessions",
+    "forget_user",
+    "expire_idle",
+    "close",
+)
+
+
+def _coroutine_methods(store: object) -> int:
+    return sum(inspect.iscoroutinefunction(getattr(store, name, None)) for name in _STORE_METHODS)
+
+
+def is_store(store: object) -> TypeGuard[Store]:
+    """True for a `Store`: every method of the protocol, none of them a coroutine function."""
+    return isinstance(store, Store) and _coroutine_methods(store) == 0
+
+
+def is_async_store(store: object) -> TypeGuard[AsyncStore]:
+    """True for an `AsyncStore`: every method of the protocol, each a coroutine function."""
+    return isinstance(store, AsyncStore) and _coroutine_methods(store) == len(_STORE_METHODS)
+
+
+def require_sync_store(store: object, user: str) -> None:
+    """Refuse an `AsyncStore` given to `user` (the API that was passed it, which calls its
+    store synchronously) with a `ConfigError` that names the sync store to pass instead."""
+    if not is_async_store(store):
+        return
+    name = type(store).__name__
+    sync_twin = name[len("Async") :] if name.startswith("Async") and len(name) > len("Async") else None
+    instead = (
+        f"{sync_twin}(...) with the same arguments" if sync_twin else "the sync store over the same data"
+    )
+    raise ConfigError(
+        f"{user} needs a sync store, and {name} is an asyncio store: a memory calls its store "
+        f"synchronously (its async methods run it in a worker thread). Pass {instead}; async stores "
+        "serve your own asyncio code and aforget_session, aforget_user and aexpire_idle"
+    )

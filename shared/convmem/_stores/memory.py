@@ -13,14 +13,17 @@ from .._models import Message, TurnStatus
 from .base import (
     SessionStats,
     StateRecord,
+    Store,
     check_owner,
     check_seq,
     idle_cutoff,
     missing_seqs_error,
     new_generation,
+    readable_seqs,
     validate_messages,
     validate_seqs,
 )
+from .capabilities import ListsUserSessions, ReadsStates
 
 __all__ = ["InMemoryStore"]
 
@@ -38,7 +41,7 @@ class _Session:
     updated_at: float = dataclasses.field(default_factory=time.time)
 
 
-class InMemoryStore:
+class InMemoryStore(Store, ReadsStates, ListsUserSessions):
     """Keeps every session in a dict; thread-safe; gone when the process exits."""
 
     def __init__(self) -> None:
@@ -90,13 +93,14 @@ class InMemoryStore:
             if session is None:
                 return []
             found = []
-            for seq in sorted(set(seqs)):
+            for seq in readable_seqs(seqs):
                 index = bisect.bisect_left(session.seqs, seq)
                 if index < len(session.seqs) and session.seqs[index] == seq:
                     found.append(session.messages[index])
             return found
 
     def set_status(self, session_id: str, seq: int, status: TurnStatus) -> Message:
+        check_seq(seq)
         with self._lock:
             session = self._sessions.get(session_id)
             index = bisect.bisect_left(session.seqs, seq) if session else -1

@@ -23,16 +23,10 @@ from __future__ import annotations
 import asyncio
 import inspect
 from collections.abc import Awaitable, Callable, Sequence
-from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
+from typing import Any, Protocol, runtime_checkable
 
 from .._errors import ConfigError, StoreError
-from .base import Store, idle_cutoff, validate_id
-
-if TYPE_CHECKING:
-    from .postgres.store import AsyncPostgresStore
-    from .redis.store import AsyncRedisStore
-
-    AsyncStore = AsyncRedisStore | AsyncPostgresStore
+from .base import AsyncStore, Store, idle_cutoff, is_async_store, is_store, validate_id
 
 __all__ = [
     "Forgettable",
@@ -78,19 +72,15 @@ def _engines(recall: RecallEngines) -> list[Forgettable]:
     return engines
 
 
-def _is_async_store(store: object) -> bool:
-    return inspect.iscoroutinefunction(getattr(store, "clear", None))
-
-
 def _check_store(store: object, *, asynchronous: bool) -> None:
-    if not isinstance(store, Store):
+    if not is_store(store) and not is_async_store(store):
         hint = " (pass memory.store)" if hasattr(store, "store") else ""
         raise ConfigError(
             "store must be a convmem store (InMemoryStore, SQLiteStore, RedisStore, PostgresStore, or "
             f"for the async functions AsyncRedisStore, AsyncPostgresStore), "
             f"got {type(store).__name__}{hint}. Nothing was deleted"
         )
-    if not asynchronous and _is_async_store(store):
+    if not asynchronous and is_async_store(store):
         raise ConfigError(
             f"{type(store).__name__} is an asyncio store; use the async twins "
             "(aforget_session, aforget_user, aexpire_idle). Nothing was deleted"
@@ -157,7 +147,7 @@ async def _aforget_vectors(engines: list[Forgettable], session_ids: Sequence[str
 async def _call(store: Any, method: str, *args: Any) -> Any:
     """Call a store method from async code: awaited on an asyncio store, in a thread otherwise."""
     function: Callable[..., Any] = getattr(store, method)
-    if _is_async_store(store):
+    if is_async_store(store):
         result: Awaitable[Any] = function(*args)
         return await result
     return await asyncio.to_thread(function, *args)

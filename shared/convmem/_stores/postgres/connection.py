@@ -17,6 +17,7 @@ from contextlib import contextmanager, suppress
 from typing import Any
 
 from ..._errors import ConfigError, StoreError
+from ..credentials import redact, redact_url
 
 
 def _psycopg() -> Any:
@@ -49,7 +50,9 @@ def _connection_kwargs(url: str, timeout: float) -> dict[str, Any]:
     try:
         params = conninfo_to_dict(url)
     except Exception as exc:
-        raise ConfigError(f"cannot use PostgreSQL URL {url!r:.200}: {exc}") from None
+        raise ConfigError(
+            f"cannot use PostgreSQL URL {redact_url(url)!r:.200}: {redact(str(exc), url)}"
+        ) from None
     milliseconds = max(1, round(timeout * 1000))
     # The server gives up on a statement, or a transaction left open by a vanished client, by itself.
     server = f"-c statement_timeout={milliseconds} -c idle_in_transaction_session_timeout={2 * milliseconds}"
@@ -173,7 +176,7 @@ def _failure(where: str, action: str, exc: BaseException, timeout: float, severe
     elif isinstance(exc, psycopg_pool.PoolClosed):
         reason = f"the connection pool is closed ({exc})"
     else:
-        reason = f"{type(exc).__name__}: {str(exc).strip()}"
+        reason = f"{type(exc).__name__}: {redact(str(exc).strip(), None)}"
     if isinstance(exc, (psycopg.OperationalError, psycopg_pool.PoolTimeout, psycopg.errors.QueryCanceled)):
         hint = "check that PostgreSQL is running and reachable; the next call reconnects"
     elif isinstance(exc, psycopg_pool.PoolClosed):

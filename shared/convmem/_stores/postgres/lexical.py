@@ -71,7 +71,9 @@ from ..._recall.lexical import (
     query_terms,
     tokenize,
 )
-from .schema import REPEATED, SEPARATOR, LexicalMatches, _Operation, _Queries
+from .postings import REPEATED, SEPARATOR, LexicalMatches
+from .queries import _Queries
+from .sql import _Operation
 
 __all__ = ["UNIT_KINDS", "PostgresLexicalIndex"]
 

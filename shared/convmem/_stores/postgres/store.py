@@ -7,8 +7,9 @@ of a call past its deadline) all end in `StoreError` by then.
 Both classes share every piece of logic (`_Queries`); they differ only
 in how a statement reaches the server, as `RedisStore` and `AsyncRedisStore` do.
 
-The tables, their migrations and the SQL are in `_postgres_schema`; connection
-options, the watchdog and failure messages in `_postgres_connection`.
+The tables and their migrations are in `migrations`, the SQL of the operations in
+`queries` (recall's vectors and keyword index: `vector_queries`, `lexical_queries`);
+connection options, the watchdog and failure messages in `connection`.
 """
 
 from __future__ import annotations
@@ -19,11 +20,19 @@ from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from ..._config import _number
 from ..._errors import ConfigError
 from ..._models import Message, TurnStatus
+from ..._options import check_number
 from ..._sansio import arun, run
-from ..base import SessionSnapshot, SessionStats, StateRecord
+from ..base import AsyncStore, SessionSnapshot, SessionStats, StateRecord, Store
+from ..capabilities import (
+    AsyncReadsSession,
+    HostsLexicalIndex,
+    HostsVectors,
+    ListsUserSessions,
+    ReadsSession,
+    ReadsStates,
+)
 from .connection import (
     _connection_kwargs,
     _describe,
@@ -36,13 +45,15 @@ from .connection import (
     _Watch,
     _Watchdog,
 )
-from .schema import DEFAULT_SCHEMA, _not_utf8, _Operation, _Queries, _RollBack
+from .queries import _Queries
+from .sql import DEFAULT_SCHEMA, _not_utf8, _Operation, _RollBack
 
 if TYPE_CHECKING:
     import psycopg
     import psycopg_pool
 
     from ..._recall.embedder import Embedder
+    from .lexical import PostgresLexicalIndex
     from .vectors import PostgresVectorIndex
 
 __all__ = ["AsyncPostgresStore", "PostgresStore"]
@@ -59,7 +70,7 @@ _MAX_CONNECTIONS = 10_000
 
 
 def _check_timeout(timeout: object) -> float:
-    _number(
+    check_number(
         "timeout",
         timeout,
         low=0,
@@ -83,7 +94,7 @@ def _check_pool_size(max_connections: object) -> int:
     return max_connections
 
 
-class PostgresStore:
+class PostgresStore(Store, ReadsSession, ReadsStates, ListsUserSessions, HostsLexicalIndex, HostsVectors):
     """A store in PostgreSQL, shared by every process and server that uses the same database and schema.
 
     Args:
@@ -100,7 +111,7 @@ class PostgresStore:
         lexical_index: where recall keeps its keyword index of this store's sessions:
             ``"process"`` (default: BM25 in each process, built from the log) or
             ``"tsvector"`` (rows of the ``lexical_docs`` table, shared by every server:
-            a server new to a session finds its terms there; see `_postgres_lexical`).
+            a server new to a session finds its terms there; see `convmem._stores.postgres.lexical`).
 
     The schema is created or migrated when the store opens, so the server must be
     reachable then (`StoreError` otherwise). Needs ``pip install 'convmem[postgres]'``.
@@ -244,7 +255,7 @@ class PostgresStore:
 
     def read_session(self, session_id: str, keys: Sequence[str]) -> SessionSnapshot:
         """The session's stats and its `keys` state records (those it has), in one
-        statement (see `convmem._store.read_session`)."""
+        statement (see `ReadsSession`)."""
         return self._run(
             lambda: self._queries.read_session(session_id, keys), f"read of session {session_id!r:.80}"
         )
@@ -313,6 +324,18 @@ class PostgresStore:
         """Delete sessions idle longer than `older_than_seconds` by the server's clock."""
         return self._run(lambda: self._queries.expire_idle(older_than_seconds), "expire_idle")
 
+    def lexical_indexes(self, session_id: str) -> tuple[PostgresLexicalIndex, PostgresLexicalIndex] | None:
+        """Keyword indexes of the session's messages and exchanges in this schema, when the
+        store was opened with ``lexical_index="tsvector"``; None by default (see `HostsLexicalIndex`)."""
+        if self.lexical_index != "tsvector":
+            return None
+        from .lexical import PostgresLexicalIndex  # numpy: loaded when recall first asks
+
+        return (
+            PostgresLexicalIndex(self, session_id, "messages"),
+            PostgresLexicalIndex(self, session_id, "exchanges"),
+        )
+
     def vector_index_factory(self, embedder: Embedder | str) -> Callable[[str, int], PostgresVectorIndex]:
         """An ``index_factory`` for `Recall` that keeps recall vectors in this database.
 
@@ -346,7 +369,7 @@ class PostgresStore:
             self._pool.close()
 
 
-class AsyncPostgresStore:
+class AsyncPostgresStore(AsyncStore, AsyncReadsSession):
     """`PostgresStore` for asyncio (psycopg's async connections): the same arguments, and the
     same methods as coroutines, under the same names::
 

@@ -44,7 +44,8 @@ import numpy as np
 from ..._errors import ConfigError
 from ..._recall.store_backed_index import _unit_ids, _unit_rows, stored_vector
 from ..base import validate_id
-from .schema import _Operation, _Queries
+from .queries import _Queries
+from .sql import _Operation
 
 
 class _SyncPostgres(Protocol):

@@ -7,10 +7,9 @@ Key layout (``P`` is the prefix, ``E`` an escaped session id, ``U`` an escaped u
     P:session:{E}:state    hash  "v:<key>" -> value, "n:<key>" -> version
     P:user:{U}:sessions    set   escaped ids of the sessions the user owns
 
-Ids are percent-encoded byte by byte (only ``A-Z a-z 0-9 - _ . ~`` stay as they
-are), so an escaped id never holds ``:``, ``*``, ``?``, ``{``, ``}`` or NUL, and two
-different ids never share a key. The braces are Redis Cluster hash tags: all
-keys of one session live in one slot, as do a user's, so every script touches
+Ids are escaped (`convmem._stores.redis.records`), so two different ids never
+share a key and an id never holds a glob or hash-tag character. The braces are
+Redis Cluster hash tags: all keys of one session live in one slot, as do a user's, so every script touches
 one slot and runs on one node, whole or not at all. Concurrent appends from any
 number of clients get consecutive seqs, and a lost connection never leaves
 half a write behind. Because a session's seqs are contiguous (1..last_seq),
@@ -41,15 +40,13 @@ An operation here is a generator of requests (`_Script`, `_Command`,
 from __future__ import annotations
 
 import dataclasses
-import json
 import math
 from collections.abc import Sequence
-from typing import Any, TypeVar
-from urllib.parse import quote, unquote_to_bytes
+from typing import TypeVar
 
-from ..._config import _number
 from ..._errors import ConfigError, InvalidMessageError, StoreError
 from ..._models import Message, TurnStatus
+from ..._options import check_number
 from ..._sansio import Flow
 from ..base import (
     SessionSnapshot,
@@ -60,10 +57,21 @@ from ..base import (
     idle_cutoff,
     missing_seqs_error,
     new_generation,
+    readable_seqs,
+    seq_bound,
     validate_messages,
     validate_seqs,
 )
-from ..codec import message_from_record, message_to_record
+from .records import (
+    _decode_record,
+    _encode_record,
+    _escape,
+    _glob_escape,
+    _state_of,
+    _stats_of,
+    _text,
+    _unescape,
+)
 from .scripts import _OWNED, _REGISTER
 
 _T = TypeVar("_T")
@@ -107,99 +115,6 @@ _Request = _Script | _Command | _Pipeline | _Scan
 _Operation = Flow[_Request, _T]
 
 
-# -- escaping and records -----------------------------------------------------------
-
-
-def _escape(value: str) -> str:
-    # surrogatepass: an id with a lone surrogate still maps to its own key.
-    return quote(value.encode("utf-8", "surrogatepass"), safe="")
-
-
-def _unescape(value: str | bytes, where: str) -> str:
-    """The id that `_escape` turned into `value`; anything else found in Redis is a `StoreError`."""
-    try:
-        text = value.decode("ascii") if isinstance(value, bytes) else value
-        decoded = unquote_to_bytes(text).decode("utf-8", "surrogatepass")
-    except (UnicodeDecodeError, UnicodeEncodeError):
-        decoded = None
-    # Only the canonical escape of an id names it: "%zz", raw bytes or "%61" (for "a") do not.
-    if decoded is None or _escape(decoded) != text:
-        raise StoreError(
-            f"{where} holds {value!r:.80}, which is not an id escaped by convmem; "
-            "delete that entry (or key), which was not written by this store"
-        )
-    return decoded
-
-
-def _text(value: str | bytes) -> str:
-    return value.decode("utf-8") if isinstance(value, bytes) else value
-
-
-def _stats_of(session_id: str, meta: str, raw: Any) -> SessionStats:
-    """The `SessionStats` in a session's meta hash (HGETALL's reply)."""
-    fields = {_text(k): _text(v) for k, v in dict(raw or {}).items()}
-    if not fields:
-        return SessionStats(session_id, 0, 0, 0)
-    try:
-        return SessionStats(
-            session_id,
-            message_count=int(fields.get("count", 0)),
-            last_seq=int(fields.get("last_seq", 0)),
-            total_tokens=int(fields.get("tokens", 0)),
-            user_id=_unescape(fields["user_id"], f"the user_id of {meta}") if "user_id" in fields else None,
-            created_at=float(fields["created_at"]) if "created_at" in fields else None,
-            updated_at=float(fields["updated_at"]) if "updated_at" in fields else None,
-            generation=fields.get("generation"),
-        )
-    except (ValueError, UnicodeDecodeError) as exc:
-        raise StoreError(
-            f"the counters of session {session_id!r:.80} in {meta!r:.120} are malformed ({exc})"
-        ) from None
-
-
-def _state_of(session_id: str, key: str, value: Any, version: Any) -> StateRecord | None:
-    """The state record `key` from its value and version fields (None when it has none)."""
-    if value is None or version is None:
-        return None
-    try:
-        return StateRecord(_text(value), int(version))
-    except (ValueError, UnicodeDecodeError) as exc:
-        raise StoreError(f"state {key!r} of session {session_id!r:.80} is malformed ({exc})") from None
-
-
-def _glob_escape(text: str) -> str:
-    return "".join("\\" + c if c in "\\*?[]" else c for c in text)
-
-
-def _encode_record(message: Message, session_id: str) -> bytes:
-    record = message_to_record(message)
-    # The seq is the hash field; keeping it out of the record lets the script assign it.
-    del record["seq"]
-    if record["reply_to_seq"] is None:  # most messages; records written before it lack it too
-        del record["reply_to_seq"]
-    try:
-        return json.dumps(record, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
-    except UnicodeEncodeError as exc:
-        raise InvalidMessageError(
-            f"a message for session {session_id!r:.80} is not valid UTF-8 text ({exc.reason}); "
-            "nothing was stored. Build messages with Message.create, which rejects lone surrogates"
-        ) from None
-
-
-def _decode_record(raw: str | bytes, seq: int, session_id: str) -> Message:
-    try:
-        record = json.loads(raw)
-        if not isinstance(record, dict):
-            raise TypeError(f"a record must be a JSON object, got {type(record).__name__}")
-    except (ValueError, TypeError) as exc:
-        raise StoreError(
-            f"stored message seq={seq} of session {session_id!r:.80} is malformed "
-            f"({type(exc).__name__}: {exc}); other sessions are unaffected"
-        ) from None
-    record["seq"] = seq
-    return message_from_record(record, session_id)
-
-
 def _check_prefix(prefix: object) -> str:
     if not isinstance(prefix, str) or not prefix:
         raise ConfigError(f"prefix must be a non-empty str, got {prefix!r}")
@@ -219,7 +134,7 @@ _MAX_TTL_SECONDS = 100 * 365 * 86_400
 def _ttl_ms(ttl_seconds: float | None) -> int:
     if ttl_seconds is None:
         return 0
-    _number(
+    check_number(
         "ttl_seconds",
         ttl_seconds,
         low=0,
@@ -307,17 +222,21 @@ class _RedisLayout:
     def messages(self, session_id: str, after_seq: int, through_seq: int | None) -> _Operation[list[Message]]:
         if through_seq is not None and through_seq <= after_seq:
             return []
-        window = ("range", str(int(after_seq)), "" if through_seq is None else str(int(through_seq)))
+        window = (
+            "range",
+            str(seq_bound(after_seq)),
+            "" if through_seq is None else str(seq_bound(through_seq)),
+        )
         return (yield from self.read_log(session_id, window))
 
     def tail(self, session_id: str, limit: int, before_seq: int | None) -> _Operation[list[Message]]:
         if limit <= 0:
             return []
-        window = ("tail", str(int(limit)), "" if before_seq is None else str(int(before_seq)))
+        window = ("tail", str(int(limit)), "" if before_seq is None else str(seq_bound(before_seq)))
         return (yield from self.read_log(session_id, window))
 
     def get(self, session_id: str, seqs: Sequence[int]) -> _Operation[list[Message]]:
-        wanted = sorted({int(s) for s in seqs})
+        wanted = readable_seqs(seqs)
         if not wanted:
             return []
         _, log, _ = self.session_keys(session_id)
@@ -329,6 +248,7 @@ class _RedisLayout:
         ]
 
     def set_status(self, session_id: str, seq: int, status: TurnStatus) -> _Operation[Message]:
+        check_seq(seq)
         meta, log, state = self.session_keys(session_id)
         for _ in range(_CAS_ATTEMPTS):
             raw = yield _Command(("HGET", log, str(seq)))

@@ -18,7 +18,15 @@ _OWNED = "owned:"
 # that could make a later command fail (foreign keys of another type under our
 # prefix, damaged counters) and only then writes; after the checks no command
 # can fail, and a script is applied whole or not at all.
-_PRELUDE = """
+# Lua's tostring writes a number from 1e15 up in exponent form ("1e+15"), which is no seq
+# nor counter; every number a script writes as text goes through int().
+_INTEGERS = """
+local function int(n) return string.format('%d', n) end
+"""
+
+_PRELUDE = (
+    _INTEGERS
+    + """
 local function wrong_type(key, kind)
   local actual = redis.call('TYPE', key)['ok']
   if actual ~= 'none' and actual ~= kind then
@@ -45,6 +53,7 @@ local function touch(meta, log, state, ttl_ms)
   end
 end
 """
+)
 
 # KEYS: meta, log, state   ARGV: has_user, user, registered, ttl_ms, tokens, generation, record...
 # Returns the first seq, or 'register' (nothing written) when this append would give the
@@ -75,7 +84,7 @@ if claims and not registered then return '"""
 local first = tonumber(counters[1] or '0') + 1
 local batch = {}
 for i = 1, count do
-  batch[#batch + 1] = tostring(first + i - 1)
+  batch[#batch + 1] = int(first + i - 1)
   batch[#batch + 1] = ARGV[6 + i]
   if #batch >= 1000 then
     redis.call('HSET', log, unpack(batch))
@@ -90,7 +99,7 @@ if claims then redis.call('HSET', meta, 'user_id', user) end
 -- The log's generation is made with the log; deleting or replacing messages renews it.
 redis.call('HSETNX', meta, 'generation', ARGV[6])
 touch(meta, log, state, ttl_ms)
-return tostring(first)
+return int(first)
 """
 )
 
@@ -99,7 +108,9 @@ return tostring(first)
 # The work is bounded by the log's size, not by last_seq: a window wider than the log
 # (a damaged counter, a huge through_seq, a tail over many deleted seqs) reads the log
 # itself instead of every seq in it.
-_READ_LOG = """
+_READ_LOG = (
+    _INTEGERS
+    + """
 local last = tonumber(redis.call('HGET', KEYS[1], 'last_seq') or '0') or 0
 local size = redis.call('HLEN', KEYS[2])
 local out = {}
@@ -115,7 +126,7 @@ local function whole_log(lo, hi, keep_last)
   local first = 1
   if keep_last and #found > keep_last then first = #found - keep_last + 1 end
   for i = first, #found do
-    out[#out + 1] = tostring(found[i][1])
+    out[#out + 1] = int(found[i][1])
     out[#out + 1] = found[i][2]
   end
   return out
@@ -133,7 +144,7 @@ if ARGV[1] == 'tail' then
     if scanned + step > size then return whole_log(1, hi, limit) end
     local fields = {}
     local stop = math.max(1, seq - step + 1)
-    for s = seq, stop, -1 do fields[#fields + 1] = tostring(s) end
+    for s = seq, stop, -1 do fields[#fields + 1] = int(s) end
     local values = redis.call('HMGET', KEYS[2], unpack(fields))
     for i = 1, #fields do
       if values[i] and #found < limit then found[#found + 1] = {fields[i], values[i]} end
@@ -155,7 +166,7 @@ if hi < lo then return out end
 if hi - lo + 1 > size then return whole_log(lo, hi, nil) end
 local fields = {}
 for seq = lo, hi do
-  fields[#fields + 1] = tostring(seq)
+  fields[#fields + 1] = int(seq)
   if #fields == 1000 or seq == hi then
     local values = redis.call('HMGET', KEYS[2], unpack(fields))
     for i = 1, #fields do
@@ -169,6 +180,7 @@ for seq = lo, hi do
 end
 return out
 """
+)
 
 # KEYS: meta, log, state   ARGV: seq, expected_record, new_record, ttl_ms
 _REPLACE_RECORD = (
@@ -279,7 +291,7 @@ if not version then
   return redis.error_reply('the version of state ' .. ARGV[1] .. ' in ' .. KEYS[3] .. ' is damaged')
 end
 if ARGV[3] ~= '' and tonumber(ARGV[3]) ~= version then return -1 end
-redis.call('HSET', KEYS[3], 'v:' .. ARGV[1], ARGV[2], 'n:' .. ARGV[1], tostring(version + 1))
+redis.call('HSET', KEYS[3], 'v:' .. ARGV[1], ARGV[2], 'n:' .. ARGV[1], int(version + 1))
 touch(KEYS[1], KEYS[2], KEYS[3], tonumber(ARGV[4]))
 return version + 1
 """

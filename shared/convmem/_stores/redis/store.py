@@ -2,8 +2,9 @@
 many processes and servers.
 
 How sessions are laid out in keys, and why concurrent writers never collide,
-is told in `_redis_layout`; the scripts that make each write atomic are in
-`_redis_scripts`.
+is told in `layout`, how ids and messages are written there in `records`;
+the scripts that make each write atomic are in `scripts`, and how the client is
+made from a URL in `connection`.
 
 Both classes share every piece of logic (`_RedisLayout`); they differ only in how a
 request reaches Redis (a blocking call or an awaited one).
@@ -20,13 +21,25 @@ import asyncio
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from ..._config import _number
-from ..._errors import ConfigError, StoreError
+from ..._errors import ConfigError
 from ..._models import Message, TurnStatus
 from ..._sansio import arun, run
-from ..base import SessionSnapshot, SessionStats, StateRecord
+from ..base import AsyncStore, SessionSnapshot, SessionStats, StateRecord, Store
+from ..capabilities import AsyncReadsSession, ReadsSession
+from .connection import (
+    DEFAULT_URL,
+    _check_pool_size,
+    _check_socket_timeout,
+    _check_source,
+    _cluster,
+    _describe_client,
+    _describe_url,
+    _failure,
+    _pool,
+    _redis_module,
+)
 from .layout import _Command, _Operation, _RedisLayout, _Request, _Scan, _Script
-from .layout import _escape as _escape  # the tests name keys by it
+from .records import _escape as _escape  # the tests name keys by it
 from .scripts import _SCRIPT_SHAS, _SCRIPT_SOURCES
 
 if TYPE_CHECKING:
@@ -37,113 +50,12 @@ if TYPE_CHECKING:
 
 __all__ = ["AsyncRedisStore", "RedisStore"]
 
-DEFAULT_URL = "redis://127.0.0.1:6379/0"
-
 _T = TypeVar("_T")
 # Keys asked for per SCAN step.
 _SCAN_COUNT = 1000
 
 
-def _describe_client(client: Any) -> str:
-    manager = getattr(client, "nodes_manager", None)
-    if manager is not None:
-        names = sorted(getattr(manager, "startup_nodes", {}) or {})
-        return "Redis Cluster at " + (",".join(names[:3]) or "?")
-    try:
-        kwargs = client.connection_pool.connection_kwargs
-    except AttributeError:
-        return "Redis"
-    if "path" in kwargs:
-        return f"Redis at unix:{kwargs['path']} db {kwargs.get('db', 0)}"
-    return f"Redis at {kwargs.get('host', '?')}:{kwargs.get('port', '?')} db {kwargs.get('db', 0)}"
-
-
-def _failure(where: str, action: str, exc: BaseException) -> StoreError:
-    import redis.exceptions
-
-    if isinstance(exc, redis.exceptions.ResponseError):
-        hint = "check that no other data uses this store's key prefix"
-    else:
-        hint = "check that Redis is running and reachable; the next call reconnects"
-    return StoreError(
-        f"{where}: {action} failed ({type(exc).__name__}: {exc}). Each write is applied whole or "
-        f"not at all; {hint}"
-    )
-
-
-def _pool(pool_class: Any, url: str, socket_timeout: float | None, max_connections: int, retry: Any) -> Any:
-    _check_pool_size(max_connections)
-    try:
-        return pool_class.from_url(
-            url,
-            max_connections=max_connections,
-            timeout=socket_timeout,
-            socket_timeout=socket_timeout,
-            socket_connect_timeout=socket_timeout,
-            # No automatic retry: a retried script whose first reply was lost would append twice.
-            retry=retry,
-        )
-    except ValueError as exc:
-        raise ConfigError(f"cannot use Redis URL {url!r}: {exc}") from None
-
-
-_MAX_CONNECTIONS = 100_000
-# Seconds: a call that waits longer than a day for Redis is not waiting for a reply.
-_MAX_SOCKET_TIMEOUT = 86_400.0
-
-
-def _check_pool_size(max_connections: object) -> None:
-    if (
-        isinstance(max_connections, bool)
-        or not isinstance(max_connections, int)
-        or not 1 <= max_connections <= _MAX_CONNECTIONS
-    ):
-        raise ConfigError(
-            f"max_connections must be an int from 1 to {_MAX_CONNECTIONS}, got {max_connections!r:.60}"
-        )
-
-
-def _check_socket_timeout(socket_timeout: object) -> None:
-    if socket_timeout is not None:
-        _number(
-            "socket_timeout",
-            socket_timeout,
-            low=0,
-            high=_MAX_SOCKET_TIMEOUT,
-            low_open=True,
-            allowed=f"None or a number of seconds in (0, {_MAX_SOCKET_TIMEOUT:.0f}]",
-        )
-
-
-def _cluster(cluster_class: Any, url: str, socket_timeout: float | None, retry: Any) -> Any:
-    """A Cluster client that follows MOVED/ASK redirections but never re-runs a failed command."""
-    try:
-        return cluster_class.from_url(
-            url,
-            socket_timeout=socket_timeout,
-            socket_connect_timeout=socket_timeout,
-            retry=retry,
-        )
-    except ValueError as exc:
-        raise ConfigError(f"cannot use Redis Cluster URL {url!r}: {exc}") from None
-
-
-def _check_source(url: str | None, client: object) -> None:
-    if url is not None and client is not None:
-        raise ConfigError("pass either url=... or client=..., not both")
-    if url is not None and not isinstance(url, str):
-        raise ConfigError(f"url must be a Redis URL string, got {type(url).__name__}")
-
-
-def _redis_module() -> Any:
-    try:
-        import redis
-    except ImportError:
-        raise ConfigError("RedisStore needs the redis package: pip install 'convmem[redis]'") from None
-    return redis
-
-
-class RedisStore:
+class RedisStore(Store, ReadsSession):
     """A store in Redis (one node or a Cluster), shared by every process and server that uses
     the same URL and prefix.
 
@@ -207,7 +119,7 @@ class RedisStore:
                 try:
                     client = _cluster(RedisCluster, url, socket_timeout, Retry(NoBackoff(), 0))
                 except self._errors as exc:
-                    raise _failure(f"Redis Cluster at {url}", "connecting", exc) from exc
+                    raise _failure(_describe_url(url, "Redis Cluster"), "connecting", exc, url) from exc
             else:
                 pool = _pool(
                     redis_module.BlockingConnectionPool,
@@ -321,7 +233,7 @@ class RedisStore:
 
     def read_session(self, session_id: str, keys: Sequence[str]) -> SessionSnapshot:
         """The session's stats and its `keys` state records (those it has), in one round
-        trip (see `convmem._store.read_session`)."""
+        trip (see `ReadsSession`)."""
         return self._run(self._layout.read_session(session_id, keys), f"read of session {session_id!r:.80}")
 
     def get_state(self, session_id: str, key: str) -> StateRecord | None:
@@ -389,7 +301,7 @@ class RedisStore:
             self._client.close()
 
 
-class AsyncRedisStore:
+class AsyncRedisStore(AsyncStore, AsyncReadsSession):
     """`RedisStore` for asyncio (``redis.asyncio``): the same arguments, and the same
     methods as coroutines, under the same names::
 

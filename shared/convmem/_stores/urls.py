@@ -1,4 +1,7 @@
-"""Opening a store from a URL, as ``convmem inspect`` and ``convmem serve`` take one.
+"""Opening a store from a URL (``convmem inspect`` and ``convmem serve`` take one).
+
+With `files`, the one place outside a backend's folder that names backends: which
+store a URL scheme means is the store layer's business.
 
     sqlite:///chat.db               a SQLite file, relative to the working directory
     sqlite:////var/lib/chat.db      ... or absolute (four slashes)
@@ -19,7 +22,7 @@ from pathlib import Path
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 from .._errors import ConfigError
-from .._stores.base import Store
+from .base import Store
 
 __all__ = ["URL_FORMS", "open_store_url"]
 
@@ -41,7 +44,7 @@ def _without(url: str, names: set[str]) -> tuple[str, dict[str, str]]:
 
 
 def _sqlite(path_text: str, url: str) -> Store:
-    from .._stores.sqlite.store import SQLiteStore
+    from .sqlite.store import SQLiteStore
 
     if not path_text:
         raise ConfigError(
@@ -63,7 +66,7 @@ def open_store_url(url: str) -> Store:
     if scheme == "sqlite":
         return _sqlite(url.split("://", 1)[1].removeprefix("/"), url)
     if scheme in ("redis", "rediss", "unix"):
-        from .._stores.redis.store import RedisStore
+        from .redis.store import RedisStore
 
         client_url, options = _without(url, {"prefix", "cluster"})
         return RedisStore(
@@ -72,7 +75,7 @@ def open_store_url(url: str) -> Store:
             prefix=options.get("prefix") or "convmem",
         )
     if scheme in ("postgresql", "postgres"):
-        from .._stores.postgres.store import PostgresStore
+        from .postgres.store import PostgresStore
 
         client_url, options = _without(url, {"schema"})
         return PostgresStore(client_url, schema=options.get("schema") or "convmem")

@@ -1,0 +1,141 @@
+"""What a store can do beyond the `Store` contract, declared by the store and asked by its users.
+
+Each capability is a small protocol. A store declares one by naming it among its
+bases, and the code that could use it asks ``isinstance(store, Capability)``,
+never the store's class or a method name::
+
+    class MyStore(Store, ReadsSession):
+        def read_session(self, session_id, keys): ...
+
+    snapshot = read_session(store, "s1", ["summary"])  # one call where the store reads whole
+
+The capabilities of a sync store are sync; `AsyncReadsSession` is the one async
+stores declare. `convmem.testing` runs the contract of each capability a store
+declares.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Protocol, runtime_checkable
+
+from .base import SessionSnapshot, SessionStats, StateRecord, Store
+
+if TYPE_CHECKING:
+    from .._recall.embedder import Embedder
+    from .._recall.lexical import LexicalIndex
+    from .._recall.vector_index import VectorIndex
+
+__all__ = [
+    "AsyncReadsSession",
+    "HasFileLocation",
+    "HostsLexicalIndex",
+    "HostsVectors",
+    "ListsUserSessions",
+    "ReadsSession",
+    "ReadsStates",
+    "read_session",
+]
+
+
+@runtime_checkable
+class ReadsSession(Protocol):
+    """Reads a session's stats and some of its state records in one call (one round trip):
+    what every build reads."""
+
+    def read_session(self, session_id: str, keys: Sequence[str]) -> SessionSnapshot:
+        """The session's `Store.stats` and those of its `keys` state records it has."""
+        ...
+
+
+@runtime_checkable
+class AsyncReadsSession(Protocol):
+    """`ReadsSession` of an `AsyncStore`."""
+
+    async def read_session(self, session_id: str, keys: Sequence[str]) -> SessionSnapshot: ...
+
+
+@runtime_checkable
+class ReadsStates(Protocol):
+    """Reads one state record of many sessions in one call (a user's facts, for each build)."""
+
+    def get_states(self, session_ids: Sequence[str], key: str) -> dict[str, StateRecord]:
+        """The `key` record of each of `session_ids` that has one."""
+        ...
+
+
+@runtime_checkable
+class ListsUserSessions(Protocol):
+    """Lists a user's sessions with their stats in one call."""
+
+    def user_session_stats(self, user_id: str) -> list[SessionStats]:
+        """`Store.stats` of every session of `user_id`, sorted by session id."""
+        ...
+
+
+@runtime_checkable
+class HostsLexicalIndex(Protocol):
+    """Can keep recall's keyword index of its sessions itself (SQLite FTS5, PostgreSQL rows)."""
+
+    def lexical_indexes(self, session_id: str) -> tuple[LexicalIndex, LexicalIndex] | None:
+        """The keyword indexes of the session's messages and of its exchanges, or None when
+        this store was opened to leave the index to recall (BM25 in each process)."""
+        ...
+
+
+@runtime_checkable
+class HostsVectors(Protocol):
+    """Can keep recall's vectors (``Recall(index_factory=store.vector_index_factory(embedder))``)."""
+
+    def vector_index_factory(self, embedder: Embedder | str) -> Callable[[str, int], VectorIndex]:
+        """An ``index_factory`` for `Recall` whose indexes keep `embedder`'s vectors in this store."""
+        ...
+
+
+@runtime_checkable
+class HasFileLocation(Protocol):
+    """Lives in a file, beside which recall's vector index files go."""
+
+    def vector_index_dir(self) -> Path:
+        """The folder for the FAISS files of this store's sessions."""
+        ...
+
+
+@dataclasses.dataclass(frozen=True)
+class UserTotals:
+    """A user and what their sessions hold; ``user_id`` None stands for sessions written
+    without one."""
+
+    user_id: str | None
+    sessions: int
+    messages: int
+    tokens: int
+    first_at: float | None
+    last_at: float | None
+
+
+@runtime_checkable
+class PagesSessions(Protocol):
+    """Lists users and sessions a page at a time, a query each, without reading a log
+    (what an inspector's list pages ask of a large store)."""
+
+    def users_page(self, offset: int, limit: int) -> tuple[list[UserTotals], int]:
+        """Users ordered by id (sessions without a user last), and how many there are."""
+        ...
+
+    def sessions_page(self, user_id: str | None, offset: int, limit: int) -> tuple[list[SessionStats], int]:
+        """The stats of `user_id`'s sessions (None: sessions without a user) ordered by id,
+        and how many there are."""
+        ...
+
+
+def read_session(store: Store, session_id: str, keys: Sequence[str]) -> SessionSnapshot:
+    """The session's `Store.stats` and its `keys` state records (those it has): in one call
+    where the store `ReadsSession` (Redis, PostgreSQL), else a read of each."""
+    if isinstance(store, ReadsSession):
+        return store.read_session(session_id, keys)
+    stats = store.stats(session_id)
+    states = {key: record for key in keys if (record := store.get_state(session_id, key)) is not None}
+    return SessionSnapshot(stats, states)
