@@ -428,7 +428,7 @@ class ConversationMemory:
         self.store.clear(self.session_id)
         self._owner_seen = False
         if self.recall is not None:
-            self.recall.forget(self.session_id)
+            self.recall.forget(self.session_id, store=self.store)
 
     # -- reading ----------------------------------------------------------------
 

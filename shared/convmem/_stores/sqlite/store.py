@@ -258,6 +258,11 @@ class SQLiteStore:
             conn.execute("COMMIT")
 
     @property
+    def namespace(self) -> str:
+        """This store's name in a shared vector store: the file, as every process opening it names it."""
+        return f"sqlite:{self.path.resolve()}"
+
+    @property
     def closed(self) -> bool:
         """True once `close` was called; every call then raises `StoreError`."""
         return self._closed
