@@ -22,7 +22,7 @@ from ._derived.state import FACTS_KEY, SUMMARY_KEY, DerivedState, Summary
 from ._derived.summarizer import ExtractiveSummarizer, Summarizer
 from ._derived.user_scope import UserFacts, other_session_stats
 from ._errors import BudgetError, ConfigError, InvalidMessageError
-from ._language import detect_language
+from ._language import chat_api_message, detect_language
 from ._models import Message, Role, Turn, TurnStatus, group_turns, validate_message
 from ._recall.intent import choose_recall_share, points_to_past
 from ._stores.base import (
@@ -276,7 +276,9 @@ class ConversationMemory:
         validate_message(
             message, max_chars=self.config.max_message_chars, max_bytes=self.config.max_message_bytes
         )
-        return dataclasses.replace(message, seq=None, token_count=self.counter.count_message(message))
+        # Counted as a chat API receives it (see `chat_api_message`), so a context costs what it says.
+        tokens = self.counter.count_message(chat_api_message(message))
+        return dataclasses.replace(message, seq=None, token_count=tokens)
 
     def add_messages(self, messages: Iterable[Message | Mapping[str, Any]]) -> list[Message]:
         """Append messages atomically: either all are stored or, on an error, none.

@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 from ._config import MAX_INT_OPTION
 from ._context.transcript import render_transcript
 from ._derived.user_scope import UserFacts
+from ._language import chat_api_message
 from ._models import group_turns
 from ._recall.lexical import tokenize
 from ._sessions import memory_from_options, store_from_options
@@ -90,6 +91,7 @@ __all__ = [
     "StoreBackedIndex",
     "TextTokenCounter",
     "UserFacts",
+    "chat_api_message",
     "decode_vector",
     "default_counter",
     "encode_vector",

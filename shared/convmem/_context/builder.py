@@ -52,7 +52,7 @@ from typing import TYPE_CHECKING, Any
 from .._config import MemoryConfig
 from .._derived.state import Summary
 from .._errors import BudgetError
-from .._language import MEMORY_CLOSE, MEMORY_OPEN, neutralise_stored_text
+from .._language import MEMORY_CLOSE, MEMORY_OPEN, chat_api_message, neutralise_stored_text
 from .._language import SECTION_HEADERS as HEADERS
 from .._models import Message, Role, Turn
 from .._tokens import REPLY_PRIMING_TOKENS, TextTokenCounter, TokenCounter, count_pieces, line_pieces
@@ -608,7 +608,7 @@ class ContextBuilder:
             messages.append({"role": "system", "content": system_text})
         if memory_text and not in_system:
             messages.append({"role": self.config.memory_placement, "content": memory_text})
-        messages.extend(m.to_dict() for m in window_messages)
+        messages.extend(chat_api_message(m).to_dict() for m in window_messages)
         if query_message is not None:
             messages.append(query_message.to_dict())
 
