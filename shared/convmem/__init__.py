@@ -28,6 +28,7 @@ from ._errors import (
     ConvMemError,
     InvalidMessageError,
     InvalidSessionIdError,
+    ModelTimeoutError,
     SessionOwnerError,
     StoreError,
 )
@@ -108,6 +109,7 @@ __all__ = [
     "LLMSummarizer",
     "MemoryConfig",
     "Message",
+    "ModelTimeoutError",
     "OverflowStatus",
     "PostgresStore",
     "Recall",
