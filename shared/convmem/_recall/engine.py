@@ -569,11 +569,11 @@ class Recall:
 
         With `store`, that store's session (`forget_session` and the memory pass it),
         also as mirrored for another object on the same data (an async store's sync
-        twin: the same ``namespace``); without, every store's copy of the session id this engine mirrors, and the
-        files of every generation. With an `index_factory`, the vectors of the
-        session's tenant go from the shared store, every generation of them, and no
-        other tenant's: without `store` that must be clear (one store mirrored, or a
-        `namespace` string), else `ConfigError`.
+        twin: the same ``namespace``); without, every store's copy of the session id
+        this engine mirrors. The files of every generation go either way. With an
+        `index_factory`, the vectors of the session's tenant go from the shared store,
+        every generation of them, and no other tenant's: without `store` the tenant must
+        be clear (one store mirrored or served, or a `namespace` string), else `ConfigError`.
         """
         shared = self.index_factory is not None and self.embedder is not None
         with self._lock:

@@ -130,7 +130,8 @@ def _vector_failure(failures: list[tuple[str, Forgettable, BaseException]], dele
 
 
 def _forgetting(engine: Forgettable, store: object) -> Callable[[str], object]:
-    """``engine.forget``, given the store when it takes one (a shared vector store holds many stores' sessions)."""
+    """``engine.forget``, given the store when it takes one: a shared vector store holds the
+    sessions of many stores, and only this store's are to go."""
     try:
         takes_store = "store" in inspect.signature(engine.forget).parameters
     except (TypeError, ValueError):
