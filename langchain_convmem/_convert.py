@@ -29,6 +29,7 @@ from langchain_core.messages import (
 )
 
 from convmem import BuiltContext, InvalidMessageError, Message, Role, TurnStatus
+from convmem.integration import chat_api_message
 
 from ._serialize import from_storable, to_storable
 
@@ -232,7 +233,7 @@ def context_to_langchain(
     if memory is not None:
         messages.append(memory)
     for stored in context.window:
-        message = from_convmem_message(stored)
+        message = from_convmem_message(chat_api_message(stored))
         if stable_ids and message.id is None:
             message.id = fallback_message_id(stored.seq)
         messages.append(message)
@@ -270,7 +271,7 @@ def state_messages(context: BuiltContext) -> list[BaseMessage]:
     if memory is not None:
         messages.append(memory)
     for stored in context.window:
-        message = from_convmem_message(stored)
+        message = from_convmem_message(chat_api_message(stored))
         message.id = fallback_message_id(stored.seq)
         messages.append(message)
     return messages

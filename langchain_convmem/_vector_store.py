@@ -5,8 +5,9 @@ its own: a LangChain ``VectorStore`` that can be given vectors, either one with
 ``add_embeddings`` (community ``FAISS``, ``PGVector``) or any store built with
 `PrecomputedEmbeddings` as its embedding model
 (``InMemoryVectorStore(PrecomputedEmbeddings())``, Chroma, ...). The behaviour
-every such adapter shares (session walls, cosine similarity, the local id set
-and vector copy) is described in ``convmem.integration.StoreBackedIndex``.
+every such adapter shares (tenant and session walls, log generations, cosine
+similarity, the local id set and vector copy) is described in
+``convmem.integration.StoreBackedIndex``.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from __future__ import annotations
 import contextlib
 import inspect
 import threading
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -24,6 +25,7 @@ from langchain_core.vectorstores import InMemoryVectorStore
 
 from convmem import ConfigError, StoreError
 from convmem.integration import (
+    SCOPE_KEY,
     SESSION_KEY,
     UNIT_KEY,
     VECTOR_KEY,
@@ -101,15 +103,18 @@ class PrecomputedEmbeddings(Embeddings):
         return self.embed_query(text)
 
 
-def _in_memory_filter(session_id: str) -> Callable[[Any], bool]:
-    def same_session(document: Any) -> bool:
-        return bool(document.metadata.get(SESSION_KEY) == session_id)
+def _in_memory_filter(match: Mapping[str, str]) -> Callable[[Any], bool]:
+    wanted = dict(match)
 
-    return same_session
+    def same_scope(document: Any) -> bool:
+        metadata = document.metadata or {}
+        return all(metadata.get(key) == value for key, value in wanted.items())
+
+    return same_scope
 
 
-def _dict_filter(session_id: str) -> dict[str, str]:
-    return {SESSION_KEY: session_id}
+def _dict_filter(match: Mapping[str, str]) -> dict[str, str]:
+    return dict(match)
 
 
 class LangChainVectorIndex(StoreBackedIndex):
@@ -124,18 +129,25 @@ class LangChainVectorIndex(StoreBackedIndex):
             (``InMemoryVectorStore(PrecomputedEmbeddings())``). It must offer
             ``similarity_search_with_score_by_vector(embedding, k, filter=...)``
             and ``delete(ids)``. Anything else raises `ConfigError`.
+        namespace: the tenant, e.g. the ``namespace`` of the convmem store the
+            session lives in (what `Recall` passes).
         session_id: the session this adapter reads and writes.
         dimension: vector length (the embedder's).
-        session_filter: builds the store's ``filter=`` argument that keeps a
-            search inside one session, from the session id; units carry the
-            metadata ``{"convmem_session": session_id}``. Defaults: a function
-            of the ``Document`` for ``InMemoryVectorStore``, else the dict
-            ``{"convmem_session": session_id}``, the form community FAISS,
-            Chroma, PGVector and Pinecone take. For another form, e.g. Qdrant::
+        user_id: the session's owner, kept in each document's metadata (``convmem_user``).
+        generation: the log generation whose vectors this adapter serves
+            (``Store.stats(session_id).generation``).
+        metadata_filter: builds the store's ``filter=`` argument that keeps a
+            search inside this tenant's session and log generation, from the
+            metadata every such document has (a dict such as
+            ``{"convmem_scope": "5f1c...", "convmem_generation": "9a0e..."}``).
+            Defaults: a function of the ``Document`` for ``InMemoryVectorStore``,
+            else that dict, the form community FAISS, Chroma, PGVector and
+            Pinecone take. For another form, e.g. Qdrant::
 
                 from qdrant_client import models
-                session_filter=lambda sid: models.Filter(must=[models.FieldCondition(
-                    key="metadata.convmem_session", match=models.MatchValue(value=sid))])
+                metadata_filter=lambda match: models.Filter(must=[
+                    models.FieldCondition(key=f"metadata.{key}", match=models.MatchValue(value=value))
+                    for key, value in match.items()])
 
         score_to_similarity: only used for a hit whose vector is not at hand
             (see below); ``None`` takes the score as cosine similarity, as
@@ -149,17 +161,19 @@ class LangChainVectorIndex(StoreBackedIndex):
     it, so they are exact cosine whatever the store reports (``InMemoryVectorStore``
     a cosine similarity, community FAISS an L2 distance), and ``vectors()``
     works in any process through ``get_by_ids``. Document texts are the node
-    ids. The session's existing ids are read when the adapter is created when
+    ids. The scope's existing ids are read when the adapter is created when
     the store can list them (``InMemoryVectorStore``); with other stores
     ``ids()`` knows what this adapter wrote or found in a search, and `clear`
-    deletes only those (use the store's own delete by metadata to erase what
-    other processes wrote).
+    deletes only those (use the store's own delete by metadata, on
+    ``convmem_scope``, to erase what other processes wrote).
 
-    Example::
+    For `Recall`, make one per scope with `factory`::
 
         from langchain_core.vectorstores import InMemoryVectorStore
         shared = InMemoryVectorStore(PrecomputedEmbeddings())
-        index = LangChainVectorIndex(shared, session_id="s1", dimension=384)
+        recall = Recall(embedder, index_factory=LangChainVectorIndex.factory(shared))
+        # or directly:
+        index = LangChainVectorIndex(shared, namespace="tenant-a", session_id="s1", dimension=384)
     """
 
     framework = "langchain"
@@ -168,9 +182,12 @@ class LangChainVectorIndex(StoreBackedIndex):
         self,
         vector_store: Any,
         *,
+        namespace: str,
         session_id: str,
         dimension: int,
-        session_filter: Callable[[str], Any] | None = None,
+        user_id: str | None = None,
+        generation: str | None = None,
+        metadata_filter: Callable[[Mapping[str, str]], Any] | None = None,
         score_to_similarity: Callable[[float], float] | None = None,
         cache_vectors: bool = True,
     ) -> None:
@@ -180,10 +197,10 @@ class LangChainVectorIndex(StoreBackedIndex):
                 raise ConfigError(
                     f"LangChainVectorIndex needs a LangChain vector store with {method}(); {name} has none"
                 )
-        if session_filter is not None and not callable(session_filter):
+        if metadata_filter is not None and not callable(metadata_filter):
             raise ConfigError(
-                f"session_filter must be a function of the session id returning the store's filter, "
-                f"got {session_filter!r}"
+                f"metadata_filter must be a function of the metadata to match returning the store's "
+                f"filter, got {metadata_filter!r}"
             )
         self._in_memory = isinstance(vector_store, InMemoryVectorStore)
         self._add_style = _add_embeddings_style(vector_store)
@@ -199,21 +216,27 @@ class LangChainVectorIndex(StoreBackedIndex):
             self._precomputed = embeddings
         super().__init__(
             vector_store,
+            namespace=namespace,
             session_id=session_id,
             dimension=dimension,
+            user_id=user_id,
+            generation=generation,
             score_to_similarity=score_to_similarity,
             cache_vectors=cache_vectors,
         )
-        build = session_filter or (_in_memory_filter if self._in_memory else _dict_filter)
-        self._filter = build(session_id)
-        self._refresh_if_listable()
+        self._build_filter = metadata_filter or (_in_memory_filter if self._in_memory else _dict_filter)
+        self._filter = self._build_filter(self.match())
+        self._open()
+
+    def _scope_changed(self) -> None:
+        self._filter = self._build_filter(self.match())
 
     def _extra_bytes_per_vector(self) -> int:
         # The metadata copy of the vector (base64) and the text (the node id).
         return 4 * ((4 * self._dimension + 2) // 3) + len(self.node_id(0))
 
     def _metadata(self, unit: int, vector: np.ndarray) -> dict[str, Any]:
-        return {SESSION_KEY: self._session_id, UNIT_KEY: unit, VECTOR_KEY: encode_vector(vector)}
+        return {**self.metadata(unit), VECTOR_KEY: encode_vector(vector)}
 
     def _write(self, units: list[int], matrix: np.ndarray) -> None:
         node_ids = [self.node_id(u) for u in units]
@@ -239,7 +262,7 @@ class LangChainVectorIndex(StoreBackedIndex):
 
     def _hit(self, document: Any) -> tuple[str, np.ndarray | None] | None:
         metadata = document.metadata or {}
-        if metadata.get(SESSION_KEY) != self._session_id:
+        if any(metadata.get(key) != value for key, value in self.match().items()):
             return None
         node_id = document.id
         if node_id is None:  # not every store returns ids with documents
@@ -273,22 +296,35 @@ class LangChainVectorIndex(StoreBackedIndex):
                 out[unit] = hit[1]
         return out
 
-    def _list(self) -> dict[int, np.ndarray | None] | None:
+    def _list(self) -> dict[str, np.ndarray | None] | None:
         if not self._in_memory:
             return None  # LangChain has no standard way to list a store's documents
-        listed: dict[int, np.ndarray | None] = {}
+        listed: dict[str, np.ndarray | None] = {}
         for record in list(self._store.store.values()):
             metadata = record.get("metadata") or {}
-            unit = self._unit_of(record.get("id"))
-            if unit is not None and metadata.get(SESSION_KEY) == self._session_id:
-                listed[unit] = decode_vector(metadata.get(VECTOR_KEY), self._dimension)
+            node_id = record.get("id")
+            if metadata.get(SCOPE_KEY) == self.scope_key and self._parse(node_id) is not None:
+                listed[node_id] = decode_vector(metadata.get(VECTOR_KEY), self._dimension)
         return listed
 
-    def _delete_session(self) -> None:
+    def _delete_scope(self) -> None:
         listed = self._list()
-        units = set(listed) if listed is not None else set(self._ids)
-        if units:
-            self._delete([self.node_id(u) for u in sorted(units)])
+        node_ids = sorted(listed) if listed is not None else [self.node_id(u) for u in sorted(self._ids)]
+        if node_ids:
+            self._delete(node_ids)
+
+    def _delete_legacy(self) -> int:
+        if not self._in_memory:
+            return 0  # they cannot be found here; they are never read either
+        legacy = [
+            record.get("id")
+            for record in list(self._store.store.values())
+            if (record.get("metadata") or {}).get(SESSION_KEY) == self._session_id
+            and SCOPE_KEY not in (record.get("metadata") or {})
+        ]
+        if legacy:
+            self._delete(legacy)
+        return len(legacy)
 
 
 def _add_embeddings_style(vector_store: Any) -> str | None:

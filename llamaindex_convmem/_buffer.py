@@ -37,7 +37,7 @@ from convmem import (
     TiktokenCounter,
     TokenCounter,
 )
-from convmem.integration import REPLY_PRIMING_TOKENS
+from convmem.integration import REPLY_PRIMING_TOKENS, chat_api_message
 
 from ._chat_store import ConvMemChatStore, simple_chat_store_dict
 from ._messages import from_chat_message, from_chat_messages, to_chat_message, to_chat_messages
@@ -582,7 +582,7 @@ def _messages(context: BuiltContext) -> list[ChatMessage]:
     if memory is not None:
         # Facts, summary and recalled turns: delimited reference data, never system authority.
         messages.append(ChatMessage(role=MessageRole(memory["role"]), content=memory["content"]))
-    messages.extend(to_chat_messages(context.window))
+    messages.extend(to_chat_messages([chat_api_message(m) for m in context.window]))
     return messages
 
 

@@ -28,6 +28,7 @@ from ._errors import (
     ConvMemError,
     InvalidMessageError,
     InvalidSessionIdError,
+    ModelTimeoutError,
     SessionOwnerError,
     StoreError,
 )
@@ -53,6 +54,7 @@ from ._tokens import ApproximateCounter, TiktokenCounter, TokenCounter, count_me
 if TYPE_CHECKING:
     from ._recall.embedder import Embedder, HashingEmbedder, SentenceTransformerEmbedder
     from ._recall.engine import Recall
+    from ._recall.index_scope import IndexScope
     from ._recall.render import RecalledItem, RecallResult
     from ._recall.vector_index import VectorIndex
 
@@ -61,6 +63,7 @@ if TYPE_CHECKING:
 _LAZY = {
     "Embedder": "._recall.embedder",
     "HashingEmbedder": "._recall.embedder",
+    "IndexScope": "._recall.index_scope",
     "SentenceTransformerEmbedder": "._recall.embedder",
     "Recall": "._recall.engine",
     "RecallResult": "._recall.render",
@@ -100,12 +103,14 @@ __all__ = [
     "FactExtractor",
     "HashingEmbedder",
     "InMemoryStore",
+    "IndexScope",
     "InvalidMessageError",
     "InvalidSessionIdError",
     "LLMFactExtractor",
     "LLMSummarizer",
     "MemoryConfig",
     "Message",
+    "ModelTimeoutError",
     "OverflowStatus",
     "PostgresStore",
     "Recall",

@@ -154,6 +154,13 @@ class MemoryConfig:
     shared worker threads (see `set_background_workers`), or in asyncio tasks for ``aadd``."""
     background_timeout: float = 60.0
     """Seconds one background job may take before it is abandoned and retried later."""
+    model_timeout: float = 30.0
+    """Seconds one model call (a summary, a fact extraction; convmem's own offline ones
+    excepted) may take, inline or in the background, before it is given up: the turn is
+    stored and answered as usual, the work is retried later, and the call is left to end
+    in its own thread (its answer dropped). While it runs, its session takes no new call
+    of that kind, so a hung model holds one thread per session and kind, and never the
+    threads other sessions need. Keep it below `background_timeout`."""
 
     def __post_init__(self) -> None:
         check_int("keep_recent_turns", self.keep_recent_turns, or_none=True)
@@ -186,14 +193,15 @@ class MemoryConfig:
             allowed="a number in (0, 1]",
             low_open=True,
         )
-        check_number(
-            "background_timeout",
-            self.background_timeout,
-            low=0.0,
-            high=MAX_BACKGROUND_TIMEOUT,
-            allowed=f"a number of seconds in (0, {MAX_BACKGROUND_TIMEOUT:.0f}]",
-            low_open=True,
-        )
+        for name in ("background_timeout", "model_timeout"):
+            check_number(
+                name,
+                getattr(self, name),
+                low=0.0,
+                high=MAX_BACKGROUND_TIMEOUT,
+                allowed=f"a number of seconds in (0, {MAX_BACKGROUND_TIMEOUT:.0f}]",
+                low_open=True,
+            )
         for name in (
             "note_omitted_history",
             "prune_low_information",

@@ -8,6 +8,7 @@ __all__ = [
     "ConvMemError",
     "InvalidMessageError",
     "InvalidSessionIdError",
+    "ModelTimeoutError",
     "SessionOwnerError",
     "StoreError",
 ]
@@ -35,6 +36,15 @@ class BudgetError(ConvMemError, ValueError):
 
 class StoreError(ConvMemError):
     """The storage backend failed (I/O error, lost connection, corrupt record)."""
+
+
+class ModelTimeoutError(ConvMemError, TimeoutError):
+    """A model call (a summary, a fact extraction) took longer than ``MemoryConfig.model_timeout``.
+
+    Nothing is lost: the turns stay in the log, and the work is retried later. Raised
+    to the caller only by calls that ask for the work now (`summarize_now`); otherwise
+    it is logged.
+    """
 
 
 class SessionOwnerError(ConvMemError, PermissionError):

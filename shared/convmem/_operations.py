@@ -28,6 +28,7 @@ from ._derived.facts import Fact, FactBook
 from ._derived.state import DerivedState, Summary
 from ._derived.user_scope import UserFacts
 from ._errors import BudgetError, InvalidMessageError
+from ._language import chat_api_message
 from ._models import Message, Role, Turn, TurnStatus, validate_message
 from ._sansio import Blocking, Flow, arun, run
 from ._stores.base import SessionStats, Store, check_owner, check_seq, validate_seqs
@@ -205,7 +206,9 @@ class SessionOperations:
         validate_message(
             message, max_chars=self.config.max_message_chars, max_bytes=self.config.max_message_bytes
         )
-        return dataclasses.replace(message, seq=None, token_count=self.counter.count_message(message))
+        # Counted as a chat API receives it (see `chat_api_message`), so a context costs what it says.
+        tokens = self.counter.count_message(chat_api_message(message))
+        return dataclasses.replace(message, seq=None, token_count=tokens)
 
     def add_messages(self, messages: Iterable[Message | Mapping[str, Any]]) -> Flow[object, list[Message]]:
         """Append messages atomically, then bring derived state up to date."""
@@ -294,7 +297,7 @@ class SessionOperations:
         yield Blocking(functools.partial(self.store.clear, self.session_id))
         self.owner_seen = False
         if self.recall is not None:
-            yield Blocking(functools.partial(self.recall.forget, self.session_id))
+            yield Blocking(functools.partial(self.recall.forget, self.session_id, store=self.store))
 
     # -- reading ----------------------------------------------------------------
 

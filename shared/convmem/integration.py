@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any
 
 from ._context.transcript import render_transcript
 from ._derived.user_scope import UserFacts
+from ._language import chat_api_message
 from ._models import group_turns
 from ._options import MAX_INT_OPTION, check_bool, check_choice, check_int, check_number
 from ._recall.lexical import tokenize
@@ -40,19 +41,30 @@ from ._tokens import REPLY_PRIMING_TOKENS, TextTokenCounter, default_counter
 
 if TYPE_CHECKING:
     from ._recall.embedder import BaseEmbedder
+    from ._recall.index_scope import IndexScope, store_namespace
     from ._recall.store_backed_index import (
+        GENERATION_KEY,
+        SCOPE_KEY,
         SESSION_KEY,
         UNIT_KEY,
+        USER_KEY,
         VECTOR_KEY,
         StoreBackedIndex,
         decode_vector,
         encode_vector,
+        legacy_session_key,
         stored_vector,
     )
 
 # These need numpy: they load when first named, as in `convmem`.
 _LAZY = {
     "BaseEmbedder": "._recall.embedder",
+    "IndexScope": "._recall.index_scope",
+    "store_namespace": "._recall.index_scope",
+    "GENERATION_KEY": "._recall.store_backed_index",
+    "SCOPE_KEY": "._recall.store_backed_index",
+    "USER_KEY": "._recall.store_backed_index",
+    "legacy_session_key": "._recall.store_backed_index",
     "SESSION_KEY": "._recall.store_backed_index",
     "UNIT_KEY": "._recall.store_backed_index",
     "VECTOR_KEY": "._recall.store_backed_index",
@@ -77,22 +89,27 @@ def __dir__() -> list[str]:
 
 
 __all__ = [
+    "GENERATION_KEY",
     "MAX_INT_OPTION",
     "REPLY_PRIMING_TOKENS",
+    "SCOPE_KEY",
     "SESSION_KEY",
     "UNIT_KEY",
+    "USER_KEY",
     "VECTOR_KEY",
     "AsyncReadsSession",
     "BaseEmbedder",
     "HasFileLocation",
     "HostsLexicalIndex",
     "HostsVectors",
+    "IndexScope",
     "ListsUserSessions",
     "ReadsSession",
     "ReadsStates",
     "StoreBackedIndex",
     "TextTokenCounter",
     "UserFacts",
+    "chat_api_message",
     "check_bool",
     "check_choice",
     "check_int",
@@ -101,9 +118,11 @@ __all__ = [
     "default_counter",
     "encode_vector",
     "group_turns",
+    "legacy_session_key",
     "memory_from_options",
     "render_transcript",
     "store_from_options",
+    "store_namespace",
     "stored_vector",
     "tokenize",
     "validate_id",

@@ -26,6 +26,7 @@ from llama_index.core.llms.llm import ToolSelection
 from llama_index.core.llms.mock import MockFunctionCallingLLM
 from llama_index.core.memory import BaseMemory, ChatMemoryBuffer, Memory
 from llama_index.core.tools import FunctionTool
+from llamaindex_upstream import Deviation, mark_deviation, seen_on, simple_chat_store_cannot_serialize
 from workflows import Context
 from workflows.context import PickleSerializer
 from workflows.events import HumanResponseEvent, InputRequiredEvent
@@ -52,24 +53,23 @@ EARLY_STOP_WITHOUT_TOOL_RESULTS = (
     "llama-index-core 0.14.25 generates the early-stopping answer without the run's tool results, "
     "whatever the memory; the upstream contract targets a later release"
 )
-DEVIATIONS: dict[str, tuple[tuple[str, ...], str]] = {
-    "test_a_json_round_trip_of_the_context_keeps_the_memory_and_resumes": (
-        ("native",),
-        SIMPLE_CHAT_STORE_SERIALIZATION,
+DEVIATIONS: dict[str, Deviation] = {
+    "test_a_json_round_trip_of_the_context_keeps_the_memory_and_resumes": Deviation(
+        ("native",), SIMPLE_CHAT_STORE_SERIALIZATION, present=simple_chat_store_cannot_serialize()
     ),
-    "test_the_state_prompt_reaches_the_model_and_history_keeps_the_user_s_words": (
-        ("native",),
-        STATE_WRITTEN_INTO_HISTORY,
+    "test_the_state_prompt_reaches_the_model_and_history_keeps_the_user_s_words": Deviation(
+        ("native",), STATE_WRITTEN_INTO_HISTORY
     ),
-    "test_an_early_stopping_answer_sees_the_tool_results": (tuple(KINDS), EARLY_STOP_WITHOUT_TOOL_RESULTS),
+    # Seen on 0.14.25 (strict there); on another release the contract may hold.
+    "test_an_early_stopping_answer_sees_the_tool_results": Deviation(
+        tuple(KINDS), EARLY_STOP_WITHOUT_TOOL_RESULTS, certain=seen_on("0.14.25")
+    ),
 }
 
 
 @pytest.fixture(params=KINDS)
 def kind(request: pytest.FixtureRequest) -> str:
-    kinds, reason = DEVIATIONS.get(request.function.__name__, ((), ""))
-    if request.param in kinds:
-        request.node.add_marker(pytest.mark.xfail(strict=True, reason=reason))
+    mark_deviation(request, DEVIATIONS, request.param)
     return str(request.param)
 
 

@@ -23,6 +23,12 @@ from llama_index.core.memory import ChatMemoryBuffer, SimpleComposableMemory, Ve
 from llama_index.core.retrievers import BaseRetriever
 from llama_index.core.schema import NodeWithScore, QueryBundle, TextNode
 from llama_index.core.utils import get_tokenizer
+from llamaindex_upstream import (
+    Deviation,
+    chat_memory_buffer_get_takes_input_first,
+    mark_deviation,
+    simple_chat_store_cannot_serialize,
+)
 
 from llamaindex_convmem import ConvMemChatMemoryBuffer
 
@@ -51,7 +57,8 @@ def kind_class(kind: str) -> type[ChatMemoryBuffer]:
     return ChatMemoryBuffer if kind == "native" else ConvMemChatMemoryBuffer
 
 
-# Where a memory does not meet an upstream contract, and why (strict: a fix shows up).
+# Where a memory does not meet an upstream contract, and why; each applies only where its
+# bug is found (strict there: a fix shows up).
 POSITIONAL_INT = (
     "llama-index-core 0.14's ChatMemoryBuffer.get takes `input` first, so the upstream "
     "get(initial_tokens) idiom passes the int as input, which is ignored; every memory here "
@@ -62,24 +69,23 @@ SIMPLE_CHAT_STORE_SERIALIZATION = (
     "so ChatMemoryBuffer.to_dict/to_string fail once it holds a message"
 )
 EVERY_KIND = tuple(KINDS)
-DEVIATIONS: dict[str, tuple[tuple[str, ...], str]] = {
-    "test_buffer_get_with_initial_tokens_over_the_limit_raises": (EVERY_KIND, POSITIONAL_INT),
-    "test_buffer_get_with_initial_tokens_equal_to_the_limit_returns_nothing": (EVERY_KIND, POSITIONAL_INT),
-    "test_buffer_room_for_one_question_returns_nothing_rather_than_a_leading_answer": (
-        EVERY_KIND,
-        POSITIONAL_INT,
-    ),
-    "test_buffer_room_for_all_but_the_first_message_drops_the_first_exchange": (EVERY_KIND, POSITIONAL_INT),
-    "test_buffer_string_round_trip_keeps_history_and_limit": (("native",), SIMPLE_CHAT_STORE_SERIALIZATION),
-    "test_buffer_dict_round_trip_keeps_history_and_limit": (("native",), SIMPLE_CHAT_STORE_SERIALIZATION),
+_POSITIONAL = Deviation(EVERY_KIND, POSITIONAL_INT, present=chat_memory_buffer_get_takes_input_first())
+_SERIALIZATION = Deviation(
+    ("native",), SIMPLE_CHAT_STORE_SERIALIZATION, present=simple_chat_store_cannot_serialize()
+)
+DEVIATIONS: dict[str, Deviation] = {
+    "test_buffer_get_with_initial_tokens_over_the_limit_raises": _POSITIONAL,
+    "test_buffer_get_with_initial_tokens_equal_to_the_limit_returns_nothing": _POSITIONAL,
+    "test_buffer_room_for_one_question_returns_nothing_rather_than_a_leading_answer": _POSITIONAL,
+    "test_buffer_room_for_all_but_the_first_message_drops_the_first_exchange": _POSITIONAL,
+    "test_buffer_string_round_trip_keeps_history_and_limit": _SERIALIZATION,
+    "test_buffer_dict_round_trip_keeps_history_and_limit": _SERIALIZATION,
 }
 
 
 @pytest.fixture(params=KINDS)
 def kind(request: pytest.FixtureRequest) -> str:
-    kinds, reason = DEVIATIONS.get(request.function.__name__, ((), ""))
-    if request.param in kinds:
-        request.node.add_marker(pytest.mark.xfail(strict=True, reason=reason))
+    mark_deviation(request, DEVIATIONS, request.param)
     return str(request.param)
 
 

@@ -240,7 +240,7 @@ def test_recall_forget_deletes_the_sessions_rows_for_every_server(
     fill(first, recall_one, "s")
     fill(first, recall_one, "kept")
     recall_two, _ = server(second)
-    recall_two.forget("s")  # a server that never mirrored the session
+    recall_two.forget("s", store=second)  # a server that never mirrored the session
     assert rows(postgres_url, schema, "s") == []
     assert len(rows(postgres_url, schema, "kept")) == len(PETS)
 

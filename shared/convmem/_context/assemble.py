@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 from .._config import MemoryConfig
 from .._errors import BudgetError
-from .._language import MEMORY_CLOSE, MEMORY_OPEN, neutralise_stored_text
+from .._language import MEMORY_CLOSE, MEMORY_OPEN, chat_api_message, neutralise_stored_text
 from .._models import Message, Role
 from .._tokens import REPLY_PRIMING_TOKENS, count_pieces, line_pieces
 from .costs import SEPARATOR, Costs
@@ -177,7 +177,7 @@ def _built(fitting: _Fitting, config: MemoryConfig, costs: Costs) -> BuiltContex
         messages.append({"role": "system", "content": fitting.system_text})
     if fitting.memory_text and not in_system:
         messages.append({"role": config.memory_placement, "content": fitting.memory_text})
-    messages.extend(m.to_dict() for m in fitting.window_messages)
+    messages.extend(chat_api_message(m).to_dict() for m in fitting.window_messages)
     if plan.query_message is not None:
         messages.append(plan.query_message.to_dict())
     return BuiltContext(

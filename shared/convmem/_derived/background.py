@@ -23,21 +23,41 @@ Jobs are keyed by what they update, e.g. (store, session, "summary"):
 `Backoff` remembers failures per key so a failing summarizer or embedder is
 retried on a later trigger (after 1 s, 2 s, 4 s ... up to 60 s), not on every
 message.
+
+`ModelCalls` puts a deadline on each model call (``MemoryConfig.model_timeout``),
+inline as well as in a job: the call runs in a daemon thread of its own, and the
+caller stops waiting at the deadline (`ModelTimeoutError`; the work is retried
+later). The call is left to end by itself, its answer dropped; until it does, its
+key (store, session, kind) starts no new call. So a hung model holds one thread per
+key, outside the worker pool and outside any event loop's executor: the job that
+waited on it ends, and every other session's work goes on. A model down for every
+session would hold one thread per session: past `MAX_LATE_CALLS` such calls in the
+process, no new model call starts until one ends.
 """
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import logging
 import os
 import threading
 import time
 from collections import Counter, deque
-from collections.abc import Callable, Hashable
+from collections.abc import Awaitable, Callable, Hashable
+from typing import Any, TypeVar
 
-from .._errors import ConfigError
+from .._errors import ConfigError, ModelTimeoutError
 
-__all__ = ["DEFAULT_WORKERS", "Backoff", "WorkerPool", "set_background_workers", "shared_pool"]
+__all__ = [
+    "DEFAULT_WORKERS",
+    "Backoff",
+    "ModelCalls",
+    "WorkerPool",
+    "model_calls",
+    "set_background_workers",
+    "shared_pool",
+]
 
 logger = logging.getLogger("convmem")
 
@@ -46,6 +66,8 @@ DEFAULT_WORKERS = 4
 MAX_WORKERS = 64
 # An idle worker thread ends after this long; the next job starts another.
 IDLE_SECONDS = 5.0
+# Model calls past their deadline that may still run in one process (one thread each).
+MAX_LATE_CALLS = 64
 
 
 class Backoff:
@@ -347,6 +369,105 @@ class WorkerPool:
         return callbacks
 
 
+_T = TypeVar("_T")
+
+
+class ModelCalls:
+    """Model calls that the caller stops waiting for at a deadline (see the module docstring)."""
+
+    def __init__(self, *, max_late: int = MAX_LATE_CALLS) -> None:
+        self._max_late = max_late
+        self._lock = threading.Lock()
+        # key -> set when the call that outlived its deadline there has ended
+        self._late: dict[Hashable, threading.Event] = {}
+
+    def late(self) -> int:
+        """How many calls outlived their deadline and are still running (for monitoring)."""
+        with self._lock:
+            self._prune()
+            return len(self._late)
+
+    def _prune(self) -> None:
+        for key in [key for key, ended in self._late.items() if ended.is_set()]:
+            del self._late[key]
+
+    def _claim(self, key: Hashable, what: str) -> None:
+        with self._lock:
+            self._prune()
+            if key in self._late:
+                raise ModelTimeoutError(
+                    f"{what}: the previous call outlived its deadline and is still running; "
+                    "no new one starts before it ends (retried later)"
+                )
+            if len(self._late) >= self._max_late:
+                raise ModelTimeoutError(
+                    f"{what}: {len(self._late)} model calls in this process outlived their deadline "
+                    "and are still running (is the model down?); no new one starts before one "
+                    "ends (retried later)"
+                )
+
+    def _outlived(
+        self, key: Hashable, ended: threading.Event, what: str, timeout: float
+    ) -> ModelTimeoutError:
+        with self._lock:
+            self._late[key] = ended
+        return ModelTimeoutError(
+            f"{what} took longer than model_timeout ({timeout:g} s); it is retried later, and the "
+            "call is left to end in its own thread"
+        )
+
+    def call(self, key: Hashable, run: Callable[[], _T], *, timeout: float, what: str) -> _T:
+        """`run()` in a thread of its own; its result, or `ModelTimeoutError` after `timeout` seconds."""
+        self._claim(key, what)
+        ended = threading.Event()
+        outcome: list[tuple[bool, Any]] = []
+
+        def target() -> None:
+            try:
+                outcome.append((True, run()))
+            except BaseException as exc:  # handed to the caller, if it still waits
+                outcome.append((False, exc))
+            finally:
+                ended.set()
+
+        threading.Thread(target=target, name=f"convmem-model {what}", daemon=True).start()
+        if not ended.wait(timeout):
+            raise self._outlived(key, ended, what, timeout)
+        ok, value = outcome[0]
+        if not ok:
+            raise value
+        result: _T = value
+        return result
+
+    async def acall(
+        self, key: Hashable, run: Callable[[], Awaitable[_T]], *, timeout: float, what: str
+    ) -> _T:
+        """Await `run()`; `ModelTimeoutError` after `timeout` seconds, the call left to end by itself."""
+        self._claim(key, what)
+        task = asyncio.ensure_future(run())
+        ended = threading.Event()
+        task.add_done_callback(lambda _: ended.set())
+        try:
+            return await asyncio.wait_for(asyncio.shield(task), timeout)
+        except asyncio.TimeoutError:
+            task.add_done_callback(_drop_outcome)
+            raise self._outlived(key, ended, what, timeout) from None
+
+
+def _drop_outcome(task: asyncio.Future[Any]) -> None:
+    """Read the outcome of a call nobody waits for, so asyncio does not report it as lost."""
+    if not task.cancelled():
+        task.exception()
+
+
+_model_calls = ModelCalls()
+
+
+def model_calls() -> ModelCalls:
+    """The process's record of model calls (one per process, shared by every memory)."""
+    return _model_calls
+
+
 def _call(what: str, callbacks: list[tuple[Done | None, bool]]) -> None:
     for callback, ok in callbacks:
         if callback is None:
@@ -388,10 +509,12 @@ def set_background_workers(count: int) -> None:
 
 
 def _forget_pool_in_child() -> None:
-    # A forked child has none of the parent's threads; a fresh pool starts its own.
-    global _shared, _shared_lock
+    # A forked child has none of the parent's threads; a fresh pool starts its own, and
+    # no call of the parent's can end there to free its key.
+    global _shared, _shared_lock, _model_calls
     _shared = None
     _shared_lock = threading.Lock()
+    _model_calls = ModelCalls()
 
 
 if hasattr(os, "register_at_fork"):

@@ -14,12 +14,15 @@ heuristics) lives elsewhere; every prompt the core sends is in this module.
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import contextvars
 import functools
 import inspect
 import json
 import logging
 import re
 import string
+import threading
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, TypeVar
 
@@ -114,10 +117,38 @@ async def acall_complete(complete: CompleteFn, prompt: str) -> str:
         answer = await complete(prompt)  # type: ignore[misc]
     else:
         # A blocking model call must not stall the event loop.
-        answer = await asyncio.to_thread(complete, prompt)
+        answer = await _in_own_thread(complete, prompt)
         if inspect.isawaitable(answer):
             answer = await answer
     return _check_answer(answer)
+
+
+async def _in_own_thread(complete: CompleteFn, prompt: str) -> object:
+    """``complete(prompt)`` in a daemon thread of its own, not the loop's executor: a model
+    that hangs then holds its own thread, never one that the application's
+    ``asyncio.to_thread`` calls (convmem's store reads among them) wait for."""
+    loop = asyncio.get_running_loop()
+    answered: asyncio.Future[object] = loop.create_future()
+    context = contextvars.copy_context()  # as asyncio.to_thread does: tracing callbacks see it
+
+    def deliver(ok: bool, value: Any) -> None:
+        if answered.done():
+            return  # the caller stopped waiting
+        if ok:
+            answered.set_result(value)
+        else:
+            answered.set_exception(value)
+
+    def target() -> None:
+        try:
+            outcome: tuple[bool, Any] = (True, context.run(complete, prompt))
+        except BaseException as exc:  # handed to the awaiting coroutine
+            outcome = (False, exc)
+        with contextlib.suppress(RuntimeError):  # a closed event loop: nobody waits for it
+            loop.call_soon_threadsafe(deliver, *outcome)
+
+    threading.Thread(target=target, name="convmem-model-call", daemon=True).start()
+    return await answered
 
 
 # A conversation with a model, written once: the generator yields prompts,

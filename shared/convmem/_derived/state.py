@@ -19,17 +19,17 @@ import json
 import logging
 import time
 from collections.abc import Awaitable, Callable, Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TypeVar
 
 from .._config import MemoryConfig
 from .._context.recent import window_start
-from .._errors import StoreError
+from .._errors import ModelTimeoutError, StoreError
 from .._models import Message, Role
 from .._stores.base import StateRecord, Store
 from .._tokens import TokenCounter
-from .background import Backoff, shared_pool
-from .facts import Fact, FactBook, FactExtractor
-from .summarizer import Summarizer
+from .background import Backoff, model_calls, shared_pool
+from .facts import Fact, FactBook, FactExtractor, RuleFactExtractor
+from .summarizer import ExtractiveSummarizer, Summarizer
 
 if TYPE_CHECKING:  # recall loads numpy; the derived state only calls the engine it is given
     from .._recall.engine import Recall
@@ -44,6 +44,8 @@ INDEX_KEY = "index"
 # Room kept free of the summary's share for the system prompt, the section
 # header and separators, so a summary written for the default budget fits.
 _SUMMARY_SLACK_TOKENS = 24
+
+_T = TypeVar("_T")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -306,6 +308,44 @@ class DerivedState:
         if not pool.flush(self, timeout):
             pool.cancel(self)
 
+    # -- model calls --------------------------------------------------------------
+
+    def _offline(self, kind: str) -> bool:
+        """Whether `kind` is computed by convmem's own offline code, which calls no model
+        (exactly those classes: a subclass may call one)."""
+        if kind == SUMMARY_KEY:
+            return type(self.summarizer) is ExtractiveSummarizer
+        return type(self.fact_extractor) is RuleFactExtractor
+
+    def _model(self, kind: str, run: Callable[[], _T]) -> _T:
+        """`run()` (a summarizer's or extractor's call) with ``config.model_timeout``."""
+        if self._offline(kind):
+            return run()
+        return model_calls().call(
+            (id(self.store), self.session_id, kind),
+            run,
+            timeout=self._model_timeout(),
+            what=f"the {kind} model call of session {self.session_id!r:.80}",
+        )
+
+    async def _amodel(self, kind: str, run: Callable[[], Awaitable[_T]]) -> _T:
+        """Async `_model`."""
+        if self._offline(kind):
+            return await run()
+        return await model_calls().acall(
+            (id(self.store), self.session_id, kind),
+            run,
+            timeout=self._model_timeout(),
+            what=f"the {kind} model call of session {self.session_id!r:.80}",
+        )
+
+    def _model_timeout(self) -> float:
+        # A job is given up at background_timeout anyway: waiting longer on its model would
+        # keep a worker thread as well as the model's.
+        if self.config.background:
+            return min(self.config.model_timeout, self.config.background_timeout)
+        return self.config.model_timeout
+
     # -- summary ------------------------------------------------------------------
 
     def summary(self) -> Summary:
@@ -373,8 +413,14 @@ class DerivedState:
             job = self._plan_summary(force)
             if job is None:
                 return False
-            text = self.summarizer.summarize(
-                job.previous.text or None, job.messages, max_tokens=job.max_tokens
+            text = self._model(
+                SUMMARY_KEY,
+                functools.partial(
+                    self.summarizer.summarize,
+                    job.previous.text or None,
+                    job.messages,
+                    max_tokens=job.max_tokens,
+                ),
             )
             if self._commit_summary(job, text):
                 return True
@@ -385,8 +431,14 @@ class DerivedState:
             job = await asyncio.to_thread(self._plan_summary, force)
             if job is None:
                 return False
-            text = await self.summarizer.asummarize(
-                job.previous.text or None, job.messages, max_tokens=job.max_tokens
+            text = await self._amodel(
+                SUMMARY_KEY,
+                functools.partial(
+                    self.summarizer.asummarize,
+                    job.previous.text or None,
+                    job.messages,
+                    max_tokens=job.max_tokens,
+                ),
             )
             if await asyncio.to_thread(self._commit_summary, job, text):
                 return True
@@ -445,7 +497,8 @@ class DerivedState:
             if plan is None:
                 return False
             state, version, new = plan
-            if self._commit_facts(state, version, new, self.fact_extractor.extract(new)):
+            facts = self._model(FACTS_KEY, functools.partial(self.fact_extractor.extract, new))
+            if self._commit_facts(state, version, new, facts):
                 return True
         return False
 
@@ -457,7 +510,7 @@ class DerivedState:
             if plan is None:
                 return False
             state, version, new = plan
-            facts = await self.fact_extractor.aextract(new)
+            facts = await self._amodel(FACTS_KEY, functools.partial(self.fact_extractor.aextract, new))
             if await asyncio.to_thread(self._commit_facts, state, version, new, facts):
                 return True
         return False
@@ -479,11 +532,19 @@ class DerivedState:
         """
         self._reset_summary(seqs)
         if self.fact_extractor is not None:
+            extractor = self.fact_extractor
             for _ in range(5):
                 plan = self._plan_fact_edit(seqs, replaced)
                 if plan is None:
                     break
-                facts = self.fact_extractor.extract(plan.replaced) if plan.replaced else []
+                try:
+                    facts = (
+                        self._model(FACTS_KEY, functools.partial(extractor.extract, plan.replaced))
+                        if plan.replaced
+                        else []
+                    )
+                except ModelTimeoutError as exc:
+                    plan, facts = self._reread_later(plan, exc), []
                 if self._commit_fact_edit(plan, facts):
                     break
             else:
@@ -498,12 +559,25 @@ class DerivedState:
                 plan = await asyncio.to_thread(self._plan_fact_edit, seqs, replaced)
                 if plan is None:
                     break
-                facts = await self.fact_extractor.aextract(plan.replaced) if plan.replaced else []
+                extract = functools.partial(self.fact_extractor.aextract, plan.replaced)
+                try:
+                    facts = await self._amodel(FACTS_KEY, extract) if plan.replaced else []
+                except ModelTimeoutError as exc:
+                    plan, facts = self._reread_later(plan, exc), []
                 if await asyncio.to_thread(self._commit_fact_edit, plan, facts):
                     break
             else:
                 raise self._too_many_writers("facts")
         await self.aafter_append()
+
+    def _reread_later(self, plan: _FactEdit, exc: ModelTimeoutError) -> _FactEdit:
+        """The edit's commit when the replacements' facts could not be read now: the facts of
+        the edited messages still go, and the watermark moves back before the first
+        replacement, so the next fact update reads it (and what follows) again."""
+        logger.warning("%s; the facts of session %r are read again from the edit on", exc, self.session_id)
+        first = min(m.seq or 0 for m in plan.replaced)
+        covers = min(plan.covers_through_seq, max(0, first - 1))
+        return dataclasses.replace(plan, covers_through_seq=covers, replaced=())
 
     def _too_many_writers(self, what: str) -> StoreError:
         return StoreError(

@@ -36,6 +36,7 @@ session's index can be returned for another.
 from __future__ import annotations
 
 import functools
+import inspect
 import logging
 import threading
 import weakref
@@ -53,6 +54,7 @@ from .._stores.capabilities import HostsLexicalIndex
 from .._tokens import TokenCounter
 from .config import RecallConfig, RecallFilters
 from .embedder import Embedder
+from .index_scope import IndexScope, NamespacedStore, check_namespace, store_namespace
 from .intent import choose_recall_share
 from .lexical import LexicalIndex
 from .plan import Blocking, EmbedQuery, Plan, arun_plan, run_plan
@@ -105,8 +107,18 @@ class Recall:
         index_dir: where vectors are persisted, one ``<session>.<generation>.faiss`` file
             plus a ``.json`` manifest per session log; ``None`` keeps them in memory only.
             Put it next to the store, e.g. ``Path(str(db_path) + ".vectors")``.
-        index_factory: ``(session_id, dimension) -> VectorIndex`` for vectors kept in a
-            shared vector store instead of files on this server.
+        index_factory: ``(scope: IndexScope) -> VectorIndex`` for vectors kept in a
+            shared vector store instead of files on this server, e.g.
+            ``LlamaIndexVectorIndex.factory(shared)``. The scope names the tenant
+            (`namespace`), the session, its owner and its log's generation: an index
+            keeps one tenant's vectors of one conversation, so tenants sharing the
+            vector store never see or delete each other's, and a session forgotten by
+            any path (TTL and ``expire_idle`` included) never lends its vectors to the
+            next session of that id.
+        namespace: the tenant in `index_factory`'s scopes: a string when this engine
+            serves one store, or a function of the store; by default the store's own
+            ``namespace`` (where its data lives: the SQLite file, the Redis server and
+            prefix, the PostgreSQL database and schema).
         max_sessions: how many sessions' mirrors (texts, lexical indexes, vectors) stay in
             this process (default 1024). Beyond that the least recently used one is saved
             and dropped, and read again from its file and the log when next used.
@@ -146,7 +158,8 @@ class Recall:
         *,
         config: RecallConfig | None = None,
         index_dir: str | Path | None = None,
-        index_factory: Callable[[str, int], VectorIndex] | None = None,
+        index_factory: Callable[[IndexScope], VectorIndex] | None = None,
+        namespace: str | Callable[[Store], str] | None = None,
         max_sessions: int = DEFAULT_MAX_SESSIONS,
     ) -> None:
         if isinstance(max_sessions, bool) or not isinstance(max_sessions, int) or max_sessions < 1:
@@ -167,7 +180,11 @@ class Recall:
                 f"{given} was given to a Recall without an embedder; lexical recall keeps no "
                 "vectors, so pass an embedder too or leave index_dir and index_factory out"
             )
+        _check_index_factory(index_factory)
+        if namespace is not None and not callable(namespace):
+            check_namespace(namespace)
         self.embedder = embedder
+        self.namespace = namespace
         self.config = config or RecallConfig()
         self.index_dir = None if index_dir is None else Path(index_dir)
         self.index_factory = index_factory
@@ -279,9 +296,30 @@ class Recall:
     # -- session state -------------------------------------------------------------------
 
     def _new_index(self, session_id: str, dimension: int) -> VectorIndex:
-        if self.index_factory is not None:
-            return self.index_factory(session_id, dimension)
         return FaissIndex(dimension, hnsw_threshold=self.config.hnsw_threshold)
+
+    def _scope(self, session_id: str, store: Store | None, stats: SessionStats | None = None) -> IndexScope:
+        """The scope `index_factory` gets for a session of `store` (None: this engine's one namespace)."""
+        assert self.embedder is not None
+        if isinstance(self.namespace, str):
+            namespace = self.namespace
+        elif store is None:
+            raise ConfigError(
+                f"cannot tell whose vectors of session {session_id!r:.80} to delete: pass store= "
+                "(or give Recall a namespace string)"
+            )
+        elif self.namespace is not None:
+            namespace = check_namespace(self.namespace(store))
+        else:
+            namespace = store_namespace(store)
+        return IndexScope(
+            namespace=namespace,
+            session_id=session_id,
+            user_id=None if stats is None else stats.user_id,
+            generation=None if stats is None else stats.generation,
+            dimension=self.embedder.dimension,
+            store=store,
+        )
 
     def _store_key(self, store: Store | None) -> int | None:
         """A number for `store` that no other store object gets while this one lives (lock held)."""
@@ -381,13 +419,14 @@ class Recall:
 
     def _read_log(self, state: SessionMirror, store: Store) -> bool:
         """Read the whole log into the mirror (``state.read_lock`` held); True."""
-        generation = store.stats(state.session_id).generation  # before the log: see adopt_log
+        stats = store.stats(state.session_id)  # before the log: see adopt_log
+        generation = stats.generation
         changed, retired, first_sight = False, state.generation, False
         with state.lock:
             if state.index is None and state.generation is UNKNOWN:
                 # First sight: vectors saved for this very log, or held in a shared store.
                 if self.index_factory is not None and self.embedder is not None:
-                    state.index = self.index_factory(state.session_id, self.embedder.dimension)
+                    state.index = self.index_factory(self._scope(state.session_id, store, stats))
                 else:
                     self._load_saved(state, generation)
                 state.generation, first_sight = generation, True
@@ -424,6 +463,10 @@ class Recall:
 
     def _embed_queued(self, state: SessionMirror) -> Plan[None]:
         if self.index_factory is not None:
+            if state.index is None:
+                # A shared store takes vectors only under the tenant and log they belong to,
+                # known once the log is read: until then the units stay queued.
+                return
             yield Blocking(functools.partial(self._skip_stored, state))
         new_index = functools.partial(self._new_index, state.session_id)
         if (yield from state.embed_queued(self.config, new_index)):
@@ -505,38 +548,85 @@ class Recall:
 
     def rebuild(self, session_id: str, store: Store) -> None:
         """Forget the session's vectors and index its whole log again (e.g. after changing models)."""
-        self.forget(session_id)
+        self.forget(session_id, store=store)
         self.catch_up(session_id, store)
 
-    def forget(self, session_id: str) -> None:
+    def forget(self, session_id: str, *, store: Store | None = None) -> None:
         """Remove a session's vectors and lexical index: in memory, on disk, or in the shared store.
 
-        Every store's copy of the session id goes (the files of every generation too).
+        With `store`, that store's session (`forget_session` and the memory pass it),
+        also as mirrored for another object on the same data (an async store's sync
+        twin: the same ``namespace``); without, every store's copy of the session id
+        this engine mirrors. The files of every generation go either way. With an
+        `index_factory`, the vectors of the session's tenant go from the shared store,
+        every generation of them, and no other tenant's: without `store` the tenant must
+        be clear (one store mirrored or served, or a `namespace` string), else `ConfigError`.
         """
+        shared = self.index_factory is not None and self.embedder is not None
         with self._lock:
-            keys = self._keys_of.pop(session_id, set())
-            states = [state for key in keys if (state := self._sessions.pop(key, None)) is not None]
+            wanted = set(self._keys_of.get(session_id, set()))
+            tenant = None if store is None else self._tenant_keys(store)
+            if tenant is not None:
+                wanted = {key for key in wanted if key[0] in tenant}
+            elif shared and len({key for key in wanted if key[0] is not None}) > 1:
+                raise ConfigError(
+                    f"this Recall mirrors session {session_id!r:.80} for several stores; pass store= "
+                    "to say whose vectors to delete from the shared vector store"
+                )
+            for key in wanted:
+                self._forget_key(key)
+            states = [state for key in wanted if (state := self._sessions.pop(key, None)) is not None]
             for key in [key for key in list(self._evicted.keys()) if key[1] == session_id]:
-                state = self._evicted.pop(key, None)
-                if state is not None:
-                    states.append(state)
-        index = None
+                if tenant is None or key[0] in tenant:
+                    state = self._evicted.pop(key, None)
+                    if state is not None:
+                        states.append(state)
+        indexes: list[VectorIndex] = []
         for state in states:
             with state.lock:
                 state.forgotten = True
-                index, state.index = state.index or index, None
+                if state.index is not None and all(state.index is not seen for seen in indexes):
+                    indexes.append(state.index)
+                state.index = None
                 state.reset_log_view()
-        if self.index_factory is not None and self.embedder is not None:
+        if shared:
             # Vectors in a shared store outlive this process's view of them.
-            if index is None:
-                index = self.index_factory(session_id, self.embedder.dimension)
-            clear = getattr(index, "clear", None)
-            if clear is None:
-                index.remove(index.ids())
-            else:
-                clear()
+            if not indexes:
+                assert self.index_factory is not None
+                indexes.append(self.index_factory(self._scope(session_id, store or self._only_store())))
+            for index in indexes:
+                clear = getattr(index, "clear", None)
+                if clear is None:
+                    index.remove(index.ids())
+                else:
+                    clear()
         if self._files is not None:
             self._files.delete_all(session_id)
+
+    def _tenant_keys(self, store: Store) -> set[int | None]:
+        """The keys of the stores this engine serves that hold `store`'s data (lock held): the
+        object itself and any store of the same namespace; None stands for no store named."""
+        keys: set[int | None] = {None, self._store_key(store)}
+        tenant = self._tenant(store)
+        if tenant is not None:
+            for other, key in list(self._store_keys.items()):
+                if other is not store and self._tenant(other) == tenant:
+                    keys.add(key)
+        return keys
+
+    def _tenant(self, store: Store) -> str | None:
+        """The namespace `store` declares or this engine gives it; None when it has none."""
+        if isinstance(self.namespace, str):
+            return self.namespace
+        if self.namespace is not None:
+            return self.namespace(store)
+        return store.namespace if isinstance(store, NamespacedStore) else None
+
+    def _only_store(self) -> Store | None:
+        """The one store this engine has served, if it has served exactly one (else None)."""
+        with self._lock:
+            stores = list(self._store_keys.keys())
+        return stores[0] if len(stores) == 1 else None
 
     def stats(self, session_id: str, *, store: Store | None = None) -> dict[str, Any]:
         """Counts for a session: messages, vectors, queued units, index kind and bytes per vector.
@@ -714,6 +804,24 @@ class Recall:
         except Exception as exc:  # recall degrades, the build goes on
             logger.warning("recall could not read the log of session %r: %s", session_id, exc)
         return state
+
+
+def _check_index_factory(index_factory: object) -> None:
+    if index_factory is None:
+        return
+    if not callable(index_factory):
+        raise ConfigError(f"index_factory must be a function of an IndexScope, got {index_factory!r:.80}")
+    try:
+        inspect.signature(index_factory).bind(None)
+    except TypeError:
+        raise ConfigError(
+            f"index_factory must take one argument, the IndexScope of a session (its tenant, "
+            f"owner and log generation), got {index_factory!r:.80}; a factory of (session_id, "
+            "dimension) keyed every tenant's session alike. Use LlamaIndexVectorIndex.factory(store) "
+            "or LangChainVectorIndex.factory(store)"
+        ) from None
+    except ValueError:
+        pass  # no signature to check (a builtin): it is called as documented
 
 
 def _speakers_of(mirrors: Sequence[SessionMirror]) -> dict[str, str]:

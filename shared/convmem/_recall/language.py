@@ -12,6 +12,7 @@ import re
 from collections.abc import Iterable
 from datetime import datetime, tzinfo
 
+from .._language import display_name
 from .._models import Message
 
 __all__ = [
@@ -70,7 +71,7 @@ def choose_language(configured: str, query: str, sample_lines: Iterable[str]) ->
 
 def render_line(message: Message, language: str) -> str:
     """``Speaker: text``: the message's name, or its role's label in `language`."""
-    speaker = message.name or _ROLE_LABELS[language][message.role.value]
+    speaker = display_name(message.name or "") or _ROLE_LABELS[language][message.role.value]
     separator = "：" if language == "zh" else ": "
     return f"{speaker}{separator}{message.text.strip()}"
 

@@ -25,6 +25,7 @@ from .base import SessionSnapshot, SessionStats, StateRecord, Store
 
 if TYPE_CHECKING:
     from .._recall.embedder import Embedder
+    from .._recall.index_scope import IndexScope
     from .._recall.lexical import LexicalIndex
     from .._recall.vector_index import VectorIndex
 
@@ -89,7 +90,7 @@ class HostsLexicalIndex(Protocol):
 class HostsVectors(Protocol):
     """Can keep recall's vectors (``Recall(index_factory=store.vector_index_factory(embedder))``)."""
 
-    def vector_index_factory(self, embedder: Embedder | str) -> Callable[[str, int], VectorIndex]:
+    def vector_index_factory(self, embedder: Embedder | str) -> Callable[[IndexScope], VectorIndex]:
         """An ``index_factory`` for `Recall` whose indexes keep `embedder`'s vectors in this store."""
         ...
 

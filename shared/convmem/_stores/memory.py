@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import bisect
 import dataclasses
+import secrets
 import threading
 import time
 from collections.abc import Sequence
@@ -47,6 +48,12 @@ class InMemoryStore(Store, ReadsStates, ListsUserSessions):
     def __init__(self) -> None:
         self._sessions: dict[str, _Session] = {}
         self._lock = threading.RLock()
+        self._namespace = f"memory:{secrets.token_hex(8)}"
+
+    @property
+    def namespace(self) -> str:
+        """This store's name in a shared vector store: its data lives in this object only."""
+        return self._namespace
 
     def append(
         self, session_id: str, messages: Sequence[Message], *, user_id: str | None = None

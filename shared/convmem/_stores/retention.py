@@ -15,12 +15,15 @@ Three entry points, each with an async twin::
     expire_idle(store, 30 * 86400, recall=recall)        # a periodic sweep
 
 ``recall`` is anything with a ``forget(session_id)`` method (the `Recall`
-engine, or an adapter over a shared vector store), or a list of them.
+engine, or an adapter over a shared vector store), or a list of them; one whose
+``forget`` also takes ``store=`` (`Recall`) is told the store, so it deletes
+that store's vectors and no other tenant's.
 """
 
 from __future__ import annotations
 
 import asyncio
+import functools
 import inspect
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, Protocol, runtime_checkable
@@ -116,28 +119,40 @@ def _vector_failure(failures: list[tuple[str, Forgettable, BaseException]], dele
     )
 
 
-def _forget_vectors(engines: list[Forgettable], session_ids: Sequence[str]) -> None:
+def _forgetting(engine: Forgettable, store: object) -> Callable[[str], object]:
+    """``engine.forget``, given the store when it takes one: a shared vector store holds the
+    sessions of many stores, and only this store's are to go."""
+    try:
+        takes_store = "store" in inspect.signature(engine.forget).parameters
+    except (TypeError, ValueError):
+        takes_store = False
+    forget: Callable[..., object] = engine.forget
+    return functools.partial(forget, store=store) if takes_store else forget
+
+
+def _forget_vectors(engines: list[Forgettable], session_ids: Sequence[str], store: object) -> None:
     failures: list[tuple[str, Forgettable, BaseException]] = []
     for session_id in session_ids:
         for engine in engines:
             try:
-                engine.forget(session_id)
+                _forgetting(engine, store)(session_id)
             except Exception as exc:  # every other session still gets its vectors deleted
                 failures.append((session_id, engine, exc))
     if failures:
         raise _vector_failure(failures, len(session_ids)) from failures[0][2]
 
 
-async def _aforget_vectors(engines: list[Forgettable], session_ids: Sequence[str]) -> None:
+async def _aforget_vectors(engines: list[Forgettable], session_ids: Sequence[str], store: object) -> None:
     failures: list[tuple[str, Forgettable, BaseException]] = []
     for session_id in session_ids:
         for engine in engines:
+            forget = _forgetting(engine, store)
             try:
                 if inspect.iscoroutinefunction(engine.forget):
-                    await engine.forget(session_id)
+                    await forget(session_id)  # type: ignore[misc]
                 else:
                     # Deleting index files is blocking I/O: keep it off the event loop.
-                    await asyncio.to_thread(engine.forget, session_id)
+                    await asyncio.to_thread(forget, session_id)
             except Exception as exc:  # every other session still gets its vectors deleted
                 failures.append((session_id, engine, exc))
     if failures:
@@ -177,7 +192,7 @@ def forget_session(store: Store, session_id: str, *, recall: RecallEngines = Non
     _check_store(store, asynchronous=False)
     _check_sync_engines(engines)
     store.clear(session_id)
-    _forget_vectors(engines, [session_id])
+    _forget_vectors(engines, [session_id], store)
 
 
 def forget_user(store: Store, user_id: str, *, recall: RecallEngines = None) -> list[str]:
@@ -193,7 +208,7 @@ def forget_user(store: Store, user_id: str, *, recall: RecallEngines = None) -> 
     _check_store(store, asynchronous=False)
     _check_sync_engines(engines)
     deleted = store.forget_user(user_id)
-    _forget_vectors(engines, deleted)
+    _forget_vectors(engines, deleted, store)
     return deleted
 
 
@@ -211,7 +226,7 @@ def expire_idle(store: Store, older_than_seconds: float, *, recall: RecallEngine
     _check_store(store, asynchronous=False)
     _check_sync_engines(engines)
     deleted = store.expire_idle(older_than_seconds)
-    _forget_vectors(engines, deleted)
+    _forget_vectors(engines, deleted, store)
     return deleted
 
 
@@ -223,7 +238,7 @@ async def aforget_session(
     engines = _engines(recall)
     _check_store(store, asynchronous=True)
     await _call(store, "clear", session_id)
-    await _aforget_vectors(engines, [session_id])
+    await _aforget_vectors(engines, [session_id], store)
 
 
 async def aforget_user(store: Store | AsyncStore, user_id: str, *, recall: RecallEngines = None) -> list[str]:
@@ -232,7 +247,7 @@ async def aforget_user(store: Store | AsyncStore, user_id: str, *, recall: Recal
     engines = _engines(recall)
     _check_store(store, asynchronous=True)
     deleted: list[str] = await _call(store, "forget_user", user_id)
-    await _aforget_vectors(engines, deleted)
+    await _aforget_vectors(engines, deleted, store)
     return deleted
 
 
@@ -244,5 +259,5 @@ async def aexpire_idle(
     engines = _engines(recall)
     _check_store(store, asynchronous=True)
     deleted: list[str] = await _call(store, "expire_idle", older_than_seconds)
-    await _aforget_vectors(engines, deleted)
+    await _aforget_vectors(engines, deleted, store)
     return deleted

@@ -129,12 +129,22 @@ def the_keyword_indexes_of_a_session_are_none_or_a_pair(store: Store) -> None:
 
 @check(capability=HostsVectors)
 def a_vector_index_factory_makes_vector_indexes(store: Store) -> None:
+    from .._recall.index_scope import IndexScope, store_namespace
     from .._recall.vector_index import VectorIndex
 
     assert isinstance(store, HostsVectors)
     store.append("s", [user("a")])
     factory = store.vector_index_factory("contract-model")
-    assert isinstance(factory("s", 4), VectorIndex)
+    generation = store.stats("s").generation
+    scope = IndexScope(
+        namespace=store_namespace(store),
+        session_id="s",
+        user_id=None,
+        generation=generation,
+        dimension=4,
+        store=store,
+    )
+    assert isinstance(factory(scope), VectorIndex)
 
 
 # -- HasFileLocation --------------------------------------------------------------------------------------

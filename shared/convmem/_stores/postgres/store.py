@@ -53,6 +53,7 @@ if TYPE_CHECKING:
     import psycopg_pool
 
     from ..._recall.embedder import Embedder
+    from ..._recall.index_scope import IndexScope
     from .lexical import PostgresLexicalIndex
     from .vectors import PostgresVectorIndex
 
@@ -184,6 +185,11 @@ class PostgresStore(Store, ReadsSession, ReadsStates, ListsUserSessions, HostsLe
     @property
     def schema(self) -> str:
         return self._queries.schema
+
+    @property
+    def namespace(self) -> str:
+        """This store's name in a shared vector store: the server and database (no credentials), and schema."""
+        return f"{self._where}, schema {self._queries.schema}"
 
     @staticmethod
     def _drive(conn: psycopg.Connection[Any], operation: _Operation[_T]) -> _T:
@@ -336,13 +342,14 @@ class PostgresStore(Store, ReadsSession, ReadsStates, ListsUserSessions, HostsLe
             PostgresLexicalIndex(self, session_id, "exchanges"),
         )
 
-    def vector_index_factory(self, embedder: Embedder | str) -> Callable[[str, int], PostgresVectorIndex]:
+    def vector_index_factory(self, embedder: Embedder | str) -> Callable[[IndexScope], PostgresVectorIndex]:
         """An ``index_factory`` for `Recall` that keeps recall vectors in this database.
 
         `embedder` is the `Recall`'s embedder (or its ``name``): vectors are stored under
         its name and dimension, and those of another model are never read. A server that
         sees a session for the first time loads its stored vectors instead of embedding
         its log again; search runs on that copy in this process (see `PostgresVectorIndex`).
+        It serves this store's sessions only: a scope of another store raises `ConfigError`.
 
         Example::
 
@@ -355,10 +362,19 @@ class PostgresStore(Store, ReadsSession, ReadsStates, ListsUserSessions, HostsLe
             raise ConfigError(
                 f"vector_index_factory needs the recall embedder (or its name), got {embedder!r:.80}"
             )
+        from ..._recall.index_scope import store_namespace
         from .vectors import PostgresVectorIndex
 
-        def new_index(session_id: str, dimension: int) -> PostgresVectorIndex:
-            return PostgresVectorIndex(self, session_id=session_id, dimension=dimension, model=model)
+        def new_index(scope: IndexScope) -> PostgresVectorIndex:
+            if scope.store is not None and store_namespace(scope.store) != self.namespace:
+                raise ConfigError(
+                    f"the vector_index_factory of {self!r} keeps this store's vectors only, and was "
+                    f"asked for session {scope.session_id!r:.80} of {scope.store!r}; give that "
+                    "store's Recall its own factory"
+                )
+            return PostgresVectorIndex(
+                self, session_id=scope.session_id, dimension=scope.dimension, model=model
+            )
 
         return new_index
 
@@ -428,6 +444,11 @@ class AsyncPostgresStore(AsyncStore, AsyncReadsSession):
     @property
     def schema(self) -> str:
         return self._queries.schema
+
+    @property
+    def namespace(self) -> str:
+        """This store's name in a shared vector store: the server and database (no credentials), and schema."""
+        return f"{self._where}, schema {self._queries.schema}"
 
     async def _open(self) -> None:
         if self._opening is None:

@@ -146,6 +146,11 @@ class RedisStore(Store, ReadsSession):
     def prefix(self) -> str:
         return self._layout.prefix
 
+    @property
+    def namespace(self) -> str:
+        """This store's name in a shared vector store: the server (no credentials) and key prefix."""
+        return f"{self._where}, prefix {self._layout.prefix}"
+
     def _perform(self, request: _Request) -> Any:
         if isinstance(request, _Script):
             return self._evalsha(request)
@@ -367,6 +372,11 @@ class AsyncRedisStore(AsyncStore, AsyncReadsSession):
     @property
     def prefix(self) -> str:
         return self._layout.prefix
+
+    @property
+    def namespace(self) -> str:
+        """This store's name in a shared vector store: the server (no credentials) and key prefix."""
+        return f"{self._where}, prefix {self._layout.prefix}"
 
     async def _perform(self, request: _Request) -> Any:
         if isinstance(request, _Script):

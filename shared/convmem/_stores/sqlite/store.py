@@ -153,6 +153,11 @@ class SQLiteStore(Store, ReadsStates, ListsUserSessions, PagesSessions, HostsLex
         return f"SQLiteStore({str(self.path)!r})"
 
     @property
+    def namespace(self) -> str:
+        """This store's name in a shared vector store: the file, as every process opening it names it."""
+        return f"sqlite:{self.path.resolve()}"
+
+    @property
     def closed(self) -> bool:
         """True once `close` was called; every call then raises `StoreError`."""
         return self._pool.closed
