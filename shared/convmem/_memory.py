@@ -17,7 +17,8 @@ from ._config import MemoryConfig, TranscriptTemplate
 from ._context.builder import BuiltContext, ContextBuilder, ContextPlan, ContextRequest
 from ._context.recent import recent_turns
 from ._context.transcript import render_transcript
-from ._derived.facts import Fact, FactBook, FactExtractor, RuleFactExtractor
+from ._derived.facts import Fact, FactBook, FactExtractor
+from ._derived.rule_extractor import RuleFactExtractor
 from ._derived.state import FACTS_KEY, SUMMARY_KEY, DerivedState, Summary
 from ._derived.summarizer import ExtractiveSummarizer, Summarizer
 from ._derived.user_scope import UserFacts, other_session_stats

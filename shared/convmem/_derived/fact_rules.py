@@ -5,7 +5,7 @@ into ``(key, value)`` pairs, or into nothing when the match is not a fact
 about the user ("I'm not sure", 我叫了外卖). Negation rules ("I no longer live
 in Berlin", 我不再吃素了) have the same shape; what they find is a value that
 no longer holds. The tables favour precision over recall:
-:class:`~convmem._facts.RuleFactExtractor` runs them over the user's sentences
+:class:`~convmem._derived.rule_extractor.RuleFactExtractor` runs them over the user's sentences
 through a :class:`RuleTable`, which also skips what is asked, imagined,
 reported or quoted rather than stated, and refuses values that could carry
 instructions into the prompt.

@@ -8,10 +8,12 @@ every value stays in the key's history. A negated fact ("I no longer live in
 Beijing") ends the value it names: the key has no current value until the user
 states a new one, and the negation stays in the history as its provenance.
 
-Two extractors: :class:`RuleFactExtractor` (here, the offline default: English
-and Chinese patterns from :mod:`convmem._fact_rules` over the user's own
-messages, precision over recall) and :class:`~convmem._llm.LLMFactExtractor`
-(any model behind a ``complete(prompt) -> str`` callable, answering in JSON).
+Two extractors: :class:`~convmem._derived.rule_extractor.RuleFactExtractor`
+(the offline default: English and Chinese patterns over the user's own
+messages, precision over recall) and
+:class:`~convmem._derived.llm.LLMFactExtractor` (any model behind a
+``complete(prompt) -> str`` callable, answering in JSON). How a book reads in a
+prompt is :mod:`convmem._derived.fact_lines`.
 """
 
 from __future__ import annotations
@@ -23,31 +25,17 @@ import math
 import re
 import threading
 import time
-import unicodedata
 from collections.abc import Iterable, Sequence
-from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
+from typing import Any, Protocol, runtime_checkable
 
 from .._errors import InvalidMessageError, StoreError
-from .._language import LABEL_SEPARATORS, TRIM_CHARS, check_language, split_sentences
-from .._models import Message, Role
-from .._salience import check_messages
+from .._language import TRIM_CHARS, check_language
+from .._models import Message
+from .fact_lines import fact_line
 
-if TYPE_CHECKING:
-    from .fact_rules import Said
-
-__all__ = [
-    "Fact",
-    "FactBook",
-    "FactExtractor",
-    "RuleFactExtractor",
-]
+__all__ = ["HISTORY_KEPT", "Fact", "FactBook", "FactExtractor", "normalize_key", "source_quote"]
 
 _SOURCE_CHARS = 160
-# The rule extractor reads only this much of each message. The rules cost time
-# in proportion to the text (a 10 MB paste took seconds inside `add`), while
-# facts about the user are stated in conversation, not deep inside a pasted
-# document or log.
-_RULE_SCAN_CHARS = 20_000
 
 
 def normalize_key(key: str) -> str:
@@ -180,139 +168,6 @@ def source_quote(text: str) -> str:
     return flat if len(flat) <= _SOURCE_CHARS else flat[: _SOURCE_CHARS - 1] + "…"
 
 
-def _facts_from(message: Message, said: Iterable[Said], source: str) -> list[Fact]:
-    quote = source_quote(source)
-    return [
-        Fact(key, value, seq=message.seq, timestamp=message.timestamp, source=quote, negated=negated)
-        for key, value, negated in said
-    ]
-
-
-def _sentences_to_scan(text: str) -> list[str]:
-    """The sentences of the first `_RULE_SCAN_CHARS` characters of `text`, quoted speech emptied."""
-    from .fact_rules import strip_quoted_speech  # loaded on first use: see RuleFactExtractor
-
-    sentences = split_sentences(strip_quoted_speech(text[:_RULE_SCAN_CHARS]).replace("’", "'"))
-    if len(text) > _RULE_SCAN_CHARS and sentences:
-        # The cut may fall inside a sentence; half a sentence can state a wrong fact ("I live in New").
-        sentences.pop()
-    return sentences
-
-
-class RuleFactExtractor:
-    """The offline default: English and Chinese patterns over the user's own messages.
-
-    Recognizes names (``my name is``, ``call me``, ``I'm Alice``, 我叫, 叫我), where
-    the user lives (``I live in``, ``I moved to``, 我住在, 我搬到了) and comes from
-    (``I'm from``, 我来自, 我是广东人), favourites (``my favourite colour is``,
-    我最喜欢的颜色是), likes and dislikes (``I like/love/prefer``, ``I don't
-    like/hate``, 我喜欢, 我不喜欢, 我讨厌), pets and their names (``my dog Rex``,
-    ``I have a cat named Luna``, 我的狗叫多多, 我养了一只猫。它叫咪咪), family
-    members' names (``my sister Anna``, 我妈妈叫王芳), work (``I work at Acme as a
-    data engineer``, 我在腾讯当产品经理), age, birthday, allergies (``I'm allergic
-    to peanuts``, 我对花生过敏), diets (``I'm vegetarian``, 我吃素) and languages
-    (``I speak French``, 我会说日语). Statements that a value no longer holds
-    ("I no longer live in Berlin", 我不再吃素了) come back as negated facts.
-
-    Precision over recall: questions, hypotheticals ("if I lived in Paris"),
-    plans, stories, past states ("I used to live in"), other people ("my friend
-    is allergic to nuts", 他叫小明), quoted and reported speech ("he said 'I live
-    in Rome'") are not facts about the user and are ignored; so is every
-    message that tries to instruct the model, and any value that is long,
-    spans lines or holds control characters or markup. Only user messages are
-    read, and of each only the first 20,000 characters.
-    """
-
-    def __init__(self, language: str = "auto") -> None:
-        # The rule tables compile over a hundred patterns, most of `import convmem`'s
-        # time: they load with the first extractor, not with the package.
-        from .fact_rules import RuleTable
-
-        self.language = check_language(language)
-        self._table = RuleTable.for_language(self.language)
-
-    def extract(self, messages: Sequence[Message]) -> list[Fact]:
-        """Facts stated in the user messages of `messages`, in the order stated."""
-        from .fact_rules import carries_instructions, is_question, pet_name_following
-
-        facts: list[Fact] = []
-        for message in check_messages(messages):
-            if message.role is not Role.USER or carries_instructions(message.text[:_RULE_SCAN_CHARS]):
-                continue
-            pet_without_name = False
-            for sentence in _sentences_to_scan(message.text):
-                if is_question(sentence):
-                    continue
-                said = self._table.find(sentence)
-                keys = {key for key, _, negated in said if not negated}
-                if pet_without_name and not said:
-                    name = pet_name_following(sentence)
-                    if name:
-                        said = [("pet_name", name, False)]
-                        keys = {"pet_name"}
-                if said:
-                    pet_without_name = "pet" in keys and "pet_name" not in keys
-                facts.extend(_facts_from(message, said, sentence))
-        return facts
-
-    async def aextract(self, messages: Sequence[Message]) -> list[Fact]:
-        """Same as :meth:`extract`; it does no I/O, so it runs inline."""
-        return self.extract(messages)
-
-
-# --------------------------------------------------------------------------- fact book
-
-_KEY_LABELS = {
-    "name": ("name", "名字"),
-    "city": ("city", "所在城市"),
-    "hometown": ("hometown", "家乡"),
-    "age": ("age", "年龄"),
-    "birthday": ("birthday", "生日"),
-    "birth_year": ("birth year", "出生年份"),
-    "job": ("job", "职业"),
-    "employer": ("employer", "工作单位"),
-    "workplace": ("workplace", "工作地点"),
-    "diet": ("diet", "饮食"),
-    "pet": ("pet", "宠物"),
-    "pet_name": ("pet name", "宠物名字"),
-    "mother": ("mother", "妈妈"),
-    "father": ("father", "爸爸"),
-    "sister": ("sister", "姐妹"),
-    "older_sister": ("older sister", "姐姐"),
-    "younger_sister": ("younger sister", "妹妹"),
-    "brother": ("brother", "兄弟"),
-    "older_brother": ("older brother", "哥哥"),
-    "younger_brother": ("younger brother", "弟弟"),
-    "wife": ("wife", "妻子"),
-    "husband": ("husband", "丈夫"),
-    "spouse": ("spouse", "爱人"),
-    "partner": ("partner", "伴侣"),
-    "boyfriend": ("boyfriend", "男朋友"),
-    "girlfriend": ("girlfriend", "女朋友"),
-    "son": ("son", "儿子"),
-    "daughter": ("daughter", "女儿"),
-    "grandmother": ("grandmother", "祖母"),
-    "grandfather": ("grandfather", "祖父"),
-}
-# "<prefix>:<thing> = <value>" keys: the label that the value stands for, put before the thing
-# ("dislikes: coffee", "allergic to: peanut", "母语：粤语").
-_VALUE_LABELS = {
-    "preference": {
-        "likes": ("likes", "喜欢"),
-        "loves": ("loves", "喜爱"),
-        "prefers": ("prefers", "偏好"),
-        "dislikes": ("dislikes", "不喜欢"),
-        "hates": ("hates", "讨厌"),
-    },
-    "allergy": {"allergic": ("allergic to", "过敏")},
-    "language": {
-        "speaks": ("speaks", "会说"),
-        "native": ("native language", "母语"),
-        "learning": ("learning", "在学"),
-    },
-}
-# "<prefix>:<thing> = <value>" keys whose label is made from the thing ("favourite colour: teal").
-_THING_LABELS = {"favourite": ("favourite {}", "最喜欢的{}")}
 # Format 2 is format 1 plus negated entries in a history. A book is written as
 # format 1 until it holds a negation, so a convmem that predates negations keeps
 # reading it, and refuses a book it would misread (a negated value as current).
@@ -516,28 +371,7 @@ class FactBook:
         ``"likes: coffee"`` / ``"喜欢：咖啡"``, ``"favourite colour: teal"`` / ``"最喜欢的颜色：蓝色"``.
         `language` is ``"en"`` or ``"zh"``."""
         language = check_language(language, allow_auto=False)
-        zh = language == "zh"
-        separator = LABEL_SEPARATORS[language]
-        lines = []
-        for fact in self.current():
-            prefix, colon, thing = fact.key.partition(":")
-            thing_line = _one_line(thing, FACT_KEY_MAX_CHARS)
-            value_line = _one_line(fact.value, FACT_VALUE_MAX_CHARS)
-            if colon and prefix in _THING_LABELS:
-                lines.append(_THING_LABELS[prefix][zh].format(thing_line) + separator + value_line)
-                continue
-            if colon and prefix in _VALUE_LABELS:
-                labels = _VALUE_LABELS[prefix].get(fact.value.lower())
-                lines.append(
-                    (labels[zh] + separator + thing_line) if labels else (thing_line + separator + value_line)
-                )
-                continue
-            labels = _KEY_LABELS.get(fact.key)
-            label = labels[zh] if labels else (fact.key if zh else fact.key.replace("_", " "))
-            lines.append(
-                _one_line(label, FACT_KEY_MAX_CHARS) + separator + _one_line(fact.value, FACT_VALUE_MAX_CHARS)
-            )
-        return lines
+        return [fact_line(fact.key, fact.value, language) for fact in self.current()]
 
     def to_json(self) -> str:
         """The whole book (current values, history, forgotten keys) as JSON text."""
@@ -589,23 +423,3 @@ class FactBook:
         except InvalidMessageError as exc:
             raise StoreError(f"the stored fact book holds a malformed fact: {exc}") from None
         return book
-
-
-FACT_KEY_MAX_CHARS = 60
-FACT_VALUE_MAX_CHARS = 200
-"""A rendered fact line is ``label: value`` on one line, each part capped (an LLM
-extractor may return anything; a fact must not grow into a section of its own)."""
-
-# Line breaks, tabs and other controls become spaces; bidi overrides and other
-# invisible format characters go (the zero-width joiner stays: emoji need it).
-_INVISIBLE = {c for c in map(chr, range(0x2000, 0x2070)) if unicodedata.category(c) == "Cf"} - {"\u200d"}
-
-
-def _one_line(text: str, max_chars: int) -> str:
-    cleaned = "".join(
-        " " if unicodedata.category(c) in ("Cc", "Zl", "Zp") else c
-        for c in text
-        if c not in _INVISIBLE and c != "\ufeff"
-    )
-    cleaned = " ".join(cleaned.split())
-    return cleaned if len(cleaned) <= max_chars else cleaned[: max_chars - 1].rstrip() + "…"
