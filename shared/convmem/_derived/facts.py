@@ -29,7 +29,7 @@ from collections.abc import Iterable, Sequence
 from typing import Any, Protocol, runtime_checkable
 
 from .._errors import InvalidMessageError, StoreError
-from .._language import TRIM_CHARS, check_language
+from .._language import MAX_NAME_CHARS, TRIM_CHARS, check_language, line_prefix
 from .._models import Message
 from .fact_lines import fact_line
 
@@ -64,6 +64,17 @@ HISTORY_KEPT = 32
 keeps changing must not grow it with the length of the conversation."""
 
 
+def _is_speaker_name(name: object) -> bool:
+    return (
+        isinstance(name, str)
+        and 0 < len(name) <= MAX_NAME_CHARS
+        and name == name.strip()
+        and name.isprintable()
+        and ":" not in name
+        and "：" not in name
+    )
+
+
 def _live(history: list[Fact]) -> Fact | None:
     """The key's current value: its newest entry, unless that entry is a negation."""
     return history[-1] if history and not history[-1].negated else None
@@ -82,6 +93,12 @@ class Fact:
     value no longer holds (``Fact("diet", "vegetarian", negated=True)`` for
     "I'm not vegetarian anymore").
 
+    ``speaker`` is who the fact is about in a chat of several people: the name
+    of the message that stated it (``Message.name``, as ``speaker_name`` gives
+    it: one line, no colon, at most 40 characters). ``None``, the default, is
+    the user of a one-person chat. Facts of different speakers never supersede
+    one another: Caroline's city and Melanie's city are two facts.
+
     >>> Fact("Pet Name", "Duoduo", seq=12).key
     'pet_name'
     """
@@ -93,6 +110,7 @@ class Fact:
     source: str | None = None
     negated: bool = False
     session_id: str | None = None
+    speaker: str | None = None
 
     def __post_init__(self) -> None:
         if not isinstance(self.key, str) or not normalize_key(self.key).strip(":_"):
@@ -119,6 +137,11 @@ class Fact:
             raise InvalidMessageError(
                 f"a fact's session_id must be a str or None, got {self.session_id!r:.60}"
             )
+        if self.speaker is not None and not _is_speaker_name(self.speaker):
+            raise InvalidMessageError(
+                f"a fact's speaker must be None or a name of one line without ':' and at most "
+                f"{MAX_NAME_CHARS} characters (as speaker_name gives it), got {self.speaker!r:.60}"
+            )
         object.__setattr__(self, "key", normalize_key(self.key))
         object.__setattr__(self, "value", self.value.strip())
         object.__setattr__(self, "timestamp", float(self.timestamp))
@@ -129,6 +152,8 @@ class Fact:
             del data["negated"]  # the common case keeps the layout stored before negations existed
         if self.session_id is None:
             del data["session_id"]
+        if self.speaker is None:
+            del data["speaker"]
         return data
 
     @classmethod
@@ -144,6 +169,7 @@ class Fact:
             source=data.get("source"),
             negated=data.get("negated", False),
             session_id=data.get("session_id"),
+            speaker=data.get("speaker"),
         )
 
 
@@ -168,11 +194,21 @@ def source_quote(text: str) -> str:
     return flat if len(flat) <= _SOURCE_CHARS else flat[: _SOURCE_CHARS - 1] + "…"
 
 
-# Format 2 is format 1 plus negated entries in a history. A book is written as
-# format 1 until it holds a negation, so a convmem that predates negations keeps
-# reading it, and refuses a book it would misread (a negated value as current).
+# Format 2 is format 1 plus negated entries in a history, format 3 adds the facts
+# of named speakers. A book is written in the oldest format that holds it, so a
+# convmem that predates negations or speakers keeps reading it, and refuses a book
+# it would misread (a negated value as current, two people's facts as one person's).
 _FACTBOOK_FORMAT = 1
 _FACTBOOK_FORMAT_WITH_NEGATIONS = 2
+_FACTBOOK_FORMAT_WITH_SPEAKERS = 3
+_FACTBOOK_FORMATS = (_FACTBOOK_FORMAT, _FACTBOOK_FORMAT_WITH_NEGATIONS, _FACTBOOK_FORMAT_WITH_SPEAKERS)
+
+_Slot = tuple[str | None, str]
+"""Where a book keeps a fact: (speaker, key). The user of a one-person chat is speaker None."""
+
+
+def _slot(fact: Fact) -> _Slot:
+    return (fact.speaker, fact.key)
 
 
 class FactBook:
@@ -189,6 +225,11 @@ class FactBook:
     remembers up to which seq it was forgotten, so re-extracting the same old
     messages does not bring it back, while a newer statement does.
 
+    In a chat of several people each speaker has keys of their own (see
+    `Fact.speaker`): a value Melanie states never supersedes Caroline's, and
+    ``get``, ``history`` and ``forget`` take the ``speaker`` they are about
+    (``None``, the default, is the user of a one-person chat).
+
     Persist it with :meth:`to_json` / :meth:`from_json`::
 
         book = FactBook()
@@ -198,10 +239,10 @@ class FactBook:
 
     def __init__(self, facts: Iterable[Fact] = ()) -> None:
         self._lock = threading.RLock()
-        self._history: dict[str, list[Fact]] = {}
-        self._updated: dict[str, int] = {}  # key -> when it last changed, for stable "newest first"
+        self._history: dict[_Slot, list[Fact]] = {}
+        self._updated: dict[_Slot, int] = {}  # slot -> when it last changed, for stable "newest first"
         self._clock = 0
-        self._forgotten: dict[str, int] = {}
+        self._forgotten: dict[_Slot, int] = {}
         self.apply(facts)
 
     @classmethod
@@ -216,18 +257,18 @@ class FactBook:
         sessions keeps the provenance of the first statement; dropping either
         session's book (a forgotten session) leaves the other's.
         """
-        by_key: dict[str, list[list[Fact]]] = {}
+        by_slot: dict[_Slot, list[list[Fact]]] = {}
         for session_id, book in books:
             with book._lock:
-                for key, history in book._history.items():
-                    by_key.setdefault(key, []).append(
+                for slot, history in book._history.items():
+                    by_slot.setdefault(slot, []).append(
                         [dataclasses.replace(fact, session_id=session_id) for fact in history]
                     )
         merged = cls()
-        for key in sorted(by_key):
+        for slot in sorted(by_slot, key=lambda slot: (slot[0] or "", slot[0] is not None, slot[1])):
             # Each session's history is in the order its log said it (by seq, whatever the
             # clocks of its writers): merged by time across sessions, never reordered within.
-            merged._fold(heapq.merge(*by_key[key], key=lambda fact: fact.timestamp), in_order=True)
+            merged._fold(heapq.merge(*by_slot[slot], key=lambda fact: fact.timestamp), in_order=True)
         return merged
 
     def apply(self, facts: Iterable[Fact]) -> list[Fact]:
@@ -246,18 +287,19 @@ class FactBook:
         said (merged from several sessions, whose seqs are not comparable)."""
         if isinstance(facts, Fact):
             facts = [facts]
-        changed: dict[str, Fact] = {}
+        changed: dict[_Slot, Fact] = {}
         with self._lock:
             for index, fact in enumerate(facts):
                 if not isinstance(fact, Fact):
                     raise InvalidMessageError(f"facts[{index}] must be a Fact, got {type(fact).__name__}")
-                forgotten_through = self._forgotten.get(fact.key)
+                slot = _slot(fact)
+                forgotten_through = self._forgotten.get(slot)
                 if forgotten_through is not None and fact.seq is not None and fact.seq <= forgotten_through:
                     continue
-                history = self._history.get(fact.key, [])
+                history = self._history.get(slot, [])
                 current = history[-1] if history else None
                 if fact.negated and current is None:
-                    self._history[fact.key] = [fact]  # no value to end here; kept for merging
+                    self._history[slot] = [fact]  # no value to end here; kept for merging
                     continue
                 if fact.negated and (
                     current is None or current.negated or not _same_value(current.value, fact.value)
@@ -276,11 +318,11 @@ class FactBook:
                         continue
                 history.append(fact)
                 del history[:-HISTORY_KEPT]
-                self._history[fact.key] = history
+                self._history[slot] = history
                 self._clock += 1
-                self._updated[fact.key] = self._clock
-                changed.pop(fact.key, None)
-                changed[fact.key] = fact
+                self._updated[slot] = self._clock
+                changed.pop(slot, None)
+                changed[slot] = fact
         return list(changed.values())
 
     @staticmethod
@@ -301,11 +343,11 @@ class FactBook:
         del history[:-HISTORY_KEPT]
 
     def current(self) -> list[Fact]:
-        """The current value of every key, newest first (by time stated, then seq)."""
+        """The current value of every key (of every speaker), newest first (by time stated, then seq)."""
         with self._lock:
             latest = [
-                (history[-1], self._updated[key])
-                for key, history in self._history.items()
+                (history[-1], self._updated[slot])
+                for slot, history in self._history.items()
                 if _live(history) is not None
             ]
         latest.sort(
@@ -314,28 +356,30 @@ class FactBook:
         )
         return [fact for fact, _ in latest]
 
-    def get(self, key: str) -> Fact | None:
-        """The current fact for `key`, or ``None``."""
+    def get(self, key: str, speaker: str | None = None) -> Fact | None:
+        """The current fact for `key` (of `speaker`), or ``None``."""
         with self._lock:
-            return _live(self._history.get(normalize_key(key), []))
+            return _live(self._history.get((speaker, normalize_key(key)), []))
 
-    def history(self, key: str) -> list[Fact]:
-        """The values `key` has had, oldest first, negations included (empty for an unknown key):
-        the last `HISTORY_KEPT` statements, so a book stays small however often a value changes."""
+    def history(self, key: str, speaker: str | None = None) -> list[Fact]:
+        """The values `key` (of `speaker`) has had, oldest first, negations included (empty for
+        an unknown key): the last `HISTORY_KEPT` statements, so a book stays small however
+        often a value changes."""
         with self._lock:
-            return list(self._history.get(normalize_key(key), ()))
+            return list(self._history.get((speaker, normalize_key(key)), ()))
 
-    def forget(self, key: str) -> bool:
-        """Remove `key` and its history; ``False`` when there was no such key (nor a history)."""
-        key = normalize_key(key)
+    def forget(self, key: str, speaker: str | None = None) -> bool:
+        """Remove `key` (of `speaker`) and its history; ``False`` when there was no such key
+        (nor a history)."""
+        slot = (speaker, normalize_key(key))
         with self._lock:
-            history = self._history.pop(key, None)
-            self._updated.pop(key, None)
+            history = self._history.pop(slot, None)
+            self._updated.pop(slot, None)
             if not history:
                 return False
             seqs = [fact.seq for fact in history if fact.seq is not None]
             if seqs:
-                self._forgotten[key] = max(max(seqs), self._forgotten.get(key, -1))
+                self._forgotten[slot] = max(max(seqs), self._forgotten.get(slot, -1))
             return True
 
     def drop_seqs(self, seqs: Iterable[int]) -> bool:
@@ -344,19 +388,19 @@ class FactBook:
         doomed = set(seqs)
         changed = False
         with self._lock:
-            for key in list(self._history):
-                history = self._history[key]
+            for slot in list(self._history):
+                history = self._history[slot]
                 kept = [fact for fact in history if fact.seq is None or fact.seq not in doomed]
                 if len(kept) == len(history):
                     continue
                 changed = True
                 if kept:
-                    self._history[key] = kept
+                    self._history[slot] = kept
                     self._clock += 1
-                    self._updated[key] = self._clock
+                    self._updated[slot] = self._clock
                 else:
-                    del self._history[key]
-                    self._updated.pop(key, None)
+                    del self._history[slot]
+                    self._updated.pop(slot, None)
         return changed
 
     def __len__(self) -> int:
@@ -364,25 +408,40 @@ class FactBook:
             return sum(1 for history in self._history.values() if _live(history) is not None)
 
     def __contains__(self, key: object) -> bool:
+        """Whether the user of a one-person chat has a current value for `key`."""
         return isinstance(key, str) and self.get(key) is not None
 
     def render_lines(self, language: str) -> list[str]:
         """Current facts as readable lines, newest first: ``"name: Alice"`` / ``"名字：小明"``,
         ``"likes: coffee"`` / ``"喜欢：咖啡"``, ``"favourite colour: teal"`` / ``"最喜欢的颜色：蓝色"``.
-        `language` is ``"en"`` or ``"zh"``."""
+        A named speaker's fact says whose it is, as a line of their conversation does:
+        ``"Caroline: city: Boston"``. `language` is ``"en"`` or ``"zh"``."""
         language = check_language(language, allow_auto=False)
-        return [fact_line(fact.key, fact.value, language) for fact in self.current()]
+        return [
+            line_prefix(None, fact.speaker, language) + fact_line(fact.key, fact.value, language)
+            for fact in self.current()
+        ]
 
     def to_json(self) -> str:
         """The whole book (current values, history, forgotten keys) as JSON text."""
+        parts: dict[str | None, dict[str, dict[str, Any]]] = {None: {"history": {}, "forgotten": {}}}
         with self._lock:
-            keys = sorted(self._history, key=lambda key: self._updated.get(key, 0))
+            for speaker, key in sorted(self._history, key=lambda slot: self._updated.get(slot, 0)):
+                part = parts.setdefault(speaker, {"history": {}, "forgotten": {}})
+                # A speaker's part names them once; its facts need not repeat the name.
+                part["history"][key] = [
+                    {name: field for name, field in fact.to_dict().items() if name != "speaker"}
+                    for fact in self._history[(speaker, key)]
+                ]
+            for (speaker, key), seq in self._forgotten.items():
+                parts.setdefault(speaker, {"history": {}, "forgotten": {}})["forgotten"][key] = seq
             negations = any(fact.negated for history in self._history.values() for fact in history)
-            data = {
-                "format": _FACTBOOK_FORMAT_WITH_NEGATIONS if negations else _FACTBOOK_FORMAT,
-                "history": {key: [fact.to_dict() for fact in self._history[key]] for key in keys},
-                "forgotten": dict(self._forgotten),
-            }
+        data: dict[str, Any] = {"format": _FACTBOOK_FORMAT, **parts.pop(None)}
+        if negations:
+            data["format"] = _FACTBOOK_FORMAT_WITH_NEGATIONS
+        if parts:
+            data["format"] = _FACTBOOK_FORMAT_WITH_SPEAKERS
+            data["speakers"] = parts
         return json.dumps(data, ensure_ascii=False, separators=(",", ":"))
 
     @classmethod
@@ -395,31 +454,43 @@ class FactBook:
                 f"the stored fact book is not valid JSON ({exc}); delete or rebuild it"
             ) from None
         found_format = data.get("format") if isinstance(data, dict) else None
-        if not isinstance(data, dict) or found_format not in (
-            _FACTBOOK_FORMAT,
-            _FACTBOOK_FORMAT_WITH_NEGATIONS,
-        ):
+        if not isinstance(data, dict) or found_format not in _FACTBOOK_FORMATS:
             raise StoreError(
-                f"the stored fact book has an unknown layout (format {found_format!r}, expected "
-                f"{_FACTBOOK_FORMAT} or {_FACTBOOK_FORMAT_WITH_NEGATIONS}); delete or rebuild it"
+                f"the stored fact book has an unknown layout (format {found_format!r}, expected one "
+                f"of {', '.join(map(str, _FACTBOOK_FORMATS))}); delete or rebuild it"
             )
-        history, forgotten = data.get("history"), data.get("forgotten", {})
-        if not isinstance(history, dict) or not isinstance(forgotten, dict):
-            raise StoreError("the stored fact book needs a 'history' object and a 'forgotten' object")
+        speakers = data.get("speakers", {})
+        if not isinstance(speakers, dict) or not all(isinstance(part, dict) for part in speakers.values()):
+            raise StoreError("the stored fact book's 'speakers' must map each name to an object")
         book = cls()
         try:
-            for key, entries in history.items():
-                if not isinstance(entries, list):
-                    raise InvalidMessageError(f"history of {key!r} must be a list")
-                facts = [Fact.from_dict(entry) for entry in entries[-HISTORY_KEPT:]]
-                if facts:
-                    book._history[normalize_key(key)] = facts
-                    book._clock += 1
-                    book._updated[normalize_key(key)] = book._clock
-            for key, seq in forgotten.items():
-                if isinstance(seq, bool) or not isinstance(seq, int):
-                    raise InvalidMessageError(f"forgotten seq of {key!r} must be an int, got {seq!r}")
-                book._forgotten[normalize_key(key)] = seq
+            book._load_part(None, data)
+            for speaker, part in speakers.items():
+                if not _is_speaker_name(speaker):
+                    raise InvalidMessageError(f"{speaker!r:.60} is not a speaker's name")
+                book._load_part(speaker, part)
         except InvalidMessageError as exc:
             raise StoreError(f"the stored fact book holds a malformed fact: {exc}") from None
         return book
+
+    def _load_part(self, speaker: str | None, part: dict[str, Any]) -> None:
+        """Read one speaker's ``history`` and ``forgotten`` objects of a stored book."""
+        history, forgotten = part.get("history"), part.get("forgotten", {})
+        if not isinstance(history, dict) or not isinstance(forgotten, dict):
+            raise StoreError("the stored fact book needs a 'history' object and a 'forgotten' object")
+        for key, entries in history.items():
+            if not isinstance(entries, list):
+                raise InvalidMessageError(f"history of {key!r} must be a list")
+            facts = [
+                dataclasses.replace(Fact.from_dict(entry), speaker=speaker)
+                for entry in entries[-HISTORY_KEPT:]
+            ]
+            if facts:
+                slot = (speaker, normalize_key(key))
+                self._history[slot] = facts
+                self._clock += 1
+                self._updated[slot] = self._clock
+        for key, seq in forgotten.items():
+            if isinstance(seq, bool) or not isinstance(seq, int):
+                raise InvalidMessageError(f"forgotten seq of {key!r} must be an int, got {seq!r}")
+            self._forgotten[(speaker, normalize_key(key))] = seq

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING
 
-from .._language import check_language, split_sentences
+from .._language import check_language, speaker_name, split_sentences
 from .._models import Message, Role
 from .._salience import check_messages
 from .facts import Fact, source_quote
@@ -24,8 +24,17 @@ _RULE_SCAN_CHARS = 20_000
 
 def _facts_from(message: Message, said: Iterable[Said], source: str) -> list[Fact]:
     quote = source_quote(source)
+    speaker = speaker_name(message)
     return [
-        Fact(key, value, seq=message.seq, timestamp=message.timestamp, source=quote, negated=negated)
+        Fact(
+            key,
+            value,
+            seq=message.seq,
+            timestamp=message.timestamp,
+            source=quote,
+            negated=negated,
+            speaker=speaker,
+        )
         for key, value, negated in said
     ]
 
@@ -63,6 +72,11 @@ class RuleFactExtractor:
     message that tries to instruct the model, and any value that is long,
     spans lines or holds control characters or markup. Only user messages are
     read, and of each only the first 20,000 characters.
+
+    In a chat of several people a fact belongs to whoever stated it: a user
+    message with a ``name`` (LangChain's ``HumanMessage(name=...)``, each friend
+    of a group chat) gives facts with that `Fact.speaker`; a message without
+    one speaks for the user, as before.
     """
 
     def __init__(self, language: str = "auto") -> None:
