@@ -40,11 +40,16 @@ def _facts_from(message: Message, said: Iterable[Said], source: str) -> list[Fac
 
 
 def _sentences_to_scan(text: str) -> list[str]:
-    """The sentences of the first `_RULE_SCAN_CHARS` characters of `text`, quoted speech emptied."""
-    from .fact_rules import strip_quoted_speech  # loaded on first use: see RuleFactExtractor
+    """The sentences of the first `_RULE_SCAN_CHARS` characters of `text`, quoted speech emptied,
+    up to where text handed over for a task begins."""
+    from .fact_rules import handed_over_at, strip_quoted_speech  # loaded on first use: see RuleFactExtractor
 
-    sentences = split_sentences(strip_quoted_speech(text[:_RULE_SCAN_CHARS]).replace("’", "'"))
-    if len(text) > _RULE_SCAN_CHARS and sentences:
+    scanned = text[:_RULE_SCAN_CHARS]
+    handed_over = handed_over_at(scanned)
+    if handed_over is not None:
+        scanned = scanned[:handed_over]
+    sentences = split_sentences(strip_quoted_speech(scanned).replace("’", "'"))
+    if handed_over is None and len(text) > _RULE_SCAN_CHARS and sentences:
         # The cut may fall inside a sentence; half a sentence can state a wrong fact ("I live in New").
         sentences.pop()
     return sentences
@@ -65,12 +70,15 @@ class RuleFactExtractor:
     (``I speak French``, 我会说日语). Statements that a value no longer holds
     ("I no longer live in Berlin", 我不再吃素了) come back as negated facts.
 
-    Precision over recall: questions, hypotheticals ("if I lived in Paris"),
-    plans, stories, past states ("I used to live in"), other people ("my friend
-    is allergic to nuts", 他叫小明), quoted and reported speech ("he said 'I live
-    in Rome'") are not facts about the user and are ignored; so is every
-    message that tries to instruct the model, and any value that is long,
-    spans lines or holds control characters or markup. Only user messages are
+    Precision over recall: questions, hypotheticals ("if I lived in Paris",
+    "assume my name is..."), plans, stories, past states ("I used to live in"),
+    other people ("my friend is allergic to nuts", 他叫小明), quoted and reported
+    speech ("he said 'I live in Rome'") and text handed over for a task ("Reply
+    to this review: I'm 43...") are not facts about the user and are ignored; so
+    is liking what the chat just offered ("I like the idea of...", "I love the
+    third option", 我喜欢第二个方案), every message that tries to instruct the
+    model, and any value that is long, spans lines or holds control characters
+    or markup. Only user messages are
     read, and of each only the first 20,000 characters.
 
     In a chat of several people a fact belongs to whoever stated it: a user
