@@ -79,6 +79,7 @@ def test_a_first_person_question_that_asks_for_advice_does_not_point_to_the_past
     [
         ("When did Caroline go to the support group?", "asks about a person", "Caroline"),
         ("What was grandma's gift to Caroline?", "asks about a person", "Caroline"),
+        ("What did the book club pick in the end?", "asks about a finished event", "the book club"),
         (
             "What was the name of the restaurant you recommended?",
             "refers to earlier conversation",

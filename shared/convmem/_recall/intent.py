@@ -9,9 +9,11 @@ A query points to the past when a good answer needs earlier conversation, and
 - it asks about the user's own life: "How many bikes do I own?", "What's my
   dog's name?", 我住在哪个城市？ A question in the first person, unless it asks
   for advice or instructions ("How do I reset my router?", 我应该先学什么？);
-- it asks about someone the conversation was about: "When did Caroline go to
-  the support group?" (a name where a question puts its subject), "What did she
-  paint?", 她上个夏天画了什么？, 老陈为什么把店关了？ (a finished event asked about);
+- it asks about someone or something the conversation was about: "When did
+  Caroline go to the support group?" (a name in the question, not after "the" or
+  a preposition of place), "What did she paint?", "What did the charity race
+  raise?" (a finished event of a common noun: "the Berlin Wall" is the world's),
+  她上个夏天画了什么？, 老陈为什么把店关了？;
 - it asks about a time gone by: "What happened in May 2023?", "yesterday",
   去年 — in a question or in the first person, not in a request that merely
   names a date.
@@ -40,7 +42,7 @@ __all__ = ["PastCue", "asks_for_several", "choose_recall_share", "past_cue", "po
 
 
 class PastCue(NamedTuple):
-    """Why a query points to the past: which of the four ways, and the words that say so."""
+    """Why a query points to the past: the kind of reason, and the words that say so."""
 
     reason: str
     words: str
@@ -113,6 +115,13 @@ _EN_KNOWN_THING = re.compile(
     r"|sounds?|helps?|happens?|matters?|looks?|still|right|ok|okay|one|ones)\b)(?P<thing>[a-z]+)"
     r"(?=\s*[?.!]*\s*$|\s+(?:i|you|we)\b)",
     re.IGNORECASE,
+)
+# A finished event asked about by a definite, common noun ("What did the charity race
+# raise?", "What was discussed in the workshop?"): something the conversation told,
+# where a capitalized name after "the" is the world's ("When did the Berlin Wall fall?").
+_EN_FINISHED_EVENT = re.compile(
+    r"(?i:\b(?:did|was|were|had|happened)\b).*?\b(?i:the)\s+(?P<thing>(?:[A-Z0-9+]{2,}\s+)?[a-z][a-z-]*"
+    r"(?:\s+[a-z][a-z-]*)?)"
 )
 _FOLLOWUP_EN = re.compile(
     r"^(?:and|but|so|why|how come|really|then|what about|how about|ok(?:ay)?|or|huh|wait|go on|more)\b",
@@ -200,7 +209,10 @@ def _english_cue(query: str) -> PastCue | None:
     if known:
         return PastCue("refers to earlier conversation", known.group(0))
     time = _EN_PAST_TIME.search(question)
-    return PastCue("names a time gone by", time.group(0)) if time else None
+    if time:
+        return PastCue("names a time gone by", time.group(0))
+    event = _EN_FINISHED_EVENT.search(question)
+    return PastCue("asks about a finished event", "the " + event.group("thing")) if event else None
 
 
 def _chinese_cue(query: str) -> PastCue | None:
