@@ -80,6 +80,11 @@ def test_lines_name_the_speaker_a_fact_is_about() -> None:
     assert book.render_lines("zh") == ["喜欢：coffee", "Caroline：所在城市：Boston"]
 
 
+def test_the_facts_of_one_named_person_read_as_a_one_person_chats() -> None:
+    book = FactBook([Fact("city", "Boston", seq=1, speaker="Caroline")])
+    assert book.render_lines("en") == ["city: Boston"]
+
+
 def test_forgetting_a_speakers_key_leaves_the_others_and_old_messages_do_not_bring_it_back() -> None:
     book = FactBook([Fact("city", "Boston", seq=1, speaker="Caroline"), Fact("city", "Denver", seq=2)])
     assert book.forget("city", "Caroline")

@@ -414,12 +414,17 @@ class FactBook:
     def render_lines(self, language: str) -> list[str]:
         """Current facts as readable lines, newest first: ``"name: Alice"`` / ``"名字：小明"``,
         ``"likes: coffee"`` / ``"喜欢：咖啡"``, ``"favourite colour: teal"`` / ``"最喜欢的颜色：蓝色"``.
-        A named speaker's fact says whose it is, as a line of their conversation does:
-        ``"Caroline: city: Boston"``. `language` is ``"en"`` or ``"zh"``."""
+        When the facts are of several people, a named speaker's fact says whose it is, as
+        a line of their conversation does: ``"Caroline: city: Boston"``; the facts of one
+        person read the same whether or not their messages carry a name. `language` is
+        ``"en"`` or ``"zh"``."""
         language = check_language(language, allow_auto=False)
+        facts = self.current()
+        several = len({fact.speaker for fact in facts}) > 1
         return [
-            line_prefix(None, fact.speaker, language) + fact_line(fact.key, fact.value, language)
-            for fact in self.current()
+            (line_prefix(None, fact.speaker, language) if several else "")
+            + fact_line(fact.key, fact.value, language)
+            for fact in facts
         ]
 
     def to_json(self) -> str:
