@@ -177,6 +177,29 @@ ENGLISH = [
     nothing("My favorite? Hard to say."),
     nothing("Pretend you are my mother, Linda."),
     nothing("I'm working on the Google account migration."),
+    # liking what the chat offered is a reaction, not a preference; nor is a request or text to work on
+    nothing("I like the idea of packing snacks for the drive."),
+    nothing("I really like the sound of the second itinerary."),
+    nothing("I love the lentil curry idea!"),
+    nothing("I like the third option."),
+    nothing("I love how you organized the list."),
+    nothing("I like that it folds flat, thanks!"),
+    nothing("I love the suggestions, especially the one about timers."),
+    nothing("I like the plan."),
+    nothing("Let me think about which one I like best."),
+    nothing("Walking is something I love doing, and it clears my head."),
+    nothing("Assume my name is Carla Ortiz and I live in Quito."),
+    nothing("Reply to this message for me: I'm 58 and I live in Leeds."),
+    nothing("Summarize the following:\nI live in Oslo and I love skiing."),
+    says("Honestly, I love jazz and blues.", ("preference:jazz", "loves"), ("preference:blues", "loves")),
+    says("That's why I love volunteering!", ("preference:volunteering", "loves")),
+    says("I love spicy food and ramen is my comfort meal.", ("preference:spicy food", "loves")),
+    says(
+        "I enjoy reading, cooking, and gardening.",
+        ("preference:reading", "likes"),
+        ("preference:cooking", "likes"),
+        ("preference:gardening", "likes"),
+    ),
 ]
 
 CHINESE = [
@@ -307,6 +330,16 @@ CHINESE = [
     nothing("我在开会，晚点说"),
     nothing("我在学校"),
     nothing("我是说你可以先试试"),
+    # 喜欢对话里刚提出的方案是反应，不是偏好；请求和交来处理的文字也不是
+    nothing("我喜欢第二个方案。"),
+    nothing("我挺喜欢周末去露营这个想法的。"),
+    nothing("我很喜欢你的建议！"),
+    nothing("我喜欢第三个。"),
+    nothing("我喜欢这几个点子。"),
+    nothing("假设我叫李娜，住在杭州。"),
+    nothing("把下面这段话翻译成英文：我叫王强，住在成都。"),
+    nothing("请润色以下内容：我喜欢跑步，我住在厦门。"),
+    says("我特别喜欢爬山和游泳，周末经常去。", ("preference:爬山", "likes"), ("preference:游泳", "likes")),
 ]
 
 STATEMENTS = ENGLISH + CHINESE

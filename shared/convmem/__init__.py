@@ -18,8 +18,9 @@ from typing import TYPE_CHECKING, Any
 from ._config import MemoryConfig, TranscriptTemplate
 from ._context.report import BuiltContext, SectionReport
 from ._derived.background import set_background_workers
-from ._derived.facts import Fact, FactExtractor, RuleFactExtractor
+from ._derived.facts import Fact, FactExtractor
 from ._derived.llm import LLMFactExtractor, LLMSummarizer
+from ._derived.rule_extractor import RuleFactExtractor
 from ._derived.state import Summary
 from ._derived.summarizer import ExtractiveSummarizer, Summarizer
 from ._errors import (

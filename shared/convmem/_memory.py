@@ -15,7 +15,8 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from ._config import MemoryConfig
 from ._context.compose import ContextComposer
 from ._context.report import BuiltContext
-from ._derived.facts import Fact, FactExtractor, RuleFactExtractor
+from ._derived.facts import Fact, FactExtractor
+from ._derived.rule_extractor import RuleFactExtractor
 from ._derived.state import DerivedState, Summary
 from ._derived.summarizer import ExtractiveSummarizer, Summarizer
 from ._derived.user_scope import UserFacts

@@ -14,7 +14,7 @@ from fact_statements import HELD_OUT, STATEMENTS, Statement, outcomes, score
 
 from convmem import Message, RuleFactExtractor
 from convmem._derived.fact_rules import EN_NEGATIONS, EN_RULES, ZH_NEGATIONS, ZH_RULES, _with_chinese_subjects
-from convmem._derived.facts import _sentences_to_scan
+from convmem._derived.rule_extractor import _sentences_to_scan
 
 PRECISION_TARGET = 0.95
 RECALL_TARGET = 0.85

@@ -21,7 +21,8 @@ from convmem import (
     StoreError,
 )
 from convmem._derived.fact_rules import carries_instructions
-from convmem._derived.facts import _RULE_SCAN_CHARS, HISTORY_KEPT, FactBook
+from convmem._derived.facts import HISTORY_KEPT, FactBook
+from convmem._derived.rule_extractor import _RULE_SCAN_CHARS
 from convmem._language import FACT_SECTION_HEADERS
 
 

@@ -356,7 +356,7 @@ class ContextComposer:
             newer = said(current)
             if newer is None:
                 continue
-            history = book.history(current.key)
+            history = book.history(current.key, current.speaker)
             for older in history[:-1]:  # a key's history is in the order it was said
                 where = said(older)
                 if where is not None and where != newer and older.value != current.value:

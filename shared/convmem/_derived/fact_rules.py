@@ -5,10 +5,11 @@ into ``(key, value)`` pairs, or into nothing when the match is not a fact
 about the user ("I'm not sure", 我叫了外卖). Negation rules ("I no longer live
 in Berlin", 我不再吃素了) have the same shape; what they find is a value that
 no longer holds. The tables favour precision over recall:
-:class:`~convmem._facts.RuleFactExtractor` runs them over the user's sentences
+:class:`~convmem._derived.rule_extractor.RuleFactExtractor` runs them over the user's sentences
 through a :class:`RuleTable`, which also skips what is asked, imagined,
 reported or quoted rather than stated, and refuses values that could carry
-instructions into the prompt.
+instructions into the prompt. A like or love counts only for plain things
+("hiking", "spicy food"), not for the ideas and options a chat just offered.
 
 Keys: ``name``, ``city``, ``hometown``, ``age``, ``birthday``, ``birth_year``,
 ``job``, ``employer``, ``workplace``, ``diet``, ``pet``, ``pet_name``, family
@@ -36,6 +37,7 @@ __all__ = [
     "RuleTable",
     "Said",
     "carries_instructions",
+    "handed_over_at",
     "is_question",
     "pet_name_following",
     "strip_quoted_speech",
@@ -65,7 +67,8 @@ _QUESTION_END = re.compile(r"(?:[?？]|[吗么嘛][\W_]*)\s*$")
 # statement about the user: a condition or wish, a story or role play, a plan,
 # a translation exercise, or what someone else said or believes.
 _NOT_ASSERTED = re.compile(
-    r"(?i:\b(?:if|suppose|supposing|imagine|pretend|would|wish|maybe|perhaps|might|story|novel|fiction"
+    r"(?i:\b(?:if|suppose|supposing|assume|assuming|asume|imagine|pretend|would|wish|maybe|perhaps|might|story"
+    r"|novel|fiction|let's\s+say"
     r"|role[- ]?play|scenario|translate|translation|sentence|example)\b"
     r"|\b(?!(?:i|we)\b)[a-z]+\s+(?:(?:just|always|once|also|then|never)\s+)?(?:said|says|told|tells|claims?"
     r"|claimed|wrote|writes|thinks?|thought|asked|asks|believes?|insists?)\b"
@@ -73,6 +76,19 @@ _NOT_ASSERTED = re.compile(
     r"|如果|假如|要是|假设|假使|想象|但愿|希望|梦见|梦到|故事|假装|扮演|翻译|造句|例句"
     r"|听说|据说|以为|打算|计划|准备|可能|也许|或许|说不定"
     r"|(?:他|她|它|人家|别人|朋友|同事|老板|医生|老师|妈|爸)们?(?:都|也|还|总|老)?(?:说|讲|告诉|认为|觉得|问)"
+)
+# A request that hands over text to work on ("Reply to this review and thank them:
+# I'm 43 and...", "Give me 10 bullet points on this<newline><article>", 把下面这段话
+# 翻译成英文：...): what follows is that text, someone else's words, not the user
+# speaking of themselves. The user's own text ("Improve my bio: I'm a nurse...") is
+# not handed over this way.
+_HANDED_OVER = re.compile(
+    r"(?im:^\s*(?:(?:please|pls|can\s+you|could\s+you|would\s+you)\s+)*(?:write|rewrite|reply|respond|answer"
+    r"|translate|summari[sz]e|paraphrase|proofread|edit|correct|improve|fix|check|review|analy[sz]e|give\s+me"
+    r"|make|turn|convert|format|generate|draft|compose|create|read|rate|grade|critique|shorten|expand|polish"
+    r"|explain|list|extract|classify|categori[sz]e|tell\s+me|help\s+me)\b[^\n:]{0,200}?"
+    r"\b(?:this|these|the\s+following|following|below|above)\b[^\n:]{0,120}?(?::|\n))"
+    r"|(?:下面|以下|下列)[^\n:：]{0,30}?[：:\n]"
 )
 # Text that tries to steer the model. A message holding it yields no fact at
 # all: memory is data, and this is not data about the user.
@@ -111,6 +127,12 @@ _NAME_KEYS = frozenset(
 )
 _UNSAFE_CHARS = re.compile(r"[<>{}\[\]`|\\]|://")
 _MAX_VALUE_CHARS = 40
+
+
+def handed_over_at(text: str) -> int | None:
+    """Where text handed over for a task begins in `text` (see `_HANDED_OVER`), or None."""
+    found = _HANDED_OVER.search(text)
+    return found.end() if found else None
 
 
 def is_question(sentence: str) -> bool:
@@ -202,7 +224,7 @@ _SPECIES_CANONICAL = {"puppy": "dog", "kitten": "cat", "bunny": "rabbit"}
 # "I have a cat allergy", "we have a dog bed": the animal names something else.
 _NOT_A_PET_AFTER = (
     r"(?i:allerg\w*|food|toy|bed|sitter|walker|tank|cage|hair|person|lover|owner|show|video|meme|flap|door"
-    r"|tree|litter|treat|collar|leash)\b"
+    r"|tree|litter|treat|collar|leash|plant)\b"
 )
 _PET_ADJECTIVES = (
     r"(?:(?:little|cute|new|young|old|big|small|sweet|lovely|tiny|fat|lazy|black|white|grey|gray|orange"
@@ -308,6 +330,111 @@ def _en_objects(text: str) -> list[str]:
     return objects
 
 
+# A preference is something the user likes beyond the moment. Liking what the chat
+# just offered or spoke of is not one: "I like the idea of X", "I love the third
+# option", "I like the sound of it", "I love how the show ends". So the things
+# liked are read as a list, and the list ends at the first that is not a plain
+# thing: one that points back ("the", "that", "your"), names an offer (idea,
+# option, suggestion), holds a clause ("noodles sounds amazing"), a number, a
+# quote inside it, or ends on a little word ("podcasts with a"). When the first
+# is not a plain thing, nothing is a preference. A list also ends where its next
+# item is more likely part of the one before: a noun after an "-ing" phrase with
+# an object ("buying household items, toiletries") or after a phrase with a
+# preposition ("scrambled eggs with spinach and feta").
+_EN_REACTION_WORDS = frozenset(
+    """
+    idea ideas suggestion suggestions option options sound sounds tip tips plan plans template templates theme
+    themes recommendation recommendations list lists choice choices layout concept combination approach
+    version look way fact aspect part example examples one ones thought thoughts
+    """.split()  # noqa: SIM905 - a word list reads better as text
+)
+_EN_POINTING_WORDS = frozenset("the this that these those your his her their its our".split())  # noqa: SIM905
+_EN_CLAUSE_WORDS = frozenset(
+    """
+    is are was were sounds looks seems makes brings gets goes it's that's they're there's i'd i'm i've he's
+    she's we're you're
+    """.split()  # noqa: SIM905 - a word list reads better as text
+)
+# "I like to have control", "I love to help": these verbs say too little without what follows.
+_EN_LIGHT_VERBS = frozenset("have be get make do keep go help see hear know".split())  # noqa: SIM905
+_EN_PREPOSITIONS = frozenset("with of for in on at from about to into by".split())  # noqa: SIM905
+_EN_LITTLE_WORDS = frozenset(
+    "a an the and or but to of in on at for with by from together lol haha thanks best most".split()  # noqa: SIM905
+)
+_EN_PREFERENCE_END = re.compile(
+    r"(?i)\s*(?:[.!?;:]|\s[-–—]\s|,\s*(?:i|we|it|but|so|not)\b|\b(?:but|because|since|though|although|when"
+    r"|whenever|if|while|so|as|than|over|more|better|rather|very much|a lot|too|anymore|any more|nowadays"
+    r"|these days|lately|especially|particularly|mostly|usually|often|sometimes|always|every|'cause|cause|cuz|given|due"
+    r"|which|who|whereas|and\s+(?:i|i'd|i'm|i've|it|it's|that|this|they|we|he|she|so|then))\b)"
+)
+_EN_LIST_BREAK = re.compile(r"(\s*,\s*(?:and\s+|or\s+)?|\s+and\s+|\s+or\s+|\s*&\s*)")
+_EN_QUANTIFIERS = re.compile(r"(?i)^(?:(?:all|most|some)\s+)+")
+_EN_PREFERENCE_ARTICLES = re.compile(r"(?i)^(?:a|an|my|good|to)\s+")
+# Words before "I" that leave it opening its clause ("...and I love", "honestly, I
+# like", "that's why I love"); any other word makes "I like" a relative clause
+# about something else ("the one I like best", "something I love is...").
+_EN_CLAUSE_OPENERS = frozenset(
+    """
+    and but so because since as cause 'cause cuz plus also though although yeah yes yep oh well honestly
+    personally really actually definitely just still think guess know mean admit say must too now lol haha
+    hey anyway anyways why much then tbh sure ok okay wow frankly
+    """.split()  # noqa: SIM905 - a word list reads better as text
+)
+
+
+def _opens_clause(text: str, at: int) -> bool:
+    """Whether the word at `at` in `text` begins a clause rather than continuing a noun's."""
+    before = text[:at].rstrip()
+    if not before or before[-1] in ",;:—–-(\"“'‘":
+        return True
+    return before.split()[-1].lower().strip("\"“”'‘’") in _EN_CLAUSE_OPENERS
+
+
+def _plain_thing(item: str) -> str | None:
+    """`item` of a list of things liked, as a preference's thing, or None when it is not a plain thing."""
+    raw = item.strip()
+    if any(mark in trim_value(raw) for mark in '"“”[]()') or re.search(r"\d", raw):
+        return None
+    words = _EN_QUANTIFIERS.sub("", trim_value(raw)).lower().split()
+    if not words or words[0] in _EN_POINTING_WORDS or "my" in words[1:]:
+        return None
+    if words[0] == "to" and len(words) > 1 and words[1] in _EN_LIGHT_VERBS:
+        return None
+    if any(word in _EN_REACTION_WORDS or word in _EN_PRONOUN_OBJECTS for word in words):
+        return None
+    thing = _EN_PREFERENCE_ARTICLES.sub("", " ".join(words))
+    words = thing.split()
+    if not words or len(words) > 4 or words[-1] in _EN_LITTLE_WORDS:
+        return None
+    return thing
+
+
+def _en_liked_things(text: str) -> list[str]:
+    """The plain things of the list `text` begins with ("hiking and photography, and I..." -> both)."""
+    end = _EN_PREFERENCE_END.search(text)
+    listed = (text[: end.start()] if end else text).strip()
+    if any(mark in listed[1:-1] for mark in '"“”'):
+        return []  # a quoted title with more around it, or a quote that ends elsewhere
+    pieces = _EN_LIST_BREAK.split(listed)
+    things: list[str] = []
+    for index in range(0, len(pieces), 2):
+        if not pieces[index].strip() and index == len(pieces) - 1 and things:
+            break  # the list ended on "and" or a comma
+        if any(word.lower() in _EN_CLAUSE_WORDS for word in pieces[index].split()):
+            break  # "spicy food and shrimp is my favourite": a new clause
+        thing = _plain_thing(pieces[index])
+        if thing is None:
+            break
+        if things:
+            before = things[-1].split()
+            if (before[0].endswith("ing") and len(before) > 1 and not thing.split()[0].endswith("ing")) or (
+                _EN_PREPOSITIONS & set(before[1:])
+            ):
+                break
+        things.append(thing)
+    return things
+
+
 def _en_preference(value: str) -> Callable[[re.Match[str]], Pairs]:
     canonical = {
         "like": "likes",
@@ -325,7 +452,9 @@ def _en_preference(value: str) -> Callable[[re.Match[str]], Pairs]:
         wanted = match.group("object")
         if said == "prefers":  # "prefer tea to coffee": the preference is tea
             wanted = re.split(r"\s+to\s+", wanted, maxsplit=1)[0]
-        return [(f"preference:{thing}", said) for thing in _en_objects(wanted)]
+        if not _opens_clause(match.string, match.start()):
+            return []
+        return [(f"preference:{thing}", said) for thing in _en_liked_things(wanted)]
 
     return handle
 
@@ -335,7 +464,7 @@ def _singular(thing: str) -> str:
     head, _, last = thing.rpartition(" ")
     if last.endswith("ies") and len(last) > 4:
         last = last[:-3] + "y"
-    elif last.endswith("oes") and len(last) > 4:
+    elif last.endswith(("oes", "ches", "shes", "xes", "sses", "zes")) and len(last) > 4:
         last = last[:-2]
     elif last.endswith("s") and not last.endswith(("ss", "us", "is")) and len(last) > 3:
         last = last[:-1]
@@ -388,7 +517,8 @@ def _en_family(match: re.Match[str]) -> Pairs:
 
 
 _FAVOURITE_VALUE_END = re.compile(
-    r"(?i)\s+(?:but|because|since|though|by the way|btw|and i|and my|lol|now|these days|at the moment|lately"
+    r"(?i)\s+(?:but|because|since|though|by the way|btw|and (?:i|my|for|it|that|this|so|he|she|they)\b|lol|now"
+    r"|these days|at the moment|lately"
     r"|anymore)\b"
 )
 _NOT_IN_A_THING = frozenset(["and", "or", "but", "is", "are", "was", "were", "part", "thing", "one"])
@@ -1013,9 +1143,17 @@ def _zh_items(text: str, stops: Sequence[str] = _ZH_PREFERENCE_STOPS) -> list[st
     return items
 
 
+# Liking what the chat just offered is not a preference (我喜欢第二个方案, 去海边这个想法):
+# an item that names an offer, or counts one of several, ends the list.
+_ZH_REACTION = re.compile(r"方案|主意|想法|建议|提议|点子|选项|推荐|安排|办法|^第")
+
+
 def _zh_preference(value: str) -> Callable[[re.Match[str]], Pairs]:
     def handle(match: re.Match[str]) -> Pairs:
-        return [(f"preference:{item.lower()}", value) for item in _zh_items(match.group(1))]
+        items = _zh_items(match.group(1))
+        if any(_ZH_REACTION.search(item) for item in items):
+            return []
+        return [(f"preference:{item.lower()}", value) for item in items]
 
     return handle
 

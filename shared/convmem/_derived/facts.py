@@ -8,10 +8,12 @@ every value stays in the key's history. A negated fact ("I no longer live in
 Beijing") ends the value it names: the key has no current value until the user
 states a new one, and the negation stays in the history as its provenance.
 
-Two extractors: :class:`RuleFactExtractor` (here, the offline default: English
-and Chinese patterns from :mod:`convmem._fact_rules` over the user's own
-messages, precision over recall) and :class:`~convmem._llm.LLMFactExtractor`
-(any model behind a ``complete(prompt) -> str`` callable, answering in JSON).
+Two extractors: :class:`~convmem._derived.rule_extractor.RuleFactExtractor`
+(the offline default: English and Chinese patterns over the user's own
+messages, precision over recall) and
+:class:`~convmem._derived.llm.LLMFactExtractor` (any model behind a
+``complete(prompt) -> str`` callable, answering in JSON). How a book reads in a
+prompt is :mod:`convmem._derived.fact_lines`.
 """
 
 from __future__ import annotations
@@ -23,31 +25,17 @@ import math
 import re
 import threading
 import time
-import unicodedata
 from collections.abc import Iterable, Sequence
-from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
+from typing import Any, Protocol, runtime_checkable
 
 from .._errors import InvalidMessageError, StoreError
-from .._language import LABEL_SEPARATORS, TRIM_CHARS, check_language, split_sentences
-from .._models import Message, Role
-from .._salience import check_messages
+from .._language import MAX_NAME_CHARS, TRIM_CHARS, check_language, line_prefix
+from .._models import Message
+from .fact_lines import fact_line
 
-if TYPE_CHECKING:
-    from .fact_rules import Said
-
-__all__ = [
-    "Fact",
-    "FactBook",
-    "FactExtractor",
-    "RuleFactExtractor",
-]
+__all__ = ["HISTORY_KEPT", "Fact", "FactBook", "FactExtractor", "normalize_key", "source_quote"]
 
 _SOURCE_CHARS = 160
-# The rule extractor reads only this much of each message. The rules cost time
-# in proportion to the text (a 10 MB paste took seconds inside `add`), while
-# facts about the user are stated in conversation, not deep inside a pasted
-# document or log.
-_RULE_SCAN_CHARS = 20_000
 
 
 def normalize_key(key: str) -> str:
@@ -76,6 +64,17 @@ HISTORY_KEPT = 32
 keeps changing must not grow it with the length of the conversation."""
 
 
+def _is_speaker_name(name: object) -> bool:
+    return (
+        isinstance(name, str)
+        and 0 < len(name) <= MAX_NAME_CHARS
+        and name == name.strip()
+        and name.isprintable()
+        and ":" not in name
+        and "：" not in name
+    )
+
+
 def _live(history: list[Fact]) -> Fact | None:
     """The key's current value: its newest entry, unless that entry is a negation."""
     return history[-1] if history and not history[-1].negated else None
@@ -94,6 +93,12 @@ class Fact:
     value no longer holds (``Fact("diet", "vegetarian", negated=True)`` for
     "I'm not vegetarian anymore").
 
+    ``speaker`` is who the fact is about in a chat of several people: the name
+    of the message that stated it (``Message.name``, as ``speaker_name`` gives
+    it: one line, no colon, at most 40 characters). ``None``, the default, is
+    the user of a one-person chat. Facts of different speakers never supersede
+    one another: Caroline's city and Melanie's city are two facts.
+
     >>> Fact("Pet Name", "Duoduo", seq=12).key
     'pet_name'
     """
@@ -105,6 +110,7 @@ class Fact:
     source: str | None = None
     negated: bool = False
     session_id: str | None = None
+    speaker: str | None = None
 
     def __post_init__(self) -> None:
         if not isinstance(self.key, str) or not normalize_key(self.key).strip(":_"):
@@ -131,6 +137,11 @@ class Fact:
             raise InvalidMessageError(
                 f"a fact's session_id must be a str or None, got {self.session_id!r:.60}"
             )
+        if self.speaker is not None and not _is_speaker_name(self.speaker):
+            raise InvalidMessageError(
+                f"a fact's speaker must be None or a name of one line without ':' and at most "
+                f"{MAX_NAME_CHARS} characters (as speaker_name gives it), got {self.speaker!r:.60}"
+            )
         object.__setattr__(self, "key", normalize_key(self.key))
         object.__setattr__(self, "value", self.value.strip())
         object.__setattr__(self, "timestamp", float(self.timestamp))
@@ -141,6 +152,8 @@ class Fact:
             del data["negated"]  # the common case keeps the layout stored before negations existed
         if self.session_id is None:
             del data["session_id"]
+        if self.speaker is None:
+            del data["speaker"]
         return data
 
     @classmethod
@@ -156,6 +169,7 @@ class Fact:
             source=data.get("source"),
             negated=data.get("negated", False),
             session_id=data.get("session_id"),
+            speaker=data.get("speaker"),
         )
 
 
@@ -180,144 +194,21 @@ def source_quote(text: str) -> str:
     return flat if len(flat) <= _SOURCE_CHARS else flat[: _SOURCE_CHARS - 1] + "…"
 
 
-def _facts_from(message: Message, said: Iterable[Said], source: str) -> list[Fact]:
-    quote = source_quote(source)
-    return [
-        Fact(key, value, seq=message.seq, timestamp=message.timestamp, source=quote, negated=negated)
-        for key, value, negated in said
-    ]
-
-
-def _sentences_to_scan(text: str) -> list[str]:
-    """The sentences of the first `_RULE_SCAN_CHARS` characters of `text`, quoted speech emptied."""
-    from .fact_rules import strip_quoted_speech  # loaded on first use: see RuleFactExtractor
-
-    sentences = split_sentences(strip_quoted_speech(text[:_RULE_SCAN_CHARS]).replace("’", "'"))
-    if len(text) > _RULE_SCAN_CHARS and sentences:
-        # The cut may fall inside a sentence; half a sentence can state a wrong fact ("I live in New").
-        sentences.pop()
-    return sentences
-
-
-class RuleFactExtractor:
-    """The offline default: English and Chinese patterns over the user's own messages.
-
-    Recognizes names (``my name is``, ``call me``, ``I'm Alice``, 我叫, 叫我), where
-    the user lives (``I live in``, ``I moved to``, 我住在, 我搬到了) and comes from
-    (``I'm from``, 我来自, 我是广东人), favourites (``my favourite colour is``,
-    我最喜欢的颜色是), likes and dislikes (``I like/love/prefer``, ``I don't
-    like/hate``, 我喜欢, 我不喜欢, 我讨厌), pets and their names (``my dog Rex``,
-    ``I have a cat named Luna``, 我的狗叫多多, 我养了一只猫。它叫咪咪), family
-    members' names (``my sister Anna``, 我妈妈叫王芳), work (``I work at Acme as a
-    data engineer``, 我在腾讯当产品经理), age, birthday, allergies (``I'm allergic
-    to peanuts``, 我对花生过敏), diets (``I'm vegetarian``, 我吃素) and languages
-    (``I speak French``, 我会说日语). Statements that a value no longer holds
-    ("I no longer live in Berlin", 我不再吃素了) come back as negated facts.
-
-    Precision over recall: questions, hypotheticals ("if I lived in Paris"),
-    plans, stories, past states ("I used to live in"), other people ("my friend
-    is allergic to nuts", 他叫小明), quoted and reported speech ("he said 'I live
-    in Rome'") are not facts about the user and are ignored; so is every
-    message that tries to instruct the model, and any value that is long,
-    spans lines or holds control characters or markup. Only user messages are
-    read, and of each only the first 20,000 characters.
-    """
-
-    def __init__(self, language: str = "auto") -> None:
-        # The rule tables compile over a hundred patterns, most of `import convmem`'s
-        # time: they load with the first extractor, not with the package.
-        from .fact_rules import RuleTable
-
-        self.language = check_language(language)
-        self._table = RuleTable.for_language(self.language)
-
-    def extract(self, messages: Sequence[Message]) -> list[Fact]:
-        """Facts stated in the user messages of `messages`, in the order stated."""
-        from .fact_rules import carries_instructions, is_question, pet_name_following
-
-        facts: list[Fact] = []
-        for message in check_messages(messages):
-            if message.role is not Role.USER or carries_instructions(message.text[:_RULE_SCAN_CHARS]):
-                continue
-            pet_without_name = False
-            for sentence in _sentences_to_scan(message.text):
-                if is_question(sentence):
-                    continue
-                said = self._table.find(sentence)
-                keys = {key for key, _, negated in said if not negated}
-                if pet_without_name and not said:
-                    name = pet_name_following(sentence)
-                    if name:
-                        said = [("pet_name", name, False)]
-                        keys = {"pet_name"}
-                if said:
-                    pet_without_name = "pet" in keys and "pet_name" not in keys
-                facts.extend(_facts_from(message, said, sentence))
-        return facts
-
-    async def aextract(self, messages: Sequence[Message]) -> list[Fact]:
-        """Same as :meth:`extract`; it does no I/O, so it runs inline."""
-        return self.extract(messages)
-
-
-# --------------------------------------------------------------------------- fact book
-
-_KEY_LABELS = {
-    "name": ("name", "名字"),
-    "city": ("city", "所在城市"),
-    "hometown": ("hometown", "家乡"),
-    "age": ("age", "年龄"),
-    "birthday": ("birthday", "生日"),
-    "birth_year": ("birth year", "出生年份"),
-    "job": ("job", "职业"),
-    "employer": ("employer", "工作单位"),
-    "workplace": ("workplace", "工作地点"),
-    "diet": ("diet", "饮食"),
-    "pet": ("pet", "宠物"),
-    "pet_name": ("pet name", "宠物名字"),
-    "mother": ("mother", "妈妈"),
-    "father": ("father", "爸爸"),
-    "sister": ("sister", "姐妹"),
-    "older_sister": ("older sister", "姐姐"),
-    "younger_sister": ("younger sister", "妹妹"),
-    "brother": ("brother", "兄弟"),
-    "older_brother": ("older brother", "哥哥"),
-    "younger_brother": ("younger brother", "弟弟"),
-    "wife": ("wife", "妻子"),
-    "husband": ("husband", "丈夫"),
-    "spouse": ("spouse", "爱人"),
-    "partner": ("partner", "伴侣"),
-    "boyfriend": ("boyfriend", "男朋友"),
-    "girlfriend": ("girlfriend", "女朋友"),
-    "son": ("son", "儿子"),
-    "daughter": ("daughter", "女儿"),
-    "grandmother": ("grandmother", "祖母"),
-    "grandfather": ("grandfather", "祖父"),
-}
-# "<prefix>:<thing> = <value>" keys: the label that the value stands for, put before the thing
-# ("dislikes: coffee", "allergic to: peanut", "母语：粤语").
-_VALUE_LABELS = {
-    "preference": {
-        "likes": ("likes", "喜欢"),
-        "loves": ("loves", "喜爱"),
-        "prefers": ("prefers", "偏好"),
-        "dislikes": ("dislikes", "不喜欢"),
-        "hates": ("hates", "讨厌"),
-    },
-    "allergy": {"allergic": ("allergic to", "过敏")},
-    "language": {
-        "speaks": ("speaks", "会说"),
-        "native": ("native language", "母语"),
-        "learning": ("learning", "在学"),
-    },
-}
-# "<prefix>:<thing> = <value>" keys whose label is made from the thing ("favourite colour: teal").
-_THING_LABELS = {"favourite": ("favourite {}", "最喜欢的{}")}
-# Format 2 is format 1 plus negated entries in a history. A book is written as
-# format 1 until it holds a negation, so a convmem that predates negations keeps
-# reading it, and refuses a book it would misread (a negated value as current).
+# Format 2 is format 1 plus negated entries in a history, format 3 adds the facts
+# of named speakers. A book is written in the oldest format that holds it, so a
+# convmem that predates negations or speakers keeps reading it, and refuses a book
+# it would misread (a negated value as current, two people's facts as one person's).
 _FACTBOOK_FORMAT = 1
 _FACTBOOK_FORMAT_WITH_NEGATIONS = 2
+_FACTBOOK_FORMAT_WITH_SPEAKERS = 3
+_FACTBOOK_FORMATS = (_FACTBOOK_FORMAT, _FACTBOOK_FORMAT_WITH_NEGATIONS, _FACTBOOK_FORMAT_WITH_SPEAKERS)
+
+_Slot = tuple[str | None, str]
+"""Where a book keeps a fact: (speaker, key). The user of a one-person chat is speaker None."""
+
+
+def _slot(fact: Fact) -> _Slot:
+    return (fact.speaker, fact.key)
 
 
 class FactBook:
@@ -334,6 +225,11 @@ class FactBook:
     remembers up to which seq it was forgotten, so re-extracting the same old
     messages does not bring it back, while a newer statement does.
 
+    In a chat of several people each speaker has keys of their own (see
+    `Fact.speaker`): a value Melanie states never supersedes Caroline's, and
+    ``get``, ``history`` and ``forget`` take the ``speaker`` they are about
+    (``None``, the default, is the user of a one-person chat).
+
     Persist it with :meth:`to_json` / :meth:`from_json`::
 
         book = FactBook()
@@ -343,10 +239,10 @@ class FactBook:
 
     def __init__(self, facts: Iterable[Fact] = ()) -> None:
         self._lock = threading.RLock()
-        self._history: dict[str, list[Fact]] = {}
-        self._updated: dict[str, int] = {}  # key -> when it last changed, for stable "newest first"
+        self._history: dict[_Slot, list[Fact]] = {}
+        self._updated: dict[_Slot, int] = {}  # slot -> when it last changed, for stable "newest first"
         self._clock = 0
-        self._forgotten: dict[str, int] = {}
+        self._forgotten: dict[_Slot, int] = {}
         self.apply(facts)
 
     @classmethod
@@ -361,18 +257,18 @@ class FactBook:
         sessions keeps the provenance of the first statement; dropping either
         session's book (a forgotten session) leaves the other's.
         """
-        by_key: dict[str, list[list[Fact]]] = {}
+        by_slot: dict[_Slot, list[list[Fact]]] = {}
         for session_id, book in books:
             with book._lock:
-                for key, history in book._history.items():
-                    by_key.setdefault(key, []).append(
+                for slot, history in book._history.items():
+                    by_slot.setdefault(slot, []).append(
                         [dataclasses.replace(fact, session_id=session_id) for fact in history]
                     )
         merged = cls()
-        for key in sorted(by_key):
+        for slot in sorted(by_slot, key=lambda slot: (slot[0] or "", slot[0] is not None, slot[1])):
             # Each session's history is in the order its log said it (by seq, whatever the
             # clocks of its writers): merged by time across sessions, never reordered within.
-            merged._fold(heapq.merge(*by_key[key], key=lambda fact: fact.timestamp), in_order=True)
+            merged._fold(heapq.merge(*by_slot[slot], key=lambda fact: fact.timestamp), in_order=True)
         return merged
 
     def apply(self, facts: Iterable[Fact]) -> list[Fact]:
@@ -391,18 +287,19 @@ class FactBook:
         said (merged from several sessions, whose seqs are not comparable)."""
         if isinstance(facts, Fact):
             facts = [facts]
-        changed: dict[str, Fact] = {}
+        changed: dict[_Slot, Fact] = {}
         with self._lock:
             for index, fact in enumerate(facts):
                 if not isinstance(fact, Fact):
                     raise InvalidMessageError(f"facts[{index}] must be a Fact, got {type(fact).__name__}")
-                forgotten_through = self._forgotten.get(fact.key)
+                slot = _slot(fact)
+                forgotten_through = self._forgotten.get(slot)
                 if forgotten_through is not None and fact.seq is not None and fact.seq <= forgotten_through:
                     continue
-                history = self._history.get(fact.key, [])
+                history = self._history.get(slot, [])
                 current = history[-1] if history else None
                 if fact.negated and current is None:
-                    self._history[fact.key] = [fact]  # no value to end here; kept for merging
+                    self._history[slot] = [fact]  # no value to end here; kept for merging
                     continue
                 if fact.negated and (
                     current is None or current.negated or not _same_value(current.value, fact.value)
@@ -421,11 +318,11 @@ class FactBook:
                         continue
                 history.append(fact)
                 del history[:-HISTORY_KEPT]
-                self._history[fact.key] = history
+                self._history[slot] = history
                 self._clock += 1
-                self._updated[fact.key] = self._clock
-                changed.pop(fact.key, None)
-                changed[fact.key] = fact
+                self._updated[slot] = self._clock
+                changed.pop(slot, None)
+                changed[slot] = fact
         return list(changed.values())
 
     @staticmethod
@@ -446,11 +343,11 @@ class FactBook:
         del history[:-HISTORY_KEPT]
 
     def current(self) -> list[Fact]:
-        """The current value of every key, newest first (by time stated, then seq)."""
+        """The current value of every key (of every speaker), newest first (by time stated, then seq)."""
         with self._lock:
             latest = [
-                (history[-1], self._updated[key])
-                for key, history in self._history.items()
+                (history[-1], self._updated[slot])
+                for slot, history in self._history.items()
                 if _live(history) is not None
             ]
         latest.sort(
@@ -459,28 +356,30 @@ class FactBook:
         )
         return [fact for fact, _ in latest]
 
-    def get(self, key: str) -> Fact | None:
-        """The current fact for `key`, or ``None``."""
+    def get(self, key: str, speaker: str | None = None) -> Fact | None:
+        """The current fact for `key` (of `speaker`), or ``None``."""
         with self._lock:
-            return _live(self._history.get(normalize_key(key), []))
+            return _live(self._history.get((speaker, normalize_key(key)), []))
 
-    def history(self, key: str) -> list[Fact]:
-        """The values `key` has had, oldest first, negations included (empty for an unknown key):
-        the last `HISTORY_KEPT` statements, so a book stays small however often a value changes."""
+    def history(self, key: str, speaker: str | None = None) -> list[Fact]:
+        """The values `key` (of `speaker`) has had, oldest first, negations included (empty for
+        an unknown key): the last `HISTORY_KEPT` statements, so a book stays small however
+        often a value changes."""
         with self._lock:
-            return list(self._history.get(normalize_key(key), ()))
+            return list(self._history.get((speaker, normalize_key(key)), ()))
 
-    def forget(self, key: str) -> bool:
-        """Remove `key` and its history; ``False`` when there was no such key (nor a history)."""
-        key = normalize_key(key)
+    def forget(self, key: str, speaker: str | None = None) -> bool:
+        """Remove `key` (of `speaker`) and its history; ``False`` when there was no such key
+        (nor a history)."""
+        slot = (speaker, normalize_key(key))
         with self._lock:
-            history = self._history.pop(key, None)
-            self._updated.pop(key, None)
+            history = self._history.pop(slot, None)
+            self._updated.pop(slot, None)
             if not history:
                 return False
             seqs = [fact.seq for fact in history if fact.seq is not None]
             if seqs:
-                self._forgotten[key] = max(max(seqs), self._forgotten.get(key, -1))
+                self._forgotten[slot] = max(max(seqs), self._forgotten.get(slot, -1))
             return True
 
     def drop_seqs(self, seqs: Iterable[int]) -> bool:
@@ -489,19 +388,19 @@ class FactBook:
         doomed = set(seqs)
         changed = False
         with self._lock:
-            for key in list(self._history):
-                history = self._history[key]
+            for slot in list(self._history):
+                history = self._history[slot]
                 kept = [fact for fact in history if fact.seq is None or fact.seq not in doomed]
                 if len(kept) == len(history):
                     continue
                 changed = True
                 if kept:
-                    self._history[key] = kept
+                    self._history[slot] = kept
                     self._clock += 1
-                    self._updated[key] = self._clock
+                    self._updated[slot] = self._clock
                 else:
-                    del self._history[key]
-                    self._updated.pop(key, None)
+                    del self._history[slot]
+                    self._updated.pop(slot, None)
         return changed
 
     def __len__(self) -> int:
@@ -509,46 +408,45 @@ class FactBook:
             return sum(1 for history in self._history.values() if _live(history) is not None)
 
     def __contains__(self, key: object) -> bool:
+        """Whether the user of a one-person chat has a current value for `key`."""
         return isinstance(key, str) and self.get(key) is not None
 
     def render_lines(self, language: str) -> list[str]:
         """Current facts as readable lines, newest first: ``"name: Alice"`` / ``"名字：小明"``,
         ``"likes: coffee"`` / ``"喜欢：咖啡"``, ``"favourite colour: teal"`` / ``"最喜欢的颜色：蓝色"``.
-        `language` is ``"en"`` or ``"zh"``."""
+        When the facts are of several people, a named speaker's fact says whose it is, as
+        a line of their conversation does: ``"Caroline: city: Boston"``; the facts of one
+        person read the same whether or not their messages carry a name. `language` is
+        ``"en"`` or ``"zh"``."""
         language = check_language(language, allow_auto=False)
-        zh = language == "zh"
-        separator = LABEL_SEPARATORS[language]
-        lines = []
-        for fact in self.current():
-            prefix, colon, thing = fact.key.partition(":")
-            thing_line = _one_line(thing, FACT_KEY_MAX_CHARS)
-            value_line = _one_line(fact.value, FACT_VALUE_MAX_CHARS)
-            if colon and prefix in _THING_LABELS:
-                lines.append(_THING_LABELS[prefix][zh].format(thing_line) + separator + value_line)
-                continue
-            if colon and prefix in _VALUE_LABELS:
-                labels = _VALUE_LABELS[prefix].get(fact.value.lower())
-                lines.append(
-                    (labels[zh] + separator + thing_line) if labels else (thing_line + separator + value_line)
-                )
-                continue
-            labels = _KEY_LABELS.get(fact.key)
-            label = labels[zh] if labels else (fact.key if zh else fact.key.replace("_", " "))
-            lines.append(
-                _one_line(label, FACT_KEY_MAX_CHARS) + separator + _one_line(fact.value, FACT_VALUE_MAX_CHARS)
-            )
-        return lines
+        facts = self.current()
+        several = len({fact.speaker for fact in facts}) > 1
+        return [
+            (line_prefix(None, fact.speaker, language) if several else "")
+            + fact_line(fact.key, fact.value, language)
+            for fact in facts
+        ]
 
     def to_json(self) -> str:
         """The whole book (current values, history, forgotten keys) as JSON text."""
+        parts: dict[str | None, dict[str, dict[str, Any]]] = {None: {"history": {}, "forgotten": {}}}
         with self._lock:
-            keys = sorted(self._history, key=lambda key: self._updated.get(key, 0))
+            for speaker, key in sorted(self._history, key=lambda slot: self._updated.get(slot, 0)):
+                part = parts.setdefault(speaker, {"history": {}, "forgotten": {}})
+                # A speaker's part names them once; its facts need not repeat the name.
+                part["history"][key] = [
+                    {name: field for name, field in fact.to_dict().items() if name != "speaker"}
+                    for fact in self._history[(speaker, key)]
+                ]
+            for (speaker, key), seq in self._forgotten.items():
+                parts.setdefault(speaker, {"history": {}, "forgotten": {}})["forgotten"][key] = seq
             negations = any(fact.negated for history in self._history.values() for fact in history)
-            data = {
-                "format": _FACTBOOK_FORMAT_WITH_NEGATIONS if negations else _FACTBOOK_FORMAT,
-                "history": {key: [fact.to_dict() for fact in self._history[key]] for key in keys},
-                "forgotten": dict(self._forgotten),
-            }
+        data: dict[str, Any] = {"format": _FACTBOOK_FORMAT, **parts.pop(None)}
+        if negations:
+            data["format"] = _FACTBOOK_FORMAT_WITH_NEGATIONS
+        if parts:
+            data["format"] = _FACTBOOK_FORMAT_WITH_SPEAKERS
+            data["speakers"] = parts
         return json.dumps(data, ensure_ascii=False, separators=(",", ":"))
 
     @classmethod
@@ -561,51 +459,43 @@ class FactBook:
                 f"the stored fact book is not valid JSON ({exc}); delete or rebuild it"
             ) from None
         found_format = data.get("format") if isinstance(data, dict) else None
-        if not isinstance(data, dict) or found_format not in (
-            _FACTBOOK_FORMAT,
-            _FACTBOOK_FORMAT_WITH_NEGATIONS,
-        ):
+        if not isinstance(data, dict) or found_format not in _FACTBOOK_FORMATS:
             raise StoreError(
-                f"the stored fact book has an unknown layout (format {found_format!r}, expected "
-                f"{_FACTBOOK_FORMAT} or {_FACTBOOK_FORMAT_WITH_NEGATIONS}); delete or rebuild it"
+                f"the stored fact book has an unknown layout (format {found_format!r}, expected one "
+                f"of {', '.join(map(str, _FACTBOOK_FORMATS))}); delete or rebuild it"
             )
-        history, forgotten = data.get("history"), data.get("forgotten", {})
-        if not isinstance(history, dict) or not isinstance(forgotten, dict):
-            raise StoreError("the stored fact book needs a 'history' object and a 'forgotten' object")
+        speakers = data.get("speakers", {})
+        if not isinstance(speakers, dict) or not all(isinstance(part, dict) for part in speakers.values()):
+            raise StoreError("the stored fact book's 'speakers' must map each name to an object")
         book = cls()
         try:
-            for key, entries in history.items():
-                if not isinstance(entries, list):
-                    raise InvalidMessageError(f"history of {key!r} must be a list")
-                facts = [Fact.from_dict(entry) for entry in entries[-HISTORY_KEPT:]]
-                if facts:
-                    book._history[normalize_key(key)] = facts
-                    book._clock += 1
-                    book._updated[normalize_key(key)] = book._clock
-            for key, seq in forgotten.items():
-                if isinstance(seq, bool) or not isinstance(seq, int):
-                    raise InvalidMessageError(f"forgotten seq of {key!r} must be an int, got {seq!r}")
-                book._forgotten[normalize_key(key)] = seq
+            book._load_part(None, data)
+            for speaker, part in speakers.items():
+                if not _is_speaker_name(speaker):
+                    raise InvalidMessageError(f"{speaker!r:.60} is not a speaker's name")
+                book._load_part(speaker, part)
         except InvalidMessageError as exc:
             raise StoreError(f"the stored fact book holds a malformed fact: {exc}") from None
         return book
 
-
-FACT_KEY_MAX_CHARS = 60
-FACT_VALUE_MAX_CHARS = 200
-"""A rendered fact line is ``label: value`` on one line, each part capped (an LLM
-extractor may return anything; a fact must not grow into a section of its own)."""
-
-# Line breaks, tabs and other controls become spaces; bidi overrides and other
-# invisible format characters go (the zero-width joiner stays: emoji need it).
-_INVISIBLE = {c for c in map(chr, range(0x2000, 0x2070)) if unicodedata.category(c) == "Cf"} - {"\u200d"}
-
-
-def _one_line(text: str, max_chars: int) -> str:
-    cleaned = "".join(
-        " " if unicodedata.category(c) in ("Cc", "Zl", "Zp") else c
-        for c in text
-        if c not in _INVISIBLE and c != "\ufeff"
-    )
-    cleaned = " ".join(cleaned.split())
-    return cleaned if len(cleaned) <= max_chars else cleaned[: max_chars - 1].rstrip() + "…"
+    def _load_part(self, speaker: str | None, part: dict[str, Any]) -> None:
+        """Read one speaker's ``history`` and ``forgotten`` objects of a stored book."""
+        history, forgotten = part.get("history"), part.get("forgotten", {})
+        if not isinstance(history, dict) or not isinstance(forgotten, dict):
+            raise StoreError("the stored fact book needs a 'history' object and a 'forgotten' object")
+        for key, entries in history.items():
+            if not isinstance(entries, list):
+                raise InvalidMessageError(f"history of {key!r} must be a list")
+            facts = [
+                dataclasses.replace(Fact.from_dict(entry), speaker=speaker)
+                for entry in entries[-HISTORY_KEPT:]
+            ]
+            if facts:
+                slot = (speaker, normalize_key(key))
+                self._history[slot] = facts
+                self._clock += 1
+                self._updated[slot] = self._clock
+        for key, seq in forgotten.items():
+            if isinstance(seq, bool) or not isinstance(seq, int):
+                raise InvalidMessageError(f"forgotten seq of {key!r} must be an int, got {seq!r}")
+            self._forgotten[(speaker, normalize_key(key))] = seq

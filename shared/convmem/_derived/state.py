@@ -28,7 +28,8 @@ from .._models import Message, Role
 from .._stores.base import StateRecord, Store
 from .._tokens import TokenCounter
 from .background import Backoff, model_calls, shared_pool
-from .facts import Fact, FactBook, FactExtractor, RuleFactExtractor
+from .facts import Fact, FactBook, FactExtractor
+from .rule_extractor import RuleFactExtractor
 from .summarizer import ExtractiveSummarizer, Summarizer
 
 if TYPE_CHECKING:  # recall loads numpy; the derived state only calls the engine it is given
