@@ -489,6 +489,10 @@ class ConvMemChatMemoryBuffer(ChatMemoryBuffer):
         """Finish background work (summaries, facts, vectors) of every session this buffer served."""
         self._sessions.close()
 
+    async def aclose(self) -> None:
+        """Async `close`."""
+        await asyncio.to_thread(self._sessions.close)
+
     # -- serialization ------------------------------------------------------------
 
     def to_dict(self, **kwargs: Any) -> dict[str, Any]:
