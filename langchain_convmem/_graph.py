@@ -58,7 +58,7 @@ from convmem import (
 
 from ._convert import context_to_langchain
 from ._history import ConvMemSessions, check_budget, check_options
-from ._state_sync import Held, fingerprint, question_text, sync_input
+from ._state_sync import Held, HeldEntry, fingerprint, held_entry, question_text, sync_input
 from ._turns import append_steps, is_final_answer, is_question, settle_turn
 
 __all__ = ["ConvMemNode"]
@@ -71,7 +71,7 @@ _STATES_PER_THREAD = 4
 @dataclasses.dataclass
 class _Prepared:
     memory: ConversationMemory
-    held: dict[str, Held]
+    held: dict[str, HeldEntry]
     turn: int | None
     model_input: list[BaseMessage]
 
@@ -87,17 +87,17 @@ class _GraphStates:
 
     def __init__(self, max_threads: int) -> None:
         self._max_threads = max_threads
-        self._threads: OrderedDict[str, list[dict[str, Held]]] = OrderedDict()
+        self._threads: OrderedDict[str, list[dict[str, HeldEntry]]] = OrderedDict()
         self._lock = threading.Lock()
 
-    def match(self, thread: str, messages: Sequence[BaseMessage]) -> dict[str, Held]:
+    def match(self, thread: str, messages: Sequence[BaseMessage]) -> dict[str, HeldEntry]:
         ids = {m.id for m in messages}
         with self._lock:
             states = self._threads.get(thread) or []
             best = max(states, key=lambda held: len(ids & held.keys()), default=None)
             return dict(best) if best is not None and ids & best.keys() else {}
 
-    def remember(self, thread: str, before: Mapping[str, Held], now: dict[str, Held]) -> None:
+    def remember(self, thread: str, before: Mapping[str, HeldEntry], now: dict[str, HeldEntry]) -> None:
         with self._lock:
             states = self._threads.pop(thread, [])
             states = [held for held in states if not (before and held.keys() == before.keys())]
@@ -106,12 +106,12 @@ class _GraphStates:
             while len(self._threads) > self._max_threads:
                 self._threads.popitem(last=False)
 
-    def add(self, thread: str, held: dict[str, Held], message_id: str, entry: Held) -> None:
+    def add(self, thread: str, held: dict[str, HeldEntry], message_id: str, entry: HeldEntry) -> None:
         with self._lock:
             held[message_id] = entry
 
 
-def _open_turn(messages: Sequence[BaseMessage], held: Mapping[str, Held]) -> int | None:
+def _open_turn(messages: Sequence[BaseMessage], held: Mapping[str, HeldEntry]) -> int | None:
     """Seq of the newest question the state held that no final answer in the state follows."""
     for index in range(len(messages) - 1, -1, -1):
         message = messages[index]
@@ -120,7 +120,7 @@ def _open_turn(messages: Sequence[BaseMessage], held: Mapping[str, Held]) -> int
             continue
         if any(is_final_answer(m) for m in messages[index + 1 :]):
             return None
-        return entry.seq
+        return Held.of(entry).seq
     return None
 
 
@@ -198,7 +198,7 @@ class ConvMemNode:
         [stored] = append_steps(prepared.memory, [reply], turn=prepared.turn, final=final)
         if final:
             settle_turn(prepared.memory, prepared.turn, TurnStatus.COMPLETED)
-        entry = Held(stored.seq, fingerprint(reply), stored.reply_to_seq)
+        entry = held_entry(stored.seq, fingerprint(reply), stored.reply_to_seq)
         self._states.add(prepared.memory.session_id, prepared.held, reply.id, entry)
 
     def _fail(self, prepared: _Prepared) -> None:

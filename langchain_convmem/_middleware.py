@@ -37,7 +37,7 @@ from convmem.integration import memory_from_options
 from ._convert import context_to_langchain
 from ._history import ConvMemSessions, check_budget, check_options
 from ._removals import delete_by_ids
-from ._state_sync import Synced, dump_held, is_derived, load_held, question_text, sync_input, sync_steps
+from ._state_sync import Held, Synced, is_derived, load_held, question_text, sync_input, sync_steps
 from ._turns import is_final_answer, settle_turn
 
 __all__ = ["ConvMemMiddleware"]
@@ -211,7 +211,7 @@ class ConvMemMiddleware(AgentMiddleware):
 
     @staticmethod
     def _update(synced: Synced) -> dict[str, Any]:
-        return {_HELD_KEY: dump_held(synced.held), _TURN_KEY: synced.turn}
+        return {_HELD_KEY: synced.held, _TURN_KEY: synced.turn}
 
     def _start(self, memory: ConversationMemory, state: Mapping[str, Any]) -> dict[str, Any]:
         messages: Sequence[BaseMessage] = state["messages"]
@@ -223,9 +223,12 @@ class ConvMemMiddleware(AgentMiddleware):
             update["messages"] = derived
         return update
 
-    def _steps(self, memory: ConversationMemory, state: Mapping[str, Any], *, final: bool) -> dict[str, Any]:
+    def _steps(
+        self, memory: ConversationMemory, state: Mapping[str, Any], *, final: bool, run_ended: bool = False
+    ) -> dict[str, Any]:
         held = load_held(state.get(_HELD_KEY))
-        return self._update(sync_steps(memory, state["messages"], held, _turn(state), final=final))
+        synced = sync_steps(memory, state["messages"], held, _turn(state), final=final, run_ended=run_ended)
+        return self._update(synced)
 
     def _model_messages(self, memory: ConversationMemory, state: Mapping[str, Any]) -> list[AnyMessage]:
         messages: Sequence[BaseMessage] = state["messages"]
@@ -238,7 +241,7 @@ class ConvMemMiddleware(AgentMiddleware):
         removed = _removed_ids(result)
         if removed:
             held = load_held(state.get(_HELD_KEY))
-            known = {message_id: entry.seq for message_id, entry in held.items()}
+            known = {message_id: Held.of(entry).seq for message_id, entry in held.items()}
             newest = len(state.get("messages") or ()) + _REMOVAL_SLACK
             delete_by_ids(memory, removed, known=known, search_newest=newest)
 
@@ -322,10 +325,11 @@ class ConvMemMiddleware(AgentMiddleware):
     def after_agent(self, state: AgentState, runtime: Any) -> dict[str, Any] | None:
         """The agent finished: its turn is COMPLETED, whatever ended it (a plain answer,
         a structured response, a tool that returns directly)."""
-        return self._steps(self._memory(runtime), state, final=True)
+        return self._steps(self._memory(runtime), state, final=True, run_ended=True)
 
     async def aafter_agent(self, state: AgentState, runtime: Any) -> dict[str, Any] | None:
-        return await asyncio.to_thread(self._steps, self._memory(runtime), state, final=True)
+        memory = self._memory(runtime)
+        return await asyncio.to_thread(self._steps, memory, state, final=True, run_ended=True)
 
 
 def _turn(state: Mapping[str, Any]) -> int | None:

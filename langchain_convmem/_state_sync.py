@@ -31,7 +31,7 @@ import hashlib
 import json
 import re
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import Any, NamedTuple
 
 from langchain_core.messages import AIMessage, BaseMessage, ToolMessage
 
@@ -43,10 +43,11 @@ from ._turns import append_steps, is_final_answer, is_question, settle_turn
 
 __all__ = [
     "Held",
+    "HeldEntry",
     "Synced",
-    "dump_held",
     "find_logged",
     "fingerprint",
+    "held_entry",
     "is_derived",
     "load_held",
     "question_text",
@@ -62,60 +63,61 @@ _DERIVED_IDS = frozenset({CONTEXT_MESSAGE_ID, MEMORY_MESSAGE_ID, f"{CONTEXT_MESS
 _MATCH_SLACK = 32
 
 
-@dataclasses.dataclass(frozen=True)
-class Held:
-    """What a state held under one message id: the message's seq in the log (None for a
-    message that is not logged, such as another middleware's summary), a fingerprint of
-    its content, and the question it answers."""
+HeldEntry = list[Any]
+"""What a state held under one message id, as kept in the state: ``[seq, fingerprint,
+reply_to_seq]`` (read it through `Held`). A list, not an object, because the whole map
+is read and written at every step of a run."""
+
+
+class Held(NamedTuple):
+    """A `HeldEntry` read: the message's seq in the log (None for a message that is not
+    logged, such as another middleware's summary), a fingerprint of its content, and the
+    question it answers."""
 
     seq: int | None
     fingerprint: str
     reply_to_seq: int | None = None
 
-    def dump(self) -> list[Any]:
-        return [self.seq, self.fingerprint, self.reply_to_seq]
-
     @classmethod
-    def load(cls, value: Any) -> Held | None:
-        if isinstance(value, (list, tuple)) and len(value) == 3 and isinstance(value[1], str):
-            seq, fingerprint, reply_to_seq = value
-            if (seq is None or isinstance(seq, int)) and (
-                reply_to_seq is None or isinstance(reply_to_seq, int)
-            ):
-                return cls(seq, fingerprint, reply_to_seq)
-        return None
+    def of(cls, entry: HeldEntry) -> Held:
+        return cls._make(entry)
 
 
-def load_held(raw: object) -> dict[str, Held]:
-    """`Held` entries from their form in a graph's state (anything unreadable is skipped)."""
-    if not isinstance(raw, Mapping):
+def held_entry(seq: int | None, fingerprint: str, reply_to_seq: int | None = None) -> HeldEntry:
+    return [seq, fingerprint, reply_to_seq]
+
+
+def load_held(raw: object) -> dict[str, HeldEntry]:
+    """The held entries as a graph's state keeps them (what this module wrote there; anything
+    else reads as nothing held)."""
+    if not isinstance(raw, Mapping) or not all(
+        isinstance(entry, list) and len(entry) == 3 for entry in raw.values()
+    ):
         return {}
-    held = {}
-    for message_id, value in raw.items():
-        entry = Held.load(value)
-        if isinstance(message_id, str) and entry is not None:
-            held[message_id] = entry
-    return held
-
-
-def dump_held(held: Mapping[str, Held]) -> dict[str, list[Any]]:
-    return {message_id: entry.dump() for message_id, entry in held.items()}
+    return dict(raw)
 
 
 @dataclasses.dataclass(frozen=True)
 class Synced:
     """The state's messages as the log now holds them, and the question of the unfinished turn."""
 
-    held: dict[str, Held]
+    held: dict[str, HeldEntry]
     turn: int | None
 
 
 def fingerprint(message: BaseMessage) -> str:
     """A short digest of what `message` says (type, content, name, tool calls and call id)."""
-    calls = [[c.get("id"), c["name"], c["args"]] for c in getattr(message, "tool_calls", None) or ()]
-    said = [message.type, message.content, message.name, getattr(message, "tool_call_id", None), calls]
-    text = json.dumps(said, sort_keys=True, ensure_ascii=False, default=str)
-    return hashlib.blake2b(text.encode(), digest_size=8).hexdigest()
+    content = message.content
+    parts = [message.type, content if isinstance(content, str) else _json(content), message.name or ""]
+    if isinstance(message, AIMessage) and message.tool_calls:
+        parts.append(_json([[c.get("id"), c["name"], c["args"]] for c in message.tool_calls]))
+    elif isinstance(message, ToolMessage):
+        parts.append(message.tool_call_id)
+    return hashlib.blake2b("\x1f".join(parts).encode(), digest_size=8).hexdigest()
+
+
+def _json(value: Any) -> str:
+    return json.dumps(value, sort_keys=True, ensure_ascii=False, default=str)
 
 
 def _is_summary(message: BaseMessage) -> bool:
@@ -187,7 +189,7 @@ def find_logged(memory: ConversationMemory, candidates: Sequence[BaseMessage]) -
     return found
 
 
-def _rewritten(messages: Sequence[BaseMessage], held: Mapping[str, Held]) -> bool:
+def _rewritten(messages: Sequence[BaseMessage], held: Mapping[str, HeldEntry]) -> bool:
     """Whether the state was rewritten (``REMOVE_ALL_MESSAGES`` and a new list) rather than
     trimmed: a message it did not hold stands before one it held, or a summary stands in it."""
     last_held = max((i for i, m in enumerate(messages) if m.id in held), default=-1)
@@ -195,11 +197,13 @@ def _rewritten(messages: Sequence[BaseMessage], held: Mapping[str, Held]) -> boo
 
 
 def _forget_removed(
-    memory: ConversationMemory, messages: Sequence[BaseMessage], held: Mapping[str, Held]
+    memory: ConversationMemory, messages: Sequence[BaseMessage], held: Mapping[str, HeldEntry]
 ) -> None:
     present = {m.id for m in messages}
     gone = [
-        entry.seq for message_id, entry in held.items() if message_id not in present and entry.seq is not None
+        seq
+        for message_id, entry in held.items()
+        if message_id not in present and (seq := Held.of(entry).seq) is not None
     ]
     if not gone or len(present & held.keys()) == 0 or _rewritten(messages, held):
         return
@@ -207,10 +211,11 @@ def _forget_removed(
 
 
 def _replace_edited(
-    memory: ConversationMemory, messages: Sequence[BaseMessage], held: dict[str, Held]
+    memory: ConversationMemory, messages: Sequence[BaseMessage], held: dict[str, HeldEntry]
 ) -> None:
     for message in messages:
-        entry = held.get(message.id or "")
+        raw = held.get(message.id or "")
+        entry = Held.of(raw) if raw is not None else None
         if entry is None or entry.seq is None or not _loggable(message):
             continue
         now = fingerprint(message)
@@ -221,14 +226,20 @@ def _replace_edited(
             memory.replace_message(entry.seq, edited)
         except InvalidMessageError:
             continue  # gone from the log already (another writer deleted it): nothing to edit
-        held[str(message.id)] = dataclasses.replace(entry, fingerprint=now)
+        held[str(message.id)] = held_entry(entry.seq, now, entry.reply_to_seq)
 
 
 def _held_now(
-    messages: Sequence[BaseMessage], held: Mapping[str, Held], logged: Mapping[str, Message | int]
-) -> dict[str, Held]:
-    """What the state holds now: earlier entries kept, new messages with their seqs."""
-    now: dict[str, Held] = {}
+    messages: Sequence[BaseMessage],
+    held: Mapping[str, HeldEntry],
+    logged: Mapping[str, Message | int],
+    *,
+    refresh: bool,
+) -> dict[str, HeldEntry]:
+    """What the state holds now: earlier entries kept (with ``refresh``, their fingerprints
+    taken again, so edits made meanwhile are not taken for edits to come), new messages with
+    their seqs."""
+    now: dict[str, HeldEntry] = {}
     for message in messages:
         if message.id is None or is_derived(message):
             continue
@@ -236,17 +247,21 @@ def _held_now(
         if entry is None:
             stored = logged.get(message.id)
             if isinstance(stored, Message):
-                entry = Held(stored.seq, fingerprint(message), stored.reply_to_seq)
+                entry = held_entry(stored.seq, fingerprint(message), stored.reply_to_seq)
             else:
-                entry = Held(stored, fingerprint(message))
-        elif entry.fingerprint != (current := fingerprint(message)):
-            entry = dataclasses.replace(entry, fingerprint=current)
+                entry = held_entry(stored, fingerprint(message))
+        elif refresh:
+            seq, _, reply_to_seq = entry
+            entry = held_entry(seq, fingerprint(message), reply_to_seq)
         now[message.id] = entry
     return now
 
 
 def sync_input(
-    memory: ConversationMemory, messages: Sequence[BaseMessage], held: Mapping[str, Held], turn: int | None
+    memory: ConversationMemory,
+    messages: Sequence[BaseMessage],
+    held: Mapping[str, HeldEntry],
+    turn: int | None,
 ) -> Synced:
     """Bring the log in step with a state that changed since it was last seen (a run's
     input, ``update_state`` between runs, another server's history).
@@ -277,29 +292,36 @@ def sync_input(
     questions = [s.seq for m, s in zip(new, stored, strict=True) if is_question(m)]
     if questions:
         turn = questions[-1]
-    return Synced(_held_now(messages, current, logged), turn)
+    return Synced(_held_now(messages, current, logged, refresh=False), turn)
 
 
 def sync_steps(
     memory: ConversationMemory,
     messages: Sequence[BaseMessage],
-    held: Mapping[str, Held],
+    held: Mapping[str, HeldEntry],
     turn: int | None,
     *,
     final: bool,
+    run_ended: bool = False,
 ) -> Synced:
-    """Store what the model and the tools added during a run; with ``final`` the turn is done.
+    """Store what the model and the tools added during a run; with ``final`` the turn is
+    done, and ``run_ended`` says the run is over.
 
     Only AI and tool messages after the last message the state held are steps
     of the turn; anything else another middleware put in the state meanwhile (a
     summary, a trimmed list, a reminder for the model) is taken as it is and
     never stored, and nothing is deleted.
     """
-    last_held = max((i for i, m in enumerate(messages) if m.id in held), default=-1)
+    ids = [m.id for m in messages]
+    appended = len(ids) >= len(held) and ids[: len(held)] == list(held)
+    if appended:  # the common case, checked in C: nothing but new messages at the end
+        last_held = len(held) - 1
+    else:
+        last_held = max((i for i, message_id in enumerate(ids) if message_id in held), default=-1)
     new = [
         m
-        for i, m in enumerate(messages)
-        if i > last_held and m.id not in held and isinstance(m, (AIMessage, ToolMessage)) and _loggable(m)
+        for m in messages[last_held + 1 :]
+        if m.id not in held and isinstance(m, (AIMessage, ToolMessage)) and _loggable(m)
     ]
     answer = bool(new) and is_final_answer(new[-1])
     stored = append_steps(memory, new, turn=turn, final=answer)
@@ -307,4 +329,8 @@ def sync_steps(
         settle_turn(memory, turn, TurnStatus.COMPLETED)
         turn = None
     logged: dict[str, Message | int] = {str(m.id): s for m, s in zip(new, stored, strict=True)}
-    return Synced(_held_now(messages, held, logged), turn)
+    if appended and not run_ended:
+        return Synced({**held, **_held_now(messages[len(held) :], {}, logged, refresh=False)}, turn)
+    # Fingerprints are taken again once, when the run ends: an edit another middleware made
+    # during the run is then the state's, not an edit for the log at the next run.
+    return Synced(_held_now(messages, held, logged, refresh=run_ended), turn)
