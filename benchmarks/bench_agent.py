@@ -8,7 +8,7 @@ median time of one ``agent.invoke`` with a new question for:
 - the same with ``ConvMemMiddleware`` (the session in memory, and in SQLite),
   which stores the turn and builds the model's context from the log;
 - the same with LangChain's ``SummarizationMiddleware`` (fake summarizer model),
-  the budget-keeping pattern LangChain's docs show.
+  the budget-keeping pattern LangChain's docs show, and with both.
 
 The model is a fake chat model, so the figures are what the agent machinery and
 each middleware cost. Rounds interleave the pipelines, so load on the machine
@@ -77,16 +77,22 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         for size in sizes:
             turns = earlier_turns(size)
-            summarizer = SummarizationMiddleware(
-                fake_model(), trigger=("tokens", BUDGET), keep=("tokens", BUDGET // 2)
-            )
+
+            def summarizer() -> SummarizationMiddleware:
+                return SummarizationMiddleware(
+                    fake_model(), trigger=("tokens", BUDGET), keep=("tokens", BUDGET // 2)
+                )
+
             pipelines = {
                 "create_agent + checkpointer (plain)": pipeline([], turns, "plain"),
                 "+ ConvMemMiddleware (in memory)": pipeline([ConvMemMiddleware(config=config)], turns, "mem"),
                 "+ ConvMemMiddleware (SQLite)": pipeline(
                     [ConvMemMiddleware(path=Path(tmp) / f"{size}.db", config=config)], turns, "sqlite"
                 ),
-                "+ SummarizationMiddleware": pipeline([summarizer], turns, "summary"),
+                "+ SummarizationMiddleware": pipeline([summarizer()], turns, "summary"),
+                "+ ConvMemMiddleware + SummarizationMiddleware": pipeline(
+                    [ConvMemMiddleware(config=config), summarizer()], turns, "both"
+                ),
             }
             times: dict[str, list[float]] = {name: [] for name in pipelines}
             for index in range(repeats):
