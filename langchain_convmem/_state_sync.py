@@ -56,7 +56,7 @@ __all__ = [
 ]
 
 _SEQ_ID = re.compile(r"convmem-seq-([1-9][0-9]{0,18})")
-# Ids the previous middleware gave the context messages it put in state: derived, never logged.
+# Ids an earlier release of the middleware gave the context messages it put in state: never logged.
 _DERIVED_IDS = frozenset({CONTEXT_MESSAGE_ID, MEMORY_MESSAGE_ID, f"{CONTEXT_MESSAGE_ID}-memory"})
 # A resent history is matched against this many more of the newest logged messages than it
 # holds, so other writers' messages between its own do not push it out of reach.
@@ -155,7 +155,7 @@ def _same(logged: Message, message: Message) -> bool:
 def find_logged(memory: ConversationMemory, candidates: Sequence[BaseMessage]) -> list[int | None]:
     """For each candidate, the seq of the logged message it is, or None.
 
-    A ``convmem-seq-N`` id (the previous middleware's ids) names seq N. Other
+    A ``convmem-seq-N`` id (an earlier release of the middleware gave those) names seq N. Other
     candidates are looked for among the newest logged messages: by id with the
     same content anywhere there, else (a history resent without its ids) by
     content, in order. The newest question and what follows it are matched by id
