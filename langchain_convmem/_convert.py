@@ -29,7 +29,7 @@ from langchain_core.messages import (
 )
 
 from convmem import BuiltContext, InvalidMessageError, Message, Role, TurnStatus
-from convmem.integration import chat_api_message
+from convmem.integration import chat_api_message, group_turns
 
 from ._serialize import from_storable, to_storable
 
@@ -41,16 +41,17 @@ __all__ = [
     "fallback_message_id",
     "from_convmem_message",
     "latest_human_text",
-    "state_messages",
     "stored_message_id",
     "to_convmem_message",
     "to_convmem_messages",
+    "to_convmem_role",
 ]
 
 LANGCHAIN_METADATA_KEY = "langchain"
 CONTEXT_MESSAGE_ID = "convmem-context"
+"""Id that earlier releases gave the context message they put in agent state (never logged)."""
 MEMORY_MESSAGE_ID = "convmem-memory"
-"""Id of the system message that carries facts, summary and recalled turns in agent state."""
+"""Id of the message that carries facts, summary and recalled turns in a model request."""
 
 _SUPPORTED = "HumanMessage, AIMessage, SystemMessage, ToolMessage or ChatMessage"
 _CHAT_ROLES = {
@@ -59,15 +60,34 @@ _CHAT_ROLES = {
     "assistant": Role.ASSISTANT,
     "ai": Role.ASSISTANT,
     "system": Role.SYSTEM,
+    "developer": Role.SYSTEM,
 }
 
 
-def to_convmem_message(message: BaseMessage, *, status: TurnStatus | str = TurnStatus.COMPLETED) -> Message:
+def to_convmem_role(chat_role: str) -> Role:
+    """The convmem role a `ChatMessage` role is stored and counted as.
+
+    LangChain lets a `ChatMessage` carry any role (``"critic"``, ``"narrator"``,
+    another agent's name); one that names no user or system role is a speaker
+    other than the user, so it joins the turn as an assistant message would.
+    The role itself is kept and comes back on the way out.
+    """
+    return _CHAT_ROLES.get(chat_role.strip().lower(), Role.ASSISTANT)
+
+
+def to_convmem_message(
+    message: BaseMessage,
+    *,
+    status: TurnStatus | str = TurnStatus.COMPLETED,
+    reply_to_seq: int | None = None,
+) -> Message:
     """Convert a LangChain message to an unsaved convmem `Message`.
 
     Chunks (e.g. the ``AIMessageChunk`` a stream adds up to) are stored as the
-    complete message. Raises `InvalidMessageError` for anything that is not a
-    human, AI, system, tool or chat message, and for ``None`` content.
+    complete message. ``reply_to_seq`` files an answer or a tool step under the
+    question stored with that seq (see `Message`). Raises `InvalidMessageError`
+    for anything that is not a human, AI, system, tool or chat message, and for
+    ``None`` content.
     """
     if not isinstance(message, BaseMessage):
         raise InvalidMessageError(
@@ -113,13 +133,11 @@ def to_convmem_message(message: BaseMessage, *, status: TurnStatus | str = TurnS
         if message.status != "success":
             extras["status"] = message.status
     elif isinstance(message, ChatMessage):
-        chat_role = _CHAT_ROLES.get(message.role.strip().lower())
-        if chat_role is None:
+        if not isinstance(message.role, str) or not message.role.strip():
             raise InvalidMessageError(
-                f"ChatMessage role {message.role!r} has no convmem equivalent; use one of "
-                f"{sorted(_CHAT_ROLES)} or a HumanMessage/AIMessage/SystemMessage"
+                f"ChatMessage role must be a non-empty str (any role, e.g. 'critic'), got {message.role!r:.60}"
             )
-        role = chat_role
+        role = to_convmem_role(message.role)
         extras["chat_role"] = message.role
     else:
         raise InvalidMessageError(
@@ -136,6 +154,7 @@ def to_convmem_message(message: BaseMessage, *, status: TurnStatus | str = TurnS
             tool_call_id=tool_call_id,
             metadata=metadata,
             status=status,
+            reply_to_seq=reply_to_seq,
         )
     except InvalidMessageError as exc:
         raise InvalidMessageError(f"{kind} rejected: {exc}") from None
@@ -215,15 +234,21 @@ def fallback_message_id(seq: int | None) -> str:
 
 
 def context_to_langchain(
-    context: BuiltContext, *, system_message_id: str | None = None, stable_ids: bool = False
+    context: BuiltContext,
+    *,
+    system_message_id: str | None = None,
+    stable_ids: bool = False,
+    turn: int | None = None,
 ) -> list[BaseMessage]:
     """The managed context as LangChain messages, without the query.
 
     A leading `SystemMessage` carries the system prompt, facts, summary and
     recalled turns (when there are any); the recent window follows, each
     message exactly as it was stored. With ``stable_ids``, a message stored
-    without a LangChain id gets ``convmem-seq-<seq>`` (agent state needs ids
-    that stay the same from one model call to the next).
+    without a LangChain id gets ``convmem-seq-<seq>`` and the memory message
+    `MEMORY_MESSAGE_ID`. With `turn` (the seq of the question being answered),
+    turns that other requests started after it are left out, so the model
+    answers this question and not one asked meanwhile.
     """
     messages: list[BaseMessage] = []
     if context.system_text:
@@ -232,12 +257,25 @@ def context_to_langchain(
     memory = memory_message(context, MEMORY_MESSAGE_ID if stable_ids and memory_id is None else memory_id)
     if memory is not None:
         messages.append(memory)
+    later = _started_after(context.window, turn) if turn is not None else set()
     for stored in context.window:
+        if stored.seq in later:
+            continue
         message = from_convmem_message(chat_api_message(stored))
         if stable_ids and message.id is None:
             message.id = fallback_message_id(stored.seq)
         messages.append(message)
     return messages
+
+
+def _started_after(window: Iterable[Message], turn: int) -> set[int | None]:
+    """Seqs of the window's messages that belong to turns whose question came after seq `turn`."""
+    return {
+        message.seq
+        for stored_turn in group_turns(list(window))
+        if stored_turn.messages[0].role is Role.USER and (stored_turn.messages[0].seq or 0) > turn
+        for message in stored_turn.messages
+    }
 
 
 def memory_message(context: BuiltContext, message_id: str | None) -> BaseMessage | None:
@@ -257,32 +295,12 @@ def memory_message(context: BuiltContext, message_id: str | None) -> BaseMessage
     return HumanMessage(content=memory["content"], id=message_id)
 
 
-def state_messages(context: BuiltContext) -> list[BaseMessage]:
-    """The managed context as the messages of a graph's state.
-
-    Every message gets an id made from its seq (the context message
-    `CONTEXT_MESSAGE_ID`): a graph's ``add_messages`` reducer merges by id, so
-    an id a client chose, and may reuse for a new message, must never be in state.
-    """
-    messages: list[BaseMessage] = []
-    if context.system_text:
-        messages.append(SystemMessage(content=context.system_text, id=CONTEXT_MESSAGE_ID))
-    memory = memory_message(context, MEMORY_MESSAGE_ID)
-    if memory is not None:
-        messages.append(memory)
-    for stored in context.window:
-        message = from_convmem_message(chat_api_message(stored))
-        message.id = fallback_message_id(stored.seq)
-        messages.append(message)
-    return messages
-
-
 def latest_human_text(messages: Iterable[BaseMessage]) -> str | None:
     """The text of the last human message, the query that recall searches for."""
     text = None
     for message in messages:
         if isinstance(message, HumanMessage) or (
-            isinstance(message, ChatMessage) and _CHAT_ROLES.get(message.role.strip().lower()) is Role.USER
+            isinstance(message, ChatMessage) and to_convmem_role(message.role) is Role.USER
         ):
             text = str(message.text) or None
     return text

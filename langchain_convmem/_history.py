@@ -321,9 +321,18 @@ class ConvMemChatMessageHistory(BaseChatMessageHistory):
         where every token went and what was left out."""
         return self._current().context
 
+    async def aget_context(self) -> BuiltContext:
+        """Async ``context``."""
+        snapshot = await asyncio.to_thread(self._current)
+        return snapshot.context
+
     def build_context(self, query: str | None = None, budget: int | None = None) -> BuiltContext:
         """A fresh context for `query` (recall searches for it), as `ConversationMemory.build_context`."""
         return self.memory.build_context(query, budget if budget is not None else self.budget)
+
+    async def abuild_context(self, query: str | None = None, budget: int | None = None) -> BuiltContext:
+        """Async `build_context`."""
+        return await self.memory.abuild_context(query, budget if budget is not None else self.budget)
 
     @property
     def full_messages(self) -> list[BaseMessage]:

@@ -1,11 +1,12 @@
 """`ConvMemMiddleware`: conversation memory for `langchain.agents.create_agent`.
 
-Before every model call the agent's messages are written to the session's log
-(those not stored yet) and replaced by the managed context: facts, summary and
-recalled turns in a leading system message, then the recent window, with every
-tool call kept next to its results. This is the pattern of LangChain's own
-``SummarizationMiddleware`` (``RemoveMessage(REMOVE_ALL_MESSAGES)`` followed by
-the new list), with convmem deciding what the list holds.
+The agent's ``messages`` state stays the user's conversation, exactly as the
+client and the model wrote it (ids included); the middleware records it in the
+session's log and hands the model the managed context instead of the state,
+through LangChain v1's request override (``wrap_model_call``): facts, summary
+and recalled turns in a delimited memory message, then the recent window, with
+every tool call kept next to its results. What the log takes from the state,
+and when a change to the state reaches it, is decided in `_state_sync`.
 
 Requires the ``langchain`` package (``pip install "convmem[all]"`` or
 ``pip install langchain``); without it, creating the middleware raises
@@ -16,10 +17,10 @@ from __future__ import annotations
 
 import asyncio
 import os
-from collections.abc import Awaitable, Callable, Mapping, Sequence
-from typing import Annotated, Any
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
+from typing import Annotated, Any, cast
 
-from langchain_core.messages import AIMessage, BaseMessage, RemoveMessage
+from langchain_core.messages import AnyMessage, BaseMessage, RemoveMessage
 from typing_extensions import NotRequired
 
 from convmem import (
@@ -33,15 +34,11 @@ from convmem import (
 )
 from convmem.integration import memory_from_options
 
-from ._convert import (
-    CONTEXT_MESSAGE_ID,
-    MEMORY_MESSAGE_ID,
-    latest_human_text,
-    state_messages,
-)
+from ._convert import context_to_langchain
 from ._history import ConvMemSessions, check_budget, check_options
 from ._removals import delete_by_ids
-from ._turns import record_new_messages, settle_last_turn
+from ._state_sync import Held, Synced, is_derived, load_held, question_text, sync_input, sync_steps
+from ._turns import is_final_answer, settle_turn
 
 __all__ = ["ConvMemMiddleware"]
 
@@ -52,9 +49,16 @@ _INSTALL_HINT = (
 )
 
 try:
-    from langchain.agents.middleware import AgentMiddleware, AgentState, ModelRequest, ModelResponse
+    from langchain.agents.middleware import (
+        AgentMiddleware,
+        AgentState,
+        ModelRequest,
+        ModelResponse,
+        ToolCallRequest,
+    )
     from langchain.agents.middleware.types import PrivateStateAttr
     from langgraph.graph.message import REMOVE_ALL_MESSAGES
+    from langgraph.types import Command
 except ImportError as exc:  # pragma: no cover - exercised in a subprocess test
     _IMPORT_ERROR: ImportError | None = exc
 
@@ -65,52 +69,71 @@ except ImportError as exc:  # pragma: no cover - exercised in a subprocess test
             raise ImportError(_INSTALL_HINT) from _IMPORT_ERROR
 
     AgentState = dict  # type: ignore[assignment,misc]
-    ModelRequest = ModelResponse = Any  # type: ignore[assignment,misc]
+    ModelRequest = ModelResponse = ToolCallRequest = Command = Any  # type: ignore[assignment,misc]
     REMOVE_ALL_MESSAGES = "__remove_all__"
     PrivateStateAttr = None  # type: ignore[assignment]
 else:
     _IMPORT_ERROR = None
 
-_STORED_KEY = "convmem_stored"
-_IDS_KEY = "convmem_ids"
+
+_HELD_KEY = "convmem_held"
+_TURN_KEY = "convmem_turn"
+# How many of the newest logged messages a tool's RemoveMessage is looked for in, beyond
+# the state's own length, when its id is not one the state held.
+_REMOVAL_SLACK = 32
 
 
 class ConvMemAgentState(AgentState):
-    """The agent state plus how many leading messages are already in the log, and their ids
-    (to tell which of them a ``RemoveMessage`` took out)."""
+    """The agent state plus, private to the middleware, what it holds as the log holds it
+    (message id → seq, fingerprint, question answered) and the question of the turn in progress."""
 
-    convmem_stored: NotRequired[Annotated[int, PrivateStateAttr]]
-    convmem_ids: NotRequired[Annotated[list[str], PrivateStateAttr]]
+    convmem_held: NotRequired[Annotated[dict[str, list[Any]], PrivateStateAttr]]
+    convmem_turn: NotRequired[Annotated[int | None, PrivateStateAttr]]
 
 
 class ConvMemMiddleware(AgentMiddleware):
-    """Keeps an agent's messages within a token budget, with summary, facts and recall.
+    """Keeps an agent's conversation in a convmem memory and hands the model the managed
+    context: summary, facts and recall within a token budget.
 
-    Use it with ``create_agent``::
+    Use it with ``create_agent``, with or without a checkpointer, and with other
+    middleware such as ``SummarizationMiddleware``::
 
         from langchain.agents import create_agent
+        from langgraph.checkpoint.memory import InMemorySaver
 
-        agent = create_agent(model, tools, middleware=[ConvMemMiddleware(path="chat.db")])
+        agent = create_agent(
+            model, tools, middleware=[ConvMemMiddleware(path="chat.db")], checkpointer=InMemorySaver()
+        )
         agent.invoke({"messages": [{"role": "user", "content": "Hi, I'm Ana."}]},
                      config={"configurable": {"thread_id": "ana-1"}})
 
     The session is ``config["configurable"]["thread_id"]`` (``session_id_key``),
     the user ``config["configurable"]["user_id"]`` (``user_id_key``); pass
-    ``memory=`` to pin one `ConversationMemory` instead. The log is the record
-    of the conversation, so invoke the agent with the new message only (with or
-    without a checkpointer); the agent's ``messages`` state holds the managed
-    context, not the whole conversation.
+    ``memory=`` to pin one `ConversationMemory` instead.
 
-    A message removed from the agent's state (``RemoveMessage(id=...)`` from a
-    node, a tool or ``agent.update_state``) is deleted from the memory before
-    the next model call, so the context never brings it back;
-    ``RemoveMessage(id=REMOVE_ALL_MESSAGES)`` deletes the whole conversation.
-    Ids in the state are ``convmem-seq-<seq>`` for messages of the context.
+    The agent's ``messages`` state is left as the client and the model wrote it,
+    ids included; only the model request carries the managed context (with the
+    middleware first in the list, the ``wrap_model_call`` of the middleware after
+    it see and may change that context). Every message reaches the log once: a
+    client may resend ``result["messages"]`` plus its new question without a
+    checkpointer, and two servers, a chat history and the core API may write the
+    same session. What other middleware do to the state during a run (a summary,
+    a trimmed list) stays in the state. Deletes that reach the log:
 
-    Turn status: the new user message and the steps that follow it are stored
-    as RUNNING; the final answer marks the turn COMPLETED; a model call that
-    raises marks it FAILED; a turn left unfinished when the next user message
-    arrives (e.g. an interrupted run) is marked CANCELLED.
+    - ``agent.update_state(config, {"messages": [RemoveMessage(id=...)]})`` with an
+      id the client saw in the state: the message leaves the log at the next run;
+    - a tool returning ``Command(update={"messages": [RemoveMessage(id=...), ...]})``.
+
+    ``RemoveMessage(id=REMOVE_ALL_MESSAGES)`` empties or rewrites the agent's state
+    and leaves the log whole; ``memory.clear()`` deletes a conversation. Editing a
+    message with ``update_state`` and its id replaces it in the log.
+
+    Turn status: the new user message and the steps that follow it are stored as
+    RUNNING and filed under that question (``reply_to_seq``), so two requests
+    answered at once on one thread keep their own answers; the final answer
+    marks the turn COMPLETED; a model call that raises marks it FAILED; a turn of
+    this thread left unfinished (an interrupted run) is CANCELLED when the
+    thread's next question arrives. Another writer's turns are never touched.
 
     Args:
         sessions: Where sessions live (`ConvMemSessions`); or build them from
@@ -161,13 +184,16 @@ class ConvMemMiddleware(AgentMiddleware):
     def _memory(self, runtime: Any) -> ConversationMemory:
         if self.fixed_memory is not None:
             return self.fixed_memory
-        configurable: dict[str, Any] = {}
-        try:
-            from langgraph.config import get_config
+        configurable: dict[str, Any] = dict(
+            (getattr(runtime, "config", None) or {}).get("configurable") or {}
+        )
+        if not configurable:
+            try:
+                from langgraph.config import get_config
 
-            configurable = dict(get_config().get("configurable") or {})
-        except RuntimeError:  # outside a graph run, or an async run on Python 3.10
-            pass
+                configurable = dict(get_config().get("configurable") or {})
+            except RuntimeError:  # outside a graph run, or an async run on Python 3.10
+                pass
         session_id = configurable.get(self.session_id_key)
         info = getattr(runtime, "execution_info", None)
         if session_id is None and self.session_id_key == "thread_id" and info is not None:
@@ -181,98 +207,74 @@ class ConvMemMiddleware(AgentMiddleware):
         assert self.sessions is not None
         return self.sessions.memory(str(session_id), configurable.get(self.user_id_key))
 
-    # -- syncing the agent's messages into the log ----------------------------------------
+    # -- the log, from the state ------------------------------------------------------
 
     @staticmethod
-    def _unstored(state: Mapping[str, Any], removed: int) -> list[BaseMessage]:
-        """The messages of the agent state that the log does not hold yet.
+    def _update(synced: Synced) -> dict[str, Any]:
+        return {_HELD_KEY: synced.held, _TURN_KEY: synced.turn}
 
-        Decided by position, never by id: the state's first ``convmem_stored``
-        messages are in the log (the context this middleware put there, then
-        what it stored since), less the `removed` ones, and everything after
-        them is new. A client may reuse a message id for a new message; that
-        message is new all the same.
-        """
+    def _start(self, memory: ConversationMemory, state: Mapping[str, Any]) -> dict[str, Any]:
         messages: Sequence[BaseMessage] = state["messages"]
-        stored = max(0, (state.get(_STORED_KEY) or 0) - removed)
-        return [m for m in messages[stored:] if m.id not in (CONTEXT_MESSAGE_ID, MEMORY_MESSAGE_ID)]
-
-    @staticmethod
-    def _forget_removed(memory: ConversationMemory, state: Mapping[str, Any]) -> int:
-        """Delete from the log what a ``RemoveMessage`` took out of the stored part of the
-        state; return how many stored messages went. All of them gone (``REMOVE_ALL_MESSAGES``)
-        deletes the whole conversation."""
-        recorded: list[str] = list(state.get(_IDS_KEY) or ())
-        present = {m.id for m in state["messages"]}
-        removed = [message_id for message_id in recorded if message_id not in present]
-        if not removed:
-            return 0
-        if len(removed) == len(recorded):
-            memory.clear()
-        else:
-            delete_by_ids(memory, removed, search_newest=len(recorded))
-        return len(removed)
-
-    def _sync(self, memory: ConversationMemory, state: Mapping[str, Any], *, final: bool) -> dict[str, Any]:
-        """Store the new messages; returns the state update that records them as stored."""
-        removed = self._forget_removed(memory, state)
-        record_new_messages(memory, self._unstored(state, removed), final=final)
-        messages: Sequence[BaseMessage] = state["messages"]
-        return {_STORED_KEY: len(messages), _IDS_KEY: [str(m.id) for m in messages]}
-
-    def _replace(self, memory: ConversationMemory, messages: Sequence[BaseMessage]) -> dict[str, Any]:
-        context = memory.build_context(latest_human_text(messages), self.budget, include_query=False)
-        managed = state_messages(context)
-        update: dict[str, Any] = {_STORED_KEY: len(managed), _IDS_KEY: [str(m.id) for m in managed]}
-        if [(m.id, m.content) for m in managed] != [(m.id, m.content) for m in messages]:
-            update["messages"] = [RemoveMessage(id=REMOVE_ALL_MESSAGES), *managed]
+        held = load_held(state.get(_HELD_KEY))
+        update = self._update(sync_input(memory, messages, held, _turn(state)))
+        # A checkpoint written by an earlier release holds the context it put in state: out it goes.
+        derived = [RemoveMessage(id=str(m.id)) for m in messages if is_derived(m)]
+        if derived:
+            update["messages"] = derived
         return update
 
-    def _before_model(self, memory: ConversationMemory, state: Mapping[str, Any]) -> dict[str, Any]:
-        self._sync(memory, state, final=False)
-        return self._replace(memory, state["messages"])
+    def _steps(
+        self, memory: ConversationMemory, state: Mapping[str, Any], *, final: bool, run_ended: bool = False
+    ) -> dict[str, Any]:
+        held = load_held(state.get(_HELD_KEY))
+        synced = sync_steps(memory, state["messages"], held, _turn(state), final=final, run_ended=run_ended)
+        return self._update(synced)
 
-    @staticmethod
-    def _is_final(messages: Sequence[BaseMessage]) -> bool:
-        return bool(messages) and isinstance(messages[-1], AIMessage) and not messages[-1].tool_calls
+    def _model_messages(self, memory: ConversationMemory, state: Mapping[str, Any]) -> list[AnyMessage]:
+        messages: Sequence[BaseMessage] = state["messages"]
+        context = memory.build_context(question_text(messages), self.budget, include_query=False)
+        return cast("list[AnyMessage]", context_to_langchain(context, stable_ids=True, turn=_turn(state)))
+
+    def _forget_tool_removals(
+        self, memory: ConversationMemory, state: Mapping[str, Any], result: Any
+    ) -> None:
+        removed = _removed_ids(result)
+        if removed:
+            held = load_held(state.get(_HELD_KEY))
+            known = {message_id: Held.of(entry).seq for message_id, entry in held.items()}
+            newest = len(state.get("messages") or ()) + _REMOVAL_SLACK
+            delete_by_ids(memory, removed, known=known, search_newest=newest)
 
     # -- hooks ----------------------------------------------------------------------
 
+    def before_agent(self, state: AgentState, runtime: Any) -> dict[str, Any] | None:
+        """Store the run's input (what the log does not hold yet), and what the client
+        removed from or edited in the state since the last run."""
+        return self._start(self._memory(runtime), state)
+
+    async def abefore_agent(self, state: AgentState, runtime: Any) -> dict[str, Any] | None:
+        return await asyncio.to_thread(self._start, self._memory(runtime), state)
+
     def before_model(self, state: AgentState, runtime: Any) -> dict[str, Any] | None:
-        """Store what the agent added since the last call, then hand the model the managed context."""
-        return self._before_model(self._memory(runtime), state)
+        """Store the tool results the model is about to see."""
+        return self._steps(self._memory(runtime), state, final=False)
 
     async def abefore_model(self, state: AgentState, runtime: Any) -> dict[str, Any] | None:
-        return await asyncio.to_thread(self._before_model, self._memory(runtime), state)
-
-    def after_model(self, state: AgentState, runtime: Any) -> dict[str, Any] | None:
-        """Store the model's reply; a reply without tool calls completes the turn."""
-        messages = state["messages"]
-        return self._sync(self._memory(runtime), state, final=self._is_final(messages))
-
-    async def aafter_model(self, state: AgentState, runtime: Any) -> dict[str, Any] | None:
-        messages = state["messages"]
-        memory = self._memory(runtime)
-        return await asyncio.to_thread(self._sync, memory, state, final=self._is_final(messages))
-
-    def after_agent(self, state: AgentState, runtime: Any) -> dict[str, Any] | None:
-        """The agent finished: its turn is COMPLETED, whatever ended it (a plain answer,
-        a structured response, a tool that returns directly)."""
-        return self._sync(self._memory(runtime), state, final=True)
-
-    async def aafter_agent(self, state: AgentState, runtime: Any) -> dict[str, Any] | None:
-        return await asyncio.to_thread(self._sync, self._memory(runtime), state, final=True)
+        return await asyncio.to_thread(self._steps, self._memory(runtime), state, final=False)
 
     def wrap_model_call(
         self,
         request: ModelRequest,
         handler: Callable[[ModelRequest], ModelResponse],
     ) -> ModelResponse:
-        """Mark the turn FAILED when the model call raises."""
+        """Hand the model the managed context in place of the state's messages; a model
+        call that raises marks the turn FAILED."""
+        memory = self._memory(request.runtime)
+        messages = self._model_messages(memory, request.state)
         try:
-            return handler(request)
+            return handler(request.override(messages=messages))
         except Exception:
-            settle_last_turn(self._memory(request.runtime), TurnStatus.FAILED)
+            settle_turn(memory, _turn(request.state), TurnStatus.FAILED)
             raise
 
     async def awrap_model_call(
@@ -280,9 +282,73 @@ class ConvMemMiddleware(AgentMiddleware):
         request: ModelRequest,
         handler: Callable[[ModelRequest], Awaitable[ModelResponse]],
     ) -> ModelResponse:
+        memory = self._memory(request.runtime)
+        messages = await asyncio.to_thread(self._model_messages, memory, request.state)
         try:
-            return await handler(request)
+            return await handler(request.override(messages=messages))
         except Exception:
-            memory = self._memory(request.runtime)
-            await asyncio.to_thread(settle_last_turn, memory, TurnStatus.FAILED)
+            await asyncio.to_thread(settle_turn, memory, _turn(request.state), TurnStatus.FAILED)
             raise
+
+    def after_model(self, state: AgentState, runtime: Any) -> dict[str, Any] | None:
+        """Store the model's reply; one without tool calls completes the turn."""
+        messages = state["messages"]
+        final = bool(messages) and is_final_answer(messages[-1])
+        return self._steps(self._memory(runtime), state, final=final)
+
+    async def aafter_model(self, state: AgentState, runtime: Any) -> dict[str, Any] | None:
+        messages = state["messages"]
+        final = bool(messages) and is_final_answer(messages[-1])
+        return await asyncio.to_thread(self._steps, self._memory(runtime), state, final=final)
+
+    def wrap_tool_call(
+        self,
+        request: ToolCallRequest,
+        handler: Callable[[ToolCallRequest], Any],
+    ) -> Any:
+        """Run the tool; a ``RemoveMessage(id=...)`` in the ``Command`` it returns deletes from the log too."""
+        result = handler(request)
+        self._forget_tool_removals(self._memory(request.runtime), request.state, result)
+        return result
+
+    async def awrap_tool_call(
+        self,
+        request: ToolCallRequest,
+        handler: Callable[[ToolCallRequest], Awaitable[Any]],
+    ) -> Any:
+        result = await handler(request)
+        if _removed_ids(result):
+            memory = self._memory(request.runtime)
+            await asyncio.to_thread(self._forget_tool_removals, memory, request.state, result)
+        return result
+
+    def after_agent(self, state: AgentState, runtime: Any) -> dict[str, Any] | None:
+        """The agent finished: its turn is COMPLETED, whatever ended it (a plain answer,
+        a structured response, a tool that returns directly)."""
+        return self._steps(self._memory(runtime), state, final=True, run_ended=True)
+
+    async def aafter_agent(self, state: AgentState, runtime: Any) -> dict[str, Any] | None:
+        memory = self._memory(runtime)
+        return await asyncio.to_thread(self._steps, memory, state, final=True, run_ended=True)
+
+
+def _turn(state: Mapping[str, Any]) -> int | None:
+    turn = state.get(_TURN_KEY)
+    return turn if isinstance(turn, int) else None
+
+
+def _removed_ids(result: Any) -> list[str]:
+    """The ids a tool's ``Command`` removes one by one (``REMOVE_ALL_MESSAGES`` is not a delete)."""
+    if not isinstance(result, Command):
+        return []
+    update = result.update
+    pairs: Iterable[Any] = update.items() if isinstance(update, Mapping) else update or ()
+    removed = []
+    for pair in pairs:
+        if not (isinstance(pair, tuple) and len(pair) == 2 and pair[0] == "messages"):
+            continue
+        value = pair[1]
+        for message in value if isinstance(value, (list, tuple)) else [value]:
+            if isinstance(message, RemoveMessage) and message.id and message.id != REMOVE_ALL_MESSAGES:
+                removed.append(message.id)
+    return removed

@@ -3,33 +3,36 @@
 An agent built with ``create_agent(..., store=...)`` or a graph compiled with
 ``store=`` reads long-term memory through the store API (``runtime.store``,
 ``get_store()``). `ConvMemStore` shows what convmem knows about a user there,
-under two namespaces it answers itself:
+under two namespaces it answers itself, both below the reserved first label
+``"convmem"`` (`ConvMemStore.RESERVED`):
 
-- ``("users", user_id, "facts")``: one item per current fact of the user
-  (key: the fact key; value: ``key``, ``value``, ``session_id``, ``seq``,
-  ``timestamp``, ``source``). Deleting one forgets the fact in every session
-  of the user. Facts come from what the user says, so writing one is refused.
-- ``("users", user_id, "conversations")``: the messages of the user's
-  sessions. ``search(..., query=...)`` ranks them by convmem recall (by words,
-  or by meaning with an embedder); without a query the newest come first.
-  Key: ``"<session_id>:<seq>"``; value: ``text``, ``role``, ``session_id``,
-  ``seq``, ``timestamp``. Read-only.
+- ``("convmem", user_id, "facts")`` (`ConvMemStore.facts_namespace`): one item
+  per current fact of the user (key: the fact key; value: ``key``, ``value``,
+  ``session_id``, ``seq``, ``timestamp``, ``source``). Deleting one forgets the
+  fact in every session of the user. Facts come from what the user says, so
+  writing one is refused.
+- ``("convmem", user_id, "conversations")`` (`ConvMemStore.conversations_namespace`):
+  the messages of the user's sessions. ``search(..., query=...)`` ranks them by
+  convmem recall (by words, or by meaning with an embedder); without a query
+  the newest come first. Key: ``"<session_id>:<seq>"``; value: ``text``,
+  ``role``, ``session_id``, ``seq``, ``timestamp``. Read-only.
 
-Every other namespace, and so every item a tool writes (``("memories",
-user_id)``, ``("users", user_id, "prefs")``, ...), lives in an inner
-`BaseStore` (LangGraph's ``InMemoryStore`` by default, ``index=`` for its
-vector search), so the whole store contract holds for generic items. A search
-or listing whose prefix covers a user's convmem namespaces merges both: by
-score when there is a query (fact scores are the share of query words a fact
-names, conversation scores recall's, inner scores the inner store's; they are
-not on one scale, so search one namespace to rank within it), else facts,
-then messages, then inner items.
+Every namespace that does not start with ``"convmem"`` belongs to the
+application (``("users", user_id, "facts")``, ``("memories", user_id)``, ...)
+and lives in an inner `BaseStore` (LangGraph's ``InMemoryStore`` by default,
+``index=`` for its vector search), so the whole store contract holds for it,
+and no prefix an application uses ever reaches convmem's items. Nothing else
+may be written under ``"convmem"``. A search or listing whose prefix covers a
+user's convmem namespaces (``("convmem", user_id)`` or longer) merges what
+the inner store holds there (nothing) with them: by score when there is a
+query (fact scores are the share of query words a fact names, conversation
+scores recall's), else facts, then messages.
 
-The convmem namespaces appear only for a prefix that names the user
-(``("users", user_id)`` or longer): the store never enumerates users, and a
-user id never reaches another user's sessions (ids are compared exactly, so
-``"Alice"`` is not ``"alice"``). LangGraph refuses a namespace label with a
-``.``, so a user id with one cannot be addressed here.
+The convmem namespaces appear only for a prefix that names the user: the store
+never enumerates users, and a user id never reaches another user's sessions
+(ids are compared exactly, so ``"Alice"`` is not ``"alice"``). LangGraph
+refuses a namespace label with a ``.``, so a user id with one cannot be
+addressed here.
 """
 
 from __future__ import annotations
@@ -74,6 +77,8 @@ if TYPE_CHECKING:
 
 __all__ = ["ConvMemStore"]
 
+RESERVED = "convmem"
+"""The first namespace label of convmem's own items; an application may use any other."""
 USERS = "users"
 _Kind = Literal["facts", "conversations"]
 FACTS: _Kind = "facts"
@@ -95,7 +100,7 @@ def _user_of(label: str) -> str | None:
 
 def _virtual(namespace: tuple[str, ...]) -> tuple[str, _Kind] | None:
     """(user id, kind) if `namespace` is one of convmem's own namespaces."""
-    if len(namespace) == 3 and namespace[0] == USERS and namespace[2] in _KINDS:
+    if len(namespace) == 3 and namespace[0] == RESERVED and namespace[2] in _KINDS:
         user_id = _user_of(namespace[1])
         if user_id is not None:
             return user_id, FACTS if namespace[2] == FACTS else CONVERSATIONS
@@ -104,7 +109,7 @@ def _virtual(namespace: tuple[str, ...]) -> tuple[str, _Kind] | None:
 
 def _covered(prefix: tuple[str, ...]) -> list[tuple[str, _Kind]]:
     """convmem's namespaces a search with `prefix` reaches (those of the one user it names)."""
-    if len(prefix) < 2 or prefix[0] != USERS or len(prefix) > 3:
+    if len(prefix) < 2 or prefix[0] != RESERVED or len(prefix) > 3:
         return []
     user_id = _user_of(prefix[1])
     if user_id is None:
@@ -113,11 +118,11 @@ def _covered(prefix: tuple[str, ...]) -> list[tuple[str, _Kind]]:
 
 
 def _named_users(conditions: Sequence[MatchCondition]) -> set[str]:
-    """The users a listing's prefix conditions name (no wildcard in their place)."""
+    """The users a listing's prefix conditions name below ``"convmem"`` (no wildcard in their place)."""
     users = set()
     for condition in conditions:
         path = tuple(condition.path)
-        if condition.match_type == "prefix" and len(path) >= 2 and path[0] in (USERS, "*") and path[1] != "*":
+        if condition.match_type == "prefix" and len(path) >= 2 and path[0] == RESERVED and path[1] != "*":
             user_id = _user_of(path[1])
             if user_id is not None:
                 users.add(user_id)
@@ -237,10 +242,23 @@ class ConvMemStore(BaseStore):
     Example::
 
         store = ConvMemStore(convmem_store)
-        store.search(("users", "alice", "facts"))
-        store.search(("users", "alice", "conversations"), query="dog's name", limit=3)
-        store.put(("memories", "alice"), "tip-1", {"text": "likes short answers"})
+        store.search(("convmem", "alice", "facts"))
+        store.search(ConvMemStore.conversations_namespace("alice"), query="dog's name", limit=3)
+        store.put(("users", "alice", "facts"), "tip-1", {"text": "likes short answers"})  # the app's own
     """
+
+    RESERVED = RESERVED
+    """The first label of convmem's own namespaces (``"convmem"``); writes under it are refused."""
+
+    @staticmethod
+    def facts_namespace(user_id: str) -> tuple[str, str, str]:
+        """``("convmem", user_id, "facts")``: the user's current facts."""
+        return (RESERVED, user_id, FACTS)
+
+    @staticmethod
+    def conversations_namespace(user_id: str) -> tuple[str, str, str]:
+        """``("convmem", user_id, "conversations")``: the messages of the user's sessions."""
+        return (RESERVED, user_id, CONVERSATIONS)
 
     def __init__(
         self,
@@ -364,7 +382,7 @@ class ConvMemStore(BaseStore):
     ) -> list[SearchItem]:
         if wanted <= 0:
             return []
-        namespace = (USERS, user_id, kind)
+        namespace = (RESERVED, user_id, kind)
         if kind == FACTS:
             items = [_fact_item(namespace, fact, None) for fact in self._facts(user_id)]
             if query:
@@ -441,7 +459,7 @@ class ConvMemStore(BaseStore):
             if not self._sessions(user_id):
                 continue
             for kind in _KINDS:
-                namespace = (USERS, user_id, kind)
+                namespace = (RESERVED, user_id, kind)
                 if all(_matches_condition(condition, namespace) for condition in conditions):
                     found.add(namespace if op.max_depth is None else namespace[: op.max_depth])
         return sorted(found)
@@ -481,6 +499,12 @@ class _Plan:
             if not isinstance(op, (GetOp, PutOp, SearchOp, ListNamespacesOp)):
                 raise ValueError(f"unknown store operation {type(op).__name__}")
             validate_op_namespace(op)
+            if isinstance(op, PutOp) and op.namespace[:1] == (RESERVED,) and _virtual(op.namespace) is None:
+                raise ConfigError(
+                    f"cannot {'delete from' if op.value is None else 'put into'} {op.namespace!r}: namespaces "
+                    f"starting with {RESERVED!r} are reserved for convmem's own items (the user's facts and "
+                    f"conversations); store yours under any other first label, e.g. {(USERS, *op.namespace[1:])!r}"
+                )
             if isinstance(op, (GetOp, PutOp)) and (found := _virtual(op.namespace)) is not None:
                 if isinstance(op, PutOp):
                     _check_write(op, found[1])
@@ -520,8 +544,8 @@ def _check_write(op: PutOp, kind: _Kind) -> None:
     if kind == FACTS:
         raise ConfigError(
             f"cannot put into {namespace!r}: convmem's facts come from what the user says "
-            "(delete one to forget it); store notes of your own under another namespace, "
-            f"e.g. {(USERS, namespace[1], 'notes')!r}"
+            "(delete one to forget it); store facts of your own under a namespace of yours, "
+            f"e.g. {(USERS, namespace[1], 'facts')!r}"
         )
     raise ConfigError(
         f"cannot {'delete from' if op.value is None else 'put into'} {namespace!r}: it shows the user's "

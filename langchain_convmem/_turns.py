@@ -2,51 +2,93 @@
 
 Shared by the agent middleware and the LangGraph node, which see the same
 shape of conversation: a user message, model steps with tool calls and their
-results, and a final answer.
+results, and a final answer. Every step is filed under its own question
+(``reply_to_seq``), so two requests answered at once on one session never
+swap answers, and a turn is settled by seq, never by being the newest.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 
-from langchain_core.messages import BaseMessage, HumanMessage
+from langchain_core.messages import AIMessage, BaseMessage, ChatMessage, HumanMessage
 
-from convmem import ConversationMemory, Message, TurnStatus
+from convmem import ConversationMemory, InvalidMessageError, Message, Role, TurnStatus
+from convmem.integration import group_turns
 
-from ._convert import to_convmem_message
+from ._convert import to_convmem_message, to_convmem_role
 
-__all__ = ["record_new_messages", "settle_last_turn", "turn_messages"]
+__all__ = ["append_steps", "is_final_answer", "is_question", "settle_turn"]
 
 
-def turn_messages(new: Sequence[BaseMessage], *, final: bool) -> list[Message]:
-    """Messages of the unfinished turn are RUNNING; earlier ones and a final answer COMPLETED."""
-    # Without a human message in the batch, everything continues the current turn.
-    turn_start = max((i for i, m in enumerate(new) if isinstance(m, HumanMessage)), default=0)
+def is_question(message: BaseMessage) -> bool:
+    """Whether `message` is the user speaking (a human message, or a chat message in a user role)."""
+    if isinstance(message, HumanMessage):
+        return True
+    return isinstance(message, ChatMessage) and to_convmem_role(message.role) is Role.USER
+
+
+def is_final_answer(message: BaseMessage) -> bool:
+    """An AI message that asks for no tool: the model has answered."""
+    return isinstance(message, AIMessage) and not message.tool_calls
+
+
+def _converted(new: Sequence[BaseMessage], *, final: bool, turn: int | None) -> list[Message]:
+    # Without a question in the batch, everything continues the turn `turn`.
+    question = max((i for i, m in enumerate(new) if is_question(m)), default=-1)
     converted = []
     for index, message in enumerate(new):
         answer = final and index == len(new) - 1
-        running = index >= turn_start and not answer
+        running = index >= question and not answer
         converted.append(
-            to_convmem_message(message, status=TurnStatus.RUNNING if running else TurnStatus.COMPLETED)
+            to_convmem_message(
+                message,
+                status=TurnStatus.RUNNING if running else TurnStatus.COMPLETED,
+                reply_to_seq=turn if question < 0 and not is_question(message) else None,
+            )
         )
     return converted
 
 
-def settle_last_turn(memory: ConversationMemory, status: TurnStatus) -> None:
-    """Give every RUNNING message of the newest turn its final status."""
-    turns = memory.recent_turns(1)
-    if not turns:
+def append_steps(
+    memory: ConversationMemory, new: Sequence[BaseMessage], *, turn: int | None, final: bool
+) -> list[Message]:
+    """Store `new` as steps of a turn; return them as stored.
+
+    From the last question of `new` on, messages are RUNNING (earlier ones, a
+    history the client sent along, COMPLETED); with ``final`` the last message
+    is the answer and COMPLETED. A batch without a question continues the turn
+    whose question is stored under seq `turn`, and is filed under it.
+    """
+    if not new:
+        return []
+    converted = _converted(new, final=final, turn=turn)
+    try:
+        return memory.add_messages(converted)
+    except InvalidMessageError:
+        if turn is None or all(m.reply_to_seq is None for m in converted):
+            raise
+    # Another writer deleted the question meanwhile: the steps are kept, filed under no question.
+    return memory.add_messages(_converted(new, final=final, turn=None))
+
+
+def settle_turn(memory: ConversationMemory, turn: int | None, status: TurnStatus) -> None:
+    """Give every RUNNING message of the turn whose question is seq `turn` its final `status`.
+
+    The turn is read from the messages stored since its question (other
+    writers' turns among them are left alone), so this costs the length of
+    the turn plus whatever was written beside it, not the log.
+    """
+    if turn is None:
         return
-    for message in turns[-1].messages:
-        if message.status is TurnStatus.RUNNING and message.seq is not None:
-            memory.set_status(message.seq, status)
-
-
-def record_new_messages(memory: ConversationMemory, new: Sequence[BaseMessage], *, final: bool) -> None:
-    """Store `new`; a new user message cancels the turn left unfinished; `final` completes this one."""
-    if new:
-        if any(isinstance(m, HumanMessage) for m in new):
-            settle_last_turn(memory, TurnStatus.CANCELLED)
-        memory.add_messages(turn_messages(new, final=final))
-    if final:
-        settle_last_turn(memory, TurnStatus.COMPLETED)
+    last_seq = memory.stats().last_seq
+    if last_seq < turn:
+        return
+    since_question = memory.tail(last_seq - turn + 1)
+    for stored_turn in group_turns(since_question):
+        question = stored_turn.messages[0]
+        if question.seq == turn and question.role is Role.USER:
+            for message in stored_turn.messages:
+                if message.status is TurnStatus.RUNNING and message.seq is not None:
+                    memory.set_status(message.seq, status)
+            return

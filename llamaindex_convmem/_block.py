@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import os
 import pickle
@@ -153,6 +154,10 @@ class ConvMemMemoryBlock(BaseMemoryBlock[str]):
         """Finish background work (summaries, facts, vectors) of every session this block served."""
         if self._registry is not None:
             self._registry.close()
+
+    async def aclose(self) -> None:
+        """Async `close`."""
+        await asyncio.to_thread(self.close)
 
     # -- pickling (llama_index Memory pickles its blocks) ------------------------
 

@@ -3,15 +3,14 @@
 from __future__ import annotations
 
 import asyncio
+import copy
 import json
 import logging
 import os
-import pickle
-import warnings
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from llama_index.core.base.llms.types import ChatMessage, MessageRole
+from llama_index.core.base.llms.types import ChatMessage
 from llama_index.core.bridge.pydantic import ConfigDict, Field, PrivateAttr, field_validator, model_validator
 from llama_index.core.llms.llm import LLM
 from llama_index.core.memory.chat_memory_buffer import (
@@ -20,31 +19,28 @@ from llama_index.core.memory.chat_memory_buffer import (
     ChatMemoryBuffer,
 )
 from llama_index.core.memory.types import DEFAULT_CHAT_STORE_KEY
-from llama_index.core.schema import QueryBundle
 from llama_index.core.storage.chat_store import BaseChatStore
-from pydantic import ValidationError
 
 from convmem import (
-    ApproximateCounter,
     BudgetError,
     BuiltContext,
     ConfigError,
     ConversationMemory,
-    ConvMemError,
     MemoryConfig,
     SessionRegistry,
     Store,
-    TiktokenCounter,
     TokenCounter,
 )
-from convmem.integration import REPLY_PRIMING_TOKENS, chat_api_message
+from convmem.integration import REPLY_PRIMING_TOKENS
 
-from ._chat_store import ConvMemChatStore, simple_chat_store_dict
-from ._messages import from_chat_message, from_chat_messages, to_chat_message, to_chat_messages
+from ._chat_store import ConvMemChatStore
+from ._context import context_messages, newest_question_alone, newest_turn, query_text
+from ._messages import from_chat_messages, to_chat_messages
+from ._mirror import ChatStoreMirror
+from ._serialization import buffer_dict, buffer_from_dict, construct, picklable_state
 from ._sessions import (
-    STORE_CUSTOM,
+    STORE_MEMORY,
     coerce_memory_config,
-    counter_from_name,
     llamaindex_counter,
     open_sessions,
     resolve_counter,
@@ -54,16 +50,6 @@ from ._sessions import (
 from ._tokenizer import TokenizerFnCounter
 
 __all__ = ["ConvMemChatMemoryBuffer"]
-
-# The second key of `to_dict`. A workflow Context saved with workflows'
-# PickleSerializer stores this buffer as JSON, yet loads every value by trying
-# pickle.loads(base64.b64decode(text)) first. Lenient base64 drops the JSON
-# punctuation and decodes our fixed leading text into a pickle stream whose
-# opcode at byte 201 asks for a memo of 1.5 billion entries: tens of GB before
-# the JSON fallback is reached. A complete "==" pad ends lenient decoding, and
-# "a==" three times completes one whatever the position, so the bogus stream
-# stops within its first bytes and fails at once.
-_BASE64_STOP = "a==a==a=="
 
 logger = logging.getLogger("llamaindex_convmem")
 
@@ -81,38 +67,39 @@ class ConvMemChatMemoryBuffer(ChatMemoryBuffer):
         engine = SimpleChatEngine.from_defaults(llm=llm, memory=memory)
 
     ``get(input=None, initial_token_count=0)`` returns, within
-    ``token_limit - initial_token_count`` tokens: a leading system message with
-    the core facts, the rolling summary and turns recalled for `input` (when
-    the memory has any), then the recent window of whole turns. A window
-    never starts on an assistant or tool message and never splits a tool call
-    from its results; when not even the newest question fits, that question is
-    returned alone so the model reports it as too long. ``get_all()`` is the
-    raw log. Tool calls and images are counted (``ChatMemoryBuffer`` counts
-    them as nothing).
+    ``token_limit - initial_token_count`` tokens: the configured system prompt,
+    a delimited memory message with the core facts, the rolling summary and
+    turns recalled for `input` (when the memory has any, or a note that
+    earlier history is left out: ``note_omitted_history``), then the recent
+    window of whole turns. A window never starts on an assistant or tool
+    message and never splits a tool call from its results; when not even the
+    newest question fits, that question is returned alone so the model reports
+    it as too long. ``get_all()`` is the raw log. Tool calls and images are
+    counted (``ChatMemoryBuffer`` counts them as nothing).
 
     ``input`` is what `ChatMemoryBuffer.get` takes: a str, a `ChatMessage`
     or a `QueryBundle` steers recall; anything else (``get(initial_tokens)``
     passes an int) is ignored, as there. Tokens are counted as there too: with
     ``tokenizer_fn``, else LlamaIndex's ``get_tokenizer()``, a message costing
-    its text alone, so a history with no facts, summary or recall to add keeps
-    the same messages as `ChatMemoryBuffer` (except that when not even the
-    newest exchange fits, the newest question comes back alone rather than its
-    answer). ``counter=TiktokenCounter()`` charges chat-API per-message
-    overhead and reply priming instead. ``ConvMemChatMemoryBuffer()`` works: the limit defaults
-    to 3000.
+    its text alone. ``counter=TiktokenCounter()`` charges chat-API per-message
+    overhead and reply priming instead. ``ConvMemChatMemoryBuffer()`` works:
+    the limit defaults to 3000.
 
     The session is ``chat_store_key``, read on every call: one buffer can
     serve several sessions in turn, and `for_session` gives a buffer for
     another session that shares this one's store and settings. Any str is a
     key; one convmem cannot use as an id is hashed (`session_id`).
-    ``chat_store`` is a `ConvMemChatStore`: a live `BaseChatStore` view of
-    the same logs (``memory.chat_store.get_messages(key)``, deletes,
-    ``persist``); a chat store of one's own is refused.
+    ``chat_store`` is a `ConvMemChatStore`, a live `BaseChatStore` view of the
+    same logs (``memory.chat_store.get_messages(key)``, deletes, ``persist``),
+    unless a chat store of one's own is given: then every write is mirrored
+    into it (see `mirror`), and it is ``chat_store``.
 
     Nothing secret is serialized: `to_dict` / `to_string` keep the token
     limit, session, SQLite path, `MemoryConfig` and the current session's
     history as a ``SimpleChatStore`` dict (so ``ChatMemoryBuffer.from_dict``
-    reads it too); pass models and stores again to `from_dict`.
+    reads it too); pass models and stores again to `from_dict`. A
+    ``copy.deepcopy`` shares any store or file the buffer was given, and
+    copies a history that lives only in this process.
     """
 
     model_config = ConfigDict(arbitrary_types_allowed=True)
@@ -125,6 +112,11 @@ class ConvMemChatMemoryBuffer(ChatMemoryBuffer):
     )
     user_id: str | None = Field(default=None, description="Owner of the session (for forgetting a user).")
     memory_config: MemoryConfig = Field(default_factory=MemoryConfig, description="convmem settings.")
+    note_omitted_history: bool = Field(
+        default=True,
+        description="When earlier history is left out and the memory has nothing else to say, "
+        "get() starts with a note saying so; False leaves the note out.",
+    )
     store: Any = Field(default=None, exclude=True, description="A convmem Store used instead of path.")
     counter: Any = Field(
         default=None,
@@ -146,6 +138,8 @@ class ConvMemChatMemoryBuffer(ChatMemoryBuffer):
     )
 
     _sessions: SessionRegistry = PrivateAttr()
+    _view: ConvMemChatStore = PrivateAttr()
+    _mirror: ChatStoreMirror | None = PrivateAttr(default=None)
 
     @classmethod
     def class_name(cls) -> str:
@@ -165,6 +159,8 @@ class ConvMemChatMemoryBuffer(ChatMemoryBuffer):
                 raise ValueError(f"Token limit must be set and greater than 0, got {token_limit!r}.")
             if values.get("tokenizer_fn", 0) is None:
                 values = {k: v for k, v in values.items() if k != "tokenizer_fn"}
+            if values.get("chat_store", 0) is None:
+                values = {k: v for k, v in values.items() if k != "chat_store"}
         return values
 
     @field_validator("memory_config", mode="before")
@@ -177,21 +173,39 @@ class ConvMemChatMemoryBuffer(ChatMemoryBuffer):
     def _path(cls, value: Any) -> Any:
         return os.fspath(value) if isinstance(value, os.PathLike) else value
 
+    @field_validator("note_omitted_history", mode="before")
+    @classmethod
+    def _note(cls, value: Any) -> bool:
+        if not isinstance(value, bool):
+            raise ConfigError(f"note_omitted_history must be True or False, got {value!r:.60}")
+        return value
+
     def model_post_init(self, context: Any, /) -> None:
-        if "chat_store" in self.model_fields_set:
-            raise ConfigError(
-                "ConvMemChatMemoryBuffer keeps its history in a convmem store, not a chat_store; "
-                "pass path='chat.db' (SQLite) or store=... instead (memory.chat_store is then a live "
-                "BaseChatStore view of that history)"
-            )
         if "memory_config" not in self.model_fields_set:
             # The summary trigger is a share of the default budget: make it this buffer's.
             self.memory_config = self.memory_config.replace(budget=self.token_limit)
+        if not self.note_omitted_history and self.memory_config.note_omitted_history:
+            # Without the note, and with facts, summary and recall off, the window takes
+            # all the room: the same messages as ChatMemoryBuffer's.
+            self.memory_config = self.memory_config.replace(note_omitted_history=False)
         tokenizer_fn = self.tokenizer_fn if "tokenizer_fn" in self.model_fields_set else None
         # Counted as ChatMemoryBuffer counts unless told otherwise: the same history
         # and token_limit keep the same messages.
         self._sessions = open_sessions(self, resolve_counter(self.counter, tokenizer_fn, llamaindex_counter))
-        self.chat_store = ConvMemChatStore(self._sessions, self.user_id)
+        self._view = ConvMemChatStore(self._sessions, self.user_id)
+        if "chat_store" in self.model_fields_set:
+            self._use_mirror(self.chat_store)
+        else:
+            self.chat_store = self._view
+
+    def _use_mirror(self, chat_store: BaseChatStore) -> None:
+        """Mirror every write into `chat_store`; a session convmem holds nothing of starts
+        from the history `chat_store` holds under the key."""
+        self._mirror = _mirror_of(chat_store)
+        self.chat_store = chat_store
+        history = self._mirror.history(self.chat_store_key)
+        if history and not self.memory.stats().message_count:
+            self.memory.add_messages(from_chat_messages(history))
 
     @classmethod
     def from_defaults(  # type: ignore[override]
@@ -213,6 +227,7 @@ class ConvMemChatMemoryBuffer(ChatMemoryBuffer):
         fact_extractor: Any = None,
         embedder: Any = None,
         recall: Any = None,
+        note_omitted_history: bool = True,
         memory_kwargs: dict[str, Any] | None = None,
     ) -> ConvMemChatMemoryBuffer:
         """Create a buffer the way `ChatMemoryBuffer.from_defaults` does, plus convmem's options.
@@ -220,22 +235,17 @@ class ConvMemChatMemoryBuffer(ChatMemoryBuffer):
         Without `token_limit`: 75% of ``llm``'s context window, else 3000.
         `session_id` is an alias of `chat_store_key`. `path` keeps the history
         in a SQLite file (shared by every buffer on that file); `store` takes
-        any convmem `Store`; neither keeps it in this process. `chat_history`
-        replaces the session's history. `summarizer` and `fact_extractor` may
-        be LlamaIndex LLMs. Recall is on by default, finding earlier turns by
-        their words; `embedder` (a LlamaIndex `BaseEmbedding` or a convmem
-        embedder) adds their meaning, its vectors next to the SQLite file;
-        `recall` takes a configured convmem `Recall`, and
-        ``config=MemoryConfig(recall_earlier_turns=False)`` switches recall off.
-        A `tokenizer_fn` counts text the LlamaIndex way; `counter` takes a
-        convmem `TokenCounter` instead.
+        any convmem `Store`; neither keeps it in this process. `chat_store`, a
+        `BaseChatStore` of one's own, gets a copy of every write (see
+        `mirror`). `chat_history` replaces the session's history.
+        `summarizer` and `fact_extractor` may be LlamaIndex LLMs. Recall is on
+        by default, finding earlier turns by their words; `embedder` (a
+        LlamaIndex `BaseEmbedding` or a convmem embedder) adds their meaning,
+        its vectors next to the SQLite file; `recall` takes a configured
+        convmem `Recall`, and ``config=MemoryConfig(recall_earlier_turns=False)``
+        switches recall off. A `tokenizer_fn` counts text the LlamaIndex way;
+        `counter` takes a convmem `TokenCounter` instead.
         """
-        if chat_store is not None:
-            raise ConfigError(
-                "ConvMemChatMemoryBuffer keeps its history in a convmem store, not a chat_store; "
-                "pass path='chat.db' (SQLite) or store=... instead (memory.chat_store is then a live "
-                "BaseChatStore view of that history)"
-            )
         if (
             session_id is not None
             and chat_store_key != DEFAULT_CHAT_STORE_KEY
@@ -253,6 +263,7 @@ class ConvMemChatMemoryBuffer(ChatMemoryBuffer):
         values: dict[str, Any] = {
             "token_limit": token_limit,
             "tokenizer_fn": tokenizer_fn,
+            "chat_store": chat_store,
             "chat_store_key": session_id if session_id is not None else chat_store_key,
             "path": path,
             "store": store,
@@ -262,22 +273,40 @@ class ConvMemChatMemoryBuffer(ChatMemoryBuffer):
             "fact_extractor": fact_extractor,
             "embedder": embedder,
             "recall": recall,
+            "note_omitted_history": note_omitted_history,
             "memory_kwargs": memory_kwargs or {},
         }
         if config is not None:
             values["memory_config"] = config
-        buffer = _construct(cls, values)
+        buffer = construct(cls, values)
         if chat_history is not None:
             buffer.set(chat_history)
         return buffer
 
     def for_session(self, session_id: str) -> ConvMemChatMemoryBuffer:
-        """A buffer for another session, sharing this one's store, settings, models and
-        sessions (convmem's `SessionRegistry`: the least recently used beyond its bound are closed)."""
+        """A buffer for another session, sharing this one's store, settings, models, mirror
+        and sessions (convmem's `SessionRegistry`: the least recently used beyond its bound are closed)."""
         session_id_for_key(session_id)  # a TypeError for a key that is not a str
-        copy = self.model_copy(update={"chat_store_key": session_id})
-        copy._sessions = self._sessions
-        return copy
+        other = self.model_copy(update={"chat_store_key": session_id})
+        other._sessions = self._sessions
+        other._view = self._view
+        return other
+
+    def __deepcopy__(self, memo: dict[int, Any] | None = None) -> ConvMemChatMemoryBuffer:
+        """A buffer of its own with the same settings: it shares the store, file and models
+        this one was given, and copies the history when it lives only in this process."""
+        other = self.model_copy(update={"memory_kwargs": copy.copy(self.memory_kwargs)})
+        other._sessions = open_sessions(other, self.token_counter)  # its own cache of memories
+        other._view = ConvMemChatStore(other._sessions, other.user_id)
+        if self._mirror is None:
+            other.chat_store = other._view
+        if store_kind(self) == STORE_MEMORY:
+            history = self.memory.messages()
+            if history:
+                other.memory.add_messages(history)
+        if memo is not None:
+            memo[id(self)] = other
+        return other
 
     # -- the session --------------------------------------------------------------
 
@@ -290,9 +319,18 @@ class ConvMemChatMemoryBuffer(ChatMemoryBuffer):
     @property
     def memory(self) -> ConversationMemory:
         """The convmem `ConversationMemory` of the current session."""
-        chat_store = self.chat_store
-        assert isinstance(chat_store, ConvMemChatStore)  # set by model_post_init
-        return chat_store.memory(self.chat_store_key)
+        return self._view.memory(self.chat_store_key)
+
+    @property
+    def mirror(self) -> BaseChatStore | None:
+        """The `BaseChatStore` of one's own given as ``chat_store``, or None.
+
+        It receives a copy of every write (``put``, ``put_messages``, ``set``,
+        ``reset`` and their async twins) under ``chat_store_key``; convmem keeps
+        the history the context is built from. A session convmem holds nothing
+        of starts from the history the mirror holds under its key.
+        """
+        return self._mirror.store if self._mirror is not None else None
 
     @property
     def token_counter(self) -> TokenCounter:
@@ -329,20 +367,25 @@ class ConvMemChatMemoryBuffer(ChatMemoryBuffer):
         budget = self._budget(initial_token_count)
         if budget == 0:
             raise BudgetError("no tokens left: initial_token_count equals token_limit")
-        return self.memory.build_context(_query(input), budget, include_query=False)
+        return self.memory.build_context(query_text(input), budget, include_query=False)
 
     async def acontext(self, input: Any = None, initial_token_count: int = 0) -> BuiltContext:
+        """Async `context`."""
         budget = self._budget(initial_token_count)
         if budget == 0:
             raise BudgetError("no tokens left: initial_token_count equals token_limit")
-        return await self.memory.abuild_context(_query(input), budget, include_query=False)
+        return await self.memory.abuild_context(query_text(input), budget, include_query=False)
 
     def explain(self, input: Any = None, initial_token_count: int = 0) -> str:
         """Where `get` would spend its tokens, and what it leaves out and why."""
         return self.context(input, initial_token_count).explain()
 
+    async def aexplain(self, input: Any = None, initial_token_count: int = 0) -> str:
+        """Async `explain`."""
+        return (await self.acontext(input, initial_token_count)).explain()
+
     def get(self, input: Any = None, initial_token_count: int = 0, **kwargs: Any) -> list[ChatMessage]:
-        """The managed context: ``[system (facts, summary, recall)] + recent window``.
+        """The managed context: ``[system prompt] + [memory] + recent window``.
 
         `input` (the new user message, not stored by this call) steers recall.
         Raises ``ValueError("Initial token count exceeds token limit")`` like
@@ -353,12 +396,13 @@ class ConvMemChatMemoryBuffer(ChatMemoryBuffer):
         context = None
         if budget > 0:
             try:
-                context = memory.build_context(_query(input), budget, include_query=False)
+                context = memory.build_context(query_text(input), budget, include_query=False)
             except BudgetError as exc:
                 logger.debug("history does not fit: %s", exc)
+        note = self.note_omitted_history
         if context is not None and context.window:
-            return _messages(context)
-        return _newest_question_alone(context, _newest_turn(memory))
+            return context_messages(context, note_omitted_history=note)
+        return newest_question_alone(context, newest_turn(memory), note_omitted_history=note)
 
     async def aget(self, input: Any = None, initial_token_count: int = 0, **kwargs: Any) -> list[ChatMessage]:
         """Async `get`."""
@@ -367,19 +411,21 @@ class ConvMemChatMemoryBuffer(ChatMemoryBuffer):
         context = None
         if budget > 0:
             try:
-                context = await memory.abuild_context(_query(input), budget, include_query=False)
+                context = await memory.abuild_context(query_text(input), budget, include_query=False)
             except BudgetError as exc:
                 logger.debug("history does not fit: %s", exc)
+        note = self.note_omitted_history
         if context is not None and context.window:
-            return _messages(context)
-        newest = await asyncio.to_thread(_newest_turn, memory)
-        return _newest_question_alone(context, newest)
+            return context_messages(context, note_omitted_history=note)
+        newest = await asyncio.to_thread(newest_turn, memory)
+        return newest_question_alone(context, newest, note_omitted_history=note)
 
     def get_all(self) -> list[ChatMessage]:
         """Every stored message of the session, oldest first (the raw log)."""
         return to_chat_messages(self.memory.messages())
 
     async def aget_all(self) -> list[ChatMessage]:
+        """Async `get_all`."""
         return to_chat_messages(await self.memory.amessages())
 
     def transcript(self, view: str = "orchestration") -> str:
@@ -388,23 +434,30 @@ class ConvMemChatMemoryBuffer(ChatMemoryBuffer):
         return self.memory.render_transcript(view)
 
     async def atranscript(self, view: str = "orchestration") -> str:
+        """Async `transcript`."""
         return await self.memory.arender_transcript(view)
 
     # -- writing ------------------------------------------------------------------
 
     def put(self, message: ChatMessage) -> None:
         """Append one message to the session's log."""
-        self.memory.add_messages([from_chat_message(message)])
+        self.put_messages([message])
 
     async def aput(self, message: ChatMessage) -> None:
-        await self.memory.aadd_messages([from_chat_message(message)])
+        """Async `put`."""
+        await self.aput_messages([message])
 
     def put_messages(self, messages: Sequence[ChatMessage]) -> None:
         """Append messages atomically: all of them or, on an invalid one, none."""
         self.memory.add_messages(from_chat_messages(messages))
+        if self._mirror is not None:
+            self._mirror.add(self.chat_store_key, messages)
 
     async def aput_messages(self, messages: Sequence[ChatMessage]) -> None:
+        """Async `put_messages`."""
         await self.memory.aadd_messages(from_chat_messages(messages))
+        if self._mirror is not None:
+            await self._mirror.aadd(self.chat_store_key, messages)
 
     def set(self, messages: Sequence[ChatMessage]) -> None:
         """Replace the session's history (and everything derived from it) with `messages`."""
@@ -412,42 +465,43 @@ class ConvMemChatMemoryBuffer(ChatMemoryBuffer):
         memory = self.memory
         memory.clear()
         memory.add_messages(converted)
+        if self._mirror is not None:
+            self._mirror.replace(self.chat_store_key, messages)
 
     async def aset(self, messages: Sequence[ChatMessage]) -> None:
+        """Async `set`."""
         converted = from_chat_messages(messages)
         memory = self.memory
         await memory.aclear()
         await memory.aadd_messages(converted)
+        if self._mirror is not None:
+            await self._mirror.areplace(self.chat_store_key, messages)
 
     def reset(self) -> None:
-        """Delete the session: its log, summary, facts and vectors."""
+        """Delete the session: its log, summary, facts and vectors (and the mirror's copy)."""
         self.memory.clear()
+        if self._mirror is not None:
+            self._mirror.clear(self.chat_store_key)
 
     async def areset(self) -> None:
+        """Async `reset`."""
         await self.memory.aclear()
+        if self._mirror is not None:
+            await self._mirror.aclear(self.chat_store_key)
 
     def close(self) -> None:
         """Finish background work (summaries, facts, vectors) of every session this buffer served."""
         self._sessions.close()
 
+    async def aclose(self) -> None:
+        """Async `close`."""
+        await asyncio.to_thread(self._sessions.close)
+
     # -- serialization ------------------------------------------------------------
 
     def to_dict(self, **kwargs: Any) -> dict[str, Any]:
         """Configuration as JSON-safe data (no models, stores or secrets); see `from_dict`."""
-        data: dict[str, Any] = {
-            "class_name": self.class_name(),
-            "base64_stop": _BASE64_STOP,
-            "token_limit": self.token_limit,
-            "chat_store_key": self.chat_store_key,
-            "path": self.path,
-            "user_id": self.user_id,
-            "memory_config": self.memory_config.to_dict(),
-            "counter_name": self._sessions.counter.name,
-            "store_kind": store_kind(self),
-            # The history in SimpleChatStore's form, so ChatMemoryBuffer.from_dict reads it too.
-            "chat_store": simple_chat_store_dict({self.chat_store_key: self.get_all()}),
-        }
-        return data
+        return buffer_dict(self)
 
     def to_string(self) -> str:
         return json.dumps(self.to_dict(), ensure_ascii=False)
@@ -458,45 +512,13 @@ class ConvMemChatMemoryBuffer(ChatMemoryBuffer):
     @classmethod
     def from_dict(cls, data: dict[str, Any], **kwargs: Any) -> ConvMemChatMemoryBuffer:
         """A buffer from `to_dict` data; `kwargs` supply what is not serialized
-        (``store=``, ``summarizer=``, ``embedder=``, ``tokenizer_fn=``, ...).
+        (``store=``, ``summarizer=``, ``embedder=``, ``tokenizer_fn=``, ``chat_store=``
+        to mirror into, ...).
 
         Also reads a `ChatMemoryBuffer.to_dict()` (its ``chat_store``) and imports
         that history into an empty session.
         """
-        values = {**data, **kwargs}
-        values.pop("class_name", None)
-        values.pop("base64_stop", None)
-        history = values.pop("chat_history", None)
-        chat_store = values.pop("chat_store", None)
-        counter_name = values.pop("counter_name", None)
-        store_kind = values.pop("store_kind", None)
-        if store_kind == STORE_CUSTOM and values.get("store") is None:
-            raise ConfigError(
-                "this buffer was saved with a custom convmem store; pass it again: from_dict(data, store=...)"
-            )
-        if (
-            isinstance(counter_name, str)
-            and values.get("counter") is None
-            and values.get("tokenizer_fn") is None
-        ):
-            counter = counter_from_name(counter_name)
-            if counter is not None and counter.name == llamaindex_counter().name:
-                counter = None  # the default: made again, never pickled with its tables
-            elif counter is None:
-                warnings.warn(
-                    f"the buffer was saved counting with {counter_name!r}; pass tokenizer_fn= or counter= "
-                    "to from_dict to count the same way (using the default counter now)",
-                    RuntimeWarning,
-                    stacklevel=2,
-                )
-            values["counter"] = counter
-        if "config" in values and "memory_config" not in values:
-            values["memory_config"] = values.pop("config")
-        buffer = _construct(cls, values)
-        messages = _saved_history(history, chat_store, buffer.chat_store_key)
-        if messages and not buffer.memory.stats().message_count:
-            buffer.set(messages)
-        return buffer
+        return buffer_from_dict(cls, data, kwargs)
 
     @classmethod
     def from_string(cls, json_str: str, **kwargs: Any) -> ConvMemChatMemoryBuffer:
@@ -507,31 +529,7 @@ class ConvMemChatMemoryBuffer(ChatMemoryBuffer):
         return cls.from_string(data_str, **kwargs)
 
     def __getstate__(self) -> dict[str, Any]:
-        state: dict[str, Any] = {"data": self.to_dict()}
-        runtime = {
-            "store": self.store,
-            "summarizer": self.summarizer,
-            "fact_extractor": self.fact_extractor,
-            "embedder": self.embedder,
-            "recall": self.recall,
-            "memory_kwargs": self.memory_kwargs,
-        }
-        if "tokenizer_fn" in self.model_fields_set:
-            runtime["tokenizer_fn"] = self.tokenizer_fn
-        elif self.counter is not None and type(self.counter) not in (TiktokenCounter, ApproximateCounter):
-            # tiktoken and approximate counters come back from "counter_name" in the data;
-            # pickling a tiktoken one would add its whole BPE table (over 1 MB) to every pickle.
-            runtime["counter"] = self.counter
-        for key, value in runtime.items():
-            if value is None:
-                continue
-            try:
-                pickle.dumps(value)
-            except Exception:
-                logger.warning("not pickling %s of ConvMemChatMemoryBuffer: it cannot be pickled", key)
-                continue
-            state[key] = value
-        return state
+        return picklable_state(self)
 
     def __setstate__(self, state: dict[str, Any]) -> None:
         data = state["data"]
@@ -545,72 +543,10 @@ class ConvMemChatMemoryBuffer(ChatMemoryBuffer):
             object.__setattr__(self, attribute, getattr(restored, attribute))
 
 
-def _construct(cls: type[ConvMemChatMemoryBuffer], values: dict[str, Any]) -> ConvMemChatMemoryBuffer:
-    """``cls(**values)``, raising convmem's own error rather than pydantic's wrapper of it."""
-    try:
-        return cls(**values)
-    except ValidationError as exc:
-        errors = exc.errors()
-        original = errors[0].get("ctx", {}).get("error") if len(errors) == 1 else None
-        if isinstance(original, ConvMemError):
-            raise original from None
-        raise
-
-
-def _query(input: object) -> str | None:
-    """The text that steers recall, from what LlamaIndex passes as `input`.
-
-    Chat engines pass a str, a `ChatMessage` or a `QueryBundle`; the
-    ``memory.get(initial_tokens)`` idiom passes an int, which `ChatMemoryBuffer`
-    ignores (it never reads `input`). Anything that is not text is ignored the
-    same way: it only steers recall, so ignoring it costs recall, never a reply.
-    """
-    if isinstance(input, str):
-        return input or None
-    if isinstance(input, ChatMessage):
-        return input.content or None
-    if isinstance(input, QueryBundle):
-        return input.query_str or None
-    return None
-
-
-def _messages(context: BuiltContext) -> list[ChatMessage]:
-    messages = (
-        [ChatMessage(role=MessageRole.SYSTEM, content=context.system_text)] if context.system_text else []
-    )
-    memory = context.memory_message
-    if memory is not None:
-        # Facts, summary and recalled turns: delimited reference data, never system authority.
-        messages.append(ChatMessage(role=MessageRole(memory["role"]), content=memory["content"]))
-    messages.extend(to_chat_messages([chat_api_message(m) for m in context.window]))
-    return messages
-
-
-def _newest_turn(memory: ConversationMemory) -> list[Any]:
-    return memory.recent_turns(1) if memory.stats().message_count else []
-
-
-def _newest_question_alone(context: BuiltContext | None, newest: Sequence[Any]) -> list[ChatMessage]:
-    """What `get` returns when not even the newest turn's question fits the budget.
-
-    Like `ChatMemoryBuffer`, the newest message comes back alone, so the model
-    raises a clear "too long" error instead of answering without the question;
-    it is the newest *question*, so the list still starts on a user message.
-    """
-    if not newest:  # an empty session
-        return _messages(context) if context is not None else []
-    turn = newest[-1]
-    message = turn.question or turn.messages[-1]
-    return [to_chat_message(message)]
-
-
-def _saved_history(history: Any, chat_store: Any, session_id: str) -> list[ChatMessage]:
-    if history:
-        return [m if isinstance(m, ChatMessage) else ChatMessage.model_validate(m) for m in history]
-    if isinstance(chat_store, dict):
-        from llama_index.core.storage.chat_store.loading import load_chat_store
-
-        return load_chat_store(chat_store).get_messages(session_id)
-    if isinstance(chat_store, BaseChatStore):
-        return chat_store.get_messages(session_id)
-    return []
+def _mirror_of(chat_store: BaseChatStore) -> ChatStoreMirror:
+    if isinstance(chat_store, ConvMemChatStore):
+        raise ConfigError(
+            "chat_store is the ConvMemChatStore view of another buffer's logs; to serve another session "
+            "of that store use buffer.for_session(key), or pass the same path=/store= here"
+        )
+    return ChatStoreMirror(chat_store)

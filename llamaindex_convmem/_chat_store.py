@@ -139,6 +139,10 @@ class ConvMemChatStore(BaseChatStore):
         chosen = self.get_keys() if keys is None else list(keys)
         return SimpleChatStore(store={key: self.get_messages(key) for key in chosen})
 
+    async def asnapshot(self, keys: Sequence[str] | None = None) -> SimpleChatStore:
+        """Async `snapshot`."""
+        return await asyncio.to_thread(self.snapshot, keys)
+
     def persist(self, persist_path: str = "chat_store.json", fs: Any = None) -> None:
         """Write every session in `SimpleChatStore.persist`'s format (read it back
         with ``SimpleChatStore.from_persist_path``)."""
@@ -149,6 +153,10 @@ class ConvMemChatStore(BaseChatStore):
         data = simple_chat_store_dict({key: self.get_messages(key) for key in self.get_keys()})
         with fs.open(persist_path, "w", encoding="utf-8") as file:
             json.dump(data, file, ensure_ascii=False)
+
+    async def apersist(self, persist_path: str = "chat_store.json", fs: Any = None) -> None:
+        """Async `persist`."""
+        await asyncio.to_thread(self.persist, persist_path, fs)
 
 
 def simple_chat_store_dict(store: dict[str, list[ChatMessage]]) -> dict[str, Any]:

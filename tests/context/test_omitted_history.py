@@ -55,13 +55,23 @@ def test_without_the_note_and_memory_sections_the_window_is_the_newest_turns_tha
     assert context.token_count <= budget
 
 
-def test_the_note_takes_room_from_the_window_only_when_on() -> None:
+def test_the_note_alone_never_takes_a_turns_room() -> None:
     with_note = chat(PLAIN, 30).build_context("And the gutters?", budget=300)
     without = chat(PLAIN.replace(note_omitted_history=False), 30).build_context(
         "And the gutters?", budget=300
     )
-    assert OMITTED_LINE in with_note.memory_text
-    assert len(without.window) > len(with_note.window)
+    assert [m.seq for m in with_note.window] == [m.seq for m in without.window]
+    # It is there when the turns leave room for it.
+    roomy = chat(PLAIN, 30).build_context("And the gutters?", budget=300 + 40)
+    assert OMITTED_LINE in roomy.memory_text and roomy.token_count <= 340
+
+
+def test_beside_memory_items_the_note_is_paid_for_up_front() -> None:
+    memory = chat(MemoryConfig(recall_earlier_turns=False), 30)
+    memory.add("user", "My name is Ana and I live in Porto.")
+    context = memory.build_context("And the gutters?", budget=300)
+    assert context.section("facts").items >= 1
+    assert OMITTED_LINE in context.memory_text
 
 
 def test_note_omitted_history_must_be_a_bool() -> None:

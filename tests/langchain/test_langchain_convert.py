@@ -49,6 +49,7 @@ ROUND_TRIP = [
     ToolMessage("sunny, 21 °C", tool_call_id="c1"),
     ToolMessage("failed", tool_call_id="c2", status="error", artifact={"raw": [1, 2, 3]}, name="time"),
     ChatMessage(role="assistant", content="from a generic chat message"),
+    ChatMessage(role="critic", content="The plan misses the budget.", id="c-1"),
     HumanMessage("我叫李雷，我住在杭州。"),
 ]
 
@@ -76,6 +77,23 @@ def test_roles_and_tool_fields_map_to_convmem() -> None:
     assert to_convmem_message(SystemMessage("x")).role is Role.SYSTEM
 
 
+@pytest.mark.parametrize(
+    ("chat_role", "role"),
+    [
+        ("critic", Role.ASSISTANT),
+        ("Narrator", Role.ASSISTANT),
+        ("human", Role.USER),
+        ("developer", Role.SYSTEM),
+    ],
+)
+def test_a_chat_message_of_any_role_is_stored_and_comes_back_with_that_role(
+    chat_role: str, role: Role
+) -> None:
+    stored = to_convmem_message(ChatMessage(role=chat_role, content="x"))
+    assert stored.role is role
+    assert from_convmem_message(stored) == ChatMessage(role=chat_role, content="x")
+
+
 def test_a_chunk_is_stored_as_the_complete_message() -> None:
     chunk = AIMessageChunk(content="Hel", id="r1") + AIMessageChunk(content="lo", id="r1")
     back = from_convmem_message(to_convmem_message(chunk))
@@ -99,9 +117,9 @@ def test_converted_message_shares_no_mutable_state_with_the_store() -> None:
     [
         FunctionMessage(content="x", name="legacy"),
         RemoveMessage(id="m-1"),
-        ChatMessage(role="critic", content="x"),
+        ChatMessage(role="  ", content="x"),
     ],
-    ids=["FunctionMessage", "RemoveMessage", "ChatMessage-unknown-role"],
+    ids=["FunctionMessage", "RemoveMessage", "ChatMessage-blank-role"],
 )
 def test_unsupported_message_types_are_refused_with_a_clear_error(message: BaseMessage) -> None:
     with pytest.raises(InvalidMessageError) as info:

@@ -2,16 +2,17 @@
 
 from __future__ import annotations
 
+import threading
 from typing import Any
 
 import pytest
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage
 from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.graph import START, MessagesState, StateGraph
-from scripted_models import ScriptedToolModel, scripted
+from scripted_models import EchoModel, ScriptedToolModel, scripted
 
 from convmem import InvalidSessionIdError, MemoryConfig, TurnStatus
-from langchain_convmem import ConvMemNode, ConvMemSessions
+from langchain_convmem import ConvMemChatMessageHistory, ConvMemNode, ConvMemSessions
 
 
 def chatbot_graph(memory: ConvMemNode, model: ScriptedToolModel) -> Any:
@@ -95,4 +96,153 @@ def test_pre_and_post_model_hooks_complete_turns_in_a_react_agent() -> None:
         ("First.", TurnStatus.COMPLETED),
         ("two", TurnStatus.COMPLETED),
         ("Second.", TurnStatus.COMPLETED),
+    ]
+
+
+# -- async, other writers, requests at once (issue: agents keep their own state) ----------------
+
+
+def echo_graph(
+    node: ConvMemNode, model: EchoModel, *, use_async: bool = False, checkpointer: bool = True
+) -> Any:
+    builder = StateGraph(MessagesState)
+    builder.add_node("chatbot", node.node(model.ainvoke if use_async else model.invoke))
+    builder.add_edge(START, "chatbot")
+    return builder.compile(checkpointer=InMemorySaver() if checkpointer else None)
+
+
+def logged(sessions: ConvMemSessions, name: str) -> list[str]:
+    return [m.text for m in sessions.memory(name).messages()]
+
+
+def conversation(*questions: str) -> list[str]:
+    return [text for question in questions for text in (question, f"answer to {question}")]
+
+
+async def test_an_async_model_call_makes_an_async_node() -> None:
+    sessions = ConvMemSessions()
+    graph = echo_graph(ConvMemNode(sessions), EchoModel(), use_async=True)
+    await graph.ainvoke({"messages": [HumanMessage("Q1")]}, thread("t"))
+    state = await graph.ainvoke({"messages": [HumanMessage("Q2")]}, thread("t"))
+    assert [m.text for m in state["messages"]] == conversation("Q1", "Q2")
+    assert logged(sessions, "t") == conversation("Q1", "Q2")
+    assert {m.status for m in sessions.memory("t").messages()} == {TurnStatus.COMPLETED}
+
+
+async def test_an_async_model_call_that_raises_marks_the_turn_failed() -> None:
+    sessions = ConvMemSessions()
+
+    async def broken(messages: list[BaseMessage]) -> AIMessage:
+        raise RuntimeError("model down")
+
+    builder = StateGraph(MessagesState)
+    builder.add_node("chatbot", ConvMemNode(sessions).node(broken))
+    builder.add_edge(START, "chatbot")
+    with pytest.raises(RuntimeError, match="model down"):
+        await builder.compile().ainvoke({"messages": [HumanMessage("hello")]}, thread("t"))
+    assert [(m.text, m.status) for m in sessions.memory("t").messages()] == [("hello", TurnStatus.FAILED)]
+
+
+def test_a_sync_node_given_a_call_that_returns_a_coroutine_says_to_pass_the_async_function() -> None:
+    model = EchoModel()
+    builder = StateGraph(MessagesState)
+    builder.add_node("chatbot", ConvMemNode().node(lambda messages: model.ainvoke(messages)))
+    builder.add_edge(START, "chatbot")
+    with pytest.raises(TypeError, match=r"node\(model.ainvoke\)"):
+        builder.compile().invoke({"messages": [HumanMessage("hi")]}, thread("t"))
+
+
+def test_the_graphs_state_is_left_as_the_graph_wrote_it() -> None:
+    graph = echo_graph(ConvMemNode(), EchoModel())
+    graph.invoke({"messages": [HumanMessage("I'm Ana.", id="client-1")]}, thread("t"))
+    state = graph.invoke({"messages": [HumanMessage("Who am I?", id="client-2")]}, thread("t"))
+    assert [m.text for m in state["messages"]] == conversation("I'm Ana.", "Who am I?")
+    assert [state["messages"][0].id, state["messages"][2].id] == ["client-1", "client-2"]
+
+
+@pytest.mark.parametrize("shared_node", [True, False], ids=["one-node", "a-node-per-server"])
+def test_two_graphs_with_their_own_checkpointers_take_turns_on_a_thread_and_lose_nothing(
+    shared_node: bool,
+) -> None:
+    sessions = ConvMemSessions()
+    nodes = [ConvMemNode(sessions)] * 2 if shared_node else [ConvMemNode(sessions), ConvMemNode(sessions)]
+    graphs = [echo_graph(node, EchoModel()) for node in nodes]
+    questions = [f"Q{n}" for n in range(6)]
+    for index, question in enumerate(questions):
+        graphs[index % 2].invoke({"messages": [HumanMessage(question)]}, thread("t"))
+    assert logged(sessions, "t") == conversation(*questions)
+
+
+def test_a_chat_history_and_the_core_api_write_the_same_session_and_lose_nothing() -> None:
+    sessions = ConvMemSessions()
+    graph = echo_graph(ConvMemNode(sessions), EchoModel())
+    graph.invoke({"messages": [HumanMessage("Q1")]}, thread("t"))
+    ConvMemChatMessageHistory(memory=sessions.memory("t")).add_messages(
+        [HumanMessage("from a history"), AIMessage("noted by the history")]
+    )
+    graph.invoke({"messages": [HumanMessage("Q2")]}, thread("t"))
+    sessions.memory("t").add_turn("from the core", "noted by the core")
+    graph.invoke({"messages": [HumanMessage("Q3")]}, thread("t"))
+    assert logged(sessions, "t") == [
+        *conversation("Q1"),
+        "from a history",
+        "noted by the history",
+        *conversation("Q2"),
+        "from the core",
+        "noted by the core",
+        *conversation("Q3"),
+    ]
+
+
+def test_a_graph_without_a_checkpointer_may_be_sent_the_conversation_again() -> None:
+    sessions = ConvMemSessions()
+    graph = echo_graph(ConvMemNode(sessions), EchoModel(), checkpointer=False)
+    state = graph.invoke({"messages": [HumanMessage("Q1")]}, thread("t"))
+    state = graph.invoke({"messages": [*state["messages"], HumanMessage("Q2")]}, thread("t"))
+    assert logged(sessions, "t") == conversation("Q1", "Q2")
+
+
+def test_two_requests_at_once_on_one_thread_each_get_their_own_answer() -> None:
+    sessions = ConvMemSessions()
+    model = EchoModel(hold={"Q-A": threading.Event()}, started={"Q-A": threading.Event()})
+    graph = echo_graph(ConvMemNode(sessions), model, checkpointer=False)
+    first = threading.Thread(target=graph.invoke, args=({"messages": [HumanMessage("Q-A")]}, thread("t")))
+    first.start()
+    assert model.started["Q-A"].wait(30)
+    graph.invoke({"messages": [HumanMessage("Q-B")]}, thread("t"))
+    model.hold["Q-A"].set()
+    first.join(30)
+    log = sessions.memory("t").messages()
+    by_text = {m.text: m for m in log}
+    assert [m.text for m in log] == ["Q-A", "Q-B", "answer to Q-B", "answer to Q-A"]
+    assert by_text["answer to Q-A"].reply_to_seq == by_text["Q-A"].seq
+    assert by_text["answer to Q-B"].reply_to_seq == by_text["Q-B"].seq
+    assert {m.status for m in log} == {TurnStatus.COMPLETED}
+
+
+def test_a_turn_left_unfinished_in_the_graphs_state_is_cancelled_by_its_next_question() -> None:
+    from langchain_core.tools import tool
+    from langgraph.prebuilt import ToolNode, tools_condition
+
+    @tool
+    def weather(city: str) -> str:
+        """The weather in a city."""
+        return f"sunny in {city}"
+
+    sessions = ConvMemSessions()
+    call = AIMessage("", tool_calls=[{"id": "c1", "name": "weather", "args": {"city": "Oslo"}}])
+    builder = StateGraph(MessagesState)
+    builder.add_node("chatbot", ConvMemNode(sessions).node(scripted(call, "Hello again.").invoke))
+    builder.add_node("tools", ToolNode([weather]))
+    builder.add_edge(START, "chatbot")
+    builder.add_conditional_edges("chatbot", tools_condition)
+    builder.add_edge("tools", "chatbot")
+    graph = builder.compile(checkpointer=InMemorySaver(), interrupt_before=["tools"])
+    graph.invoke({"messages": [HumanMessage("Weather in Oslo?")]}, thread("t"))  # stops before the tool
+    graph.invoke({"messages": [HumanMessage("Never mind. Hello!")]}, thread("t"))
+    assert [(m.text, m.status) for m in sessions.memory("t").messages()] == [
+        ("Weather in Oslo?", TurnStatus.CANCELLED),
+        ("", TurnStatus.CANCELLED),
+        ("Never mind. Hello!", TurnStatus.COMPLETED),
+        ("Hello again.", TurnStatus.COMPLETED),
     ]

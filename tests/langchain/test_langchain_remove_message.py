@@ -86,11 +86,28 @@ def test_messages_added_after_a_removal_are_stored_once() -> None:
     ]
 
 
-def test_remove_all_messages_deletes_the_whole_conversation() -> None:
-    agent, model, sessions = card_agent()
+def test_remove_all_messages_empties_the_agents_state_and_keeps_the_log() -> None:
+    agent, _, sessions = card_agent()
     agent.update_state(thread("t"), {"messages": [RemoveMessage(id=REMOVE_ALL_MESSAGES)]})
-    agent.invoke(ask("Hello?"), thread("t"))
-    assert logged(sessions.memory("t")) == ["Hello?", "I do not know your card."]
+    result = agent.invoke(ask("Hello?"), thread("t"))
+    assert [m.text for m in result["messages"]] == ["Hello?", "I do not know your card."]
+    assert logged(sessions.memory("t")) == [
+        CARD,
+        "Noted.",
+        "Thanks!",
+        "You are welcome.",
+        "Hello?",
+        "I do not know your card.",
+    ]
+
+
+def test_a_message_edited_through_update_state_is_replaced_in_the_memory() -> None:
+    agent, model, sessions = card_agent()
+    state = agent.get_state(thread("t")).values["messages"]
+    redacted = HumanMessage("My card number is [removed].", id=card_id(state))
+    agent.update_state(thread("t"), {"messages": [redacted]})
+    agent.invoke(ask("What is my card number?"), thread("t"))
+    assert logged(sessions.memory("t"))[0] == "My card number is [removed]."
     assert "4111" not in texts(model.calls[-1])
 
 
@@ -150,14 +167,15 @@ def test_a_node_that_returns_remove_message_deletes_from_the_memory() -> None:
     assert "4111" not in texts(model.calls[-1])
 
 
-def test_remove_all_messages_in_a_graph_deletes_what_the_graph_stored() -> None:
+def test_remove_all_messages_in_a_graph_empties_its_state_and_keeps_the_log() -> None:
     sessions = ConvMemSessions()
     model = scripted("Noted.", "Hello.")
     graph = chatbot_graph(ConvMemNode(sessions), model)
     graph.invoke(ask(CARD), thread("g"))
     graph.update_state(thread("g"), {"messages": [RemoveMessage(id=REMOVE_ALL_MESSAGES)]})
-    graph.invoke(ask("Hi"), thread("g"))
-    assert logged(sessions.memory("g")) == ["Hi", "Hello."]
+    state = graph.invoke(ask("Hi"), thread("g"))
+    assert [m.text for m in state["messages"]] == ["Hi", "Hello."]
+    assert logged(sessions.memory("g")) == [CARD, "Noted.", "Hi", "Hello."]
 
 
 def test_a_graph_turn_that_failed_is_not_stored_twice_by_the_next_one() -> None:

@@ -40,8 +40,8 @@ import convmem
 from convmem import ConfigError, ConversationMemory, HashingEmbedder
 from langchain_convmem import ConvMemNode, ConvMemStore
 
-FACTS = ("users", "alice", "facts")
-TALKS = ("users", "alice", "conversations")
+FACTS = ("convmem", "alice", "facts")
+TALKS = ("convmem", "alice", "conversations")
 
 
 def say(store: convmem.Store, session_id: str, user_id: str, *turns: str) -> ConversationMemory:
@@ -154,7 +154,7 @@ def test_batch_returns_results_in_the_order_of_the_ops(logged: convmem.InMemoryS
             GetOp(("notes",), "n1"),
             SearchOp(("notes",)),
             PutOp(("notes",), "n2", {"text": "two"}),
-            ListNamespacesOp(match_conditions=(MatchCondition("prefix", ("users", "alice")),)),
+            ListNamespacesOp(match_conditions=(MatchCondition("prefix", ("convmem", "alice")),)),
             GetOp(FACTS, "no_such_fact"),
         ]
     )
@@ -176,7 +176,7 @@ async def test_async_twins_answer_like_the_sync_methods(logged: convmem.InMemory
     assert fact is not None and fact.value["value"] == "Duoduo"
     found = await store.asearch(TALKS, query="what is my dog called")
     assert found and "Duoduo" in found[0].value["text"]
-    assert await store.alist_namespaces(prefix=("users", "alice")) == [TALKS, FACTS]
+    assert await store.alist_namespaces(prefix=("convmem", "alice")) == [TALKS, FACTS]
     await store.adelete(FACTS, "pet_name")
     assert await store.aget(FACTS, "pet_name") is None
     await store.adelete(("notes", "alice"), "n1")
@@ -256,13 +256,13 @@ def test_deleting_a_fact_forgets_it_in_every_session_of_the_user(logged: convmem
     assert all(
         fact.key != "pet_name" for fact in ConversationMemory("alice-1", logged, user_id="alice").facts()
     )
-    bob = store.get(("users", "bob", "facts"), "pet_name")
+    bob = store.get(("convmem", "bob", "facts"), "pet_name")
     assert bob is not None and bob.value["value"] == "Rex"
 
 
 def test_writing_a_fact_is_refused_and_names_the_namespace(logged: convmem.InMemoryStore) -> None:
     store = ConvMemStore(logged)
-    with pytest.raises(ConfigError, match=r"\('users', 'alice', 'facts'\)"):
+    with pytest.raises(ConfigError, match=r"\('convmem', 'alice', 'facts'\)"):
         store.put(FACTS, "city", {"value": "Paris"})
     with pytest.raises(ConfigError):
         store.batch([PutOp(("notes",), "n", {"v": 1}), PutOp(FACTS, "city", {"value": "Paris"})])
@@ -328,23 +328,59 @@ def test_dense_recall_with_an_embedder(logged: convmem.InMemoryStore) -> None:
     assert found[0].key == "alice-1:1"
 
 
-def test_a_user_prefix_lists_and_searches_both_convmem_namespaces(logged: convmem.InMemoryStore) -> None:
+def test_a_convmem_user_prefix_lists_and_searches_both_namespaces(logged: convmem.InMemoryStore) -> None:
     store = ConvMemStore(logged)
-    store.put(("users", "alice", "notes"), "n1", {"text": "prefers tea"})
-    assert store.list_namespaces(prefix=("users", "alice")) == [TALKS, FACTS, ("users", "alice", "notes")]
-    assert store.list_namespaces(prefix=("users", "alice"), max_depth=2) == [("users", "alice")]
-    assert store.list_namespaces(prefix=("users", "alice"), suffix=("facts",)) == [FACTS]
-    assert store.list_namespaces(prefix=("users", "alice"), limit=1, offset=1) == [FACTS]
-    namespaces = {item.namespace for item in store.search(("users", "alice"), limit=100)}
-    assert namespaces == {TALKS, FACTS, ("users", "alice", "notes")}
-    assert store.list_namespaces(prefix=("users", "carol")) == []
-    keys = [item.key for item in store.search(("users", "alice"), limit=100)]
+    assert store.list_namespaces(prefix=("convmem", "alice")) == [TALKS, FACTS]
+    assert store.list_namespaces(prefix=("convmem", "alice"), max_depth=2) == [("convmem", "alice")]
+    assert store.list_namespaces(prefix=("convmem", "alice"), suffix=("facts",)) == [FACTS]
+    assert store.list_namespaces(prefix=("convmem", "alice"), limit=1, offset=1) == [FACTS]
+    namespaces = {item.namespace for item in store.search(("convmem", "alice"), limit=100)}
+    assert namespaces == {TALKS, FACTS}
+    assert store.list_namespaces(prefix=("convmem", "carol")) == []
+    keys = [item.key for item in store.search(("convmem", "alice"), limit=100)]
     paged = [
         item.key
         for offset in range(0, len(keys), 4)
-        for item in store.search(("users", "alice"), offset=offset, limit=4)
+        for item in store.search(("convmem", "alice"), offset=offset, limit=4)
     ]
     assert paged == keys
+
+
+def test_an_apps_namespaces_never_reach_convmems_items(logged: convmem.InMemoryStore) -> None:
+    store = ConvMemStore(logged)
+    store.put(("users", "alice", "facts"), "tea", {"value": "prefers tea"})
+    store.put(("users", "alice", "conversations"), "c1", {"text": "kept by the app"})
+    assert sorted(item.key for item in store.search(("users", "alice"), limit=100)) == ["c1", "tea"]
+    assert store.list_namespaces(prefix=("users", "alice")) == [
+        ("users", "alice", "conversations"),
+        ("users", "alice", "facts"),
+    ]
+    item = store.get(("users", "alice", "facts"), "tea")
+    assert item is not None and item.value == {"value": "prefers tea"}
+    assert store.get(FACTS, "tea") is None
+    assert store.list_namespaces(prefix=("*", "alice")) == [
+        ("users", "alice", "conversations"),
+        ("users", "alice", "facts"),
+    ]
+
+
+@pytest.mark.parametrize(
+    "namespace",
+    [("convmem",), ("convmem", "alice"), ("convmem", "alice", "notes"), ("convmem", "x", "y", "z")],
+)
+def test_writing_under_the_reserved_label_is_refused_and_says_where_to_write(
+    logged: convmem.InMemoryStore, namespace: tuple[str, ...]
+) -> None:
+    store = ConvMemStore(logged)
+    with pytest.raises(ConfigError, match=r"reserved for convmem's own items.*e\.g\. \('users'"):
+        store.put(namespace, "k", {"text": "x"})
+    assert store.inner.search(("convmem",)) == []
+
+
+def test_the_reserved_namespaces_are_named_on_the_class() -> None:
+    assert ConvMemStore.RESERVED == "convmem"
+    assert ConvMemStore.facts_namespace("ana") == ("convmem", "ana", "facts")
+    assert ConvMemStore.conversations_namespace("ana") == ("convmem", "ana", "conversations")
 
 
 # -- walls between users ---------------------------------------------------------------
@@ -356,17 +392,17 @@ def test_a_user_prefix_lists_and_searches_both_convmem_namespaces(logged: convme
 def test_another_user_id_never_reaches_alices_memory(logged: convmem.InMemoryStore, intruder: str) -> None:
     say(logged, "intruder-1", intruder, "My name is Mallory.", "Hi.")
     store = ConvMemStore(logged)
-    facts = store.search(("users", intruder, "facts"), limit=100)
+    facts = store.search(("convmem", intruder, "facts"), limit=100)
     assert {item.value["value"] for item in facts} == {"Mallory"}
-    talks = store.search(("users", intruder, "conversations"), query="dog Duoduo Alice Hangzhou", limit=100)
-    talks += store.search(("users", intruder, "conversations"), limit=100)
+    talks = store.search(("convmem", intruder, "conversations"), query="dog Duoduo Alice Hangzhou", limit=100)
+    talks += store.search(("convmem", intruder, "conversations"), limit=100)
     assert talks and {item.value["session_id"] for item in talks} == {"intruder-1"}
-    assert store.get(("users", intruder, "conversations"), "alice-1:1") is None
-    assert store.get(("users", intruder, "facts"), "pet_name") is None
-    assert store.list_namespaces(prefix=("users", intruder), suffix=("facts",)) == [
-        ("users", intruder, "facts")
+    assert store.get(("convmem", intruder, "conversations"), "alice-1:1") is None
+    assert store.get(("convmem", intruder, "facts"), "pet_name") is None
+    assert store.list_namespaces(prefix=("convmem", intruder), suffix=("facts",)) == [
+        ("convmem", intruder, "facts")
     ]
-    store.delete(("users", intruder, "facts"), "name")
+    store.delete(("convmem", intruder, "facts"), "name")
     assert store.get(FACTS, "name") is not None
 
 
@@ -374,32 +410,33 @@ def test_a_user_id_langgraph_cannot_name_is_refused_not_resolved(logged: convmem
     store = ConvMemStore(logged)
     for hostile in ["../alice", "alice.", ".", "", "a\x00"]:
         with pytest.raises(InvalidNamespaceError):
-            store.search(("users", hostile, "facts"))
+            store.search(("convmem", hostile, "facts"))
         with pytest.raises(InvalidNamespaceError):
-            store.get(("users", hostile, "conversations"), "alice-1:1")
+            store.get(("convmem", hostile, "conversations"), "alice-1:1")
         with pytest.raises(InvalidNamespaceError):
-            store.delete(("users", hostile, "facts"), "pet_name")
+            store.delete(("convmem", hostile, "facts"), "pet_name")
     assert store.get(FACTS, "pet_name") is not None
-    assert store.search(("users", " ", "facts")) == []  # no user can have a blank id
+    assert store.search(("convmem", " ", "facts")) == []  # no user can have a blank id
 
 
 def test_wildcards_and_short_prefixes_do_not_enumerate_users(logged: convmem.InMemoryStore) -> None:
     store = ConvMemStore(logged)
-    assert store.search(("users",), limit=100) == []
+    assert store.search(("convmem",), limit=100) == []
     assert store.search((), limit=100) == []
-    assert store.list_namespaces(prefix=("users", "*")) == []
+    assert store.list_namespaces(prefix=("convmem", "*")) == []
+    assert store.list_namespaces(prefix=("*", "alice")) == []
     assert store.list_namespaces() == []
-    assert store.search(("users", "*", "facts")) == []
+    assert store.search(("convmem", "*", "facts")) == []
 
 
 def test_a_users_memory_appears_only_after_their_first_message() -> None:
     logged = convmem.InMemoryStore()
     store = ConvMemStore(logged)
     assert store.search(FACTS) == [] and store.search(TALKS, query="dog") == []
-    assert store.list_namespaces(prefix=("users", "alice")) == []
+    assert store.list_namespaces(prefix=("convmem", "alice")) == []
     say(logged, "alice-1", "alice", "My dog is called Duoduo.")
     assert store.get(FACTS, "pet_name") is not None
-    assert store.list_namespaces(prefix=("users", "alice")) == [TALKS, FACTS]
+    assert store.list_namespaces(prefix=("convmem", "alice")) == [TALKS, FACTS]
 
 
 def test_forget_user_removes_their_sessions_and_their_items(logged: convmem.InMemoryStore) -> None:
@@ -412,9 +449,9 @@ def test_forget_user_removes_their_sessions_and_their_items(logged: convmem.InMe
     assert store.search(("users", "alice"), limit=100) == []
     assert store.search(TALKS, query="dog Duoduo") == []
     assert store.get(TALKS, "alice-1:1") is None
-    assert not {TALKS, FACTS} & set(store.list_namespaces(prefix=("users", "alice")))
+    assert store.list_namespaces(prefix=("convmem", "alice")) == []
     assert store.get(("users", "bob", "notes"), "n1") is not None
-    assert store.get(("users", "bob", "facts"), "pet_name") is not None
+    assert store.get(("convmem", "bob", "facts"), "pet_name") is not None
     assert store.get(("memories", "alice"), "m1") is not None
     assert logged.sessions() == ["bob-1"]
 
@@ -435,15 +472,15 @@ def test_every_store_backend_shows_each_user_only_their_own(backend: convmem.Sto
     assert found[0].key == "alice-1:1"
     assert {item.value["session_id"] for item in store.search(TALKS, limit=100)} == {"alice-1", "alice-2"}
     assert store.get(TALKS, "mallory-1:1") is None and store.get(TALKS, "bob-1:1") is None
-    mallory = store.search(("users", "Alice", "facts"), limit=100)
+    mallory = store.search(("convmem", "Alice", "facts"), limit=100)
     assert {item.value["value"] for item in mallory} >= {"Mallory", "Fang"}
     assert "Duoduo" not in {item.value["value"] for item in mallory}
     store.delete(FACTS, "pet_name")
     assert store.get(FACTS, "pet_name") is None
-    assert store.get(("users", "Alice", "facts"), "pet_name") is not None
+    assert store.get(("convmem", "Alice", "facts"), "pet_name") is not None
     assert store.forget_user("alice") == ["alice-1", "alice-2"]
     assert store.search(("users", "alice"), limit=100) == []
-    assert store.get(("users", "bob", "facts"), "pet_name") is not None
+    assert store.get(("convmem", "bob", "facts"), "pet_name") is not None
 
 
 def test_a_sqlite_path_is_a_store_that_memories_share(tmp_path: Path) -> None:
@@ -473,7 +510,7 @@ def test_a_create_agent_tool_reads_the_users_facts_from_runtime_store(logged: co
         """What is known about the user."""
         user_id = runtime.context.user_id
         assert get_store() is runtime.store
-        items = runtime.store.search(("users", user_id, "facts"), limit=20)
+        items = runtime.store.search(("convmem", user_id, "facts"), limit=20)
         seen["facts"] = {item.key: item.value["value"] for item in items}
         return "; ".join(f"{key}={value}" for key, value in seen["facts"].items())
 
@@ -494,7 +531,7 @@ def test_a_state_graph_node_searches_the_users_past_conversations(logged: convme
     def answer(state: MessagesState, config: RunnableConfig, *, store: BaseStore) -> dict[str, Any]:
         user_id = config["configurable"]["user_id"]
         question = str(state["messages"][-1].content)
-        found = store.search(("users", user_id, "conversations"), query=question, limit=1)
+        found = store.search(("convmem", user_id, "conversations"), query=question, limit=1)
         return {"messages": [AIMessage(found[0].value["text"] if found else "nothing")]}
 
     builder = StateGraph(MessagesState)
@@ -517,7 +554,7 @@ def test_what_a_conv_mem_node_graph_records_its_store_shows_in_the_users_next_th
 
     def chatbot(state: MessagesState, config: RunnableConfig, *, store: BaseStore) -> dict[str, Any]:
         user_id = config["configurable"]["user_id"]
-        fact = store.get(("users", user_id, "facts"), "pet_name")
+        fact = store.get(("convmem", user_id, "facts"), "pet_name")
         seen.append(fact.value["value"] if fact else "-")
         return {"messages": [memory.node(scripted("Noted.").invoke)(state, config)["messages"][-1]]}
 

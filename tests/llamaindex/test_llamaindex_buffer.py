@@ -181,6 +181,7 @@ def test_to_dict_is_plain_json_without_models_or_stores() -> None:
         "path",
         "user_id",
         "memory_config",
+        "note_omitted_history",
         "counter_name",
         "store_kind",
         "chat_store",
@@ -249,9 +250,10 @@ def test_set_with_an_invalid_message_keeps_the_old_history() -> None:
     assert buffer.get_all() == [USER]
 
 
-def test_a_chat_store_is_refused_with_what_to_pass_instead() -> None:
-    with pytest.raises(ConfigError, match="path="):
-        ConvMemChatMemoryBuffer.from_defaults(chat_store=SimpleChatStore())
+def test_another_buffers_chat_store_view_is_refused_with_what_to_use_instead() -> None:
+    other = ConvMemChatMemoryBuffer.from_defaults()
+    with pytest.raises(ConfigError, match="for_session"):
+        ConvMemChatMemoryBuffer.from_defaults(chat_store=other.chat_store)
 
 
 def test_a_key_convmem_cannot_use_as_an_id_gets_a_hashed_session() -> None:

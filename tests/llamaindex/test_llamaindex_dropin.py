@@ -244,9 +244,15 @@ def test_our_buffer_from_our_dict_on_a_sqlite_file_does_not_import_twice(tmp_pat
     assert loaded.get_all() == history
 
 
-def test_a_user_chat_store_is_refused_with_a_clear_message() -> None:
-    with pytest.raises(Exception, match="path="):
-        ConvMemChatMemoryBuffer.from_defaults(chat_store=SimpleChatStore())
+def test_a_user_chat_store_receives_the_conversation_as_chat_memory_buffers_does() -> None:
+    theirs, ours = SimpleChatStore(), SimpleChatStore()
+    native = ChatMemoryBuffer.from_defaults(chat_store=theirs, chat_store_key="k")
+    buffer = ConvMemChatMemoryBuffer.from_defaults(chat_store=ours, chat_store_key="k")
+    for memory in (native, buffer):
+        context_engine(memory).chat("What is the capital?")
+        context_engine(memory).chat("And its river?")
+    assert pairs(ours.get_messages("k")) == pairs(theirs.get_messages("k"))
+    assert buffer.chat_store is ours and buffer.get_all() == ours.get_messages("k")
 
 
 # -- 4. pickling -----------------------------------------------------------------------------

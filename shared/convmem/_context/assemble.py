@@ -42,14 +42,20 @@ def assemble(
     window = plan.window
     chosen: list[RecalledItem] = []
     recall_cap = plan.caps["recall"]
+    spare = 0
     if recall_cap > 0:
         chosen = _fit_recall(recalled, window.seqs, recall_cap, plan.headers, costs)
         spare = recall_cap - costs.recall(chosen, plan.headers)
-        if spare > 0 and window.dropped:
-            # Unused recall room goes back to the window; recalled items the
-            # bigger window now holds are removed so nothing appears twice.
-            window = windows.select(plan.request.turns, plan.caps["window"] + spare)
-            chosen = [item for item in chosen if not set(item.local_seqs) & window.seqs]
+    if plan.framing_reserved and not (chosen or plan.facts_lines or plan.summary_text):
+        # A memory block with no item in it has no framing to pay for; the left-out
+        # line keeps its room, as memory was on for this build and should say so.
+        keep = costs.memory_message(plan.headers["omitted"]) if config.note_omitted_history else 0
+        spare += max(0, plan.framing_reserved - keep)
+    if spare > 0 and window.dropped:
+        # Unused recall room goes back to the window; recalled items the
+        # bigger window now holds are removed so nothing appears twice.
+        window = windows.select(plan.request.turns, plan.caps["window"] + spare)
+        chosen = [item for item in chosen if not set(item.local_seqs) & window.seqs]
     fitted = _Fitting(plan, window, chosen, [*plan.dropped, *window.dropped])
     _fit_whole(fitted, config, costs)
     return _built(fitted, config, costs)
@@ -146,7 +152,12 @@ def _fit_whole(fitting: _Fitting, config: MemoryConfig, costs: Costs) -> None:
                 Dropped("summary", "rolling summary", costs.text(fitting.summary_text), "final fit")
             )
             fitting.summary_text = ""
-        elif omitted and not _holds_more_than_one_turn(fitting.window_messages):
+        elif omitted and (
+            not plan.framing_reserved or not _holds_more_than_one_turn(fitting.window_messages)
+        ):
+            # With nothing reserved for it (no memory on for this build), the left-out line
+            # never costs a turn; otherwise it goes only when the newest turn is all
+            # the window holds.
             room_for_omitted_line = False
             dropped.append(
                 Dropped("summary", "omitted-history line", memory_tokens, "no room next to the newest turn")

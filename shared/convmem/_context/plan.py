@@ -92,25 +92,16 @@ def plan(request: ContextRequest, config: MemoryConfig, costs: Costs, windows: W
     share = request.recall_share
     recall_cap = int((room_left - fixed) * share) if share is not None else 0
     window_cap = room_left - fixed - recall_cap
-    candidates_tokens = sum(turn.token_count for turn in request.turns)
-    if (
-        facts_lines
-        or summary_text
-        or recall_cap
-        or (
-            config.note_omitted_history
-            and (
-                candidates_tokens > window_cap
-                or (config.keep_recent_turns is not None and len(request.turns) > config.keep_recent_turns)
-                or older_uncovered(request)
-            )
-        )
-    ):
-        # The memory block will be there: its framing, and the line saying that
-        # history was left out, come out of the window's part.
+    framing_reserved = 0
+    if facts_lines or summary_text or recall_cap:
+        # The memory block will hold items: its framing, and the line saying that
+        # history was left out, come out of the window's part. The line alone, with
+        # nothing else to show, never takes a turn's room: `assemble` adds it only
+        # where the window leaves room for it.
         framing = costs.framing(headers, system_prompt)
         if config.note_omitted_history:
             framing += costs.section(headers["omitted"])
+        before = window_cap + recall_cap
         window = windows.select(request.turns, window_cap - framing)
         if not window.messages and request.turns:
             # The newest turn outranks the framing: when only it fits, it stays.
@@ -122,6 +113,7 @@ def plan(request: ContextRequest, config: MemoryConfig, costs: Costs, windows: W
         if unpaid > 0:
             recall_cap = max(0, recall_cap - unpaid)
         window_cap = max(window.tokens, window_cap - framing)
+        framing_reserved = before - window_cap - recall_cap
     else:
         window = windows.select(request.turns, window_cap)
     if share is not None and window.tokens < window_cap:
@@ -141,6 +133,7 @@ def plan(request: ContextRequest, config: MemoryConfig, costs: Costs, windows: W
         window=window,
         dropped=tuple(dropped),
         recall_room=recall_cap - recall_header if recall_cap > recall_header else 0,
+        framing_reserved=framing_reserved,
     )
 
 

@@ -64,6 +64,9 @@ class ContextPlan:
     dropped: tuple[Dropped, ...]
     recall_room: int
     """Tokens the recalled items may take (the recall cap less its header); 0: nothing to search."""
+    framing_reserved: int = 0
+    """Tokens set aside for the memory block's framing (tags, note, the left-out line), given
+    back to the window when the block ends up holding no item."""
 
     @property
     def window_seqs(self) -> frozenset[int]:

@@ -1,0 +1,153 @@
+"""``copy.deepcopy`` of a buffer, and ``chat_store=``: a user's own `BaseChatStore` that
+receives a copy of every write, with chat engines and agent workflows."""
+
+from __future__ import annotations
+
+import copy
+import pickle
+from pathlib import Path
+
+import pytest
+from llama_index.core.agent.workflow import AgentWorkflow, FunctionAgent
+from llama_index.core.base.llms.types import ChatMessage
+from llama_index.core.chat_engine import SimpleChatEngine
+from llama_index.core.llms import MockLLM
+from llama_index.core.llms.mock import MockFunctionCallingLLM
+from llama_index.core.memory import ChatMemoryBuffer
+from llama_index.core.storage.chat_store import SimpleChatStore
+
+from convmem import InMemoryStore
+from llamaindex_convmem import ConvMemChatMemoryBuffer
+
+pytestmark = pytest.mark.filterwarnings("ignore::pydantic.warnings.PydanticDeprecationWarning")
+
+HI = ChatMessage(role="user", content="Good morning.")
+HELLO = ChatMessage(role="assistant", content="Good morning to you.")
+BYE = ChatMessage(role="user", content="Bye.")
+
+
+def contents(messages: list[ChatMessage]) -> list[str | None]:
+    return [m.content for m in messages]
+
+
+# -- deepcopy ------------------------------------------------------------------------------------
+
+
+def test_a_deep_copy_of_an_in_process_buffer_has_its_own_history() -> None:
+    buffer = ConvMemChatMemoryBuffer.from_defaults(chat_history=[HI, HELLO], token_limit=500)
+    clone = copy.deepcopy(buffer)
+    clone.put(BYE)
+    assert contents(buffer.get_all()) == ["Good morning.", "Good morning to you."]
+    assert contents(clone.get_all()) == ["Good morning.", "Good morning to you.", "Bye."]
+    assert clone.token_limit == 500 and clone.chat_store_key == buffer.chat_store_key
+
+
+def test_a_deep_copy_behaves_like_one_of_chat_memory_buffer() -> None:
+    native = ChatMemoryBuffer.from_defaults(chat_history=[HI, HELLO], token_limit=500)
+    ours = ConvMemChatMemoryBuffer.from_defaults(chat_history=[HI, HELLO], token_limit=500)
+    for memory in (native, ours):
+        copy.deepcopy(memory).put(BYE)
+    assert contents(ours.get_all()) == contents(native.get_all())
+
+
+def test_a_deep_copy_shares_the_file_and_store_it_was_given(tmp_path: Path) -> None:
+    on_file = ConvMemChatMemoryBuffer.from_defaults(chat_history=[HI], path=tmp_path / "chat.db")
+    copy.deepcopy(on_file).put(HELLO)
+    assert contents(on_file.get_all()) == ["Good morning.", "Good morning to you."]
+    shared = InMemoryStore()
+    in_store = ConvMemChatMemoryBuffer.from_defaults(chat_history=[HI], store=shared)
+    copy.deepcopy(in_store).put(HELLO)
+    assert contents(in_store.get_all()) == ["Good morning.", "Good morning to you."]
+
+
+def test_a_deep_copy_inside_a_structure_is_copied_once() -> None:
+    buffer = ConvMemChatMemoryBuffer.from_defaults(chat_history=[HI])
+    state = copy.deepcopy({"memory": buffer, "same": buffer})
+    assert state["memory"] is state["same"] and state["memory"] is not buffer
+
+
+async def test_an_agent_workflow_with_a_deep_copied_memory_in_its_initial_state_runs() -> None:
+    memory = ConvMemChatMemoryBuffer.from_defaults(chat_history=[HI, HELLO], token_limit=2000)
+    agent = FunctionAgent(name="helper", description="Answers.", tools=[], llm=MockFunctionCallingLLM())
+    workflow = AgentWorkflow(agents=[agent], initial_state={"memory": memory})  # deep-copied per run
+    await workflow.run(user_msg="What is my name?", memory=memory)
+    assert contents(memory.get_all())[:3] == ["Good morning.", "Good morning to you.", "What is my name?"]
+
+
+# -- a user's chat store ---------------------------------------------------------------------------
+
+
+def test_every_write_reaches_the_users_chat_store() -> None:
+    theirs = SimpleChatStore()
+    buffer = ConvMemChatMemoryBuffer.from_defaults(chat_store=theirs, chat_store_key="ana", chat_history=[HI])
+    assert buffer.chat_store is theirs and buffer.mirror is theirs
+    buffer.put(HELLO)
+    buffer.put_messages([BYE])
+    assert contents(theirs.get_messages("ana")) == ["Good morning.", "Good morning to you.", "Bye."]
+    buffer.set([HELLO])
+    assert contents(theirs.get_messages("ana")) == ["Good morning to you."]
+    buffer.reset()
+    assert theirs.get_messages("ana") == [] and buffer.get_all() == []
+
+
+async def test_every_async_write_reaches_the_users_chat_store() -> None:
+    theirs = SimpleChatStore()
+    buffer = ConvMemChatMemoryBuffer.from_defaults(chat_store=theirs, chat_store_key="ana")
+    await buffer.aput(HI)
+    await buffer.aput_messages([HELLO])
+    assert contents(theirs.get_messages("ana")) == ["Good morning.", "Good morning to you."]
+    await buffer.aset([BYE])
+    assert contents(theirs.get_messages("ana")) == ["Bye."]
+    await buffer.areset()
+    assert theirs.get_messages("ana") == []
+
+
+def test_history_the_users_chat_store_holds_is_where_a_new_session_starts() -> None:
+    theirs = SimpleChatStore()
+    theirs.set_messages("ana", [HI, HELLO])
+    buffer = ConvMemChatMemoryBuffer.from_defaults(chat_store=theirs, chat_store_key="ana")
+    assert buffer.get_all() == [HI, HELLO]
+    assert contents(buffer.get()) == ["Good morning.", "Good morning to you."]
+
+
+def test_the_log_is_what_the_context_is_built_from_not_the_users_chat_store() -> None:
+    theirs = SimpleChatStore()
+    buffer = ConvMemChatMemoryBuffer.from_defaults(chat_store=theirs, chat_store_key="ana", chat_history=[HI])
+    theirs.add_message("ana", ChatMessage(role="user", content="written past the buffer"))
+    assert contents(buffer.get()) == ["Good morning."]
+
+
+def test_a_chat_engine_writes_its_turns_to_the_users_chat_store() -> None:
+    theirs = SimpleChatStore()
+    memory = ConvMemChatMemoryBuffer.from_defaults(chat_store=theirs, chat_store_key="ana", token_limit=2000)
+    engine = SimpleChatEngine.from_defaults(llm=MockLLM(max_tokens=4), memory=memory)
+    engine.chat("Good morning.")
+    engine.chat("How are you?")
+    assert theirs.get_messages("ana") == memory.get_all()
+    assert [m.role.value for m in theirs.get_messages("ana")] == ["user", "assistant"] * 2
+
+
+async def test_an_agent_workflow_writes_its_run_to_the_users_chat_store() -> None:
+    theirs = SimpleChatStore()
+    memory = ConvMemChatMemoryBuffer.from_defaults(chat_store=theirs, chat_store_key="ana", token_limit=2000)
+    agent = FunctionAgent(name="helper", description="Answers.", tools=[], llm=MockFunctionCallingLLM())
+    await AgentWorkflow(agents=[agent]).run(user_msg="Hello there", memory=memory)
+    assert theirs.get_messages("ana") == memory.get_all()
+    assert contents(theirs.get_messages("ana"))[0] == "Hello there"
+
+
+def test_a_buffer_for_another_session_mirrors_under_its_key() -> None:
+    theirs = SimpleChatStore()
+    buffer = ConvMemChatMemoryBuffer.from_defaults(chat_store=theirs, chat_store_key="ana")
+    buffer.for_session("bo").put(HELLO)
+    assert theirs.get_messages("bo") == [HELLO] and theirs.get_messages("ana") == []
+
+
+def test_the_users_chat_store_comes_back_through_pickling_and_from_dict() -> None:
+    theirs = SimpleChatStore()
+    buffer = ConvMemChatMemoryBuffer.from_defaults(chat_store=theirs, chat_store_key="ana", chat_history=[HI])
+    restored = ConvMemChatMemoryBuffer.from_dict(buffer.to_dict(), chat_store=theirs)
+    restored.put(HELLO)
+    assert contents(theirs.get_messages("ana")) == ["Good morning.", "Good morning to you."]
+    unpickled = pickle.loads(pickle.dumps(buffer))
+    assert unpickled.mirror is not None and unpickled.get_all() == [HI]
