@@ -13,6 +13,7 @@ from collections.abc import Iterable
 from datetime import datetime, tzinfo
 
 from .._models import Message
+from .passages import excerpt_text
 
 __all__ = [
     "SECTION_HEADERS",
@@ -20,6 +21,8 @@ __all__ = [
     "count_cjk",
     "date_label",
     "has_cjk",
+    "is_cjk_text",
+    "render_excerpt",
     "render_line",
 ]
 
@@ -54,6 +57,14 @@ def count_cjk(text: str) -> int:
     return len(_CJK.findall(text))
 
 
+def is_cjk_text(text: str) -> bool:
+    """Whether `text` is mostly Chinese, Japanese or Korean: more than 30% of its letters."""
+    cjk = count_cjk(text)
+    if not cjk:
+        return False
+    return cjk / (sum(ch.isalpha() for ch in text) or 1) > 0.3
+
+
 def choose_language(configured: str, query: str, sample_lines: Iterable[str]) -> str:
     """`configured` unless ``"auto"``: then Chinese when the query has CJK or the sample is mostly CJK."""
     if configured != "auto":
@@ -73,6 +84,17 @@ def render_line(message: Message, language: str) -> str:
     speaker = message.name or _ROLE_LABELS[language][message.role.value]
     separator = "：" if language == "zh" else ": "
     return f"{speaker}{separator}{message.text.strip()}"
+
+
+_EXCERPT_MARKS = {"en": " (excerpt)", "zh": "（节选）"}
+
+
+def render_excerpt(message: Message, language: str, span: tuple[int, int]) -> str:
+    """``Speaker (excerpt): …passage…``: the part of a long message at `span` (a range of
+    its stripped text), marked as an excerpt, with an ellipsis where it was cut."""
+    speaker = message.name or _ROLE_LABELS[language][message.role.value]
+    separator = "：" if language == "zh" else ": "
+    return f"{speaker}{_EXCERPT_MARKS[language]}{separator}{excerpt_text(message.text.strip(), span)}"
 
 
 def date_label(timestamp: float, language: str, time_zone: tzinfo) -> str:

@@ -43,6 +43,8 @@ __all__ = [
     "BM25Index",
     "BM25TextIndex",
     "BufferedLexicalIndex",
+    "CollectionStats",
+    "JointLexicalIndex",
     "LexicalIndex",
     "LexicalIndexLost",
     "LexicalScores",
@@ -53,6 +55,7 @@ __all__ = [
 
 _PIECES = re.compile(rf"[{CJK_RANGES}]+|[^\W_{CJK_RANGES}]+(?:'[^\W_{CJK_RANGES}]+)*")
 _CJK_RUN = re.compile(rf"[{CJK_RANGES}]+")
+_CJK_PAIR = re.compile(rf"[{CJK_RANGES}]{{2}}")
 
 _STOPWORD_TEXT = """
     a about above after again against all also am an and any are as at be because been before being
@@ -234,6 +237,39 @@ def no_scores() -> LexicalScores:
     return LexicalScores(np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.float64))
 
 
+class CollectionStats:
+    """BM25's statistics of a collection for one query: documents, their total length, and
+    how many documents hold each query term. Collections add up: the statistics of a
+    user's sessions together score every session's documents on one scale."""
+
+    __slots__ = ("documents", "frequencies", "total_length")
+
+    def __init__(self, documents: int, total_length: int, frequencies: Mapping[str, int]) -> None:
+        self.documents = documents
+        self.total_length = total_length
+        self.frequencies = dict(frequencies)
+
+    def __add__(self, other: CollectionStats) -> CollectionStats:
+        frequencies = dict(self.frequencies)
+        for term, count in other.frequencies.items():
+            frequencies[term] = frequencies.get(term, 0) + count
+        return CollectionStats(
+            self.documents + other.documents, self.total_length + other.total_length, frequencies
+        )
+
+    def __repr__(self) -> str:
+        return f"CollectionStats({self.documents} documents, {self.frequencies!r:.80})"
+
+    @property
+    def average(self) -> float:
+        """The average document length (1.0 for an empty collection)."""
+        return self.total_length / self.documents if self.documents and self.total_length else 1.0
+
+    def idf(self, term: str) -> float:
+        frequency = self.frequencies.get(term, 0)
+        return math.log(1.0 + (self.documents - frequency + 0.5) / (frequency + 0.5))
+
+
 class BM25Index:
     """Okapi BM25 over documents keyed by int ids, updated in place.
 
@@ -303,24 +339,72 @@ class BM25Index:
         frequency = len(self._postings.get(term, ()))
         return math.log(1.0 + (documents - frequency + 0.5) / (frequency + 0.5))
 
-    def scores(self, query_tokens: Iterable[str]) -> LexicalScores:
-        """BM25 score of every document that shares a term with the query."""
+    def collection(self, query_tokens: Iterable[str]) -> CollectionStats:
+        """This index's statistics for the query's terms: what `scores` reads, and what
+        several indexes add up (`CollectionStats.__add__`) to score as one collection."""
+        terms = set(query_tokens)
+        return CollectionStats(
+            len(self._lengths),
+            self._total_length,
+            {term: len(self._postings.get(term, ())) for term in terms},
+        )
+
+    def scores(self, query_tokens: Iterable[str], collection: CollectionStats | None = None) -> LexicalScores:
+        """BM25 score of every document that shares a term with the query.
+
+        With `collection` (the statistics of a larger collection this index is part
+        of, e.g. every session of one user) the idf and average length are that
+        collection's, so scores of its parts are on one scale.
+        """
         if not self._lengths:
             return no_scores()
-        average = self._total_length / len(self._lengths) or 1.0
+        if collection is None:
+            average = self._total_length / len(self._lengths) or 1.0
+            idf_of = self.idf
+        else:
+            average, idf_of = collection.average, collection.idf
         terms = [(term, docs) for term in set(query_tokens) if (docs := self._postings.get(term))]
         if sum(len(docs) for _, docs in terms) >= _VECTORIZED_POSTINGS:
-            return self._vector_scores(terms, average)
+            return self._vector_scores(terms, average, idf_of)
         k1, b = self.k1, self.b
         out: dict[int, float] = {}
         for term, docs in terms:
-            idf = self.idf(term)
+            idf = idf_of(term)
             for doc_id, frequency in docs.items():
                 norm = k1 * (1.0 - b + b * self._lengths[doc_id] / average)
                 out[doc_id] = out.get(doc_id, 0.0) + idf * frequency * (k1 + 1.0) / (frequency + norm)
         return LexicalScores.of(out)
 
-    def _vector_scores(self, terms: list[tuple[str, dict[int, int]]], average: float) -> LexicalScores:
+    def coverage(
+        self, query_tokens: Iterable[str], collection: CollectionStats | None = None
+    ) -> LexicalScores:
+        """For each document sharing a term with the query, the share of the query's
+        information (the idf of its distinct terms) that the document holds.
+
+        An absolute measure (1.0: every term of the query), unlike a score divided by
+        the best one: a document matching only "many" of "How many bikes do I own?"
+        covers little of it however it ranks. Terms the collection never saw count at
+        the idf of a term in no document, except pairs of CJK characters: a query's
+        pairs that span two words ("叫什" of "叫什么名字") are in no document of any history.
+        """
+        collection = collection or self.collection(query_tokens)
+        weights = {
+            term: collection.idf(term)
+            for term in set(query_tokens)
+            if collection.frequencies.get(term) or not _CJK_PAIR.fullmatch(term)
+        }
+        total = sum(weights.values())
+        if not total or not self._lengths:
+            return no_scores()
+        out: dict[int, float] = {}
+        for term, weight in weights.items():
+            for doc_id in self._postings.get(term, ()):
+                out[doc_id] = out.get(doc_id, 0.0) + weight / total
+        return LexicalScores.of(out)
+
+    def _vector_scores(
+        self, terms: list[tuple[str, dict[int, int]]], average: float, idf_of: Callable[[str], float]
+    ) -> LexicalScores:
         """`scores` in numpy: the same operations in the same order, so the same floats."""
         import numpy as np
 
@@ -340,7 +424,7 @@ class BM25Index:
             doc_ids, frequency, lengths = arrays
             norm = k1 * (1.0 - b + b * lengths / average)
             ids.append(doc_ids)
-            parts.append(self.idf(term) * frequency * (k1 + 1.0) / (frequency + norm))
+            parts.append(idf_of(term) * frequency * (k1 + 1.0) / (frequency + norm))
         if len(ids) == 1:
             return LexicalScores.unsorted(ids[0], parts[0])
         # bincount adds each document's parts in term order, as the loop above does.
@@ -413,6 +497,23 @@ class StoredLexicalIndex(LexicalIndex, Protocol):
     def flush(self) -> None:
         """Write what was added now (recall calls it where blocking I/O is allowed);
         `scores` writes anything left first."""
+        ...
+
+
+@runtime_checkable
+class JointLexicalIndex(LexicalIndex, Protocol):
+    """A `LexicalIndex` that can score as part of a larger collection: recall adds up the
+    `collection` statistics of every session of a user and scores each session with the
+    sum, so that one ranking covers the user's whole history (`BM25TextIndex`)."""
+
+    def collection(self, query: str) -> CollectionStats:
+        """This index's statistics for the terms of `query`."""
+        ...
+
+    def scores(self, query: str, collection: CollectionStats | None = None) -> Mapping[int, float]: ...
+
+    def coverage(self, query: str, collection: CollectionStats | None = None) -> Mapping[int, float]:
+        """The share of the query's information each matching document holds (0..1)."""
         ...
 
 
@@ -559,8 +660,17 @@ class BM25TextIndex:
     def clear(self) -> None:
         self.bm25.clear()
 
-    def scores(self, query: str) -> LexicalScores:
-        return self.bm25.scores(query_terms(query))
+    def scores(self, query: str, collection: CollectionStats | None = None) -> LexicalScores:
+        """BM25 scores of `query` (with `collection`: on that collection's scale)."""
+        return self.bm25.scores(query_terms(query), collection)
+
+    def collection(self, query: str) -> CollectionStats:
+        """See `BM25Index.collection` (`JointLexicalIndex`)."""
+        return self.bm25.collection(query_terms(query))
+
+    def coverage(self, query: str, collection: CollectionStats | None = None) -> LexicalScores:
+        """See `BM25Index.coverage` (`JointLexicalIndex`)."""
+        return self.bm25.coverage(query_terms(query), collection)
 
     def full_match(self, query: str) -> float:
         """See `BM25Index.full_match`: what puts this index's scores on a scale shared with

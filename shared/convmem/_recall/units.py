@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Callable, Collection, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 
 import numpy as np
 
@@ -22,7 +22,18 @@ from .._models import Message, Role, TurnStatus
 from .._salience import says_nothing
 from .._stores.base import SessionStats, Store
 from .config import RecallConfig
-from .lexical import BM25TextIndex, LexicalIndex, LexicalIndexLost, LexicalScores, StoredLexicalIndex
+from .language import is_cjk_text
+from .lexical import (
+    BM25TextIndex,
+    CollectionStats,
+    JointLexicalIndex,
+    LexicalIndex,
+    LexicalIndexLost,
+    LexicalScores,
+    StoredLexicalIndex,
+    no_scores,
+)
+from .passages import PART_BITS, passage_id, passage_spans
 from .plan import EmbedDocuments, Plan
 from .render import CachedLine, LineKey
 from .vector_index import VectorIndex
@@ -198,6 +209,10 @@ class SessionMirror:
         self.inflight: set[int] = set()
         self.speakers: dict[str, str] = {}  # lowercased name -> name
         self.small_talk: set[int] = set()  # seqs that say nothing ("thanks", "ok", "😊"): never recalled
+        # Long messages (seq -> passage spans over the stripped text): searched and shown by passage.
+        self.passages: dict[int, list[tuple[int, int]]] = {}
+        # Sum and count of the message vectors per language (CJK or not), or None until asked.
+        self._dense_sums: dict[bool, tuple[np.ndarray, int]] | None = None
         self.columns = LogColumns()  # what ranking reads of each message, in log order
         self.needs_full_read = True
         self.unsaved = 0
@@ -224,6 +239,8 @@ class SessionMirror:
         self.pending.clear()
         self.speakers.clear()
         self.small_talk.clear()
+        self.passages.clear()
+        self._dense_sums = None
         self.columns.clear()
         self.line_cache.clear()
 
@@ -281,6 +298,8 @@ class SessionMirror:
             grown[self._add_message(message, seq, text, config)] = None
 
     def drop_units(self, removed: Sequence[int]) -> None:
+        if any(not is_exchange_unit(unit) for unit in removed):
+            self._dense_sums = None
         if removed and self.index is not None:
             self.index.remove(removed)
             self.unsaved += len(removed)
@@ -308,11 +327,14 @@ class SessionMirror:
         self.lines[seq] = line
         self.episode_of[seq] = self.episode_count
         small_talk = says_nothing(text)
+        spans = passage_spans(text)
+        if len(spans) > 1:
+            self.passages[seq] = spans
         if small_talk:
             # Kept for its exchange's text, never a candidate of its own.
             self.small_talk.add(seq)
         else:
-            self.lexical_messages.add(seq, line)
+            self._index_message(self.lexical_messages, seq)
             if config.granularity != "exchange" and self.embeds:
                 self.pending[seq] = line[: config.max_unit_chars]
         # Exchanges: a user message opens one; what follows joins it, up to a cap.
@@ -331,6 +353,28 @@ class SessionMirror:
             seq, message.timestamp, self.episode_count, first, self.position[first], not small_talk
         )
         return first
+
+    @property
+    def passage_docs(self) -> bool:
+        """Whether the messages' lexical index holds passages (``seq << 8 | part``), not
+        whole messages: recall's own index in this process does; an index a store keeps,
+        or one given by the caller, holds whole messages under their seqs."""
+        return type(self.lexical_messages) is BM25TextIndex
+
+    def _index_message(self, index: LexicalIndex, seq: int) -> None:
+        """Give `index` the message at `seq`: its passages, or its line whole."""
+        line = self.lines[seq]
+        spans = self.passages.get(seq)
+        if not self.passage_docs:
+            index.add(seq, line)
+        elif spans is None:
+            index.add(passage_id(seq, 0), line)
+        else:
+            name = self.messages[seq].name
+            text = self.messages[seq].text.strip()
+            prefix = f"{name}: " if name else ""
+            for part, (start, end) in enumerate(spans):
+                index.add(passage_id(seq, part), prefix + text[start:end])
 
     def _index_exchange(self, first: int, config: RecallConfig, removed: list[int]) -> None:
         """Index the exchange opening at `first` as it stands, and queue its unit."""
@@ -417,6 +461,7 @@ class SessionMirror:
                     if trust_index and (same_log or embedded_texts.get(unit) == wanted[unit])
                 }
                 extra = present - keep
+                self._dense_sums = None
                 if extra:
                     self.index.remove(extra)
                     self.unsaved += len(extra)
@@ -451,34 +496,74 @@ class SessionMirror:
             if index is self.lexical_messages:
                 for seq in self.order:
                     if seq not in self.small_talk:
-                        index.add(seq, self.lines[seq])
+                        self._index_message(index, seq)
             else:
                 for first in self.exchanges:
                     index.add(first, self.exchange_text(first))
 
-    def lexical_scores(self, units: str, query: str) -> LexicalScores:
-        """Lexical scores of this session's ``"messages"`` or ``"exchanges"`` (lock held).
+    def lexical_collection(self, units: str, query: str) -> CollectionStats | None:
+        """The statistics of this session's ``"messages"`` or ``"exchanges"`` index for
+        `query`, to be added up with the user's other sessions' (None: the index cannot
+        score as part of a larger collection). Lock held."""
+        index = self.lexical_messages if units == "messages" else self.lexical_exchanges
+        if not isinstance(index, JointLexicalIndex):
+            return None
+        return index.collection(query)
+
+    def lexical_scores(
+        self, units: str, query: str, collection: CollectionStats | None = None
+    ) -> LexicalScores:
+        """Lexical scores of this session's ``"messages"`` or ``"exchanges"`` (lock held),
+        keyed by seq (a message) or first seq (an exchange); with `collection`, on the
+        scale of that collection (see `lexical_collection`). A long message scores as its
+        best passage (`best_passages` says which).
 
         An index kept by the store may have lost its documents (rebuilt after it went
         missing or corrupt): it is given them again from this mirror and asked again.
         Only documents this mirror holds are returned: a shared index may already hold
         what another process added from a newer log.
         """
+        return self.best_passages(units, query, collection)[0]
+
+    def best_passages(
+        self, units: str, query: str, collection: CollectionStats | None = None, *, coverage: bool = False
+    ) -> tuple[LexicalScores, dict[int, int]]:
+        """`lexical_scores`, and for each long message that matched, the passage that
+        scored best (seq -> part). With `coverage`, the scores are the share of the query's
+        information each document holds (`BM25Index.coverage`), where the index can say."""
         index = self.lexical_messages if units == "messages" else self.lexical_exchanges
+        joint = isinstance(index, JointLexicalIndex)
+        if coverage and not joint:
+            return no_scores(), {}
         try:
-            found = index.scores(query)
+            found = self._ask(index, query, collection if joint else None, coverage)
         except LexicalIndexLost as lost:
             logger.warning(
                 "recall lexical index of session %r: %s; adding its documents again", self.session_id, lost
             )
             self._refill(index)
-            found = index.scores(query)
+            found = self._ask(index, query, collection if joint else None, coverage)
         scores = LexicalScores.of(found)
+        parts: dict[int, int] = {}
+        if units == "messages" and self.passage_docs:
+            scores, parts = _best_of_each_message(scores, self.passages)
         if type(index) is BM25TextIndex:  # holds exactly this mirror's documents
-            return scores
+            return scores, parts
         if units == "messages":
-            return scores.only(lambda seq: seq in self.lines and seq not in self.small_talk)
-        return scores.only(self.exchanges.__contains__)
+            return scores.only(lambda seq: seq in self.lines and seq not in self.small_talk), parts
+        return scores.only(self.exchanges.__contains__), parts
+
+    @staticmethod
+    def _ask(
+        index: LexicalIndex, query: str, collection: CollectionStats | None, coverage: bool
+    ) -> Mapping[int, float]:
+        if coverage:
+            assert isinstance(index, JointLexicalIndex)
+            return index.coverage(query, collection)
+        if collection is not None:
+            assert isinstance(index, JointLexicalIndex)
+            return index.scores(query, collection)
+        return index.scores(query)
 
     # -- the embedding queue ------------------------------------------------------------
 
@@ -530,12 +615,38 @@ class SessionMirror:
             if self.index is None:
                 self.index = new_index(int(vectors.shape[1]))
             self.index.add([ids[i] for i in keep], vectors[keep])
+            if self._dense_sums is not None:
+                self._add_to_sums([ids[i] for i in keep], vectors[keep])
             for i in keep:
                 self.pending.pop(ids[i], None)
             self.unsaved += len(keep)
             # Rewriting the file costs O(index): wait for a tenth of it to be new, so saving
             # stays O(1) per vector however long the session (catching up re-embeds anything lost).
             return self.unsaved >= max(config.persist_every, len(self.index) // 10)
+
+    # -- the typical vector ---------------------------------------------------------------
+
+    def dense_sums(self) -> dict[bool, tuple[np.ndarray, int]]:
+        """The sum and count of this session's message vectors, per language (True: mostly
+        CJK text), for `gate.DenseProfile` (lock held). Read from the index once, then kept
+        up to date as vectors are added."""
+        if self._dense_sums is None:
+            self._dense_sums = {}
+            if self.index is not None and len(self.index):
+                held = self.index.vectors(seq for seq in self.order if seq in self.lines)
+                if held:
+                    self._add_to_sums(list(held), np.stack(list(held.values())))
+        return self._dense_sums
+
+    def _add_to_sums(self, units: Sequence[int], vectors: np.ndarray) -> None:
+        sums = self._dense_sums
+        assert sums is not None
+        for unit, vector in zip(units, vectors, strict=True):
+            if is_exchange_unit(unit) or unit not in self.lines:
+                continue
+            cjk = is_cjk_text(self.lines[unit])
+            total, count = sums.get(cjk, (np.zeros(vector.shape[-1], dtype=np.float64), 0))
+            sums[cjk] = (total + vector, count + 1)
 
     # -- reading ------------------------------------------------------------------------
 
@@ -555,3 +666,24 @@ class SessionMirror:
             hi = self.position[core[-1]] + radius
             core = [s for s in self.order[max(lo, 0) : hi + 1] if self.episode_of.get(s) == episode]
         return [s for s in core if s not in excluded and s in self.lines and s not in self.small_talk]
+
+
+def _best_of_each_message(
+    scores: LexicalScores, passages: Mapping[int, Sequence[tuple[int, int]]]
+) -> tuple[LexicalScores, dict[int, int]]:
+    """Passage scores as message scores (each message's best passage), and the best
+    passage of each long message that matched."""
+    if not len(scores):
+        return scores, {}
+    seqs = scores.ids >> PART_BITS
+    # Best first within each message: the first row of each message is its best passage.
+    order = np.lexsort((-scores.scores, seqs))
+    seqs, ids, values = seqs[order], scores.ids[order], scores.scores[order]
+    first = np.flatnonzero(np.concatenate(([True], seqs[1:] != seqs[:-1])))
+    best_parts = ids[first] & ((1 << PART_BITS) - 1)
+    parts = {
+        seq: part
+        for seq, part in zip(seqs[first].tolist(), best_parts.tolist(), strict=True)
+        if seq in passages
+    }
+    return LexicalScores(seqs[first], values[first]), parts
