@@ -1,5 +1,5 @@
 """What the LongMemEval benchmarks share: the dev file, its histories as a returning
-user's sessions, a disk cache of MiniLM vectors, and a plain BM25 over turns.
+user's sessions, and a plain BM25 over turns.
 
 The data is read from ``../shared/data/longmemeval-s-dev.json.gz`` at run time
 (``--data`` or ``$CONVMEM_LONGMEMEVAL`` elsewhere); nothing of it is kept in the
@@ -10,23 +10,14 @@ from __future__ import annotations
 
 import dataclasses
 import gzip
-import hashlib
 import json
 import math
 import os
 import re
-import sqlite3
-import tempfile
-import threading
 from collections import Counter
 from collections.abc import Sequence
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any
-
-import numpy as np
-
-from convmem._recall.embedder import BaseEmbedder
 
 QUESTION_TYPES = (
     "single-session-user",
@@ -158,74 +149,6 @@ def turn_timestamp(session: Session, index: int) -> float:
     return session.timestamp + 60.0 * index
 
 
-# -- a disk cache of model vectors ----------------------------------------------------------
-
-
-def cache_dir() -> Path:
-    """Where vectors are cached between runs (outside the repository)."""
-    env = os.environ.get("CONVMEM_BENCH_CACHE")
-    folder = Path(env) if env else Path(tempfile.gettempdir()) / "convmem-bench-cache"
-    folder.mkdir(parents=True, exist_ok=True)
-    return folder
-
-
-class CachedEmbedder(BaseEmbedder):
-    """A model behind a disk cache keyed by (model name, sha256 of the text): a text is
-    embedded once across runs. Reruns of a benchmark then measure recall, not the model.
-
-    `hits` and `misses` count texts served from the cache and embedded now.
-    """
-
-    def __init__(self, model: Any, folder: Path | None = None) -> None:
-        self.model = model
-        super().__init__(name=model.name, dimension=model.dimension)
-        path = (folder or cache_dir()) / "vectors.sqlite"
-        self.path = path
-        self._db = sqlite3.connect(path, check_same_thread=False)
-        self._db.execute("CREATE TABLE IF NOT EXISTS vectors (key BLOB PRIMARY KEY, vector BLOB)")
-        self._lock = threading.Lock()
-        self.hits = 0
-        self.misses = 0
-
-    def _key(self, text: str) -> bytes:
-        return hashlib.sha256(f"{self.model.name}\0{text}".encode("utf-8", "surrogatepass")).digest()
-
-    def lookup(self, texts: Sequence[str]) -> dict[str, np.ndarray]:
-        found: dict[str, np.ndarray] = {}
-        keys = {self._key(t): t for t in dict.fromkeys(texts)}
-        items = list(keys.items())
-        with self._lock:
-            for start in range(0, len(items), 500):
-                chunk = items[start : start + 500]
-                rows = self._db.execute(
-                    f"SELECT key, vector FROM vectors WHERE key IN ({','.join('?' * len(chunk))})",
-                    [key for key, _ in chunk],
-                ).fetchall()
-                for key, blob in rows:
-                    found[keys[key]] = np.frombuffer(blob, dtype=np.float32)
-        return found
-
-    def _embed(self, texts: list[str], *, query: bool) -> Any:
-        found = self.lookup(texts)
-        missing = [t for t in dict.fromkeys(texts) if t not in found]
-        self.hits += len(texts) - len(missing)
-        self.misses += len(missing)
-        if missing:
-            # sentence-transformers embeds a query as it embeds a document
-            vectors = self.model.embed_documents(missing)
-            with self._lock:
-                self._db.executemany(
-                    "INSERT OR REPLACE INTO vectors VALUES (?, ?)",
-                    [
-                        (self._key(t), np.asarray(v, dtype=np.float32).tobytes())
-                        for t, v in zip(missing, vectors, strict=True)
-                    ],
-                )
-                self._db.commit()
-            found.update(zip(missing, vectors, strict=True))
-        return np.stack([found[t] for t in texts])
-
-
 # -- a plain BM25 over turns, the baseline ------------------------------------------------
 
 _WORD = re.compile(r"\w+")
@@ -245,31 +168,35 @@ def bm25_terms(text: str) -> list[str]:
 
 
 class PlainBM25:
-    """Okapi BM25 (k1 1.5, b 0.75) over documents, built from scratch: what a short script
-    would do, in pure Python."""
+    """Okapi BM25 (k1 1.5, b 0.75) built from scratch in pure Python, as a short script
+    (or rank_bm25's ``BM25Okapi``) does it: term counts per document, and every document
+    scored for each query term."""
 
     def __init__(self, documents: Sequence[str], k1: float = 1.5, b: float = 0.75) -> None:
         self.k1, self.b = k1, b
-        self.postings: dict[str, dict[int, int]] = {}
-        self.lengths: list[int] = []
-        for doc_id, text in enumerate(documents):
-            terms = bm25_terms(text)
-            self.lengths.append(len(terms))
-            for term, count in Counter(terms).items():
-                self.postings.setdefault(term, {})[doc_id] = count
-        self.average = (sum(self.lengths) / len(self.lengths)) if self.lengths else 1.0
+        self.counts: list[Counter[str]] = []
+        frequencies: Counter[str] = Counter()
+        for text in documents:
+            counts = Counter(bm25_terms(text))
+            self.counts.append(counts)
+            frequencies.update(counts.keys())
+        self.lengths = [sum(c.values()) for c in self.counts]
+        n = len(self.counts)
+        self.average = (sum(self.lengths) / n) if n else 1.0
+        self.idf = {t: math.log(1 + (n - f + 0.5) / (f + 0.5)) for t, f in frequencies.items()}
 
     def scores(self, query: str) -> dict[int, float]:
-        n = len(self.lengths)
         out: dict[int, float] = {}
-        for term in set(bm25_terms(query)):
-            docs = self.postings.get(term)
-            if not docs:
-                continue
-            idf = math.log(1 + (n - len(docs) + 0.5) / (len(docs) + 0.5))
-            for doc_id, tf in docs.items():
-                norm = self.k1 * (1 - self.b + self.b * self.lengths[doc_id] / self.average)
-                out[doc_id] = out.get(doc_id, 0.0) + idf * tf * (self.k1 + 1) / (tf + norm)
+        terms = [t for t in set(bm25_terms(query)) if t in self.idf]
+        for doc_id, counts in enumerate(self.counts):
+            norm = self.k1 * (1 - self.b + self.b * self.lengths[doc_id] / self.average)
+            score = 0.0
+            for term in terms:
+                tf = counts.get(term, 0)
+                if tf:
+                    score += self.idf[term] * tf * (self.k1 + 1) / (tf + norm)
+            if score:
+                out[doc_id] = score
         return out
 
     def ranked(self, query: str) -> list[int]:

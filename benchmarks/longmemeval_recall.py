@@ -58,7 +58,6 @@ from _longmemeval import (
     NO_MEMORY_REQUESTS,
     QUESTION_TYPES,
     SHORT_TYPES,
-    CachedEmbedder,
     PlainBM25,
     Question,
     default_data_path,
@@ -66,6 +65,7 @@ from _longmemeval import (
     pick,
     turn_timestamp,
 )
+from _vector_cache import CachedEmbedder
 
 from convmem import ConversationMemory, SQLiteStore, TiktokenCounter
 

@@ -396,11 +396,37 @@ class BM25Index:
         total = sum(weights.values())
         if not total or not self._lengths:
             return no_scores()
-        out: dict[int, float] = {}
+        import numpy as np
+
+        ids, parts = [], []
         for term, weight in weights.items():
-            for doc_id in self._postings.get(term, ()):
-                out[doc_id] = out.get(doc_id, 0.0) + weight / total
-        return LexicalScores.of(out)
+            docs = self._postings.get(term)
+            if docs:
+                ids.append(self._term_arrays(term, docs)[0])
+                parts.append(np.full(len(docs), weight / total))
+        if not ids:
+            return no_scores()
+        unique, inverse = np.unique(np.concatenate(ids), return_inverse=True)
+        return LexicalScores(
+            unique, np.bincount(inverse, weights=np.concatenate(parts), minlength=len(unique))
+        )
+
+    def _term_arrays(self, term: str, docs: dict[int, int]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(doc ids, frequencies, document lengths) of a term's postings, kept until a
+        document with the term is added or removed."""
+        import numpy as np
+
+        arrays = self._arrays.get(term)
+        if arrays is None:
+            count = len(docs)
+            arrays = self._arrays[term] = (
+                np.fromiter(docs.keys(), dtype=np.int64, count=count),
+                np.fromiter(docs.values(), dtype=np.float64, count=count),
+                np.fromiter((self._lengths[d] for d in docs), dtype=np.float64, count=count),
+            )
+            for array in arrays:  # a query's scores may hand the ids out as they are
+                array.flags.writeable = False
+        return arrays
 
     def _vector_scores(
         self, terms: list[tuple[str, dict[int, int]]], average: float, idf_of: Callable[[str], float]
@@ -411,17 +437,7 @@ class BM25Index:
         k1, b = self.k1, self.b
         ids, parts = [], []
         for term, docs in terms:
-            arrays = self._arrays.get(term)
-            if arrays is None:
-                count = len(docs)
-                arrays = self._arrays[term] = (
-                    np.fromiter(docs.keys(), dtype=np.int64, count=count),
-                    np.fromiter(docs.values(), dtype=np.float64, count=count),
-                    np.fromiter((self._lengths[d] for d in docs), dtype=np.float64, count=count),
-                )
-                for array in arrays:  # a query's scores may hand the ids out as they are
-                    array.flags.writeable = False
-            doc_ids, frequency, lengths = arrays
+            doc_ids, frequency, lengths = self._term_arrays(term, docs)
             norm = k1 * (1.0 - b + b * lengths / average)
             ids.append(doc_ids)
             parts.append(idf_of(term) * frequency * (k1 + 1.0) / (frequency + norm))

@@ -157,6 +157,8 @@ def _answer(
     profile = DenseProfile.of(mirrors) if vector is not None else None
     parts = []
     for position, (mirror, f, picked) in enumerate(zip(mirrors, found, chosen, strict=True)):
+        if position and not (len(picked.messages) or len(picked.exchanges) or picked.hits):
+            continue  # a session without a candidate adds nothing to rank or show
         with mirror.lock:
             parts.append(
                 _gather(

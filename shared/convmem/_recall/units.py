@@ -205,6 +205,7 @@ class SessionMirror:
         if lexical is None:
             lexical = (new_lexical_index(), new_lexical_index())
         self.lexical_messages, self.lexical_exchanges = lexical
+        self._joint = _joint_kinds(lexical)
         self.pending: dict[int, str] = {}  # unit id -> text still to embed
         self.inflight: set[int] = set()
         self.speakers: dict[str, str] = {}  # lowercased name -> name
@@ -485,6 +486,7 @@ class SessionMirror:
     def use_lexical(self, lexical: tuple[LexicalIndex, LexicalIndex]) -> None:
         """Swap in other lexical indexes and give them every document (lock held)."""
         self.lexical_messages, self.lexical_exchanges = lexical
+        self._joint = _joint_kinds(lexical)
         if isinstance(self.generation, str) or self.generation is None:
             self._lexical_follow(self.generation)
         self._refill(self.lexical_messages, self.lexical_exchanges)
@@ -506,9 +508,10 @@ class SessionMirror:
         `query`, to be added up with the user's other sessions' (None: the index cannot
         score as part of a larger collection). Lock held."""
         index = self.lexical_messages if units == "messages" else self.lexical_exchanges
-        if not isinstance(index, JointLexicalIndex):
+        if not self._joint[units]:
             return None
-        return index.collection(query)
+        joint: JointLexicalIndex = index  # type: ignore[assignment]
+        return joint.collection(query)
 
     def lexical_scores(
         self, units: str, query: str, collection: CollectionStats | None = None
@@ -532,7 +535,7 @@ class SessionMirror:
         scored best (seq -> part). With `coverage`, the scores are the share of the query's
         information each document holds (`BM25Index.coverage`), where the index can say."""
         index = self.lexical_messages if units == "messages" else self.lexical_exchanges
-        joint = isinstance(index, JointLexicalIndex)
+        joint = self._joint[units]
         if coverage and not joint:
             return no_scores(), {}
         try:
@@ -557,12 +560,12 @@ class SessionMirror:
     def _ask(
         index: LexicalIndex, query: str, collection: CollectionStats | None, coverage: bool
     ) -> Mapping[int, float]:
+        # Called with a collection, or for coverage, only for an index `_joint_kinds` found joint.
+        joint: JointLexicalIndex = index  # type: ignore[assignment]
         if coverage:
-            assert isinstance(index, JointLexicalIndex)
-            return index.coverage(query, collection)
+            return joint.coverage(query, collection)
         if collection is not None:
-            assert isinstance(index, JointLexicalIndex)
-            return index.scores(query, collection)
+            return joint.scores(query, collection)
         return index.scores(query)
 
     # -- the embedding queue ------------------------------------------------------------
@@ -676,6 +679,8 @@ def _best_of_each_message(
     if not len(scores):
         return scores, {}
     seqs = scores.ids >> PART_BITS
+    if not passages:  # every message is one passage: ids stay in order, one per message
+        return LexicalScores(seqs, scores.scores), {}
     # Best first within each message: the first row of each message is its best passage.
     order = np.lexsort((-scores.scores, seqs))
     seqs, ids, values = seqs[order], scores.ids[order], scores.scores[order]
@@ -687,3 +692,12 @@ def _best_of_each_message(
         if seq in passages
     }
     return LexicalScores(seqs[first], values[first]), parts
+
+
+def _joint_kinds(lexical: tuple[LexicalIndex, LexicalIndex]) -> dict[str, bool]:
+    """Which of a mirror's two lexical indexes can score as part of a user's collection
+    (checked once: a protocol check costs more than the query it guards)."""
+    return {
+        "messages": isinstance(lexical[0], JointLexicalIndex),
+        "exchanges": isinstance(lexical[1], JointLexicalIndex),
+    }
