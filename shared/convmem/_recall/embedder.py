@@ -42,7 +42,7 @@ import numpy as np
 
 from .._config import MAX_INT_OPTION as _MAX_INT_OPTION
 from .._errors import ConfigError
-from .lexical import tokenize
+from .terms import tokenize
 
 __all__ = [
     "DEFAULT_MODEL",

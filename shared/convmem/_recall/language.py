@@ -13,21 +13,20 @@ from collections.abc import Iterable
 from datetime import datetime, tzinfo
 
 from .._models import Message
-from .passages import excerpt_text
 
 __all__ = [
+    "ROLE_LABELS",
     "SECTION_HEADERS",
     "choose_language",
     "count_cjk",
     "date_label",
     "has_cjk",
     "is_cjk_text",
-    "render_excerpt",
     "render_line",
 ]
 
 _CJK = re.compile(r"[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af]")
-_ROLE_LABELS = {
+ROLE_LABELS = {
     "en": {"user": "User", "assistant": "Assistant", "system": "System", "tool": "Tool"},
     "zh": {"user": "用户", "assistant": "助手", "system": "系统", "tool": "工具"},
 }
@@ -81,20 +80,9 @@ def choose_language(configured: str, query: str, sample_lines: Iterable[str]) ->
 
 def render_line(message: Message, language: str) -> str:
     """``Speaker: text``: the message's name, or its role's label in `language`."""
-    speaker = message.name or _ROLE_LABELS[language][message.role.value]
+    speaker = message.name or ROLE_LABELS[language][message.role.value]
     separator = "：" if language == "zh" else ": "
     return f"{speaker}{separator}{message.text.strip()}"
-
-
-_EXCERPT_MARKS = {"en": " (excerpt)", "zh": "（节选）"}
-
-
-def render_excerpt(message: Message, language: str, span: tuple[int, int]) -> str:
-    """``Speaker (excerpt): …passage…``: the part of a long message at `span` (a range of
-    its stripped text), marked as an excerpt, with an ellipsis where it was cut."""
-    speaker = message.name or _ROLE_LABELS[language][message.role.value]
-    separator = "：" if language == "zh" else ": "
-    return f"{speaker}{_EXCERPT_MARKS[language]}{separator}{excerpt_text(message.text.strip(), span)}"
 
 
 def date_label(timestamp: float, language: str, time_zone: tzinfo) -> str:

@@ -15,11 +15,17 @@ A passage's document id packs its message's seq and its number:
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping, Sequence
+
+import numpy as np
+
+from .lexical import LexicalScores
 
 __all__ = [
     "LONG_MESSAGE_CHARS",
     "PART_BITS",
     "PASSAGE_CHARS",
+    "best_of_each_message",
     "excerpt_text",
     "passage_id",
     "passage_spans",
@@ -84,3 +90,26 @@ def excerpt_text(text: str, span: tuple[int, int]) -> str:
     before = _ELLIPSIS if start > 0 else ""
     after = _ELLIPSIS if end < len(text.rstrip()) else ""
     return f"{before}{body}{after}"
+
+
+def best_of_each_message(
+    scores: LexicalScores, passages: Mapping[int, Sequence[tuple[int, int]]]
+) -> tuple[LexicalScores, dict[int, int]]:
+    """Passage scores as message scores (each message's best passage), and the best
+    passage of each long message that matched."""
+    if not len(scores):
+        return scores, {}
+    seqs = scores.ids >> PART_BITS
+    if not passages:  # every message is one passage: ids stay in order, one per message
+        return LexicalScores(seqs, scores.scores), {}
+    # Best first within each message: the first row of each message is its best passage.
+    order = np.lexsort((-scores.scores, seqs))
+    seqs, ids, values = seqs[order], scores.ids[order], scores.scores[order]
+    first = np.flatnonzero(np.concatenate(([True], seqs[1:] != seqs[:-1])))
+    best_parts = ids[first] & ((1 << PART_BITS) - 1)
+    parts = {
+        seq: part
+        for seq, part in zip(seqs[first].tolist(), best_parts.tolist(), strict=True)
+        if seq in passages
+    }
+    return LexicalScores(seqs[first], values[first]), parts

@@ -23,10 +23,11 @@ from .._context.window import Dropped
 from .._models import Message
 from .._tokens import TokenCounter, count_pieces, line_pieces
 from .config import RecallConfig
-from .language import date_label, render_excerpt, render_line
+from .language import ROLE_LABELS, date_label, render_line
+from .passages import excerpt_text
 from .rank import Ranked
 
-__all__ = ["RecallResult", "RecalledItem", "Rendered", "render"]
+__all__ = ["RecallResult", "RecalledItem", "Rendered", "render", "render_excerpt"]
 
 # The smallest line among this many of the best candidates decides when the cap is full.
 _SMALLEST_AMONG = 50
@@ -114,6 +115,17 @@ LineKey = tuple[str, str, int]
 
 CachedLine = tuple[str, str, int]
 """A message rendered for recall: its ``Speaker: text`` line, its date line, the line's tokens."""
+
+
+_EXCERPT_MARKS = {"en": " (excerpt)", "zh": "（节选）"}
+
+
+def render_excerpt(message: Message, language: str, span: tuple[int, int]) -> str:
+    """``Speaker (excerpt): …passage…``: the part of a long message at `span` (a range of
+    its stripped text), marked as an excerpt, with an ellipsis where it was cut."""
+    speaker = message.name or ROLE_LABELS[language][message.role.value]
+    separator = "：" if language == "zh" else ": "
+    return f"{speaker}{_EXCERPT_MARKS[language]}{separator}{excerpt_text(message.text.strip(), span)}"
 
 
 def render(

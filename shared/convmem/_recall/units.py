@@ -21,6 +21,14 @@ from .._errors import ConfigError
 from .._models import Message, Role, TurnStatus
 from .._salience import says_nothing
 from .._stores.base import SessionStats, Store
+from .columns import (
+    EXCHANGE_SEQ_MASK,
+    LogColumns,
+    exchange_first_seq,
+    exchange_unit_id,
+    is_exchange_unit,
+    items_are_single_messages,
+)
 from .config import RecallConfig
 from .language import is_cjk_text
 from .lexical import (
@@ -33,7 +41,7 @@ from .lexical import (
     StoredLexicalIndex,
     no_scores,
 )
-from .passages import PART_BITS, passage_id, passage_spans
+from .passages import best_of_each_message, passage_id, passage_spans
 from .plan import EmbedDocuments, Plan
 from .render import CachedLine, LineKey
 from .vector_index import VectorIndex
@@ -51,9 +59,6 @@ __all__ = [
 
 logger = logging.getLogger("convmem")
 
-_EXCHANGE_FLAG = 1 << 62
-_SEQ_BITS = 40
-_MAX_SPAN = 255
 # A long run of messages without a question must not become one giant unit.
 _MAX_EXCHANGE_MESSAGES = 16
 
@@ -65,99 +70,6 @@ class _Unknown:
 
 # The generation of a mirror that has not read its log's stats yet (fed by add() alone).
 UNKNOWN = _Unknown()
-
-
-def exchange_unit_id(first_seq: int, span: int) -> int:
-    return _EXCHANGE_FLAG | (min(span, _MAX_SPAN) << _SEQ_BITS) | first_seq
-
-
-def is_exchange_unit(unit_id: int) -> bool:
-    return bool(unit_id & _EXCHANGE_FLAG)
-
-
-# The bits of an exchange unit's id that hold its first seq.
-EXCHANGE_SEQ_MASK = (1 << _SEQ_BITS) - 1
-
-
-def exchange_first_seq(unit_id: int) -> int:
-    return unit_id & EXCHANGE_SEQ_MASK
-
-
-def items_are_single_messages(config: RecallConfig) -> bool:
-    """Whether a recalled item is its message alone: not its exchange, no neighbours."""
-    return config.granularity != "exchange" and not config.neighbour_radius
-
-
-class LogColumns:
-    """What ranking reads of each mirrored message, as numpy arrays in log order (by
-    position in `SessionMirror.order`).
-
-    A search reads hundreds of candidates at once: looking each up in dicts of
-    `Message` objects costs more than ranking them. Messages are only ever appended,
-    and an exchange's messages are consecutive, so its members are a range.
-    """
-
-    _COLUMNS = (
-        ("seq", np.int64),
-        ("timestamp", np.float64),
-        ("episode", np.int64),
-        ("exchange", np.int64),  # the first seq of the message's exchange
-        ("members", np.int64),  # at an exchange's first message: how many messages it has
-        ("candidate", np.bool_),  # recallable on its own: not small talk
-    )
-
-    def __init__(self) -> None:
-        self.size = 0
-        self._arrays: dict[str, np.ndarray] = {}
-        self.clear()
-
-    def clear(self) -> None:
-        self.size = 0
-        self._arrays = {name: np.zeros(0, dtype=dtype) for name, dtype in self._COLUMNS}
-
-    def column(self, name: str) -> np.ndarray:
-        return self._arrays[name][: self.size]
-
-    def append(
-        self, seq: int, timestamp: float, episode: int, exchange: int, exchange_at: int, candidate: bool
-    ) -> None:
-        """A message read after every one appended so far (its seq is greater), in the
-        exchange that opens with seq `exchange` at position `exchange_at`."""
-        if self.size == len(self._arrays["seq"]):
-            capacity = max(64, 2 * self.size)
-            for name, array in self._arrays.items():
-                grown = np.zeros(capacity, dtype=array.dtype)
-                grown[: self.size] = array[: self.size]
-                self._arrays[name] = grown
-        arrays, at = self._arrays, self.size
-        arrays["seq"][at] = seq
-        arrays["timestamp"][at] = timestamp
-        arrays["episode"][at] = episode
-        arrays["exchange"][at] = exchange
-        arrays["members"][at] = 0
-        arrays["candidate"][at] = candidate
-        self.size += 1
-        arrays["members"][exchange_at] += 1
-
-    def positions(self, seqs: np.ndarray) -> np.ndarray:
-        """The positions of those of `seqs` that are mirrored (an int64 array)."""
-        column = self.column("seq")
-        if not len(column) or not len(seqs):
-            return np.zeros(0, dtype=np.int64)
-        at = np.minimum(column.searchsorted(seqs), len(column) - 1)
-        found: np.ndarray = at[column[at] == seqs]
-        return found
-
-    def exchange_positions(self, firsts: np.ndarray) -> np.ndarray:
-        """The positions of every message of the exchanges that open at `firsts` (seqs)."""
-        starts = self.positions(firsts)
-        counts = self.column("members")[starts]
-        total = int(counts.sum())
-        if not total:
-            return np.zeros(0, dtype=np.int64)
-        # Each exchange's range start, start + 1, ...: one arange shifted per range.
-        offsets = np.repeat(starts - np.concatenate(([0], np.cumsum(counts)[:-1])), counts)
-        return offsets + np.arange(total)
 
 
 class SessionMirror:
@@ -549,7 +461,7 @@ class SessionMirror:
         scores = LexicalScores.of(found)
         parts: dict[int, int] = {}
         if units == "messages" and self.passage_docs:
-            scores, parts = _best_of_each_message(scores, self.passages)
+            scores, parts = best_of_each_message(scores, self.passages)
         if type(index) is BM25TextIndex:  # holds exactly this mirror's documents
             return scores, parts
         if units == "messages":
@@ -669,29 +581,6 @@ class SessionMirror:
             hi = self.position[core[-1]] + radius
             core = [s for s in self.order[max(lo, 0) : hi + 1] if self.episode_of.get(s) == episode]
         return [s for s in core if s not in excluded and s in self.lines and s not in self.small_talk]
-
-
-def _best_of_each_message(
-    scores: LexicalScores, passages: Mapping[int, Sequence[tuple[int, int]]]
-) -> tuple[LexicalScores, dict[int, int]]:
-    """Passage scores as message scores (each message's best passage), and the best
-    passage of each long message that matched."""
-    if not len(scores):
-        return scores, {}
-    seqs = scores.ids >> PART_BITS
-    if not passages:  # every message is one passage: ids stay in order, one per message
-        return LexicalScores(seqs, scores.scores), {}
-    # Best first within each message: the first row of each message is its best passage.
-    order = np.lexsort((-scores.scores, seqs))
-    seqs, ids, values = seqs[order], scores.ids[order], scores.scores[order]
-    first = np.flatnonzero(np.concatenate(([True], seqs[1:] != seqs[:-1])))
-    best_parts = ids[first] & ((1 << PART_BITS) - 1)
-    parts = {
-        seq: part
-        for seq, part in zip(seqs[first].tolist(), best_parts.tolist(), strict=True)
-        if seq in passages
-    }
-    return LexicalScores(seqs[first], values[first]), parts
 
 
 def _joint_kinds(lexical: tuple[LexicalIndex, LexicalIndex]) -> dict[str, bool]:
