@@ -278,3 +278,27 @@ def test_the_gate_can_be_turned_off() -> None:
         "s1", "Translate 'good morning' into French.", store=store, max_tokens=400, counter=COUNTER
     )
     assert "French lessons" in result.text
+
+
+@pytest.mark.parametrize(
+    "query",
+    [
+        "the of and to a in is it that",
+        "😊🙏🎉👍",
+        "where is my order " * 1112,
+        "我的 dog 叫什么 name? Где мой заказ?",
+    ],
+    ids=["stop words", "emoji", "20,000 characters", "mixed scripts"],
+)
+def test_a_hostile_query_from_a_new_chat_gets_a_valid_context(query: str) -> None:
+    store = InMemoryStore()
+    for number in range(5):
+        old = ConversationMemory(f"old-{number}", store, user_id="ada")
+        old.add_turn(
+            f"My order {number} is the blue lamp; 我的狗叫多多.", long_answer("Your lamp ships Monday.")
+        )
+    fresh = ConversationMemory("new", store, user_id="ada")
+    # A huge query only steers recall (frameworks add the user's input themselves).
+    context = fresh.build_context(query, 1024, include_query=len(query) < 1000)
+    assert context.token_count <= context.budget
+    assert context.messages
