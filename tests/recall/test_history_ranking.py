@@ -8,10 +8,13 @@ import itertools
 import random
 from collections.abc import Sequence
 
+import numpy as np
 import pytest
 
 from convmem import ConversationMemory, InMemoryStore, Message, Recall, RecallConfig, Store, TiktokenCounter
+from convmem._recall.embedder import BaseEmbedder
 from convmem._recall.intent import asks_about_user, refers_to_history
+from convmem._recall.language import has_cjk
 from convmem._recall.lexical import BM25Index, tokenize
 from convmem._recall.passages import LONG_MESSAGE_CHARS, PASSAGE_CHARS, excerpt_text, passage_spans
 
@@ -302,3 +305,41 @@ def test_a_hostile_query_from_a_new_chat_gets_a_valid_context(query: str) -> Non
     context = fresh.build_context(query, 1024, include_query=len(query) < 1000)
     assert context.token_count <= context.budget
     assert context.messages
+
+
+class EnglishOnly(BaseEmbedder):
+    """Like an English-only sentence encoder: English words hash into a space of their own,
+    and every Chinese line lands near one point that every query is somewhat similar to."""
+
+    _name = "english-only-test"
+    dimension = 96
+
+    def _embed(self, texts: list[str], *, query: bool) -> np.ndarray:
+        rows = np.zeros((len(texts), self.dimension), dtype=np.float32)
+        for row, text in zip(rows, texts, strict=True):
+            if has_cjk(text):
+                row[64] = 1.0
+                row[65 + sum(map(ord, text)) % 31] = 0.3
+                continue
+            for word in tokenize(text):
+                row[sum(map(ord, word)) % 64] += 1.0
+            row[64] = 0.4 * float(np.linalg.norm(row[:64]) or 1.0)
+        return rows
+
+
+def test_an_english_question_does_not_recall_chinese_lines_an_english_only_model_puts_near_it() -> None:
+    store = InMemoryStore()
+    lines = [
+        "我养了一只狗，名字叫多多。",
+        "周末我常去西湖边散步。",
+        "我最近在学做红烧肉。",
+        "明天去上海的高铁几点出发？",
+    ]
+    store_messages(store, "s1", [("user", text) for text in lines] + FILLER)
+    recall = Recall(EnglishOnly())
+    recall.catch_up("s1", store)
+    for query in ("What is the capital of Peru?", "Write a haiku about the sea."):
+        result = recall.search("s1", query, store=store, max_tokens=300, counter=COUNTER)
+        assert not any(has_cjk(item.text) for item in result.items), query
+    asked = recall.search("s1", "How many ounces are in a cup?", store=store, max_tokens=300, counter=COUNTER)
+    assert any("eight fluid ounces" in item.text for item in asked.items)
