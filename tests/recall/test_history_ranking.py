@@ -343,3 +343,17 @@ def test_an_english_question_does_not_recall_chinese_lines_an_english_only_model
         assert not any(has_cjk(item.text) for item in result.items), query
     asked = recall.search("s1", "How many ounces are in a cup?", store=store, max_tokens=300, counter=COUNTER)
     assert any("eight fluid ounces" in item.text for item in asked.items)
+
+
+def test_memories_of_one_store_can_share_one_lexical_recall() -> None:
+    from convmem._recall.shared import shared_lexical_recall
+
+    store, other = InMemoryStore(), InMemoryStore()
+    assert shared_lexical_recall(store) is shared_lexical_recall(store)
+    assert shared_lexical_recall(store) is not shared_lexical_recall(other)
+    recall = shared_lexical_recall(store)
+    first = ConversationMemory("a", store, user_id="ada", recall=recall)
+    first.add_turn("My locker code is K123.", "Noted.")
+    second = ConversationMemory("b", store, user_id="ada", recall=recall)
+    assert "K123" in second.build_context("What is my locker code?", 400).memory_text
+    assert recall.stats("a", store=store)["messages"] == 2
