@@ -357,3 +357,11 @@ def test_memories_of_one_store_can_share_one_lexical_recall() -> None:
     second = ConversationMemory("b", store, user_id="ada", recall=recall)
     assert "K123" in second.build_context("What is my locker code?", 400).memory_text
     assert recall.stats("a", store=store)["messages"] == 2
+
+
+def test_words_about_the_conversation_do_not_count_toward_coverage() -> None:
+    index = BM25Index()
+    index.add(1, tokenize("I've got three bikes."))
+    index.add(2, tokenize("The weather was cold."))
+    asked = index.coverage(tokenize("What did I say I told you about my bikes earlier?"))
+    assert asked[1] == pytest.approx(index.coverage(tokenize("my bikes"))[1]) == pytest.approx(1.0)

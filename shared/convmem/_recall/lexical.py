@@ -49,6 +49,16 @@ __all__ = [
     "tokenize",
 ]
 
+# Words a question uses to point at the conversation, not at what was said in it.
+_ABOUT_THE_TALK = frozenset(
+    term
+    for term in tokenize(
+        "say said says tell told mention mentioned remember remind recall ask asked talk talked "
+        "discuss discussed conversation chat previous earlier 说过 提过 聊过 讲过 记得 之前 上次"
+    )
+    if len(term) > 1  # CJK pairs only: a single character (上, 前) also says what was said
+)
+
 # Query postings from which scoring runs in numpy: below it the plain loop is as fast.
 _VECTORIZED_POSTINGS = 512
 
@@ -307,12 +317,15 @@ class BM25Index:
         covers little of it however it ranks. Terms the collection never saw count at
         the idf of a term in no document, except pairs of CJK characters: a query's
         pairs that span two words ("叫什" of "叫什么名字") are in no document of any history.
+        Words about the conversation itself ("What did I *say*...", 提过) are not counted:
+        they ask where to look, not what to find.
         """
         collection = collection or self.collection(query_tokens)
         weights = {
             term: collection.idf(term)
             for term in set(query_tokens)
-            if collection.frequencies.get(term) or not CJK_PAIR.fullmatch(term)
+            if term not in _ABOUT_THE_TALK
+            and (collection.frequencies.get(term) or not CJK_PAIR.fullmatch(term))
         }
         total = sum(weights.values())
         if not total or not self._lengths:
