@@ -91,9 +91,12 @@ class RecallConfig:
     min_coverage_general: float = 0.7
     """See `min_coverage`: the share of its words a request that does not refer to the
     history ("What is 17 times 23?") must find in one message to recall anything."""
-    evidence_margin: float = 0.2
+    evidence_margin: float = 0.35
     """See `min_coverage`: how much more similar to the query than the history's typical
-    message (of its language) a message must be to count as evidence by meaning."""
+    message (of its language) a message must be to count as evidence by meaning, for a
+    query about the user or their history."""
+    evidence_margin_general: float = 0.45
+    """See `evidence_margin`: the same for a request that does not refer to the history."""
     min_lexical: float = 0.5
     """A message below `min_score` is still recalled when its BM25 score is at least this
     fraction of the best one (exact names, numbers, rare words)."""
@@ -159,7 +162,7 @@ class RecallConfig:
         _number(
             "min_coverage_general", self.min_coverage_general, low=0, high=1, allowed="a number in [0, 1]"
         )
-        for name in ("dense_margin", "evidence_margin"):
+        for name in ("dense_margin", "evidence_margin", "evidence_margin_general"):
             _number(name, getattr(self, name), low=-2, high=2, allowed="a difference of cosines in [-2, 2]")
         for name in ("speaker_weight", "user_weight", "episode_weight", "neighbour_weight", "recency_weight"):
             _number(name, getattr(self, name), low=0, high=math.inf, allowed="a finite number >= 0")

@@ -93,7 +93,10 @@ def judge(ranking: Ranking, evidence: Evidence, config: RecallConfig, *, persona
     needed = config.min_coverage if personal else max(config.min_coverage, config.min_coverage_general)
     if coverage is not None and coverage >= needed:
         return Verdict(True, f"recalled: a message holds {coverage:.0%} of the query's informative words")
-    if lift is not None and lift >= config.evidence_margin:
+    margin = (
+        config.evidence_margin if personal else max(config.evidence_margin, config.evidence_margin_general)
+    )
+    if lift is not None and lift >= margin:
         return Verdict(
             True,
             f"recalled: a message is {lift:.2f} more similar to the query than the history's typical one",
@@ -107,7 +110,7 @@ def judge(ranking: Ranking, evidence: Evidence, config: RecallConfig, *, persona
     if lift is not None:
         said.append(
             f"the closest message is {lift:.2f} more similar to the query than the history's "
-            f"typical one (needs {config.evidence_margin:.2f})"
+            f"typical one (needs {margin:.2f})"
         )
     reason = "nothing recalled: the history holds no evidence for this query: " + " and ".join(said)
     dropped = Dropped("recall", f"{len(ranking.ranked)} candidate messages", 0, reason)
