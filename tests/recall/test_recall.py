@@ -214,7 +214,7 @@ def test_exchange_granularity_recalls_the_question_with_its_answer(store: SQLite
     )
     stored += store_messages(store, "s1", FILLER)
     recall.add("s1", stored)
-    result = search(recall, store, "s1", "corgi breed")
+    result = search(recall, store, "s1", "which corgi breed did I ask about?")
     assert result.items[0].seqs == (stored[0].seq, stored[1].seq)
 
 
@@ -381,7 +381,7 @@ def test_catch_up_indexes_messages_it_was_never_given(store: SQLiteStore) -> Non
     store_messages(store, "s1", [("user", "My corgi is called Duoduo."), *FILLER])
     recall.catch_up("s1", store)
     assert recall.stats("s1")["vectors"] > 0
-    assert "Duoduo" in search(recall, store, "s1", "corgi name").text
+    assert "Duoduo" in search(recall, store, "s1", "what is my corgi's name?").text
 
 
 def test_search_finds_messages_another_writer_appended(store: SQLiteStore) -> None:
@@ -427,7 +427,7 @@ def test_large_sessions_switch_to_hnsw_and_still_recall(store: SQLiteStore) -> N
     dog_session(recall, store)
     recall.add("s1", store_messages(store, "s1", FILLER * 2))
     assert recall.stats("s1")["kind"] == "hnsw"
-    assert "Duoduo" in search(recall, store, "s1", "corgi name").text
+    assert "Duoduo" in search(recall, store, "s1", "what is my corgi's name?").text
 
 
 # -- failures degrade ----------------------------------------------------------------
