@@ -365,3 +365,24 @@ def test_words_about_the_conversation_do_not_count_toward_coverage() -> None:
     index.add(2, tokenize("The weather was cold."))
     asked = index.coverage(tokenize("What did I say I told you about my bikes earlier?"))
     assert asked[1] == pytest.approx(index.coverage(tokenize("my bikes"))[1]) == pytest.approx(1.0)
+
+
+def test_a_question_about_someone_the_history_names_is_about_the_history() -> None:
+    store = InMemoryStore()
+    store_messages(store, "s1", [("user", "Lola's vet visit cost $50 and the flea medicine $25."), *FILLER])
+    found = Recall().search(
+        "s1",
+        "What is the total cost of Lola's check-up and medicine?",
+        store=store,
+        max_tokens=300,
+        counter=COUNTER,
+    )
+    assert "Lola's vet visit" in found.text
+    unknown = Recall().search(
+        "s1",
+        "What is the total cost of Max's check-up and medicine?",
+        store=store,
+        max_tokens=300,
+        counter=COUNTER,
+    )
+    assert unknown.items == ()

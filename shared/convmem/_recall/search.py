@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+import re
 from collections.abc import Collection, Iterator, Mapping, MutableMapping, Sequence
 
 import numpy as np
@@ -27,7 +28,7 @@ from .config import RecallConfig, RecallFilters
 from .gate import DenseProfile, judge
 from .intent import asks_about_user, asks_for_several, refers_to_history
 from .language import SECTION_HEADERS, choose_language, is_cjk_text
-from .lexical import CollectionStats, LexicalScores, no_scores
+from .lexical import CollectionStats, LexicalScores, no_scores, tokenize
 from .rank import Evidence, dense_similarities, named_speakers, rank
 from .render import CachedLine, LineKey, RecallResult, render
 from .units import EXCHANGE_SEQ_MASK, SessionMirror, is_exchange_unit
@@ -182,7 +183,8 @@ def _answer(
     evidence = _joined(parts, groups)
     ranking = rank(evidence, config, several=asks_for_several(query), about_user=asks_about_user(query))
     speakers = {name for mirror in mirrors for name in mirror.speakers}
-    verdict = judge(ranking, evidence, config, personal=refers_to_history(query, speakers))
+    personal = refers_to_history(query, speakers) or _names_someone_known(query, collections["messages"])
+    verdict = judge(ranking, evidence, config, personal=personal)
     ranked = ranking.ranked if verdict.passed else ()
     messages: dict[int, Message] = {}
     item_seqs: dict[int, list[int]] = {}
@@ -233,6 +235,21 @@ def _answer(
         problem,
         verdict.reason,
     )
+
+
+_POSSESSIVE_NAME = re.compile(r"\b([A-Z][^\W\d_]+)['’]s\b")
+
+
+def _names_someone_known(query: str, collection: CollectionStats | None) -> bool:
+    """Whether `query` asks about someone of the user's history by name: a capitalised
+    name in the possessive ("Lola's vet visit") that the history mentions."""
+    if collection is None:
+        return False
+    for name in _POSSESSIVE_NAME.findall(query):
+        terms = tokenize(name)
+        if terms and collection.frequencies.get(terms[0], 0) > 0:
+            return True
+    return False
 
 
 def _units(config: RecallConfig) -> tuple[bool, bool]:
