@@ -7,7 +7,7 @@ import pytest
 
 from convmem import InMemoryStore, SQLiteStore, Store
 
-pytest_plugins = ("redis_server", "postgres_server", "extras_guard", "llamaindex_engines")
+pytest_plugins = ("redis_server", "postgres_server", "extras_guard", "llamaindex_engines", "notebook_kernel")
 
 
 @pytest.fixture(params=["memory", "sqlite"])

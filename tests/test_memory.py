@@ -18,7 +18,8 @@ from convmem import (
     TokenCounter,
     count_messages,
 )
-from convmem._context.builder import ContextBuilder, ContextPlan, ContextRequest
+from convmem._context.builder import ContextBuilder
+from convmem._context.request import ContextPlan, ContextRequest
 from convmem._models import group_turns
 from convmem._recall.engine import RecalledItem
 

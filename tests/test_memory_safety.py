@@ -19,7 +19,8 @@ from convmem import (
     TiktokenCounter,
     count_messages,
 )
-from convmem._context.builder import ContextBuilder, ContextRequest
+from convmem._context.builder import ContextBuilder
+from convmem._context.request import ContextRequest
 from convmem._language import SECTION_HEADERS, neutralise_stored_text
 from convmem._models import group_turns
 from convmem._recall.engine import RecalledItem

@@ -278,7 +278,7 @@ def test_postgres_max_connections_must_be_a_bounded_positive_int(store_class: ty
 
 @pytest.mark.parametrize("value", [0, -1, 2**31, 2.0, NAN, "8", True, None], ids=repr)
 def test_session_registry_bound_must_be_a_positive_32_bit_int(value: object) -> None:
-    with pytest.raises(ConfigError, match=r"max_cached_sessions must be a positive int \(1 to 2147483647\)"):
+    with pytest.raises(ConfigError, match=r"max_cached_sessions must be an int from 1 to 2147483647"):
         SessionRegistry(max_cached_sessions=value)  # type: ignore[arg-type]
 
 
@@ -309,5 +309,5 @@ def test_embedder_sizes_must_be_positive_32_bit_ints(option: str, value: object)
 
     from langchain_convmem import LangChainEmbedder
 
-    with pytest.raises(ConfigError, match=rf"{option} must be a positive int \(1 to 2147483647\)"):
+    with pytest.raises(ConfigError, match=rf"{option} must be None or an int from 1 to 2147483647"):
         LangChainEmbedder(DeterministicFakeEmbedding(size=4), **{option: value})

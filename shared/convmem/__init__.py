@@ -16,7 +16,7 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 from ._config import MemoryConfig, TranscriptTemplate
-from ._context.builder import BuiltContext, SectionReport
+from ._context.report import BuiltContext, SectionReport
 from ._derived.background import set_background_workers
 from ._derived.facts import Fact, FactExtractor, RuleFactExtractor
 from ._derived.llm import LLMFactExtractor, LLMSummarizer

@@ -3,18 +3,15 @@
 from __future__ import annotations
 
 import dataclasses
-import math
 from typing import Any, Literal
 
 from ._errors import ConfigError
 from ._language import SECTION_HEADERS, speaker_prefix
 from ._models import Role
+from ._options import MAX_INT_OPTION, check_bool, check_choice, check_int, check_number
 
-__all__ = ["MemoryConfig", "MemoryPlacement", "TranscriptTemplate"]
+__all__ = ["MAX_INT_OPTION", "MemoryConfig", "MemoryPlacement", "TranscriptTemplate"]
 
-# Integer options are counts and sizes; beyond 32 bits they are typos, and they
-# would overflow the float arithmetic that shares out a budget.
-MAX_INT_OPTION = 2**31 - 1
 # A background job that runs longer than a day is hung; larger values overflow thread waits.
 MAX_BACKGROUND_TIMEOUT = 86_400.0
 
@@ -102,9 +99,13 @@ class MemoryConfig:
     "when did...", 之前, 上次; see `choose_recall_share`), if below `summary_share`,
     and recall needs the room: recall then brings the very turns asked about, which
     are worth more than their digest. When what recall finds fits beside the summary
-    at its full share, the summary keeps it. Measured on LoCoMo with MiniLM, the turns that answer a question reach
-    73% / 82% of 512 / 1024-token contexts, against 69% / 79% with the summary at its
-    full share (without a model: 68% / 77% against 65% / 75%)."""
+    at its full share, the summary keeps it (measured on LoCoMo: see benchmarks/README.md)."""
+    note_omitted_history: bool = True
+    """Say so in the context whenever turns of the log are in none of window, summary and
+    recall (one line: "(Some earlier conversation is not included here.)"), so the model
+    does not take the window for the whole conversation. False leaves the line out: with
+    facts, summary and recall off too, the context is then exactly the newest turns that
+    fit, as a plain token-limited buffer keeps them."""
     prune_low_information: bool = True
     """When the window is tight, drop greetings/thanks/"ok" turns before older informative ones."""
     language: Language = "auto"
@@ -155,9 +156,8 @@ class MemoryConfig:
     """Seconds one background job may take before it is abandoned and retried later."""
 
     def __post_init__(self) -> None:
-        if self.keep_recent_turns is not None:
-            _positive_int("keep_recent_turns", self.keep_recent_turns, or_none=True)
-        _choice("memory_placement", self.memory_placement, ("user", "system", "developer"))
+        check_int("keep_recent_turns", self.keep_recent_turns, or_none=True)
+        check_choice("memory_placement", self.memory_placement, ("user", "system", "developer"))
         for name in (
             "budget",
             "max_message_chars",
@@ -167,9 +167,9 @@ class MemoryConfig:
             "transcript_max_chars",
             "summary_every_turns",
         ):
-            _positive_int(name, getattr(self, name))
+            check_int(name, getattr(self, name))
         for name in ("facts_share", "summary_share", "recall_share", "past_summary_share"):
-            _number(
+            check_number(
                 name, getattr(self, name), low=0.0, high=1.0, allowed="a fraction in [0, 1)", high_open=True
             )
         total = self.facts_share + self.summary_share + self.recall_share
@@ -178,7 +178,7 @@ class MemoryConfig:
                 f"facts_share + summary_share + recall_share must leave room for the recent "
                 f"window (sum < 1), got {total:.2f}"
             )
-        _number(
+        check_number(
             "summary_threshold",
             self.summary_threshold,
             low=0.0,
@@ -186,7 +186,7 @@ class MemoryConfig:
             allowed="a number in (0, 1]",
             low_open=True,
         )
-        _number(
+        check_number(
             "background_timeout",
             self.background_timeout,
             low=0.0,
@@ -195,6 +195,7 @@ class MemoryConfig:
             low_open=True,
         )
         for name in (
+            "note_omitted_history",
             "prune_low_information",
             "extract_facts",
             "recall_earlier_turns",
@@ -202,10 +203,9 @@ class MemoryConfig:
             "share_recall",
             "background",
         ):
-            if not isinstance(getattr(self, name), bool):
-                raise ConfigError(f"{name} must be True or False, got {getattr(self, name)!r}")
-        _choice("language", self.language, ("auto", "zh", "en"))
-        _choice("summary_trigger", self.summary_trigger, ("tokens", "turns", "never"))
+            check_bool(name, getattr(self, name))
+        check_choice("language", self.language, ("auto", "zh", "en"))
+        check_choice("summary_trigger", self.summary_trigger, ("tokens", "turns", "never"))
         if self.system_prompt is not None and not isinstance(self.system_prompt, str):
             raise ConfigError(f"system_prompt must be a str or None, got {type(self.system_prompt).__name__}")
 
@@ -238,35 +238,5 @@ class MemoryConfig:
         return cls(**values)
 
 
-def _positive_int(name: str, value: object, *, or_none: bool = False) -> None:
-    if not isinstance(value, int) or isinstance(value, bool) or not 0 < value <= MAX_INT_OPTION:
-        allowed = "None or an int" if or_none else "an int"
-        raise ConfigError(f"{name} must be {allowed} from 1 to {MAX_INT_OPTION}, got {value!r}")
-
-
-def _number(
-    name: str,
-    value: object,
-    *,
-    low: float,
-    high: float,
-    allowed: str,
-    low_open: bool = False,
-    high_open: bool = False,
-) -> None:
-    """Refuse anything but a finite int or float within [low, high] (ends excluded when open)."""
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise ConfigError(f"{name} must be {allowed}, got {type(value).__name__}: {value!r:.60}")
-    if (
-        not math.isfinite(value)
-        or value < low
-        or value > high
-        or (low_open and value == low)
-        or (high_open and value == high)
-    ):
-        raise ConfigError(f"{name} must be {allowed}, got {value!r}")
-
-
-def _choice(name: str, value: object, allowed: tuple[str, ...]) -> None:
-    if value not in allowed:
-        raise ConfigError(f"{name} must be one of {allowed}, got {value!r}")
+# Kept for modules that still check their options through these names.
+_number = check_number

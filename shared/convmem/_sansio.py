@@ -22,16 +22,32 @@ propagates to the caller.
 
 from __future__ import annotations
 
+import asyncio
+import dataclasses
 from collections.abc import Awaitable, Callable, Generator
 from typing import Any, TypeVar
 
-__all__ = ["Flow", "arun", "run"]
+__all__ = ["Blocking", "Flow", "arun", "run"]
 
 _Request = TypeVar("_Request")
 _Result = TypeVar("_Result")
 
 Flow = Generator[_Request, Any, _Result]
 """A generator that yields requests, is sent their replies and returns a result."""
+
+
+@dataclasses.dataclass(frozen=True)
+class Blocking:
+    """Request: blocking I/O (a store read or write, a file). The sync shell calls it;
+    the async shell runs it in a worker thread so the event loop never waits on it."""
+
+    call: Callable[[], Any]
+
+    def perform(self) -> Any:
+        return self.call()
+
+    async def aperform(self) -> Any:
+        return await asyncio.to_thread(self.call)
 
 
 def run(

@@ -17,9 +17,10 @@ from collections import OrderedDict
 from collections.abc import Mapping
 from typing import Any, TypeVar
 
-from ._config import MAX_INT_OPTION, MemoryConfig
+from ._config import MemoryConfig
 from ._errors import ConfigError, InvalidSessionIdError
 from ._memory import ConversationMemory, open_store
+from ._options import check_int
 from ._stores.base import Store, validate_id
 from ._stores.memory import InMemoryStore
 from ._tokens import TokenCounter, default_counter
@@ -157,15 +158,7 @@ class SessionRegistry:
         max_cached_sessions: int = DEFAULT_MAX_CACHED_SESSIONS,
         **memory_options: Any,
     ) -> None:
-        if (
-            not isinstance(max_cached_sessions, int)
-            or isinstance(max_cached_sessions, bool)
-            or not 0 < max_cached_sessions <= MAX_INT_OPTION
-        ):
-            raise ConfigError(
-                f"max_cached_sessions must be a positive int (1 to {MAX_INT_OPTION}), "
-                f"got {max_cached_sessions!r:.60}"
-            )
+        check_int("max_cached_sessions", max_cached_sessions)
         _check_memory_options(memory_options)
         self.config = _check_config(config)
         self.store = store_from_options(path, store)

@@ -18,10 +18,10 @@ and this module is promised to stay.
 import importlib
 from typing import TYPE_CHECKING, Any
 
-from ._config import MAX_INT_OPTION
 from ._context.transcript import render_transcript
 from ._derived.user_scope import UserFacts
 from ._models import group_turns
+from ._options import MAX_INT_OPTION, check_bool, check_choice, check_int, check_number
 from ._recall.lexical import tokenize
 from ._sessions import memory_from_options, store_from_options
 from ._stores.base import validate_id
@@ -75,6 +75,10 @@ __all__ = [
     "StoreBackedIndex",
     "TextTokenCounter",
     "UserFacts",
+    "check_bool",
+    "check_choice",
+    "check_int",
+    "check_number",
     "decode_vector",
     "default_counter",
     "encode_vector",

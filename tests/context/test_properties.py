@@ -15,7 +15,8 @@ from convmem import (
     TiktokenCounter,
     count_messages,
 )
-from convmem._context.builder import ContextBuilder, ContextRequest
+from convmem._context.builder import ContextBuilder
+from convmem._context.request import ContextRequest
 from convmem._derived.state import Summary
 from convmem._models import Message, Role, group_turns
 from convmem._recall.render import RecalledItem

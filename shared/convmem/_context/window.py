@@ -19,7 +19,7 @@ from .._models import Message, Role, Turn
 from .._salience import is_low_information
 from .._tool_sequence import repair_tool_exchanges
 
-__all__ = ["Dropped", "WindowCandidates", "WindowSelection", "select_window", "split_units"]
+__all__ = ["Dropped", "WindowCandidates", "WindowChooser", "WindowSelection", "select_window", "split_units"]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -219,6 +219,30 @@ class WindowCandidates:
         if repairs:
             used = sum(m.token_count or 0 for m in messages)
         return WindowSelection(messages, used, len(chosen), tuple(dropped))
+
+
+class WindowChooser:
+    """Chooses windows for a session's builds, preparing each list of turns once.
+
+    A build chooses from the same turns two or three times, and builds between two
+    writes to the log share one list of turns (see the facade's window cache).
+    """
+
+    def __init__(self, *, keep_recent_turns: int | None, prune_low_information: bool) -> None:
+        self.keep_recent_turns = keep_recent_turns
+        self.prune_low_information = prune_low_information
+        self._candidates: WindowCandidates | None = None
+
+    def select(self, turns: Sequence[Turn], max_tokens: int) -> WindowSelection:
+        """The window of `turns` within `max_tokens` (see `WindowCandidates.select`)."""
+        cached = self._candidates
+        if cached is None or cached.turns is not turns:
+            cached = self._candidates = WindowCandidates(
+                turns,
+                keep_recent_turns=self.keep_recent_turns or max(1, len(turns)),
+                prune_low_information=self.prune_low_information,
+            )
+        return cached.select(max(0, max_tokens))
 
 
 def _shorten_newest(turn: Turn, max_tokens: int) -> tuple[tuple[Message, ...], list[Dropped]]:

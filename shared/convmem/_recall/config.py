@@ -8,9 +8,9 @@ from collections.abc import Collection, Mapping
 from datetime import datetime, timezone, tzinfo
 from typing import Any, Literal
 
-from .._config import MAX_INT_OPTION, _number
 from .._errors import ConfigError
 from .._models import Message, Role
+from .._options import check_int, check_number
 
 __all__ = ["Fusion", "Granularity", "RecallConfig", "RecallFilters"]
 
@@ -139,9 +139,9 @@ class RecallConfig:
             raise ConfigError(f"fusion must be 'weighted' or 'rrf', got {self.fusion!r}")
         if self.language not in ("auto", "zh", "en"):
             raise ConfigError(f"language must be 'auto', 'zh' or 'en', got {self.language!r}")
-        _int_option("neighbour_radius", self.neighbour_radius, low=0)
+        check_int("neighbour_radius", self.neighbour_radius, low=0)
         for name in ("rrf_k", "candidates", "max_unit_chars", "hnsw_threshold", "persist_every"):
-            _int_option(name, getattr(self, name), low=1)
+            check_int(name, getattr(self, name), low=1)
         for name in (
             "dense_weight",
             "feedback_weight",
@@ -152,27 +152,31 @@ class RecallConfig:
             "past_share",
             "followup_share",
         ):
-            _number(name, getattr(self, name), low=0, high=1, allowed="a number in [0, 1]")
+            check_number(name, getattr(self, name), low=0, high=1, allowed="a number in [0, 1]")
         if self.relevance_floor is not None:
-            _number(
+            check_number(
                 "relevance_floor", self.relevance_floor, low=0, high=1, allowed="None or a number in [0, 1]"
             )
         if self.min_coverage is not None:
-            _number("min_coverage", self.min_coverage, low=0, high=1, allowed="None or a number in [0, 1]")
-        _number(
+            check_number(
+                "min_coverage", self.min_coverage, low=0, high=1, allowed="None or a number in [0, 1]"
+            )
+        check_number(
             "min_coverage_general", self.min_coverage_general, low=0, high=1, allowed="a number in [0, 1]"
         )
         for name in ("dense_margin", "evidence_margin", "evidence_margin_general"):
-            _number(name, getattr(self, name), low=-2, high=2, allowed="a difference of cosines in [-2, 2]")
+            check_number(
+                name, getattr(self, name), low=-2, high=2, allowed="a difference of cosines in [-2, 2]"
+            )
         for name in ("speaker_weight", "user_weight", "episode_weight", "neighbour_weight", "recency_weight"):
-            _number(name, getattr(self, name), low=0, high=math.inf, allowed="a finite number >= 0")
+            check_number(name, getattr(self, name), low=0, high=math.inf, allowed="a finite number >= 0")
         for name in ("episode_gap_seconds", "recency_half_life_days"):
-            _number(
+            check_number(
                 name, getattr(self, name), low=0, high=math.inf, low_open=True, allowed="a finite number > 0"
             )
-        _number("min_score", self.min_score, low=-1, high=1, allowed="a cosine similarity in [-1, 1]")
+        check_number("min_score", self.min_score, low=-1, high=1, allowed="a cosine similarity in [-1, 1]")
         if self.neighbour_min_score is not None:
-            _number(
+            check_number(
                 "neighbour_min_score",
                 self.neighbour_min_score,
                 low=-1,
@@ -218,11 +222,6 @@ class RecallFilters:
                 if key not in message.metadata or message.metadata[key] != value:
                     return False
         return True
-
-
-def _int_option(name: str, value: object, *, low: int) -> None:
-    if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= MAX_INT_OPTION:
-        raise ConfigError(f"{name} must be an int from {low} to {MAX_INT_OPTION}, got {value!r:.60}")
 
 
 def _epoch(value: float | datetime) -> float:

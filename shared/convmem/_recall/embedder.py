@@ -40,8 +40,8 @@ from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 
-from .._config import MAX_INT_OPTION as _MAX_INT_OPTION
 from .._errors import ConfigError
+from .._options import check_int
 from .terms import tokenize
 
 __all__ = [
@@ -131,12 +131,7 @@ class BaseEmbedder:
     ) -> None:
         # None keeps what the class says, so a subclass may give any of these as class attributes.
         for option, value in (("dimension", dimension), ("batch_size", batch_size)):
-            if value is not None and (
-                not isinstance(value, int) or isinstance(value, bool) or not 0 < value <= _MAX_INT_OPTION
-            ):
-                raise ConfigError(
-                    f"{option} must be a positive int (1 to {_MAX_INT_OPTION}), got {value!r:.60}"
-                )
+            check_int(option, value, or_none=True)
         if name is not None:
             self._name = name
         self._dimension = dimension
