@@ -61,6 +61,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+from _vector_cache import CachedEmbedder
 
 from convmem import (
     ConversationMemory,
@@ -78,6 +79,19 @@ from convmem._recall.engine import RecalledItem
 from convmem._salience import says_nothing
 
 BUDGETS = (256, 512, 1024, 2048)
+# Requests that need nothing from the conversation, asked of the first three conversations
+# at 2048 tokens: what recall gives them is noise (24 requests in all).
+OFF_TOPIC = (
+    "Explain quicksort.",
+    "What is the capital of Peru?",
+    "Translate 'good morning' into French.",
+    "How many moons does Jupiter have?",
+    "Write a haiku about the sea.",
+    "What is 17 times 23?",
+    "How do I reverse a list in Python?",
+    "Give me a synonym for 'happy'.",
+)
+OFF_TOPIC_CONVERSATIONS = 3
 HEADLINE_CATEGORIES = (1, 2, 3, 4)
 CATEGORY_NAMES = {1: "multi-hop", 2: "temporal", 3: "open-domain", 4: "single-hop", 5: "adversarial"}
 
@@ -222,7 +236,8 @@ class SharedMiniLM(BaseEmbedder):
     """
 
     def __init__(self) -> None:
-        self.model = SentenceTransformerEmbedder(show_progress=False)
+        # Vectors are kept on disk between runs (see _vector_cache).
+        self.model = CachedEmbedder(SentenceTransformerEmbedder(show_progress=False))
         super().__init__(name=self.model.name, dimension=self.model.dimension)
         self._cache: dict[tuple[str, bool], np.ndarray] = {}
 
@@ -348,16 +363,18 @@ def run_memories(
     embedder: SharedMiniLM | None,
     workdir: Path,
     across_sessions: bool = False,
-) -> tuple[dict[str, dict[int, Scores]], dict[str, float]]:
+) -> tuple[dict[str, dict[int, Scores]], dict[str, float], dict[str, int]]:
     """Each run, and each run again with each variant's RecallConfig overrides (with
-    `across_sessions`: each LoCoMo session stored apart, questions from a new session)."""
+    `across_sessions`: each LoCoMo session stored apart, questions from a new session),
+    and the items each run recalls for the off-topic requests (`OFF_TOPIC`)."""
     workdir.mkdir(parents=True, exist_ok=True)
     results: dict[str, dict[int, Scores]] = {}
     ingest: dict[str, list[float]] = defaultdict(list)
+    off_topic: dict[str, int] = defaultdict(int)
     for run in runs:
         for name, _ in _with_variants(run, variants):
             results[name] = {b: Scores() for b in BUDGETS}
-    for conversation in conversations:
+    for number_of_conversation, conversation in enumerate(conversations):
         if embedder is not None:
             prefetch(conversation, embedder, [r.recall_config for r in runs if r.recall_config is not None])
         for number, run in enumerate(runs):
@@ -388,10 +405,15 @@ def run_memories(
                             _recalled_items(context.recalled, messages),
                             context.section("recall").tokens,
                         )
+            if recall is not None and tuned is not None:
+                recall.config = tuned
+            if number_of_conversation < OFF_TOPIC_CONVERSATIONS:
+                for request in OFF_TOPIC:
+                    off_topic[run.name] += len(memory.build_context(query=request, budget=2048).recalled)
             memory.close()
             store.close()
     info = {name: statistics.fmean(values) for name, values in ingest.items()}
-    return results, info
+    return results, info, dict(off_topic)
 
 
 def defaults_run(name: str, embedder: SharedMiniLM | None = None, **config: Any) -> MemoryRun:
@@ -604,10 +626,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         runs.append(tuned_run(embedder, counter, recall_config))
 
     with tempfile.TemporaryDirectory(prefix="locomo-") as tmp:
-        results, ingest = run_memories(conversations, runs, args.variant, embedder, Path(tmp))
+        results, ingest, off_topic = run_memories(conversations, runs, args.variant, embedder, Path(tmp))
         rows: list[tuple[str, dict[int, Scores]]] = list(results.items())
         if args.across_sessions:
-            across, _ = run_memories(
+            across, _, _ = run_memories(
                 conversations, runs, args.variant, embedder, Path(tmp) / "across", across_sessions=True
             )
             rows.extend((f"{name}, new session", scores) for name, scores in across.items())
@@ -633,6 +655,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         "ingest, ms per turn (store append, token count, facts, summary, indexing; the MiniLM rows "
         "read vectors embedded beforehand in one batch): "
         + ", ".join(f"{name} {ms:.1f}" for name, ms in ingest.items())
+    )
+    requests = len(OFF_TOPIC) * min(OFF_TOPIC_CONVERSATIONS, len(conversations))
+    print(
+        f"items recalled for {requests} off-topic requests at 2048 ({', '.join(OFF_TOPIC[:2])} ...): "
+        + ", ".join(f"{name} {items}" for name, items in off_topic.items())
     )
     print(
         "columns: tokens = context tokens per question; items, itok = recalled items and their tokens "

@@ -214,7 +214,7 @@ def test_exchange_granularity_recalls_the_question_with_its_answer(store: SQLite
     )
     stored += store_messages(store, "s1", FILLER)
     recall.add("s1", stored)
-    result = search(recall, store, "s1", "corgi breed")
+    result = search(recall, store, "s1", "which corgi breed did I ask about?")
     assert result.items[0].seqs == (stored[0].seq, stored[1].seq)
 
 
@@ -279,7 +279,7 @@ def test_items_never_exceed_max_tokens(store: SQLiteStore, max_tokens: int) -> N
 
 
 def test_joined_items_are_the_result_text(store: SQLiteStore) -> None:
-    recall = Recall(HashingEmbedder())
+    recall = Recall(HashingEmbedder(), config=RecallConfig(min_coverage=None))
     recall.add("s1", store_messages(store, "s1", FILLER))
     result = search(recall, store, "s1", "ramen sister report")
     assert len(result.items) > 1
@@ -381,14 +381,14 @@ def test_catch_up_indexes_messages_it_was_never_given(store: SQLiteStore) -> Non
     store_messages(store, "s1", [("user", "My corgi is called Duoduo."), *FILLER])
     recall.catch_up("s1", store)
     assert recall.stats("s1")["vectors"] > 0
-    assert "Duoduo" in search(recall, store, "s1", "corgi name").text
+    assert "Duoduo" in search(recall, store, "s1", "what is my corgi's name?").text
 
 
 def test_search_finds_messages_another_writer_appended(store: SQLiteStore) -> None:
     recall = Recall(HashingEmbedder())
     dog_session(recall, store)
     store_messages(store, "s1", [("user", "We repainted the kitchen teal."), *FILLER[:4]])
-    assert "teal" in search(recall, store, "s1", "what colour is the kitchen? teal").text
+    assert "teal" in search(recall, store, "s1", "what colour is my kitchen? teal").text
 
 
 def test_forget_removes_vectors_and_files(store: SQLiteStore, index_dir: Path) -> None:
@@ -427,7 +427,7 @@ def test_large_sessions_switch_to_hnsw_and_still_recall(store: SQLiteStore) -> N
     dog_session(recall, store)
     recall.add("s1", store_messages(store, "s1", FILLER * 2))
     assert recall.stats("s1")["kind"] == "hnsw"
-    assert "Duoduo" in search(recall, store, "s1", "corgi name").text
+    assert "Duoduo" in search(recall, store, "s1", "what is my corgi's name?").text
 
 
 # -- failures degrade ----------------------------------------------------------------
@@ -736,9 +736,9 @@ def test_a_search_ranks_with_the_floor_for_what_the_query_asks(
     asked: list[bool] = []
     real_rank = recall_search.rank
 
-    def spy(evidence: Any, config: RecallConfig, *, several: bool = False) -> Any:
+    def spy(evidence: Any, config: RecallConfig, *, several: bool = False, **asks: bool) -> Any:
         asked.append(several)
-        return real_rank(evidence, config, several=several)
+        return real_rank(evidence, config, several=several, **asks)
 
     monkeypatch.setattr(recall_search, "rank", spy)
     recall = Recall(HashingEmbedder())

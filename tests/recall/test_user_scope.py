@@ -21,10 +21,11 @@ from shared_stores import SERVER_KINDS, location_for
 
 from convmem import ConversationMemory, InMemoryStore, MemoryConfig, Recall, SQLiteStore, Store
 from convmem._recall.embedder import BaseEmbedder
-from convmem._recall.search import SESSIONS_SEARCHED
 
 DAY = 86400.0
 THEN = time.time() - 40 * DAY
+# More sessions than a search could afford to read one by one, were it to screen them.
+MANY_SESSIONS = 20
 
 
 @pytest.fixture(params=["memory", "sqlite", *SERVER_KINDS])
@@ -337,7 +338,7 @@ class Concepts(BaseEmbedder):
 
 def test_with_many_sessions_the_one_that_names_the_thing_is_found(store: Store) -> None:
     config = MemoryConfig(extract_facts=False)
-    for number in range(SESSIONS_SEARCHED + 8):
+    for number in range(MANY_SESSIONS):
         memory = ConversationMemory(f"s{number}", store, config, user_id="alice")
         chat(memory, (f"My locker code for the club is K{number:03d}.", "Noted."))
     chat(
@@ -352,7 +353,7 @@ def test_with_many_sessions_a_match_by_meaning_alone_is_found(tmp_path: Path) ->
     store = SQLiteStore(tmp_path / "m.db")
     recall = Recall(Concepts())
     config = MemoryConfig(extract_facts=False)
-    for number in range(SESSIONS_SEARCHED + 8):
+    for number in range(MANY_SESSIONS):
         memory = ConversationMemory(f"s{number}", store, config, user_id="alice", recall=recall)
         chat(memory, (f"Which animal shelter is open on day {number}?", "The one downtown."))
     target = ConversationMemory("target", store, config, user_id="alice", recall=recall)

@@ -149,7 +149,7 @@ def test_a_server_sees_vectors_another_server_added_after_it_loaded_them(
 
     later = first.append("s", [Message.create("user", "Our parrot Kiwi whistles the national anthem.")])
     recall_one.add("s", later, store=first)
-    assert "Kiwi" in search(recall_two, second, "which bird whistles an anthem?")
+    assert "Kiwi" in search(recall_two, second, "which bird of mine whistles an anthem?")
     index = recall_two._sessions[next(iter(recall_two._keys_of["s"]))].index
     assert index is not None and later[0].seq in index
     # The unit it found stored is not embedded again by this server's next add.

@@ -46,6 +46,11 @@ class RecallConfig:
     """Added to messages said by a speaker the query names (``Message.name``). While it
     is above 0, dense search embeds the query with those names put as "they": who said
     it is this boost's to match (and the keywords'), what was said is the vectors'."""
+    user_weight: float = 1.0
+    """For a question about the user ("How many bikes do I own?", 我的狗叫什么): the user's
+    own messages score this much more (times their score) than the assistant's, whose
+    explanations share the question's words without saying anything about the user. Off
+    for questions about what the assistant said ("you suggested...")."""
     episode_weight: float = 0.3
     """Added times the best score in the message's episode (related turns cluster)."""
     neighbour_weight: float = 0.3
@@ -70,6 +75,28 @@ class RecallConfig:
     a message at least this similar to the query and above the relevance floor: the
     reply that says what "it" was rarely looks like the question on its own. None
     turns it off."""
+    dense_margin: float = 0.0
+    """A message passes by meaning only when its cosine similarity to the query is at least
+    this much above the query's similarity to the history's typical message of the same
+    language (its mean vector; Chinese-Japanese-Korean text and other text apart): an
+    English question must not recall Chinese lines only because an English-only model
+    puts every Chinese line near it."""
+    min_coverage: float | None = 0.15
+    """Memory only where there is evidence: recall returns nothing unless one candidate
+    holds at least this share of the query's information by words (the idf, over the
+    user's whole history, of the query's distinct terms) or is `evidence_margin` more
+    similar to the query than the history's typical message. This is for a query about
+    the user or their history ("my", "last time", a speaker's name); a request that stands
+    on its own needs `min_coverage_general`. None turns the check off."""
+    min_coverage_general: float = 0.7
+    """See `min_coverage`: the share of its words a request that does not refer to the
+    history ("What is 17 times 23?") must find in one message to recall anything."""
+    evidence_margin: float = 0.35
+    """See `min_coverage`: how much more similar to the query than the history's typical
+    message (of its language) a message must be to count as evidence by meaning, for a
+    query about the user or their history."""
+    evidence_margin_general: float = 0.45
+    """See `evidence_margin`: the same for a request that does not refer to the history."""
     min_lexical: float = 0.5
     """A message below `min_score` is still recalled when its BM25 score is at least this
     fraction of the best one (exact names, numbers, rare words)."""
@@ -130,7 +157,18 @@ class RecallConfig:
             check_number(
                 "relevance_floor", self.relevance_floor, low=0, high=1, allowed="None or a number in [0, 1]"
             )
-        for name in ("speaker_weight", "episode_weight", "neighbour_weight", "recency_weight"):
+        if self.min_coverage is not None:
+            check_number(
+                "min_coverage", self.min_coverage, low=0, high=1, allowed="None or a number in [0, 1]"
+            )
+        check_number(
+            "min_coverage_general", self.min_coverage_general, low=0, high=1, allowed="a number in [0, 1]"
+        )
+        for name in ("dense_margin", "evidence_margin", "evidence_margin_general"):
+            check_number(
+                name, getattr(self, name), low=-2, high=2, allowed="a difference of cosines in [-2, 2]"
+            )
+        for name in ("speaker_weight", "user_weight", "episode_weight", "neighbour_weight", "recency_weight"):
             check_number(name, getattr(self, name), low=0, high=math.inf, allowed="a finite number >= 0")
         for name in ("episode_gap_seconds", "recency_half_life_days"):
             check_number(

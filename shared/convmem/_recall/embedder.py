@@ -42,7 +42,7 @@ import numpy as np
 
 from .._errors import ConfigError
 from .._options import check_int
-from .lexical import tokenize
+from .terms import tokenize
 
 __all__ = [
     "DEFAULT_MODEL",

@@ -1,36 +1,25 @@
-"""Semantic recall of old turns: hybrid ranking over a per-session index.
+"""Semantic recall of old turns: `Recall`, the engine a memory holds.
 
-`Recall` indexes every stored message (and every question-and-answer
-exchange) of a session twice: as a vector in a `VectorIndex` and as terms in
-a BM25 index (without an embedder, as terms only; for a `SQLiteStore` opened
-with ``lexical_index="fts5"``, an FTS5 index in the store's file,
-`_sqlite_lexical`; for a `PostgresStore` opened with ``lexical_index="tsvector"``,
-a tsvector table in its schema, `_postgres_lexical`). A query is answered by
-blending dense and lexical scores with speaker, episode and recency boosts,
-dropping near-duplicates, small talk, what the recent window already holds
-and what is below `min_score` or the relevance floor, and filling the recall
-section best first up to its token cap.
+`Recall` mirrors each session's log (`units.SessionMirror`: messages, their
+passages and exchanges, lexical indexes, vectors) and answers a query over
+one session or all of a user's sessions as one ranking (`search`). Each job
+has its own module:
 
-This module only orchestrates; each job has its own module:
-
-    _recall_config    RecallConfig, RecallFilters
-    _recall_units     the per-session mirror of the log: units, ingest, catching up, the queue
-    _recall_search    answering a query: gather candidates, rank, render
-    _recall_rank      fusion, boosts, relevance floor and MMR over plain arrays
-    _recall_render    filling the token cap; RecalledItem, RecallResult
-    _recall_language  CJK detection, speaker labels, date lines
-    _recall_plan      one plan, two shells: sync and async written once
-    _intent           choose_recall_share: how much budget a query gives recall
-    _vector_index     FAISS indexes and their files (manifest, CRC)
-
-Sync and async share one plan per operation (`_recall_plan`): a generator
-that yields requests (embed these texts, embed this query, do this blocking
-I/O) and is sent the replies.
+    config       RecallConfig, RecallFilters
+    units        the mirror of one session's log; columns, unit ids
+    lexical      BM25 (terms: the tokenizer), collection statistics, the store seam
+    passages     long messages searched and shown by passage
+    search       one query over a user's history: candidates, ranking, rendering
+    rank         fusion, boosts, relevance floors and MMR over plain arrays
+    gate         whether the history holds evidence for the query at all
+    render       filling the token cap; RecalledItem, RecallResult
+    intent       what a query asks: recall's share, several things, about the user
+    plan         one plan, two shells: sync and async written once
+    saved        vector files next to the store; lexical indexes a store keeps
 
 Everything here is derived from the log: vectors are persisted next to the
-store for speed, and rebuilt from the log when missing, stale or corrupt.
-Sessions are walls: each session has its own index, and nothing from one
-session's index can be returned for another.
+store for speed and rebuilt from the log when missing, stale or corrupt.
+Sessions are walls: a search reads only the sessions it is given.
 """
 
 from __future__ import annotations
@@ -50,18 +39,17 @@ import numpy as np
 from .._errors import BudgetError, ConfigError
 from .._models import Message
 from .._stores.base import SessionStats, Store
-from .._stores.capabilities import HostsLexicalIndex
 from .._tokens import TokenCounter
 from .config import RecallConfig, RecallFilters
 from .embedder import Embedder
 from .index_scope import IndexScope, NamespacedStore, check_namespace, store_namespace
 from .intent import choose_recall_share
-from .lexical import LexicalIndex
 from .plan import Blocking, EmbedQuery, Plan, arun_plan, run_plan
 from .rank import without_speakers
 from .render import RecalledItem, RecallResult
+from .saved import known_generation, load_saved, save_mirror, stored_lexical
 from .search import answer_sessions
-from .units import UNKNOWN, SessionMirror, is_exchange_unit
+from .units import UNKNOWN, SessionMirror
 from .vector_index import FaissIndex, IndexFiles, VectorIndex
 
 __all__ = [
@@ -77,19 +65,6 @@ logger = logging.getLogger("convmem")
 
 # Sessions a Recall mirrors in one process before the least recently used is dropped.
 DEFAULT_MAX_SESSIONS = 1024
-
-
-def _known(generation: object) -> str | None:
-    """A mirror's generation as a file name wants it: UNKNOWN (never read) names no generation."""
-    return generation if isinstance(generation, str) else None
-
-
-def _stored_lexical(store: Store | None, session_id: str) -> tuple[LexicalIndex, LexicalIndex] | None:
-    """The lexical indexes `store` keeps for a session (a SQLite store opened with
-    ``lexical_index="fts5"``: FTS5 in its file; a PostgreSQL store opened with
-    ``lexical_index="tsvector"``: its lexical_docs table), or None: recall then keeps BM25 in
-    this process."""
-    return store.lexical_indexes(session_id) if isinstance(store, HostsLexicalIndex) else None
 
 
 # -- the engine ---------------------------------------------------------------------
@@ -222,7 +197,7 @@ class Recall:
         else:
             with self._lock:
                 state = self._resolve(session_id)
-            generation = None if state is None else _known(state.generation)
+            generation = None if state is None else known_generation(state.generation)
         return self._files.path(session_id, generation)
 
     def _identity(self, dimension: int) -> dict[str, Any]:
@@ -234,52 +209,18 @@ class Recall:
         }
 
     def _load_saved(self, state: SessionMirror, generation: str | None) -> None:
-        """Adopt the saved index of this log generation when it matches this embedder and
-        config; otherwise discard it."""
-        if self._files is None or self.embedder is None:
-            return
-        try:
-            state.index = self._files.load(
-                state.session_id,
+        if self._files is not None and self.embedder is not None:
+            load_saved(
+                self._files,
+                state,
+                generation,
                 self._identity(self.embedder.dimension),
                 hnsw_threshold=self.config.hnsw_threshold,
-                generation=generation,
             )
-        except Exception as exc:  # anything wrong with derived files means: rebuild
-            logger.warning(
-                "recall index for session %r at %s is unusable (%s); rebuilding it from the log",
-                state.session_id,
-                self._files.path(state.session_id, generation),
-                exc,
-            )
-            self._files.delete(state.session_id, generation)
 
     def _save(self, state: SessionMirror) -> None:
-        if self._files is None:
-            return
-        with state.lock:
-            if state.forgotten or not isinstance(state.index, FaissIndex) or state.generation is UNKNOWN:
-                # nothing yet, vectors that live in a shared store, or a log not read yet
-                return
-            generation = _known(state.generation)
-            index = state.index
-            embedded = [u for u in index.ids() if not is_exchange_unit(u)]
-            try:
-                self._files.save(
-                    state.session_id,
-                    index,
-                    self._identity(index.dimension),
-                    {"last_indexed_seq": max(embedded, default=0)},
-                    generation=generation,
-                )
-                state.unsaved = 0
-            except OSError as exc:
-                logger.warning(
-                    "could not save the recall index of %r to %s: %s",
-                    state.session_id,
-                    self._files.path(state.session_id, generation),
-                    exc,
-                )
+        if self._files is not None:
+            save_mirror(self._files, state, self._identity)
 
     def save(self, session_id: str | None = None) -> None:
         """Write unsaved vectors to disk (one session, or all). Does nothing without `index_dir`."""
@@ -368,10 +309,10 @@ class Recall:
                         self._keys_of[session_id].discard(state.key)
             if state is None:
                 state = self._evicted.pop(key, None) or SessionMirror(
-                    session_id, embeds=self.embedder is not None, lexical=_stored_lexical(store, session_id)
+                    session_id, embeds=self.embedder is not None, lexical=stored_lexical(store, session_id)
                 )
             elif state.key[0] is None and store is not None:
-                stored = _stored_lexical(store, session_id)
+                stored = stored_lexical(store, session_id)
                 if stored is not None:
                     with state.lock:
                         state.use_lexical(stored)
@@ -456,7 +397,7 @@ class Recall:
         if changed and self._files is not None:
             # Vectors of a log that is gone: the kept ones are saved under the new generation.
             if retired is not UNKNOWN:
-                self._files.delete(state.session_id, _known(retired))
+                self._files.delete(state.session_id, known_generation(retired))
             with state.lock:
                 state.unsaved += 1
         return True

@@ -33,12 +33,21 @@ best one does: `asks_for_several` tells recall to cut less of them.
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
 from typing import NamedTuple
 
 from .config import RecallConfig
 from .language import count_cjk
 
-__all__ = ["PastCue", "asks_for_several", "choose_recall_share", "past_cue", "points_to_past"]
+__all__ = [
+    "PastCue",
+    "asks_about_user",
+    "asks_for_several",
+    "choose_recall_share",
+    "past_cue",
+    "points_to_past",
+    "refers_to_history",
+]
 
 
 class PastCue(NamedTuple):
@@ -311,3 +320,51 @@ def asks_for_several(query: str) -> bool:
     """
     stripped = query.strip()
     return bool(_SEVERAL_EN.search(stripped) or _SEVERAL_ZH.search(stripped))
+
+
+# "How many bikes do I own?", "my", 我的: the question is about the user.
+_FIRST_PERSON_EN = re.compile(r"\b(?:i|i'm|i've|i'd|my|mine|myself)\b", re.IGNORECASE)
+_FIRST_PERSON_ZH = re.compile(r"我")
+# "You suggested...", "what did you recommend", 你说过: about what the assistant said.
+_ASSISTANT_SAID_EN = re.compile(
+    r"\byou(?:'ve| have| had)? (?:\w+ )?(?:said|told|mentioned|suggested|recommended|gave|listed|provided"
+    r"|created|wrote|shared|explained|described|named|proposed|offered|came up with)\b"
+    r"|\b(?:did|do) you (?:say|tell|mention|suggest|recommend|give|list|provide|write|explain|name)\b",
+    re.IGNORECASE,
+)
+_ASSISTANT_SAID_ZH = re.compile(r"你(?:说过|提到|建议|推荐|告诉|给我|写的|讲过)")
+
+
+def asks_about_user(query: str) -> bool:
+    """Whether `query` asks about the user (first person: "I", "my", 我), not about what
+    the assistant said ("you suggested...", 你推荐的): the user's own statements then
+    weigh more than the assistant's explanations.
+
+    >>> asks_about_user("How many bikes do I own?"), asks_about_user("What did you recommend I read?")
+    (True, False)
+    """
+    if _ASSISTANT_SAID_EN.search(query) or _ASSISTANT_SAID_ZH.search(query):
+        return False
+    return bool(_FIRST_PERSON_EN.search(query) or _FIRST_PERSON_ZH.search(query))
+
+
+def refers_to_history(query: str, speakers: Iterable[str] = ()) -> bool:
+    """Whether `query` is about the user or their history rather than a request that stands
+    on its own: first person ("my", 我), what the assistant said ("you suggested"), a
+    past-pointing phrase ("last time", 上次, a month or year), or one of `speakers` (the
+    history's named speakers, lowercased). A capitalised word alone does not count:
+    "Translate 'good morning' into French." names a language, not a person of the history.
+
+    >>> refers_to_history("How many bikes do I own?"), refers_to_history("What is the capital of Peru?")
+    (True, False)
+    """
+    if _FIRST_PERSON_EN.search(query) or _FIRST_PERSON_ZH.search(query):
+        return True
+    if _ASSISTANT_SAID_EN.search(query) or _ASSISTANT_SAID_ZH.search(query):
+        return True
+    cue = past_cue(query)
+    # A name alone says nothing of the history unless the history knows it (`speakers`).
+    if cue is not None and cue.reason not in ("asks about a person", "asks about a finished event"):
+        return True
+    lowered = query.lower()
+    return any(re.search(rf"(?<!\w){re.escape(name)}(?!\w)", lowered) for name in speakers if name)

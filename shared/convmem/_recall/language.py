@@ -16,16 +16,18 @@ from .._language import display_name
 from .._models import Message
 
 __all__ = [
+    "ROLE_LABELS",
     "SECTION_HEADERS",
     "choose_language",
     "count_cjk",
     "date_label",
     "has_cjk",
+    "is_cjk_text",
     "render_line",
 ]
 
 _CJK = re.compile(r"[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af]")
-_ROLE_LABELS = {
+ROLE_LABELS = {
     "en": {"user": "User", "assistant": "Assistant", "system": "System", "tool": "Tool"},
     "zh": {"user": "用户", "assistant": "助手", "system": "系统", "tool": "工具"},
 }
@@ -55,6 +57,14 @@ def count_cjk(text: str) -> int:
     return len(_CJK.findall(text))
 
 
+def is_cjk_text(text: str) -> bool:
+    """Whether `text` is mostly Chinese, Japanese or Korean: more than 30% of its letters."""
+    cjk = count_cjk(text)
+    if not cjk:
+        return False
+    return cjk / (sum(ch.isalpha() for ch in text) or 1) > 0.3
+
+
 def choose_language(configured: str, query: str, sample_lines: Iterable[str]) -> str:
     """`configured` unless ``"auto"``: then Chinese when the query has CJK or the sample is mostly CJK."""
     if configured != "auto":
@@ -71,7 +81,7 @@ def choose_language(configured: str, query: str, sample_lines: Iterable[str]) ->
 
 def render_line(message: Message, language: str) -> str:
     """``Speaker: text``: the message's name, or its role's label in `language`."""
-    speaker = display_name(message.name or "") or _ROLE_LABELS[language][message.role.value]
+    speaker = display_name(message.name or "") or ROLE_LABELS[language][message.role.value]
     separator = "：" if language == "zh" else ": "
     return f"{speaker}{separator}{message.text.strip()}"
 

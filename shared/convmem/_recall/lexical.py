@@ -1,9 +1,10 @@
-"""Lexical matching: a CJK-aware tokenizer and a small incremental BM25 index.
+"""Lexical matching: a small incremental BM25 index and the seam stores fill.
 
 Dense embeddings miss exact names, numbers and rare words; BM25 catches them,
 and with no embedder at all it is the whole of recall. The index is
 incremental (a document is added once, when its message is stored) because
-rebuilding a BM25 model for every query costs O(history).
+rebuilding a BM25 model for every query costs O(history). Its terms come from
+`terms.tokenize` (re-exported here with `query_terms`).
 
 Recall reaches its lexical half through `LexicalIndex` (text in, scores out),
 so an index a store keeps (`SQLiteLexicalIndex`: SQLite FTS5 in the store's
@@ -11,23 +12,15 @@ file) can replace `BM25TextIndex`, which keeps the terms in this process and
 is rebuilt from the log on first use. An index a store keeps outlives the
 process and is shared by every process using the file: it also follows the
 log's generation (`StoredLexicalIndex`) and may say it lost its documents
-(`LexicalIndexLost`), and then recall gives it every document again.
-
-Tokens: Latin words are lowercased, stripped of possessives and a light
-suffix (``running`` -> ``runn``, ``dogs`` -> ``dog``), and English stopwords
-are dropped; Chinese, Japanese and Korean text has no spaces, so every CJK
-character is a token and so is every pair of adjacent characters (``名字``),
-except particles, pronouns and question words (``的``, ``我``, ``什么``), the
-Chinese stopwords.
+(`LexicalIndexLost`), and then recall gives it every document again. An index
+that can score as part of a larger collection (`JointLexicalIndex`) lets
+recall rank a user's sessions as one history (`CollectionStats`).
 """
 
 from __future__ import annotations
 
-import functools
-import hashlib
 import logging
 import math
-import re
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Protocol, runtime_checkable
@@ -35,7 +28,8 @@ from typing import TYPE_CHECKING, Protocol, runtime_checkable
 if TYPE_CHECKING:
     import numpy as np
 
-from .._language import CJK_RANGES
+from .stored_lexical import BufferedLexicalIndex, document_digest, replaces
+from .terms import CJK_PAIR, query_terms, tokenize
 
 logger = logging.getLogger("convmem")
 
@@ -43,87 +37,27 @@ __all__ = [
     "BM25Index",
     "BM25TextIndex",
     "BufferedLexicalIndex",
+    "CollectionStats",
+    "JointLexicalIndex",
     "LexicalIndex",
     "LexicalIndexLost",
     "LexicalScores",
     "StoredLexicalIndex",
+    "document_digest",
     "query_terms",
+    "replaces",
     "tokenize",
 ]
 
-_PIECES = re.compile(rf"[{CJK_RANGES}]+|[^\W_{CJK_RANGES}]+(?:'[^\W_{CJK_RANGES}]+)*")
-_CJK_RUN = re.compile(rf"[{CJK_RANGES}]+")
-
-_STOPWORD_TEXT = """
-    a about above after again against all also am an and any are as at be because been before being
-    below between both but by can could did do does doing done down during each few for from further
-    had has have having he her here hers herself him himself his how i if in into is it its itself
-    just me more most my myself no nor not now of off on once only or other our ours ourselves out
-    over own same she should so some such than that the their theirs them themselves then there these
-    they this those through to too under until up very was we were what when where which while who
-    whom why will with would you your yours yourself yourselves oh ok okay yeah yes hey hi wow um uh
-    really s t d ll m re ve im
-"""
-_STOPWORDS = frozenset(_STOPWORD_TEXT.split())
-# Single characters so common in Chinese that matching them says nothing: particles,
-# pronouns, question words and measure words (as "I", "what" and "a" are English stopwords).
-# Pairs that hold them still count ("我的", "名字", "哪个城市" gives "城市").
-_CJK_STOP_CHARS = frozenset("的了是吗呢吧啊呀哦嗯也就都还在和与及或我你您他她它们什么哪怎谁这那个有")
-# Pairs that are only question words, pronouns or "now": in a question they ask, they match nothing.
-_CJK_STOP_PAIRS = frozenset(
-    "什么 怎么 怎样 哪个 哪里 哪儿 为什 为啥 我们 你们 他们 她们 这个 那个 一个 现在 有没 没有".split()  # noqa: SIM905 - a word list reads better as text
+# Words a question uses to point at the conversation, not at what was said in it.
+_ABOUT_THE_TALK = frozenset(
+    term
+    for term in tokenize(
+        "say said says tell told mention mentioned remember remind recall ask asked talk talked "
+        "discuss discussed conversation chat previous earlier 说过 提过 聊过 讲过 记得 之前 上次"
+    )
+    if len(term) > 1  # CJK pairs only: a single character (上, 前) also says what was said
 )
-
-_SUFFIXES = ("ingly", "edly", "ing", "ies", "ied", "ed", "es", "ly", "s")
-_KEEP_DOUBLE = frozenset("lsz")
-
-
-@functools.lru_cache(maxsize=16384)  # a conversation reuses a few thousand words
-def _stem(word: str) -> str:
-    """A deliberately light stemmer: one common suffix, a doubled consonant, a final "e".
-
-    ``running``/``run``, ``baked``/``baking``/``bake`` and ``parties``/``party``
-    meet; Porter-style stemming would merge more forms, but also more unrelated
-    words, and BM25 over chat turns only needs the common inflections to meet.
-    """
-    if len(word) <= 3 or not word.isascii() or not word.isalpha():
-        return word
-    stem = word
-    for suffix in _SUFFIXES:
-        if word.endswith(suffix) and len(word) - len(suffix) >= 3:
-            stem = word[: -len(suffix)]
-            if suffix in ("ies", "ied"):
-                stem += "y"
-            elif suffix == "s" and stem.endswith(("s", "u", "i")):
-                stem = word  # "class", "status", "analysis"
-            elif stem[-1] == stem[-2] and stem[-1] not in _KEEP_DOUBLE and stem[-1] not in "aeiou":
-                stem = stem[:-1]  # "running" -> "run"
-            break
-    if len(stem) > 3 and stem.endswith("e"):
-        stem = stem[:-1]
-    return stem
-
-
-def tokenize(text: str) -> list[str]:
-    """Split text into BM25 terms (see the module docstring for the rules).
-
-    >>> tokenize("Caroline's dogs were painting!")
-    ['carolin', 'dog', 'paint']
-    >>> tokenize("我的狗叫多多")
-    ['狗', '叫', '多', '多', '我的', '的狗', '狗叫', '叫多', '多多']
-    """
-    tokens: list[str] = []
-    for piece in _PIECES.findall(text.lower()):
-        if _CJK_RUN.match(piece):
-            tokens.extend(c for c in piece if c not in _CJK_STOP_CHARS)
-            pairs = (piece[i : i + 2] for i in range(len(piece) - 1))
-            tokens.extend(pair for pair in pairs if pair not in _CJK_STOP_PAIRS)
-            continue
-        for word in piece.split("'", 1)[:1]:  # "caroline's" -> "caroline"
-            if word not in _STOPWORDS:
-                tokens.append(_stem(word))
-    return tokens
-
 
 # Query postings from which scoring runs in numpy: below it the plain loop is as fast.
 _VECTORIZED_POSTINGS = 512
@@ -234,6 +168,39 @@ def no_scores() -> LexicalScores:
     return LexicalScores(np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.float64))
 
 
+class CollectionStats:
+    """BM25's statistics of a collection for one query: documents, their total length, and
+    how many documents hold each query term. Collections add up: the statistics of a
+    user's sessions together score every session's documents on one scale."""
+
+    __slots__ = ("documents", "frequencies", "total_length")
+
+    def __init__(self, documents: int, total_length: int, frequencies: Mapping[str, int]) -> None:
+        self.documents = documents
+        self.total_length = total_length
+        self.frequencies = dict(frequencies)
+
+    def __add__(self, other: CollectionStats) -> CollectionStats:
+        frequencies = dict(self.frequencies)
+        for term, count in other.frequencies.items():
+            frequencies[term] = frequencies.get(term, 0) + count
+        return CollectionStats(
+            self.documents + other.documents, self.total_length + other.total_length, frequencies
+        )
+
+    def __repr__(self) -> str:
+        return f"CollectionStats({self.documents} documents, {self.frequencies!r:.80})"
+
+    @property
+    def average(self) -> float:
+        """The average document length (1.0 for an empty collection)."""
+        return self.total_length / self.documents if self.documents and self.total_length else 1.0
+
+    def idf(self, term: str) -> float:
+        frequency = self.frequencies.get(term, 0)
+        return math.log(1.0 + (self.documents - frequency + 0.5) / (frequency + 0.5))
+
+
 class BM25Index:
     """Okapi BM25 over documents keyed by int ids, updated in place.
 
@@ -303,44 +270,111 @@ class BM25Index:
         frequency = len(self._postings.get(term, ()))
         return math.log(1.0 + (documents - frequency + 0.5) / (frequency + 0.5))
 
-    def scores(self, query_tokens: Iterable[str]) -> LexicalScores:
-        """BM25 score of every document that shares a term with the query."""
+    def collection(self, query_tokens: Iterable[str]) -> CollectionStats:
+        """This index's statistics for the query's terms: what `scores` reads, and what
+        several indexes add up (`CollectionStats.__add__`) to score as one collection."""
+        terms = set(query_tokens)
+        return CollectionStats(
+            len(self._lengths),
+            self._total_length,
+            {term: len(self._postings.get(term, ())) for term in terms},
+        )
+
+    def scores(self, query_tokens: Iterable[str], collection: CollectionStats | None = None) -> LexicalScores:
+        """BM25 score of every document that shares a term with the query.
+
+        With `collection` (the statistics of a larger collection this index is part
+        of, e.g. every session of one user) the idf and average length are that
+        collection's, so scores of its parts are on one scale.
+        """
         if not self._lengths:
             return no_scores()
-        average = self._total_length / len(self._lengths) or 1.0
+        if collection is None:
+            average = self._total_length / len(self._lengths) or 1.0
+            idf_of = self.idf
+        else:
+            average, idf_of = collection.average, collection.idf
         terms = [(term, docs) for term in set(query_tokens) if (docs := self._postings.get(term))]
         if sum(len(docs) for _, docs in terms) >= _VECTORIZED_POSTINGS:
-            return self._vector_scores(terms, average)
+            return self._vector_scores(terms, average, idf_of)
         k1, b = self.k1, self.b
         out: dict[int, float] = {}
         for term, docs in terms:
-            idf = self.idf(term)
+            idf = idf_of(term)
             for doc_id, frequency in docs.items():
                 norm = k1 * (1.0 - b + b * self._lengths[doc_id] / average)
                 out[doc_id] = out.get(doc_id, 0.0) + idf * frequency * (k1 + 1.0) / (frequency + norm)
         return LexicalScores.of(out)
 
-    def _vector_scores(self, terms: list[tuple[str, dict[int, int]]], average: float) -> LexicalScores:
+    def coverage(
+        self, query_tokens: Iterable[str], collection: CollectionStats | None = None
+    ) -> LexicalScores:
+        """For each document sharing a term with the query, the share of the query's
+        information (the idf of its distinct terms) that the document holds.
+
+        An absolute measure (1.0: every term of the query), unlike a score divided by
+        the best one: a document matching only "many" of "How many bikes do I own?"
+        covers little of it however it ranks. Terms the collection never saw count at
+        the idf of a term in no document, except pairs of CJK characters: a query's
+        pairs that span two words ("叫什" of "叫什么名字") are in no document of any history.
+        Words about the conversation itself ("What did I *say*...", 提过) are not counted:
+        they ask where to look, not what to find.
+        """
+        collection = collection or self.collection(query_tokens)
+        weights = {
+            term: collection.idf(term)
+            for term in set(query_tokens)
+            if term not in _ABOUT_THE_TALK
+            and (collection.frequencies.get(term) or not CJK_PAIR.fullmatch(term))
+        }
+        total = sum(weights.values())
+        if not total or not self._lengths:
+            return no_scores()
+        import numpy as np
+
+        ids, parts = [], []
+        for term, weight in weights.items():
+            docs = self._postings.get(term)
+            if docs:
+                ids.append(self._term_arrays(term, docs)[0])
+                parts.append(np.full(len(docs), weight / total))
+        if not ids:
+            return no_scores()
+        unique, inverse = np.unique(np.concatenate(ids), return_inverse=True)
+        return LexicalScores(
+            unique, np.bincount(inverse, weights=np.concatenate(parts), minlength=len(unique))
+        )
+
+    def _term_arrays(self, term: str, docs: dict[int, int]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(doc ids, frequencies, document lengths) of a term's postings, kept until a
+        document with the term is added or removed."""
+        import numpy as np
+
+        arrays = self._arrays.get(term)
+        if arrays is None:
+            count = len(docs)
+            arrays = self._arrays[term] = (
+                np.fromiter(docs.keys(), dtype=np.int64, count=count),
+                np.fromiter(docs.values(), dtype=np.float64, count=count),
+                np.fromiter((self._lengths[d] for d in docs), dtype=np.float64, count=count),
+            )
+            for array in arrays:  # a query's scores may hand the ids out as they are
+                array.flags.writeable = False
+        return arrays
+
+    def _vector_scores(
+        self, terms: list[tuple[str, dict[int, int]]], average: float, idf_of: Callable[[str], float]
+    ) -> LexicalScores:
         """`scores` in numpy: the same operations in the same order, so the same floats."""
         import numpy as np
 
         k1, b = self.k1, self.b
         ids, parts = [], []
         for term, docs in terms:
-            arrays = self._arrays.get(term)
-            if arrays is None:
-                count = len(docs)
-                arrays = self._arrays[term] = (
-                    np.fromiter(docs.keys(), dtype=np.int64, count=count),
-                    np.fromiter(docs.values(), dtype=np.float64, count=count),
-                    np.fromiter((self._lengths[d] for d in docs), dtype=np.float64, count=count),
-                )
-                for array in arrays:  # a query's scores may hand the ids out as they are
-                    array.flags.writeable = False
-            doc_ids, frequency, lengths = arrays
+            doc_ids, frequency, lengths = self._term_arrays(term, docs)
             norm = k1 * (1.0 - b + b * lengths / average)
             ids.append(doc_ids)
-            parts.append(self.idf(term) * frequency * (k1 + 1.0) / (frequency + norm))
+            parts.append(idf_of(term) * frequency * (k1 + 1.0) / (frequency + norm))
         if len(ids) == 1:
             return LexicalScores.unsorted(ids[0], parts[0])
         # bincount adds each document's parts in term order, as the loop above does.
@@ -416,122 +450,21 @@ class StoredLexicalIndex(LexicalIndex, Protocol):
         ...
 
 
-# Documents a store-kept index buffers before it writes them without waiting for a query.
-_FLUSH_EVERY = 512
+@runtime_checkable
+class JointLexicalIndex(LexicalIndex, Protocol):
+    """A `LexicalIndex` that can score as part of a larger collection: recall adds up the
+    `collection` statistics of every session of a user and scores each session with the
+    sum, so that one ranking covers the user's whole history (`BM25TextIndex`)."""
 
+    def collection(self, query: str) -> CollectionStats:
+        """This index's statistics for the terms of `query`."""
+        ...
 
-def document_digest(text: str) -> bytes:
-    """What a store-kept index records of a document's text, to tell whether it changed."""
-    return hashlib.blake2b(text.encode("utf-8", "surrogatepass"), digest_size=8).digest()
+    def scores(self, query: str, collection: CollectionStats | None = None) -> Mapping[int, float]: ...
 
-
-def replaces(stored: tuple[bytes, int] | None, text: str) -> bool:
-    """Whether `text` should replace the stored (digest, length) of its document: not
-    when it is the same text, nor when the stored one is longer (read further)."""
-    return stored is None or (stored[0] != document_digest(text) and stored[1] <= len(text))
-
-
-class _Unset:
-    def __repr__(self) -> str:
-        return "UNSET"
-
-
-_UNSET = _Unset()
-
-
-class BufferedLexicalIndex:
-    """The write buffer of a `StoredLexicalIndex`: what `add`, `remove` and `clear` ask
-    for is kept until the subclass writes it (`_write_buffered`), in one batch.
-
-    After `clear` the documents added again are all the session has: the next final
-    write (`flush` or a query) deletes stored ones not added again, up to the last id
-    added (a greater one was added by a process that read further). Not thread-safe:
-    recall calls it under the session's lock.
-    """
-
-    def __init__(self, session_id: str, units: str) -> None:
-        self.session_id = session_id
-        self.units = units
-        self._generation: str | _Unset | None = _UNSET
-        self._pending: dict[int, str | None] = {}  # doc id -> text to write, or None to delete
-        self._syncing = False  # after clear(): stored documents not added again are deleted
-        self._confirmed: set[int] = set()  # doc ids added since clear(), already written
-        self._last_added = -1  # the greatest doc id added since clear()
-
-    def _write_buffered(self, *, final: bool) -> None:
-        """Write the buffer (see `_changes` and `_written`); `final`: a sweep is due."""
-        raise NotImplementedError
-
-    def follow_log(self, generation: str | None) -> None:
-        self._generation = generation
-
-    def add(self, doc_id: int, text: str) -> None:
-        self._pending[doc_id] = text
-        self._last_added = max(self._last_added, doc_id)
-        if len(self._pending) >= _FLUSH_EVERY:
-            try:
-                self._write_buffered(final=False)
-            except Exception as exc:  # written at the next query instead
-                logger.debug("recall lexical index of %r not written yet: %s", self.session_id, exc)
-
-    def remove(self, doc_id: int) -> None:
-        self._pending[doc_id] = None
-        self._confirmed.discard(doc_id)
-
-    def clear(self) -> None:
-        """Start over: the documents added from now on are all the session has; the
-        ones stored and not added again are deleted when the index is next written."""
-        self._pending.clear()
-        self._confirmed.clear()
-        self._last_added = -1
-        self._syncing = True
-
-    def flush(self) -> None:
-        """Write what `add` buffered now. A failure is logged and left for `scores`."""
-        try:
-            self._write_buffered(final=True)
-        except Exception as exc:
-            logger.debug("recall lexical index of %r not written yet: %s", self.session_id, exc)
-
-    def _due(self, *, final: bool) -> bool | None:
-        """Whether this write sweeps (True), only writes the buffer (False), or has nothing
-        to do: an empty buffer and no sweep, or a log never read to check writes against."""
-        sweep = final and self._syncing
-        if not self._pending and not sweep:
-            return None
-        if not isinstance(self._generation, str) and self._generation is not None:
-            return None  # the log was never read: nothing to check writes against
-        return sweep
-
-    def _wanted(self, *, sweep: bool) -> list[int] | None:
-        """The doc ids whose stored (digest, length) the write needs (None: all of them)."""
-        return None if sweep else list(self._pending)
-
-    def _changes(
-        self, stored: Mapping[int, tuple[bytes, int]], *, sweep: bool
-    ) -> tuple[dict[int, str], list[int]]:
-        """The documents to write (id -> text) and the ids to delete, given what is stored:
-        text already stored (or stored longer) is left alone."""
-        writes = {
-            doc_id: text
-            for doc_id, text in self._pending.items()
-            if text is not None and replaces(stored.get(doc_id), text)
-        }
-        deletes = [doc_id for doc_id, text in self._pending.items() if text is None and doc_id in stored]
-        if sweep:
-            # Past the last document given: added by a process that has read further.
-            kept = self._confirmed | self._pending.keys()
-            deletes.extend(d for d in stored if d not in kept and d <= self._last_added)
-        return writes, deletes
-
-    def _written(self, *, sweep: bool) -> None:
-        """The buffer is written: empty it (and end the sweep)."""
-        if self._syncing:
-            self._confirmed.update(doc_id for doc_id, text in self._pending.items() if text is not None)
-        self._pending.clear()
-        if sweep:
-            self._syncing = False
-            self._confirmed.clear()
+    def coverage(self, query: str, collection: CollectionStats | None = None) -> Mapping[int, float]:
+        """The share of the query's information each matching document holds (0..1)."""
+        ...
 
 
 class BM25TextIndex:
@@ -559,17 +492,19 @@ class BM25TextIndex:
     def clear(self) -> None:
         self.bm25.clear()
 
-    def scores(self, query: str) -> LexicalScores:
-        return self.bm25.scores(query_terms(query))
+    def scores(self, query: str, collection: CollectionStats | None = None) -> LexicalScores:
+        """BM25 scores of `query` (with `collection`: on that collection's scale)."""
+        return self.bm25.scores(query_terms(query), collection)
+
+    def collection(self, query: str) -> CollectionStats:
+        """See `BM25Index.collection` (`JointLexicalIndex`)."""
+        return self.bm25.collection(query_terms(query))
+
+    def coverage(self, query: str, collection: CollectionStats | None = None) -> LexicalScores:
+        """See `BM25Index.coverage` (`JointLexicalIndex`)."""
+        return self.bm25.coverage(query_terms(query), collection)
 
     def full_match(self, query: str) -> float:
         """See `BM25Index.full_match`: what puts this index's scores on a scale shared with
         other sessions' (recall across a user's sessions); optional for a `LexicalIndex`."""
         return self.bm25.full_match(query_terms(query))
-
-
-@functools.lru_cache(maxsize=256)
-def query_terms(query: str) -> tuple[str, ...]:
-    """`tokenize` for a query, remembered: one question is scored against two indexes of
-    each session it searches (a user's sessions: dozens)."""
-    return tuple(tokenize(query))

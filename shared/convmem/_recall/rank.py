@@ -83,6 +83,16 @@ class Evidence:
     positions: Sequence[int] | np.ndarray | None = None
     """Each message's place in its session's log, so that two candidates of one episode
     one place apart are neighbours (None: the seqs are the places)."""
+    coverage: np.ndarray | None = None
+    """The share of the query's information each message holds (`BM25Index.coverage`;
+    None when the index cannot say): what `gate.judge` reads."""
+    from_user: np.ndarray | None = None
+    """True where the user said the message (None: not known)."""
+    typical: np.ndarray | None = None
+    """The query's similarity to the history's typical message of each candidate's
+    language (`gate.DenseProfile`; None without dense search)."""
+    parts: Mapping[int, int] = dataclasses.field(default_factory=dict)
+    """For a long message, the passage that matched the query best (seq -> part)."""
 
 
 class Ranked(NamedTuple):
@@ -192,7 +202,9 @@ def _with_feedback(
     return np.asarray((1 - weight) * dense + weight * (matrix @ (centroid / norm)))
 
 
-def _boosted(score: np.ndarray, evidence: Evidence, config: RecallConfig) -> tuple[np.ndarray, float]:
+def _boosted(
+    score: np.ndarray, evidence: Evidence, config: RecallConfig, about_user: bool = False
+) -> tuple[np.ndarray, float]:
     """Scores with the boosts added, and the part of the boost every candidate got.
 
     In a conversation of one episode every candidate gets the same episode boost:
@@ -201,6 +213,8 @@ def _boosted(score: np.ndarray, evidence: Evidence, config: RecallConfig) -> tup
     message is lifted by its context's own relevance, not by its context's boosts.
     """
     shared = 0.0
+    if about_user and config.user_weight and evidence.from_user is not None and evidence.from_user.any():
+        score = score + config.user_weight * score * np.asarray(evidence.from_user, dtype=np.float64)
     if config.speaker_weight and evidence.said_by_named.any():
         score = score + config.speaker_weight * np.asarray(evidence.said_by_named, dtype=np.float64)
     if config.recency_weight:
@@ -235,7 +249,9 @@ def _best_neighbour(score: np.ndarray, evidence: Evidence) -> np.ndarray:
     return unsorted
 
 
-def rank(evidence: Evidence, config: RecallConfig, *, several: bool = False) -> Ranking:
+def rank(
+    evidence: Evidence, config: RecallConfig, *, several: bool = False, about_user: bool = False
+) -> Ranking:
     """Score every candidate, drop those below the relevance floor, and order the rest.
 
     A candidate passes the floor when it is similar enough by meaning
@@ -248,6 +264,11 @@ def rank(evidence: Evidence, config: RecallConfig, *, several: bool = False) -> 
     less the episode boost that every candidate got): what falls short is not
     recalled however much room is left. `several`: the query asks for several
     things (`_intent.asks_for_several`), which lowers the floor that ranking picks.
+    `about_user`: the query asks about the user (`_intent.asks_about_user`), so what
+    the user said weighs more than what the assistant explained (`user_weight`).
+    With `Evidence.typical`, a candidate passes by meaning only when it is at least
+    `RecallConfig.dense_margin` more similar to the query than the history's typical
+    message of its language.
     """
     seqs = evidence.seqs
     if not seqs:
@@ -262,12 +283,15 @@ def rank(evidence: Evidence, config: RecallConfig, *, several: bool = False) -> 
         if config.feedback_weight:
             dense = _with_feedback(dense, _fuse(dense, lexical, config), evidence, config.feedback_weight)
         score = _fuse(dense, lexical, config)
-        eligible = (similarity >= config.min_score) | (lexical >= config.min_lexical)
+        by_meaning = similarity >= config.min_score
+        if evidence.typical is not None:
+            by_meaning &= similarity - evidence.typical >= config.dense_margin
+        eligible = by_meaning | (lexical >= config.min_lexical)
     else:
         similarity = np.zeros(len(seqs), dtype=np.float32)
         score = lexical.astype(np.float64)
         eligible = lexical > 0
-    score, shared_boost = _boosted(np.asarray(score, dtype=np.float64), evidence, config)
+    score, shared_boost = _boosted(np.asarray(score, dtype=np.float64), evidence, config, about_user)
 
     fraction = relevance_floor(config, has_dense, several=several)
     own = score - shared_boost

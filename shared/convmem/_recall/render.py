@@ -23,10 +23,11 @@ from .._context.window import Dropped
 from .._models import Message
 from .._tokens import TokenCounter, count_pieces, line_pieces
 from .config import RecallConfig
-from .language import date_label, render_line
+from .language import ROLE_LABELS, date_label, render_line
+from .passages import excerpt_text
 from .rank import Ranked
 
-__all__ = ["RecallResult", "RecalledItem", "Rendered", "render"]
+__all__ = ["RecallResult", "RecalledItem", "Rendered", "render", "render_excerpt"]
 
 # The smallest line among this many of the best candidates decides when the cap is full.
 _SMALLEST_AMONG = 50
@@ -51,6 +52,9 @@ class RecalledItem:
     session_id: str | None = None
     """The session it was said in, when that is another session of the user (recall
     across a user's sessions); ``None`` for the session that asked."""
+    excerpt: bool = False
+    """True when the item shows only the passage of a long message that matched the
+    query (its line says ``(excerpt)`` after the speaker)."""
 
     @property
     def local_seqs(self) -> tuple[int, ...]:
@@ -69,7 +73,8 @@ class RecallResult:
     header is the caller's to add (``section_text`` adds ``header``).
     ``best_score`` is the highest cosine similarity among the candidates
     (``None`` when dense search was unavailable); ``degraded`` says why
-    results are keyword-only or empty.
+    results are keyword-only or empty; ``reason`` says whether the history
+    held evidence for the query, and when nothing was recalled, why.
     """
 
     items: tuple[RecalledItem, ...]
@@ -81,6 +86,7 @@ class RecallResult:
     considered: int
     dropped: tuple[Dropped, ...] = ()
     degraded: str | None = None
+    reason: str = ""
 
     @property
     def seqs(self) -> frozenset[int]:
@@ -111,6 +117,17 @@ CachedLine = tuple[str, str, int]
 """A message rendered for recall: its ``Speaker: text`` line, its date line, the line's tokens."""
 
 
+_EXCERPT_MARKS = {"en": " (excerpt)", "zh": "（节选）"}
+
+
+def render_excerpt(message: Message, language: str, span: tuple[int, int]) -> str:
+    """``Speaker (excerpt): …passage…``: the part of a long message at `span` (a range of
+    its stripped text), marked as an excerpt, with an ellipsis where it was cut."""
+    speaker = message.name or ROLE_LABELS[language][message.role.value]
+    separator = "：" if language == "zh" else ": "
+    return f"{speaker}{_EXCERPT_MARKS[language]}{separator}{excerpt_text(message.text.strip(), span)}"
+
+
 def render(
     ranked: Sequence[Ranked],
     *,
@@ -123,6 +140,7 @@ def render(
     config: RecallConfig,
     line_cache: MutableMapping[LineKey, CachedLine] | None = None,
     group_of: Callable[[int], int] | None = None,
+    excerpts: Mapping[int, tuple[int, int]] | None = None,
 ) -> Rendered:
     """Fill `max_tokens` with the best of `ranked`; items come back in log order.
 
@@ -132,11 +150,13 @@ def render(
     date line and token count across searches (the caller clears it when the
     log it renders changes). With `group_of` (seq -> group, e.g. the session),
     the first item of each group opens with its date line even on the same day.
+    ``excerpts`` (seq -> character span of the message's stripped text) are long
+    messages shown by their passage that matched, marked as excerpts.
     """
     if max_tokens <= 0 or not ranked:
         return _NOTHING
     section = _Section(
-        messages, language, counter, config, {} if line_cache is None else line_cache, group_of
+        messages, language, counter, config, {} if line_cache is None else line_cache, group_of, excerpts
     )
     return section.fill(ranked, item_seqs, vectors, max_tokens)
 
@@ -152,8 +172,10 @@ class _Section:
         config: RecallConfig,
         line_cache: MutableMapping[LineKey, CachedLine],
         group_of: Callable[[int], int] | None = None,
+        excerpts: Mapping[int, tuple[int, int]] | None = None,
     ) -> None:
         self.group_of = group_of
+        self.excerpts = excerpts or {}
         self.messages = messages
         self.language = language
         self.counter = counter
@@ -164,11 +186,17 @@ class _Section:
     def _line(self, seq: int) -> CachedLine:
         line = self.lines.get(seq)
         if line is None:
-            key = (self.counter.name, self.language, seq)
+            span = self.excerpts.get(seq)
+            # An excerpt is cached apart from the whole line, per passage.
+            language = self.language if span is None else f"{self.language}@{span[0]}"
+            key = (self.counter.name, language, seq)
             line = self.line_cache.get(key)
             if line is None:
                 message = self.messages[seq]
-                text = render_line(message, self.language)
+                if span is None:
+                    text = render_line(message, self.language)
+                else:
+                    text = render_excerpt(message, self.language, span)
                 label = date_label(message.timestamp, self.language, self.config.time_zone)
                 line = self.line_cache[key] = (text, label, self.counter.count_text(text))
             self.lines[seq] = line
@@ -273,6 +301,7 @@ class _Section:
                     timestamp=self.messages[seqs[0]].timestamp,
                     score=candidate.score,
                     token_count=self.counter.count_text(text) if tokens is None else tokens,
+                    excerpt=any(s in self.excerpts for s in seqs),
                 )
             )
         return tuple(items)

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Callable, Collection, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 
 import numpy as np
 
@@ -21,8 +21,27 @@ from .._errors import ConfigError
 from .._models import Message, Role, TurnStatus
 from .._salience import says_nothing
 from .._stores.base import SessionStats, Store
+from .columns import (
+    EXCHANGE_SEQ_MASK,
+    LogColumns,
+    exchange_first_seq,
+    exchange_unit_id,
+    is_exchange_unit,
+    items_are_single_messages,
+)
 from .config import RecallConfig
-from .lexical import BM25TextIndex, LexicalIndex, LexicalIndexLost, LexicalScores, StoredLexicalIndex
+from .language import is_cjk_text
+from .lexical import (
+    BM25TextIndex,
+    CollectionStats,
+    JointLexicalIndex,
+    LexicalIndex,
+    LexicalIndexLost,
+    LexicalScores,
+    StoredLexicalIndex,
+    no_scores,
+)
+from .passages import best_of_each_message, passage_id, passage_spans
 from .plan import EmbedDocuments, Plan
 from .render import CachedLine, LineKey
 from .vector_index import VectorIndex
@@ -40,9 +59,6 @@ __all__ = [
 
 logger = logging.getLogger("convmem")
 
-_EXCHANGE_FLAG = 1 << 62
-_SEQ_BITS = 40
-_MAX_SPAN = 255
 # A long run of messages without a question must not become one giant unit.
 _MAX_EXCHANGE_MESSAGES = 16
 
@@ -54,99 +70,6 @@ class _Unknown:
 
 # The generation of a mirror that has not read its log's stats yet (fed by add() alone).
 UNKNOWN = _Unknown()
-
-
-def exchange_unit_id(first_seq: int, span: int) -> int:
-    return _EXCHANGE_FLAG | (min(span, _MAX_SPAN) << _SEQ_BITS) | first_seq
-
-
-def is_exchange_unit(unit_id: int) -> bool:
-    return bool(unit_id & _EXCHANGE_FLAG)
-
-
-# The bits of an exchange unit's id that hold its first seq.
-EXCHANGE_SEQ_MASK = (1 << _SEQ_BITS) - 1
-
-
-def exchange_first_seq(unit_id: int) -> int:
-    return unit_id & EXCHANGE_SEQ_MASK
-
-
-def items_are_single_messages(config: RecallConfig) -> bool:
-    """Whether a recalled item is its message alone: not its exchange, no neighbours."""
-    return config.granularity != "exchange" and not config.neighbour_radius
-
-
-class LogColumns:
-    """What ranking reads of each mirrored message, as numpy arrays in log order (by
-    position in `SessionMirror.order`).
-
-    A search reads hundreds of candidates at once: looking each up in dicts of
-    `Message` objects costs more than ranking them. Messages are only ever appended,
-    and an exchange's messages are consecutive, so its members are a range.
-    """
-
-    _COLUMNS = (
-        ("seq", np.int64),
-        ("timestamp", np.float64),
-        ("episode", np.int64),
-        ("exchange", np.int64),  # the first seq of the message's exchange
-        ("members", np.int64),  # at an exchange's first message: how many messages it has
-        ("candidate", np.bool_),  # recallable on its own: not small talk
-    )
-
-    def __init__(self) -> None:
-        self.size = 0
-        self._arrays: dict[str, np.ndarray] = {}
-        self.clear()
-
-    def clear(self) -> None:
-        self.size = 0
-        self._arrays = {name: np.zeros(0, dtype=dtype) for name, dtype in self._COLUMNS}
-
-    def column(self, name: str) -> np.ndarray:
-        return self._arrays[name][: self.size]
-
-    def append(
-        self, seq: int, timestamp: float, episode: int, exchange: int, exchange_at: int, candidate: bool
-    ) -> None:
-        """A message read after every one appended so far (its seq is greater), in the
-        exchange that opens with seq `exchange` at position `exchange_at`."""
-        if self.size == len(self._arrays["seq"]):
-            capacity = max(64, 2 * self.size)
-            for name, array in self._arrays.items():
-                grown = np.zeros(capacity, dtype=array.dtype)
-                grown[: self.size] = array[: self.size]
-                self._arrays[name] = grown
-        arrays, at = self._arrays, self.size
-        arrays["seq"][at] = seq
-        arrays["timestamp"][at] = timestamp
-        arrays["episode"][at] = episode
-        arrays["exchange"][at] = exchange
-        arrays["members"][at] = 0
-        arrays["candidate"][at] = candidate
-        self.size += 1
-        arrays["members"][exchange_at] += 1
-
-    def positions(self, seqs: np.ndarray) -> np.ndarray:
-        """The positions of those of `seqs` that are mirrored (an int64 array)."""
-        column = self.column("seq")
-        if not len(column) or not len(seqs):
-            return np.zeros(0, dtype=np.int64)
-        at = np.minimum(column.searchsorted(seqs), len(column) - 1)
-        found: np.ndarray = at[column[at] == seqs]
-        return found
-
-    def exchange_positions(self, firsts: np.ndarray) -> np.ndarray:
-        """The positions of every message of the exchanges that open at `firsts` (seqs)."""
-        starts = self.positions(firsts)
-        counts = self.column("members")[starts]
-        total = int(counts.sum())
-        if not total:
-            return np.zeros(0, dtype=np.int64)
-        # Each exchange's range start, start + 1, ...: one arange shifted per range.
-        offsets = np.repeat(starts - np.concatenate(([0], np.cumsum(counts)[:-1])), counts)
-        return offsets + np.arange(total)
 
 
 class SessionMirror:
@@ -194,10 +117,15 @@ class SessionMirror:
         if lexical is None:
             lexical = (new_lexical_index(), new_lexical_index())
         self.lexical_messages, self.lexical_exchanges = lexical
+        self._joint = _joint_kinds(lexical)
         self.pending: dict[int, str] = {}  # unit id -> text still to embed
         self.inflight: set[int] = set()
         self.speakers: dict[str, str] = {}  # lowercased name -> name
         self.small_talk: set[int] = set()  # seqs that say nothing ("thanks", "ok", "😊"): never recalled
+        # Long messages (seq -> passage spans over the stripped text): searched and shown by passage.
+        self.passages: dict[int, list[tuple[int, int]]] = {}
+        # Sum and count of the message vectors per language (CJK or not), or None until asked.
+        self._dense_sums: dict[bool, tuple[np.ndarray, int]] | None = None
         self.columns = LogColumns()  # what ranking reads of each message, in log order
         self.needs_full_read = True
         self.unsaved = 0
@@ -224,6 +152,8 @@ class SessionMirror:
         self.pending.clear()
         self.speakers.clear()
         self.small_talk.clear()
+        self.passages.clear()
+        self._dense_sums = None
         self.columns.clear()
         self.line_cache.clear()
 
@@ -281,6 +211,8 @@ class SessionMirror:
             grown[self._add_message(message, seq, text, config)] = None
 
     def drop_units(self, removed: Sequence[int]) -> None:
+        if any(not is_exchange_unit(unit) for unit in removed):
+            self._dense_sums = None
         if removed and self.index is not None:
             self.index.remove(removed)
             self.unsaved += len(removed)
@@ -308,11 +240,14 @@ class SessionMirror:
         self.lines[seq] = line
         self.episode_of[seq] = self.episode_count
         small_talk = says_nothing(text)
+        spans = passage_spans(text)
+        if len(spans) > 1:
+            self.passages[seq] = spans
         if small_talk:
             # Kept for its exchange's text, never a candidate of its own.
             self.small_talk.add(seq)
         else:
-            self.lexical_messages.add(seq, line)
+            self._index_message(self.lexical_messages, seq)
             if config.granularity != "exchange" and self.embeds:
                 self.pending[seq] = line[: config.max_unit_chars]
         # Exchanges: a user message opens one; what follows joins it, up to a cap.
@@ -331,6 +266,28 @@ class SessionMirror:
             seq, message.timestamp, self.episode_count, first, self.position[first], not small_talk
         )
         return first
+
+    @property
+    def passage_docs(self) -> bool:
+        """Whether the messages' lexical index holds passages (``seq << 8 | part``), not
+        whole messages: recall's own index in this process does; an index a store keeps,
+        or one given by the caller, holds whole messages under their seqs."""
+        return type(self.lexical_messages) is BM25TextIndex
+
+    def _index_message(self, index: LexicalIndex, seq: int) -> None:
+        """Give `index` the message at `seq`: its passages, or its line whole."""
+        line = self.lines[seq]
+        spans = self.passages.get(seq)
+        if not self.passage_docs:
+            index.add(seq, line)
+        elif spans is None:
+            index.add(passage_id(seq, 0), line)
+        else:
+            name = self.messages[seq].name
+            text = self.messages[seq].text.strip()
+            prefix = f"{name}: " if name else ""
+            for part, (start, end) in enumerate(spans):
+                index.add(passage_id(seq, part), prefix + text[start:end])
 
     def _index_exchange(self, first: int, config: RecallConfig, removed: list[int]) -> None:
         """Index the exchange opening at `first` as it stands, and queue its unit."""
@@ -417,6 +374,7 @@ class SessionMirror:
                     if trust_index and (same_log or embedded_texts.get(unit) == wanted[unit])
                 }
                 extra = present - keep
+                self._dense_sums = None
                 if extra:
                     self.index.remove(extra)
                     self.unsaved += len(extra)
@@ -440,6 +398,7 @@ class SessionMirror:
     def use_lexical(self, lexical: tuple[LexicalIndex, LexicalIndex]) -> None:
         """Swap in other lexical indexes and give them every document (lock held)."""
         self.lexical_messages, self.lexical_exchanges = lexical
+        self._joint = _joint_kinds(lexical)
         if isinstance(self.generation, str) or self.generation is None:
             self._lexical_follow(self.generation)
         self._refill(self.lexical_messages, self.lexical_exchanges)
@@ -451,34 +410,75 @@ class SessionMirror:
             if index is self.lexical_messages:
                 for seq in self.order:
                     if seq not in self.small_talk:
-                        index.add(seq, self.lines[seq])
+                        self._index_message(index, seq)
             else:
                 for first in self.exchanges:
                     index.add(first, self.exchange_text(first))
 
-    def lexical_scores(self, units: str, query: str) -> LexicalScores:
-        """Lexical scores of this session's ``"messages"`` or ``"exchanges"`` (lock held).
+    def lexical_collection(self, units: str, query: str) -> CollectionStats | None:
+        """The statistics of this session's ``"messages"`` or ``"exchanges"`` index for
+        `query`, to be added up with the user's other sessions' (None: the index cannot
+        score as part of a larger collection). Lock held."""
+        index = self.lexical_messages if units == "messages" else self.lexical_exchanges
+        if not self._joint[units]:
+            return None
+        joint: JointLexicalIndex = index  # type: ignore[assignment]
+        return joint.collection(query)
+
+    def lexical_scores(
+        self, units: str, query: str, collection: CollectionStats | None = None
+    ) -> LexicalScores:
+        """Lexical scores of this session's ``"messages"`` or ``"exchanges"`` (lock held),
+        keyed by seq (a message) or first seq (an exchange); with `collection`, on the
+        scale of that collection (see `lexical_collection`). A long message scores as its
+        best passage (`best_passages` says which).
 
         An index kept by the store may have lost its documents (rebuilt after it went
         missing or corrupt): it is given them again from this mirror and asked again.
         Only documents this mirror holds are returned: a shared index may already hold
         what another process added from a newer log.
         """
+        return self.best_passages(units, query, collection)[0]
+
+    def best_passages(
+        self, units: str, query: str, collection: CollectionStats | None = None, *, coverage: bool = False
+    ) -> tuple[LexicalScores, dict[int, int]]:
+        """`lexical_scores`, and for each long message that matched, the passage that
+        scored best (seq -> part). With `coverage`, the scores are the share of the query's
+        information each document holds (`BM25Index.coverage`), where the index can say."""
         index = self.lexical_messages if units == "messages" else self.lexical_exchanges
+        joint = self._joint[units]
+        if coverage and not joint:
+            return no_scores(), {}
         try:
-            found = index.scores(query)
+            found = self._ask(index, query, collection if joint else None, coverage)
         except LexicalIndexLost as lost:
             logger.warning(
                 "recall lexical index of session %r: %s; adding its documents again", self.session_id, lost
             )
             self._refill(index)
-            found = index.scores(query)
+            found = self._ask(index, query, collection if joint else None, coverage)
         scores = LexicalScores.of(found)
+        parts: dict[int, int] = {}
+        if units == "messages" and self.passage_docs:
+            scores, parts = best_of_each_message(scores, self.passages)
         if type(index) is BM25TextIndex:  # holds exactly this mirror's documents
-            return scores
+            return scores, parts
         if units == "messages":
-            return scores.only(lambda seq: seq in self.lines and seq not in self.small_talk)
-        return scores.only(self.exchanges.__contains__)
+            return scores.only(lambda seq: seq in self.lines and seq not in self.small_talk), parts
+        return scores.only(self.exchanges.__contains__), parts
+
+    @staticmethod
+    def _ask(
+        index: LexicalIndex, query: str, collection: CollectionStats | None, coverage: bool
+    ) -> Mapping[int, float]:
+        # Called with a collection, or for coverage, only for an index `_joint_kinds` found joint.
+        joint: JointLexicalIndex = index  # type: ignore[assignment]
+        if coverage:
+            return joint.coverage(query, collection)
+        if collection is not None:
+            return joint.scores(query, collection)
+        return index.scores(query)
 
     # -- the embedding queue ------------------------------------------------------------
 
@@ -530,12 +530,38 @@ class SessionMirror:
             if self.index is None:
                 self.index = new_index(int(vectors.shape[1]))
             self.index.add([ids[i] for i in keep], vectors[keep])
+            if self._dense_sums is not None:
+                self._add_to_sums([ids[i] for i in keep], vectors[keep])
             for i in keep:
                 self.pending.pop(ids[i], None)
             self.unsaved += len(keep)
             # Rewriting the file costs O(index): wait for a tenth of it to be new, so saving
             # stays O(1) per vector however long the session (catching up re-embeds anything lost).
             return self.unsaved >= max(config.persist_every, len(self.index) // 10)
+
+    # -- the typical vector ---------------------------------------------------------------
+
+    def dense_sums(self) -> dict[bool, tuple[np.ndarray, int]]:
+        """The sum and count of this session's message vectors, per language (True: mostly
+        CJK text), for `gate.DenseProfile` (lock held). Read from the index once, then kept
+        up to date as vectors are added."""
+        if self._dense_sums is None:
+            self._dense_sums = {}
+            if self.index is not None and len(self.index):
+                held = self.index.vectors(seq for seq in self.order if seq in self.lines)
+                if held:
+                    self._add_to_sums(list(held), np.stack(list(held.values())))
+        return self._dense_sums
+
+    def _add_to_sums(self, units: Sequence[int], vectors: np.ndarray) -> None:
+        sums = self._dense_sums
+        assert sums is not None
+        for unit, vector in zip(units, vectors, strict=True):
+            if is_exchange_unit(unit) or unit not in self.lines:
+                continue
+            cjk = is_cjk_text(self.lines[unit])
+            total, count = sums.get(cjk, (np.zeros(vector.shape[-1], dtype=np.float64), 0))
+            sums[cjk] = (total + vector, count + 1)
 
     # -- reading ------------------------------------------------------------------------
 
@@ -555,3 +581,12 @@ class SessionMirror:
             hi = self.position[core[-1]] + radius
             core = [s for s in self.order[max(lo, 0) : hi + 1] if self.episode_of.get(s) == episode]
         return [s for s in core if s not in excluded and s in self.lines and s not in self.small_talk]
+
+
+def _joint_kinds(lexical: tuple[LexicalIndex, LexicalIndex]) -> dict[str, bool]:
+    """Which of a mirror's two lexical indexes can score as part of a user's collection
+    (checked once: a protocol check costs more than the query it guards)."""
+    return {
+        "messages": isinstance(lexical[0], JointLexicalIndex),
+        "exchanges": isinstance(lexical[1], JointLexicalIndex),
+    }

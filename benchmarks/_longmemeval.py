@@ -1,0 +1,204 @@
+"""What the LongMemEval benchmarks share: the dev file, its histories as a returning
+user's sessions, and a plain BM25 over turns.
+
+The data is read from ``../shared/data/longmemeval-s-dev.json.gz`` at run time
+(``--data`` or ``$CONVMEM_LONGMEMEVAL`` elsewhere); nothing of it is kept in the
+repository.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import gzip
+import json
+import math
+import os
+import re
+from collections import Counter
+from collections.abc import Sequence
+from datetime import datetime, timezone
+from pathlib import Path
+
+QUESTION_TYPES = (
+    "single-session-user",
+    "single-session-assistant",
+    "single-session-preference",
+    "temporal-reasoning",
+    "knowledge-update",
+    "multi-session",
+)
+SHORT_TYPES = {
+    "single-session-user": "ss-user",
+    "single-session-assistant": "ss-asst",
+    "single-session-preference": "ss-pref",
+    "temporal-reasoning": "temporal",
+    "knowledge-update": "k-update",
+    "multi-session": "multi",
+}
+
+# Requests a chat product gets that need nothing from the user's history.
+NO_MEMORY_REQUESTS = (
+    "Translate 'good morning' into French.",
+    "Write a haiku about autumn rain.",
+    "What is 17 times 23?",
+    "Explain how a hash table works.",
+    "Give me a synonym for 'happy'.",
+)
+
+
+def default_data_path() -> Path:
+    env = os.environ.get("CONVMEM_LONGMEMEVAL")
+    if env:
+        return Path(env)
+    here = Path(__file__).resolve()
+    # ../shared/data beside the repository (or beside the folder holding a git worktree)
+    for parent in here.parents[1:4]:
+        candidate = parent / "shared" / "data" / "longmemeval-s-dev.json.gz"
+        if candidate.exists():
+            return candidate
+    return here.parents[2] / "shared" / "data" / "longmemeval-s-dev.json.gz"
+
+
+@dataclasses.dataclass
+class Turn:
+    role: str
+    text: str
+    has_answer: bool
+
+
+@dataclasses.dataclass
+class Session:
+    session_id: str
+    timestamp: float
+    turns: list[Turn]
+
+
+@dataclasses.dataclass
+class Question:
+    question_id: str
+    question_type: str
+    text: str
+    answer: str
+    sessions: list[Session]  # in date order
+
+    @property
+    def turn_count(self) -> int:
+        return sum(len(s.turns) for s in self.sessions)
+
+    def evidence(self) -> list[tuple[str, int]]:
+        """(session id, index of the turn in its session) of each turn holding the answer."""
+        return [(s.session_id, i) for s in self.sessions for i, t in enumerate(s.turns) if t.has_answer]
+
+
+def _date(text: str) -> float:
+    moment = datetime.strptime(text.split(" (")[0] + " " + text.split(") ")[1], "%Y/%m/%d %H:%M")
+    return moment.replace(tzinfo=timezone.utc).timestamp()
+
+
+def load_questions(path: Path) -> list[Question]:
+    with gzip.open(path, "rt", encoding="utf-8") as file:
+        instances = json.load(file)
+    questions = []
+    for item in instances:
+        sessions = []
+        for number, (session_id, date, turns) in enumerate(
+            zip(item["haystack_session_ids"], item["haystack_dates"], item["haystack_sessions"], strict=True)
+        ):
+            if not turns:
+                continue
+            sessions.append(
+                Session(
+                    f"{session_id}#{number}",  # a few ids repeat within one history
+                    _date(date),
+                    [Turn(t["role"], t["content"], bool(t.get("has_answer"))) for t in turns],
+                )
+            )
+        sessions.sort(key=lambda s: s.timestamp)  # stable: sessions of one minute keep their order
+        questions.append(
+            Question(
+                item["question_id"],
+                item["question_type"],
+                item["question"],
+                str(item["answer"]),
+                sessions,
+            )
+        )
+    return questions
+
+
+def pick(questions: Sequence[Question], count: int | None) -> list[Question]:
+    """The first `count` questions of each type in turn (all of them with None): a subset
+    that keeps every question type."""
+    if count is None or count >= len(questions):
+        return list(questions)
+    by_type: dict[str, list[Question]] = {}
+    for question in questions:
+        by_type.setdefault(question.question_type, []).append(question)
+    chosen: list[Question] = []
+    depth = 0
+    while len(chosen) < count:
+        for kind in QUESTION_TYPES:
+            if depth < len(by_type.get(kind, [])) and len(chosen) < count:
+                chosen.append(by_type[kind][depth])
+        depth += 1
+    return chosen
+
+
+def turn_timestamp(session: Session, index: int) -> float:
+    """A turn's time: its session's date, a minute per turn (sessions are chats of minutes)."""
+    return session.timestamp + 60.0 * index
+
+
+# -- a plain BM25 over turns, the baseline ------------------------------------------------
+
+_WORD = re.compile(r"\w+")
+_STOP = frozenset(
+    """a about above after again against all am an and any are as at be because been before being
+    below between both but by can could did do does doing down during each few for from further had
+    has have having he her here hers herself him himself his how i if in into is it its itself me
+    more most my myself no nor not of off on once only or other our ours ourselves out over own same
+    she should so some such than that the their theirs them themselves then there these they this
+    those through to too under until up very was we were what when where which while who whom why
+    will with would you your yours yourself yourselves""".split()  # noqa: SIM905 - a word list reads better as text
+)
+
+
+def bm25_terms(text: str) -> list[str]:
+    return [w for w in _WORD.findall(text.lower()) if w not in _STOP]
+
+
+class PlainBM25:
+    """Okapi BM25 (k1 1.5, b 0.75) built from scratch in pure Python, as a short script
+    (or rank_bm25's ``BM25Okapi``) does it: term counts per document, and every document
+    scored for each query term."""
+
+    def __init__(self, documents: Sequence[str], k1: float = 1.5, b: float = 0.75) -> None:
+        self.k1, self.b = k1, b
+        self.counts: list[Counter[str]] = []
+        frequencies: Counter[str] = Counter()
+        for text in documents:
+            counts = Counter(bm25_terms(text))
+            self.counts.append(counts)
+            frequencies.update(counts.keys())
+        self.lengths = [sum(c.values()) for c in self.counts]
+        n = len(self.counts)
+        self.average = (sum(self.lengths) / n) if n else 1.0
+        self.idf = {t: math.log(1 + (n - f + 0.5) / (f + 0.5)) for t, f in frequencies.items()}
+
+    def scores(self, query: str) -> dict[int, float]:
+        out: dict[int, float] = {}
+        terms = [t for t in set(bm25_terms(query)) if t in self.idf]
+        for doc_id, counts in enumerate(self.counts):
+            norm = self.k1 * (1 - self.b + self.b * self.lengths[doc_id] / self.average)
+            score = 0.0
+            for term in terms:
+                tf = counts.get(term, 0)
+                if tf:
+                    score += self.idf[term] * tf * (self.k1 + 1) / (tf + norm)
+            if score:
+                out[doc_id] = score
+        return out
+
+    def ranked(self, query: str) -> list[int]:
+        scores = self.scores(query)
+        return sorted(scores, key=lambda d: -scores[d])

@@ -1,0 +1,172 @@
+"""A returning user's first message: the first context of a new chat over ~50 earlier sessions.
+
+For each of the first ``--questions`` histories of the LongMemEval dev file
+(``../shared/data/longmemeval-s-dev.json.gz``), every haystack session is
+stored as a session of one user in a `SQLiteStore` through
+``ConversationMemory.add`` (defaults, no model). Then a new process opens a
+new chat of that user and builds contexts for the question and a few other
+requests. Printed side by side with a pure-Python BM25 over the same turns,
+built from scratch and measured in the same run:
+
+- ingest, ms per turn (store, token count, facts, summary, recall's indexing)
+  against BM25's indexing per turn;
+- the first ``build_context`` in the new process (a returning user's first
+  message; ``import convmem`` and the memory's creation reported apart)
+  against BM25 from scratch (index + one query);
+- the next builds, p50 and p99, against one BM25 query;
+- the new process's RSS after its builds.
+
+Timings on a shared 2-core machine move with its load: compare the ratios of
+one run, not figures of different runs.
+
+Usage::
+
+    python benchmarks/bench_returning_user.py                 # 4 histories
+    python benchmarks/bench_returning_user.py --questions 12
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+from _longmemeval import (
+    NO_MEMORY_REQUESTS,
+    PlainBM25,
+    default_data_path,
+    load_questions,
+    pick,
+    turn_timestamp,
+)
+
+HERE = Path(__file__).resolve().parent
+
+# What the new process runs: open the store, a new chat of the user, and build.
+_CHILD = r"""
+import json, sys, time
+started = time.perf_counter()
+import convmem
+imported = time.perf_counter()
+from convmem import ConversationMemory, SQLiteStore
+store = SQLiteStore(sys.argv[1])
+memory = ConversationMemory(sys.argv[2] + "-new-chat", store, user_id=sys.argv[2])
+made = time.perf_counter()
+queries = json.loads(sys.argv[3])
+first = time.perf_counter()
+memory.build_context(query=queries[0], budget=2048)
+first_ms = (time.perf_counter() - first) * 1000
+warm = []
+for round_ in range(4):
+    for query in queries:
+        t = time.perf_counter()
+        memory.build_context(query=query, budget=2048)
+        warm.append((time.perf_counter() - t) * 1000)
+with open("/proc/self/status") as status:
+    rss = next(int(line.split()[1]) / 1024 for line in status if line.startswith("VmRSS:"))
+print(json.dumps({"import_ms": (imported - started) * 1000, "memory_ms": (made - imported) * 1000,
+                  "first_ms": first_ms, "warm": warm, "rss_mb": rss}))
+"""
+
+
+def ingest(question, store_path: Path) -> tuple[float, list[float]]:  # type: ignore[no-untyped-def]
+    from convmem import ConversationMemory, SQLiteStore
+
+    store = SQLiteStore(store_path)
+    adds: list[float] = []
+    started = time.perf_counter()
+    for session in question.sessions:
+        memory = ConversationMemory(session.session_id, store, user_id=question.question_id)
+        for index, turn in enumerate(session.turns):
+            t = time.perf_counter()
+            memory.add(turn.role, turn.text, timestamp=turn_timestamp(session, index))
+            adds.append((time.perf_counter() - t) * 1000)
+        memory.flush()
+        memory.close()
+    total = (time.perf_counter() - started) * 1000
+    store.close()
+    return total / question.turn_count, adds
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n")[0])
+    parser.add_argument("--data", type=Path, default=default_data_path())
+    parser.add_argument("--questions", type=int, default=4, help="histories to measure (every type in turn)")
+    args = parser.parse_args()
+    questions = pick(load_questions(args.data), args.questions)
+    rows = []
+    with tempfile.TemporaryDirectory(prefix="returning-") as tmp:
+        for question in questions:
+            path = Path(tmp) / f"{question.question_id}.db"
+            ingest_ms, adds = ingest(question, path)
+            texts = [t.text for s in question.sessions for t in s.turns]
+            started = time.perf_counter()
+            bm25 = PlainBM25(texts)
+            index_ms = (time.perf_counter() - started) * 1000
+            queries = [question.text, *NO_MEMORY_REQUESTS]
+            query_ms = []
+            for _ in range(4):
+                for query in queries:
+                    t = time.perf_counter()
+                    bm25.ranked(query)
+                    query_ms.append((time.perf_counter() - t) * 1000)
+            child = subprocess.run(
+                [sys.executable, "-c", _CHILD, str(path), question.question_id, json.dumps(queries)],
+                capture_output=True,
+                text=True,
+                check=True,
+                cwd=HERE,
+            )
+            measured = json.loads(child.stdout.strip().splitlines()[-1])
+            bm25_query = statistics.median(query_ms)
+            rows.append(
+                {
+                    "turns": question.turn_count,
+                    "ingest": ingest_ms,
+                    "add_p50": statistics.median(adds),
+                    "bm25_index_per_turn": index_ms / question.turn_count,
+                    "first": measured["first_ms"],
+                    "bm25_scratch": index_ms + bm25_query,
+                    "warm_p50": statistics.median(measured["warm"]),
+                    "warm_p99": float(np.percentile(measured["warm"], 99)),
+                    "bm25_query": bm25_query,
+                    "import": measured["import_ms"],
+                    "memory": measured["memory_ms"],
+                    "rss": measured["rss_mb"],
+                }
+            )
+            print(
+                f"  {question.question_id}: {question.turn_count} turns, first build {measured['first_ms']:.0f} ms, "
+                f"BM25 from scratch {index_ms + bm25_query:.0f} ms",
+                flush=True,
+            )
+
+    def mean(key: str) -> float:
+        return statistics.fmean(row[key] for row in rows)
+
+    print()
+    print(f"SQLite, defaults, no model; {len(rows)} histories of {mean('turns'):.0f} turns on average")
+    print(f"{'':<44} {'convmem':>10} {'BM25':>10} {'ratio':>7}")
+    table = [
+        ("ingest, ms per turn (BM25: indexing)", "ingest", "bm25_index_per_turn"),
+        ("first build in a new process, ms", "first", "bm25_scratch"),
+        ("next builds p50, ms (BM25: one query)", "warm_p50", "bm25_query"),
+        ("next builds p99, ms", "warm_p99", "bm25_query"),
+    ]
+    for label, ours, theirs in table:
+        print(f"{label:<44} {mean(ours):>10.2f} {mean(theirs):>10.2f} {mean(ours) / mean(theirs):>6.2f}x")
+    print(f"{'add p50, ms':<44} {mean('add_p50'):>10.2f}")
+    print(f"{'import convmem in the new process, ms':<44} {mean('import'):>10.0f}")
+    print(f"{'first ConversationMemory(...), ms':<44} {mean('memory'):>10.0f}")
+    print(f"{'RSS of the new process after its builds, MB':<44} {mean('rss'):>10.0f}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,84 @@
+"""What recall keeps outside the process for a session: vectors in index files next to
+the store (adopted when they match the log's generation and the embedder, rebuilt
+otherwise), and the lexical index a store keeps itself (FTS5, tsvector)."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from typing import Any
+
+from .._stores.base import Store
+from .._stores.capabilities import HostsLexicalIndex
+from .columns import is_exchange_unit
+from .lexical import LexicalIndex
+from .units import UNKNOWN, SessionMirror
+from .vector_index import FaissIndex, IndexFiles
+
+__all__ = ["known_generation", "load_saved", "save_mirror", "stored_lexical"]
+
+logger = logging.getLogger("convmem")
+
+
+def known_generation(generation: object) -> str | None:
+    """A mirror's generation as a file name wants it: UNKNOWN (never read) names no generation."""
+    return generation if isinstance(generation, str) else None
+
+
+def stored_lexical(store: Store | None, session_id: str) -> tuple[LexicalIndex, LexicalIndex] | None:
+    """The lexical indexes `store` keeps for a session (a SQLite store opened with
+    ``lexical_index="fts5"``: FTS5 in its file; a PostgreSQL store opened with
+    ``lexical_index="tsvector"``: its lexical_docs table), or None: recall then keeps BM25 in
+    this process."""
+    return store.lexical_indexes(session_id) if isinstance(store, HostsLexicalIndex) else None
+
+
+def load_saved(
+    files: IndexFiles,
+    state: SessionMirror,
+    generation: str | None,
+    identity: dict[str, Any],
+    *,
+    hnsw_threshold: int,
+) -> None:
+    """Adopt the saved index of this log generation when it was made with `identity`;
+    otherwise discard it (it is rebuilt from the log)."""
+    try:
+        state.index = files.load(
+            state.session_id, identity, hnsw_threshold=hnsw_threshold, generation=generation
+        )
+    except Exception as exc:  # anything wrong with derived files means: rebuild
+        logger.warning(
+            "recall index for session %r at %s is unusable (%s); rebuilding it from the log",
+            state.session_id,
+            files.path(state.session_id, generation),
+            exc,
+        )
+        files.delete(state.session_id, generation)
+
+
+def save_mirror(files: IndexFiles, state: SessionMirror, identity: Callable[[int], dict[str, Any]]) -> None:
+    """Write the mirror's vectors to its file (`identity(dimension)` goes in the manifest)."""
+    with state.lock:
+        if state.forgotten or not isinstance(state.index, FaissIndex) or state.generation is UNKNOWN:
+            # nothing yet, vectors that live in a shared store, or a log not read yet
+            return
+        generation = known_generation(state.generation)
+        index = state.index
+        embedded = [u for u in index.ids() if not is_exchange_unit(u)]
+        try:
+            files.save(
+                state.session_id,
+                index,
+                identity(index.dimension),
+                {"last_indexed_seq": max(embedded, default=0)},
+                generation=generation,
+            )
+            state.unsaved = 0
+        except OSError as exc:
+            logger.warning(
+                "could not save the recall index of %r to %s: %s",
+                state.session_id,
+                files.path(state.session_id, generation),
+                exc,
+            )

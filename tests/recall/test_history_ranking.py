@@ -1,0 +1,388 @@
+"""Recall over a returning user's whole history: one ranking, passages of long messages,
+the user's own words first, and no memory for a request that needs none."""
+
+from __future__ import annotations
+
+import dataclasses
+import itertools
+import random
+from collections.abc import Sequence
+
+import numpy as np
+import pytest
+
+from convmem import ConversationMemory, InMemoryStore, Message, Recall, RecallConfig, Store, TiktokenCounter
+from convmem._recall.embedder import BaseEmbedder
+from convmem._recall.intent import asks_about_user, refers_to_history
+from convmem._recall.language import has_cjk
+from convmem._recall.lexical import BM25Index, tokenize
+from convmem._recall.passages import LONG_MESSAGE_CHARS, PASSAGE_CHARS, excerpt_text, passage_spans
+
+COUNTER = TiktokenCounter()
+FILLER = [
+    ("user", "Can you explain how compound interest works?"),
+    ("assistant", "Compound interest adds the interest back to the principal each period."),
+    ("user", "What is a good stretch for a stiff neck?"),
+    ("assistant", "Try slow neck rolls and a chin tuck held for a few seconds."),
+    ("user", "How many ounces are in a cup?"),
+    ("assistant", "There are eight fluid ounces in a US cup."),
+]
+
+
+def store_messages(store: Store, session_id: str, items: Sequence[tuple[str, str]]) -> list[Message]:
+    messages = []
+    for role, text in items:
+        message = Message.create(role, text)
+        messages.append(dataclasses.replace(message, token_count=COUNTER.count_message(message)))
+    return store.append(session_id, messages)
+
+
+def user_history(store: Store, sessions: dict[str, list[tuple[str, str]]]) -> list[str]:
+    for session_id, items in sessions.items():
+        store_messages(store, session_id, items)
+    return list(sessions)
+
+
+# -- one collection --------------------------------------------------------------------------
+
+
+def test_sessions_scored_with_their_summed_statistics_score_as_one_index() -> None:
+    rng = random.Random(3)
+    words = ["bike", "road", "mountain", "commuter", "many", "own", "ride", "tire", "chain", "helmet"]
+    documents = [" ".join(rng.choices(words, k=rng.randint(2, 12))) for _ in range(60)]
+    whole = BM25Index()
+    parts = [BM25Index(), BM25Index(), BM25Index()]
+    for doc_id, text in enumerate(documents):
+        whole.add(doc_id, tokenize(text))
+        parts[doc_id % 3].add(doc_id, tokenize(text))
+    query = tokenize("how many bikes do I own for the mountain trail")
+    collection = parts[0].collection(query) + parts[1].collection(query) + parts[2].collection(query)
+    joint = {}
+    for part in parts:
+        joint.update(part.scores(query, collection))
+    expected = whole.scores(query)
+    assert joint.keys() == expected.keys()
+    for doc_id, score in expected.items():
+        assert joint[doc_id] == pytest.approx(score, rel=1e-12)
+
+
+def test_a_word_common_in_the_history_counts_little_toward_coverage() -> None:
+    index = BM25Index()
+    for doc_id in range(20):
+        index.add(doc_id, tokenize(f"so many things to do today, number {doc_id}"))
+    index.add(100, tokenize("I've got three bikes: a road bike, a mountain bike and a commuter bike."))
+    coverage = index.coverage(tokenize("How many bikes do I own?"))
+    assert coverage[100] > 0.5
+    assert coverage[3] < 0.2
+    assert index.coverage(tokenize("bikes many own"))[100] == pytest.approx(coverage[100])
+
+
+def test_the_answer_in_one_of_fifty_sessions_is_found_among_look_alike_sessions() -> None:
+    store = InMemoryStore()
+    sessions = {f"chat-{n}": [*FILLER, ("user", f"How many steps did I walk on day {n}?")] for n in range(50)}
+    sessions["chat-bikes"] = [
+        ("user", "Speaking of my bikes, I've got three of them: road, mountain, commuter.")
+    ]
+    user_history(store, sessions)
+    recall = Recall()
+    result = recall.search(
+        "new",
+        "How many bikes do I own?",
+        store=store,
+        max_tokens=200,
+        counter=COUNTER,
+        other_sessions=list(sessions),
+    )
+    assert result.items and result.items[0].session_id == "chat-bikes"
+    assert "three of them" in result.text
+
+
+# -- passages of long messages ----------------------------------------------------------------
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_passages_cover_a_long_text_in_order_without_gaps(seed: int) -> None:
+    rng = random.Random(seed)
+    sentences = [
+        " ".join(rng.choices(["alpha", "beta", "gamma", "delta", "epsilon"], k=rng.randint(3, 30))) + "."
+        for _ in range(80)
+    ]
+    text = "\n\n".join(" ".join(sentences[i : i + 4]) for i in range(0, 80, 4))
+    spans = passage_spans(text)
+    assert spans[0][0] == 0 and spans[-1][1] == len(text)
+    assert all(a[1] == b[0] for a, b in itertools.pairwise(spans))
+    assert all(end - start <= PASSAGE_CHARS * 3 // 2 for start, end in spans[:-1])
+    assert len(spans) > 1
+
+
+def test_a_text_that_is_not_long_is_one_passage() -> None:
+    text = "word " * (LONG_MESSAGE_CHARS // 5)
+    assert passage_spans(text[:LONG_MESSAGE_CHARS]) == [(0, LONG_MESSAGE_CHARS)]
+
+
+def test_an_excerpt_says_where_it_was_cut() -> None:
+    text = "First part. Middle part. Last part."
+    assert excerpt_text(text, (12, 24)) == "…Middle part.…"
+    assert excerpt_text(text, (0, 11)) == "First part.…"
+    assert excerpt_text(text, (0, len(text))) == text
+
+
+def long_answer(topic_sentence: str) -> str:
+    paragraphs = [
+        f"Paragraph {n} is about unrelated planning details, schedules and general advice number {n}. " * 4
+        for n in range(8)
+    ]
+    paragraphs.insert(5, topic_sentence)
+    return "\n\n".join(paragraphs)
+
+
+def test_a_long_message_is_recalled_by_the_passage_that_matched_marked_as_an_excerpt() -> None:
+    store = InMemoryStore()
+    answer = long_answer("For your cocktail bar, add a bottle of absinthe for the Sazerac rinse.")
+    assert len(answer) > 2 * LONG_MESSAGE_CHARS
+    store_messages(store, "s1", [("user", "Help me stock a cocktail bar."), ("assistant", answer), *FILLER])
+    result = Recall().search(
+        "s1",
+        "Which bottle did you say the Sazerac rinse needs?",
+        store=store,
+        max_tokens=300,
+        counter=COUNTER,
+    )
+    excerpts = [item for item in result.items if item.excerpt]
+    assert excerpts and "absinthe" in excerpts[0].text
+    assert "Assistant (excerpt): …" in excerpts[0].text
+    assert COUNTER.count_text(excerpts[0].text) < COUNTER.count_text(answer) // 4
+
+
+def test_a_long_turn_does_not_eat_the_recall_room() -> None:
+    store = InMemoryStore()
+    store_messages(
+        store,
+        "s1",
+        [
+            ("user", "I keep my old sneakers in a shoe rack in my closet."),
+            ("assistant", long_answer("Sneakers last longer in a closet rack, away from sun.")),
+            *FILLER,
+        ],
+    )
+    result = Recall().search(
+        "s1",
+        "Where do I keep my old sneakers, in a closet rack?",
+        store=store,
+        max_tokens=250,
+        counter=COUNTER,
+    )
+    texts = "\n".join(item.text for item in result.items)
+    assert "shoe rack in my closet" in texts
+    assert "away from sun" in texts
+
+
+# -- the user's own words ------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("query", "about_user"),
+    [
+        ("How many bikes do I own?", True),
+        ("What book am I currently reading?", True),
+        ("我的狗叫什么名字？", True),
+        ("You suggested a few cocktails; which had absinthe?", False),
+        ("What did you recommend I read next?", False),
+        ("What is the capital of Peru?", False),
+    ],
+)
+def test_questions_about_the_user_are_told_apart(query: str, about_user: bool) -> None:
+    assert asks_about_user(query) is about_user
+
+
+def test_a_question_about_the_user_ranks_their_own_statement_first() -> None:
+    store = InMemoryStore()
+    store_messages(
+        store,
+        "s1",
+        [
+            ("user", "I ride my road bike to work most days."),
+            # A better keyword match than the user's own line, and nothing about the user.
+            ("assistant", "Which road bike to ride to work? Ride a road bike with fenders to work."),
+            *FILLER,
+        ],
+    )
+    result = Recall(config=RecallConfig(relevance_floor=0.0)).search(
+        "s1", "Which road bike do I ride to work?", store=store, max_tokens=30, counter=COUNTER
+    )
+    assert [item.text.splitlines()[-1] for item in result.items] == [
+        "User: I ride my road bike to work most days."
+    ]
+
+
+# -- no memory for a request that needs none ---------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("query", "refers"),
+    [
+        ("How many bikes do I own?", True),
+        ("What did we talk about last week?", True),
+        ("When did Caroline go to the support group?", True),
+        ("Translate 'good morning' into French.", False),
+        ("What is 17 times 23?", False),
+        ("Give me a synonym for 'happy'.", False),
+    ],
+)
+def test_requests_that_refer_to_the_history_are_told_apart(query: str, refers: bool) -> None:
+    assert refers_to_history(query, ["caroline"]) is refers
+
+
+def test_a_request_that_needs_no_memory_recalls_nothing_and_says_why() -> None:
+    store = InMemoryStore()
+    store_messages(
+        store,
+        "s1",
+        [
+            ("user", "I took French lessons in the morning before work."),
+            ("assistant", "Good for you!"),
+            *FILLER,
+        ],
+    )
+    result = Recall().search(
+        "s1", "Translate 'good morning' into French.", store=store, max_tokens=400, counter=COUNTER
+    )
+    assert result.items == ()
+    assert result.reason.startswith("nothing recalled")
+    assert "informative words" in result.reason
+
+
+def test_a_question_about_the_user_with_evidence_recalls_it_and_says_why() -> None:
+    store = InMemoryStore()
+    store_messages(store, "s1", [("user", "I took French lessons in the morning before work."), *FILLER])
+    result = Recall().search(
+        "s1", "When did I take my French lessons?", store=store, max_tokens=400, counter=COUNTER
+    )
+    assert "French lessons" in result.text
+    assert result.reason.startswith("recalled")
+
+
+def test_a_new_chat_asking_for_no_memory_gets_the_room_for_nothing_else() -> None:
+    store = InMemoryStore()
+    old = ConversationMemory("old", store, user_id="ada")
+    old.add_turn("My dog Duoduo loves the park.", "Lovely!")
+    for (_, question), (_, answer) in zip(FILLER[::2], FILLER[1::2], strict=True):
+        old.add_turn(question, answer)
+    fresh = ConversationMemory("new", store, user_id="ada")
+    context = fresh.build_context("Write a haiku about autumn rain.", 1024)
+    assert context.recalled == ()
+    assert context.section("recall").tokens == 0
+
+
+def test_the_gate_can_be_turned_off() -> None:
+    store = InMemoryStore()
+    store_messages(store, "s1", [("user", "I took French lessons in the morning before work."), *FILLER])
+    result = Recall(config=RecallConfig(min_coverage=None)).search(
+        "s1", "Translate 'good morning' into French.", store=store, max_tokens=400, counter=COUNTER
+    )
+    assert "French lessons" in result.text
+
+
+@pytest.mark.parametrize(
+    "query",
+    [
+        "the of and to a in is it that",
+        "😊🙏🎉👍",
+        "where is my order " * 1112,
+        "我的 dog 叫什么 name? Где мой заказ?",
+    ],
+    ids=["stop words", "emoji", "20,000 characters", "mixed scripts"],
+)
+def test_a_hostile_query_from_a_new_chat_gets_a_valid_context(query: str) -> None:
+    store = InMemoryStore()
+    for number in range(5):
+        old = ConversationMemory(f"old-{number}", store, user_id="ada")
+        old.add_turn(
+            f"My order {number} is the blue lamp; 我的狗叫多多.", long_answer("Your lamp ships Monday.")
+        )
+    fresh = ConversationMemory("new", store, user_id="ada")
+    # A huge query only steers recall (frameworks add the user's input themselves).
+    context = fresh.build_context(query, 1024, include_query=len(query) < 1000)
+    assert context.token_count <= context.budget
+    assert context.messages
+
+
+class EnglishOnly(BaseEmbedder):
+    """Like an English-only sentence encoder: English words hash into a space of their own,
+    and every Chinese line lands near one point that every query is somewhat similar to."""
+
+    _name = "english-only-test"
+    dimension = 96
+
+    def _embed(self, texts: list[str], *, query: bool) -> np.ndarray:
+        rows = np.zeros((len(texts), self.dimension), dtype=np.float32)
+        for row, text in zip(rows, texts, strict=True):
+            if has_cjk(text):
+                row[64] = 1.0
+                row[65 + sum(map(ord, text)) % 31] = 0.3
+                continue
+            for word in tokenize(text):
+                row[sum(map(ord, word)) % 64] += 1.0
+            row[64] = 0.4 * float(np.linalg.norm(row[:64]) or 1.0)
+        return rows
+
+
+def test_an_english_question_does_not_recall_chinese_lines_an_english_only_model_puts_near_it() -> None:
+    store = InMemoryStore()
+    lines = [
+        "我养了一只狗，名字叫多多。",
+        "周末我常去西湖边散步。",
+        "我最近在学做红烧肉。",
+        "明天去上海的高铁几点出发？",
+    ]
+    store_messages(store, "s1", [("user", text) for text in lines] + FILLER)
+    recall = Recall(EnglishOnly())
+    recall.catch_up("s1", store)
+    for query in ("What is the capital of Peru?", "Write a haiku about the sea."):
+        result = recall.search("s1", query, store=store, max_tokens=300, counter=COUNTER)
+        assert not any(has_cjk(item.text) for item in result.items), query
+    asked = recall.search("s1", "How many ounces are in a cup?", store=store, max_tokens=300, counter=COUNTER)
+    assert any("eight fluid ounces" in item.text for item in asked.items)
+
+
+def test_memories_of_one_store_can_share_one_lexical_recall() -> None:
+    from convmem._recall.shared import shared_lexical_recall
+
+    store, other = InMemoryStore(), InMemoryStore()
+    assert shared_lexical_recall(store) is shared_lexical_recall(store)
+    assert shared_lexical_recall(store) is not shared_lexical_recall(other)
+    recall = shared_lexical_recall(store)
+    first = ConversationMemory("a", store, user_id="ada", recall=recall)
+    first.add_turn("My locker code is K123.", "Noted.")
+    second = ConversationMemory("b", store, user_id="ada", recall=recall)
+    assert "K123" in second.build_context("What is my locker code?", 400).memory_text
+    assert recall.stats("a", store=store)["messages"] == 2
+
+
+def test_words_about_the_conversation_do_not_count_toward_coverage() -> None:
+    index = BM25Index()
+    index.add(1, tokenize("I've got three bikes."))
+    index.add(2, tokenize("The weather was cold."))
+    asked = index.coverage(tokenize("What did I say I told you about my bikes earlier?"))
+    assert asked[1] == pytest.approx(index.coverage(tokenize("my bikes"))[1]) == pytest.approx(1.0)
+
+
+def test_a_question_about_someone_the_history_names_is_about_the_history() -> None:
+    store = InMemoryStore()
+    store_messages(store, "s1", [("user", "Lola's vet visit cost $50 and the flea medicine $25."), *FILLER])
+    found = Recall().search(
+        "s1",
+        "What is the total cost of Lola's check-up and medicine?",
+        store=store,
+        max_tokens=300,
+        counter=COUNTER,
+    )
+    assert "Lola's vet visit" in found.text
+    unknown = Recall().search(
+        "s1",
+        "What is the total cost of Max's check-up and medicine?",
+        store=store,
+        max_tokens=300,
+        counter=COUNTER,
+    )
+    assert unknown.items == ()
