@@ -69,7 +69,7 @@ def test_the_note_alone_never_takes_a_turns_room() -> None:
 def test_beside_memory_items_the_note_is_paid_for_up_front() -> None:
     memory = chat(MemoryConfig(recall_earlier_turns=False), 30)
     memory.add("user", "My name is Ana and I live in Porto.")
-    context = memory.build_context("And the gutters?", budget=300)
+    context = memory.build_context("And what about my gutters?", budget=300)
     assert context.section("facts").items >= 1
     assert OMITTED_LINE in context.memory_text
 

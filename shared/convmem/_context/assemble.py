@@ -247,7 +247,7 @@ def _section_reports(fitting: _Fitting, config: MemoryConfig, costs: Costs) -> t
             1 if system_prompt else 0,
             "system prompt" if system_prompt else "no system prompt",
         ),
-        SectionReport("facts", facts_tokens, caps["facts"], len(facts_lines)),
+        SectionReport("facts", facts_tokens, caps["facts"], len(facts_lines), request.facts_reason),
         SectionReport(
             "summary",
             summary_tokens,

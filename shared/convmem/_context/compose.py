@@ -33,7 +33,8 @@ from .._derived.summarizer import ExtractiveSummarizer, Summarizer
 from .._derived.user_scope import UserFacts, other_session_stats
 from .._language import detect_language
 from .._models import Turn
-from .._recall.intent import choose_recall_share, points_to_past
+from .._recall.intent import choose_recall_share, points_to_past, refers_to_history, speaks_for_us
+from .._recall.terms import query_terms, tokenize
 from .._sansio import Blocking, Flow
 from .._stores.base import SessionSnapshot, SessionStats, Store
 from .._stores.capabilities import read_session
@@ -98,6 +99,24 @@ def _first_log_seq(stats: SessionStats, turns: Sequence[Turn]) -> int | None:
     if turns and read >= stats.message_count:
         return turns[0].first_seq
     return 1
+
+
+def _facts_for(query: str | None, lines: Sequence[str]) -> tuple[Sequence[str], str]:
+    """The fact lines a build with `query` shows, and why some were left out.
+
+    Facts are about the user: a query about the user or their history (first person,
+    what was said before, a time gone by, a plan of "we"), or no query at all, gets them all; any other
+    request ("Translate 'good morning' into French.") gets only the facts that share a
+    word with it, so a request that needs no memory gets none.
+    """
+    if not lines or query is None or not query.strip() or refers_to_history(query) or speaks_for_us(query):
+        return lines, ""
+    terms = set(query_terms(query))
+    kept = [line for line in lines if terms & set(tokenize(line))]
+    if len(kept) == len(lines):
+        return lines, ""
+    left = len(lines) - len(kept)
+    return kept, f"{left} fact{'s' if left != 1 else ''} left out: the query is not about the user"
 
 
 def build_language(config: MemoryConfig, turns: Sequence[Turn], query: str | None) -> str:
@@ -195,6 +214,12 @@ class ContextComposer:
                 session_stats=stats,
             )
             recalled = self._without_stale_statements(result.items, plan.window_seqs, inputs.book)
+            if not recalled and result.reason:
+                # explain() says why the history gave nothing for this query.
+                asked = dataclasses.replace(asked, recall_reason=f"{asked.recall_reason}; {result.reason}")
+                plan = dataclasses.replace(
+                    plan, request=dataclasses.replace(plan.request, recall_reason=asked.recall_reason)
+                )
         if asked.summary_share is not None and self.builder.recall_cost(recalled, plan) < plan.caps["recall"]:
             # The summary yields to recall only the room recall takes: when what recall
             # found fits beside the summary at its full share, the summary keeps it.
@@ -250,7 +275,9 @@ class ContextComposer:
     ) -> ContextRequest:
         """What the builder needs from the log and the derived state, in one language."""
         language = build_language(self.config, inputs.turns, query)
-        facts = inputs.book.render_lines(language) if inputs.book is not None else ()
+        facts, facts_reason = _facts_for(
+            query, inputs.book.render_lines(language) if inputs.book is not None else ()
+        )
         recall_share, recall_reason = self._recall_share(query)
         summary_share, summary_reason = None, ""
         if (
@@ -270,6 +297,7 @@ class ContextComposer:
             query=query,
             include_query=include_query,
             facts=facts,
+            facts_reason=facts_reason,
             summary=summary,
             first_log_seq=_first_log_seq(stats, inputs.turns),
             log_tokens=stats.total_tokens,

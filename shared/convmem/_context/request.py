@@ -27,6 +27,8 @@ class ContextRequest:
     include_query: bool = True
     facts: Sequence[str] = ()
     """Fact lines, newest first."""
+    facts_reason: str = ""
+    """Why facts the user has were not offered to this build, for ``explain()``."""
     summary: Summary = dataclasses.field(default_factory=Summary)
     """The rolling summary, already shortened to `ContextBuilder.summary_room` if it was over."""
     first_log_seq: int | None = None

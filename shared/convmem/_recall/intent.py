@@ -47,6 +47,7 @@ __all__ = [
     "past_cue",
     "points_to_past",
     "refers_to_history",
+    "speaks_for_us",
 ]
 
 
@@ -348,6 +349,40 @@ def asks_about_user(query: str) -> bool:
     return bool(_FIRST_PERSON_EN.search(query) or _FIRST_PERSON_ZH.search(query))
 
 
+# How questions about a history are put, more broadly than the past-pointing cues: which
+# questions the evidence gate reads as about the history (`refers_to_history`), where
+# a question phrased in the past tense is worth a looser dense margin.
+_HISTORY_EN = re.compile(
+    r"\b(?:when (?:did|was|were|is|have|had|do)|what (?:was|were|did|had)|who (?:was|did|were)"
+    r"|where (?:did|was|were)|how (?:did|long ago)|which \w+ did"
+    r"|remember|recall|remind me|earlier|previously|before|last (?:time|week|month|year|night|session)"
+    r"|ago|yesterday|back then|the other day|you (?:said|told|mentioned|suggested)"
+    r"|i (?:said|told|mentioned|asked)|(?:did|have|had) (?:i|you|we) (?:ever )?"
+    r"(?:say|tell|mention|talk|ask|discuss|told|said|mentioned|talked)"
+    r"|january|february|march|april|june|july|august|september|october|november|december"
+    r"|monday|tuesday|wednesday|thursday|friday|saturday|sunday|(?:19|20)\d\d)\b",
+    re.IGNORECASE,
+)
+_HISTORY_ZH = re.compile(
+    r"之前|以前|上次|上回|还记得|记得|刚才|那天|当时|曾经|说过|提过|提到过|讲过|告诉过|聊过"
+    r"|什么时候|哪天|哪一天|几号|几月|去年|上个月|上周|上星期|昨天|前天|叫什么|是谁|多少|哪里|哪儿"
+)
+
+
+_WE_EN = re.compile(r"\b(?:we|us|our|ours|ourselves|let's)\b", re.IGNORECASE)
+_WE_ZH = re.compile(r"我们|咱们|咱")
+
+
+def speaks_for_us(query: str) -> bool:
+    """Whether `query` speaks for the user and the assistant together ("Where should we go
+    on Sunday?", 我们去哪儿): a plan of theirs, which what the user has said bears on.
+
+    >>> speaks_for_us("Where should we go on Sunday?"), speaks_for_us("Write a haiku.")
+    (True, False)
+    """
+    return bool(_WE_EN.search(query) or _WE_ZH.search(query))
+
+
 def refers_to_history(query: str, speakers: Iterable[str] = ()) -> bool:
     """Whether `query` is about the user or their history rather than a request that stands
     on its own: first person ("my", 我), what the assistant said ("you suggested"), a
@@ -362,9 +397,7 @@ def refers_to_history(query: str, speakers: Iterable[str] = ()) -> bool:
         return True
     if _ASSISTANT_SAID_EN.search(query) or _ASSISTANT_SAID_ZH.search(query):
         return True
-    cue = past_cue(query)
-    # A name alone says nothing of the history unless the history knows it (`speakers`).
-    if cue is not None and cue.reason not in ("asks about a person", "asks about a finished event"):
+    if _HISTORY_EN.search(query) or _HISTORY_ZH.search(query):
         return True
     lowered = query.lower()
     return any(re.search(rf"(?<!\w){re.escape(name)}(?!\w)", lowered) for name in speakers if name)
