@@ -61,7 +61,7 @@ from convmem import (
     forget_user,
 )
 from convmem._derived.facts import HISTORY_KEPT, FactBook
-from convmem._derived.state import FACTS_KEY, SUMMARY_KEY
+from convmem._derived.records import FACTS_KEY, SUMMARY_KEY
 from convmem._stores.redis.store import _escape
 
 KINDS = ["memory", "sqlite", *SERVER_KINDS]

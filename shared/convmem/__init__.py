@@ -20,8 +20,8 @@ from ._context.report import BuiltContext, SectionReport
 from ._derived.background import set_background_workers
 from ._derived.facts import Fact, FactExtractor
 from ._derived.llm import LLMFactExtractor, LLMSummarizer
+from ._derived.records import Summary
 from ._derived.rule_extractor import RuleFactExtractor
-from ._derived.state import Summary
 from ._derived.summarizer import ExtractiveSummarizer, Summarizer
 from ._errors import (
     BudgetError,
@@ -39,7 +39,8 @@ from ._recall.config import RecallConfig
 from ._sessions import SessionRegistry
 from ._stores.base import AsyncStore, SessionStats, Store
 from ._stores.memory import InMemoryStore
-from ._stores.postgres.store import AsyncPostgresStore, PostgresStore
+from ._stores.postgres.async_store import AsyncPostgresStore
+from ._stores.postgres.store import PostgresStore
 from ._stores.redis.store import AsyncRedisStore, RedisStore
 from ._stores.retention import (
     aexpire_idle,

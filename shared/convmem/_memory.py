@@ -16,8 +16,9 @@ from ._config import MemoryConfig
 from ._context.compose import ContextComposer
 from ._context.report import BuiltContext
 from ._derived.facts import Fact, FactExtractor
+from ._derived.records import Summary
 from ._derived.rule_extractor import RuleFactExtractor
-from ._derived.state import DerivedState, Summary
+from ._derived.state import DerivedState
 from ._derived.summarizer import ExtractiveSummarizer, Summarizer
 from ._derived.user_scope import UserFacts
 from ._errors import ConfigError

@@ -25,7 +25,8 @@ from ._context.recent import recent_turns
 from ._context.report import BuiltContext
 from ._context.transcript import render_transcript
 from ._derived.facts import Fact, FactBook
-from ._derived.state import DerivedState, Summary
+from ._derived.records import Summary
+from ._derived.state import DerivedState
 from ._derived.user_scope import UserFacts
 from ._errors import BudgetError, InvalidMessageError
 from ._language import chat_api_message

@@ -41,6 +41,6 @@ def test_a_build_without_a_query_shows_the_facts(ana: ConversationMemory) -> Non
 
 
 def test_a_request_that_names_what_a_fact_is_about_gets_that_fact(ana: ConversationMemory) -> None:
-    context = ana.build_context("Recommend a French restaurant.", budget=400)
+    context = ana.build_context("Is French food healthy?", budget=400)
     assert context.section("facts").items == 1
     assert "french food" in context.memory_text.lower() and "Porto" not in context.memory_text

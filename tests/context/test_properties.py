@@ -17,7 +17,7 @@ from convmem import (
 )
 from convmem._context.builder import ContextBuilder
 from convmem._context.request import ContextRequest
-from convmem._derived.state import Summary
+from convmem._derived.records import Summary
 from convmem._models import Message, Role, group_turns
 from convmem._recall.render import RecalledItem
 from convmem._tokens import REPLY_PRIMING_TOKENS, TextTokenCounter

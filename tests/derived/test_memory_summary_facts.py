@@ -23,7 +23,7 @@ from convmem import (
     TiktokenCounter,
     count_messages,
 )
-from convmem._derived.state import FACTS_KEY
+from convmem._derived.records import FACTS_KEY
 
 
 class RecordingSummarizer:
@@ -337,7 +337,8 @@ def test_background_job_that_hangs_times_out_and_no_turn_is_lost(caplog: pytest.
     with caplog.at_level(logging.WARNING, logger="convmem"):
         talk(memory, 4)
         assert memory.flush(timeout=30)
-    assert "timed out" in caplog.text
+    # Given up by the pool's job timeout or, first, by the model call's own (capped by it).
+    assert "timed out" in caplog.text or "took longer than model_timeout" in caplog.text
     assert len(memory.messages()) == 8
 
 

@@ -366,7 +366,7 @@ def test_with_many_sessions_a_match_by_meaning_alone_is_found(tmp_path: Path) ->
 def test_batched_reads_agree_with_one_read_per_session(store: Store) -> None:
     """What a store answers in one query (`user_session_stats`, `get_states`) is what one
     read per session gives; a store without them is read a session at a time."""
-    from convmem._derived.state import FACTS_KEY
+    from convmem._derived.records import FACTS_KEY
     from convmem._derived.user_scope import other_session_stats
 
     for name in ("a", "b", "c"):

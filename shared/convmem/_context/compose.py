@@ -28,13 +28,21 @@ from typing import TYPE_CHECKING, Any
 
 from .._config import MemoryConfig
 from .._derived.facts import Fact, FactBook
-from .._derived.state import FACTS_KEY, SUMMARY_KEY, DerivedState, Summary
+from .._derived.records import FACTS_KEY, SUMMARY_KEY, Summary
+from .._derived.state import DerivedState
 from .._derived.summarizer import ExtractiveSummarizer, Summarizer
 from .._derived.user_scope import UserFacts, other_session_stats
 from .._language import detect_language
 from .._models import Turn
-from .._recall.intent import choose_recall_share, points_to_past, refers_to_history, speaks_for_us
+from .._recall.intent import (
+    asks_for_advice,
+    choose_recall_share,
+    points_to_past,
+    refers_to_history,
+    speaks_for_us,
+)
 from .._recall.terms import query_terms, tokenize
+from .._salience import is_filler
 from .._sansio import Blocking, Flow
 from .._stores.base import SessionSnapshot, SessionStats, Store
 from .._stores.capabilities import read_session
@@ -105,11 +113,15 @@ def _facts_for(query: str | None, lines: Sequence[str]) -> tuple[Sequence[str], 
     """The fact lines a build with `query` shows, and why some were left out.
 
     Facts are about the user: a query about the user or their history (first person,
-    what was said before, a time gone by, a plan of "we"), or no query at all, gets them all; any other
-    request ("Translate 'good morning' into French.") gets only the facts that share a
-    word with it, so a request that needs no memory gets none.
+    what was said before, a time gone by, a plan of "we"), a request for advice or
+    ideas ("dinner ideas?"), a greeting, or no query at all, gets them all; any other request
+    ("Translate 'good morning' into French.") gets only the facts that share a word
+    with it, so a request that needs no memory gets none.
     """
-    if not lines or query is None or not query.strip() or refers_to_history(query) or speaks_for_us(query):
+    if not lines or query is None or not query.strip():
+        return lines, ""
+    # A greeting is answered by name: the user's facts are what makes it theirs.
+    if refers_to_history(query) or speaks_for_us(query) or asks_for_advice(query) or is_filler(query):
         return lines, ""
     terms = set(query_terms(query))
     kept = [line for line in lines if terms & set(tokenize(line))]

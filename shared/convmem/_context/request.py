@@ -7,7 +7,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Mapping, Sequence
 
-from .._derived.state import Summary
+from .._derived.records import Summary
 from .._models import Message, Turn
 from .window import Dropped, WindowSelection
 

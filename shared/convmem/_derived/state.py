@@ -15,7 +15,6 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import functools
-import json
 import logging
 import time
 from collections.abc import Awaitable, Callable, Sequence
@@ -29,112 +28,22 @@ from .._stores.base import StateRecord, Store
 from .._tokens import TokenCounter
 from .background import Backoff, model_calls, shared_pool
 from .facts import Fact, FactBook, FactExtractor
+from .records import FACTS_KEY, INDEX_KEY, SUMMARY_KEY, FactsRecord, Summary, forget_fact_of
 from .rule_extractor import RuleFactExtractor
 from .summarizer import ExtractiveSummarizer, Summarizer
 
 if TYPE_CHECKING:  # recall loads numpy; the derived state only calls the engine it is given
     from .._recall.engine import Recall
 
-__all__ = ["FACTS_KEY", "SUMMARY_KEY", "DerivedState", "Summary", "forget_fact_of", "parse_facts"]
+__all__ = ["DerivedState"]
 
 logger = logging.getLogger("convmem")
 
-SUMMARY_KEY = "summary"
-FACTS_KEY = "facts"
-INDEX_KEY = "index"
 # Room kept free of the summary's share for the system prompt, the section
 # header and separators, so a summary written for the default budget fits.
 _SUMMARY_SLACK_TOKENS = 24
 
 _T = TypeVar("_T")
-
-
-@dataclasses.dataclass(frozen=True)
-class Summary:
-    """The rolling summary of a session and the last seq it covers."""
-
-    text: str = ""
-    covers_through_seq: int = 0
-    updated_at: float | None = None
-
-    def to_json(self) -> str:
-        return json.dumps(dataclasses.asdict(self), ensure_ascii=False)
-
-    @classmethod
-    def from_record(cls, record: StateRecord | None, session_id: str) -> Summary:
-        if record is None:
-            return cls()
-        try:
-            data = json.loads(record.value)
-            return cls(str(data["text"]), int(data["covers_through_seq"]), data.get("updated_at"))
-        except (ValueError, KeyError, TypeError) as exc:
-            raise StoreError(f"stored summary of session {session_id!r} is malformed: {exc}") from None
-
-
-@dataclasses.dataclass(frozen=True)
-class _FactsState:
-    book: FactBook
-    covers_through_seq: int
-
-    def to_json(self) -> str:
-        return json.dumps({"covers_through_seq": self.covers_through_seq, "book": self.book.to_json()})
-
-    @classmethod
-    def from_record(cls, record: StateRecord | None, session_id: str) -> _FactsState:
-        if record is None:
-            return cls(FactBook(), 0)
-        book_json, covers_through_seq = cls.fields(record, session_id)
-        return cls(cls.parse_book(book_json, session_id), covers_through_seq)
-
-    @staticmethod
-    def fields(record: StateRecord, session_id: str) -> tuple[str, int]:
-        """The JSON of the book a stored facts record holds, and the seq it covers through."""
-        try:
-            data = json.loads(record.value)
-            covers_through_seq = int(data["covers_through_seq"])
-            book = data["book"]
-        except (ValueError, KeyError, TypeError) as exc:
-            raise _malformed(session_id, exc) from None
-        if not isinstance(book, str):
-            raise _malformed(session_id, TypeError(f"the book is a {type(book).__name__}, not JSON text"))
-        return book, covers_through_seq
-
-    @staticmethod
-    def parse_book(book_json: str, session_id: str) -> FactBook:
-        try:
-            return FactBook.from_json(book_json)
-        except (ValueError, KeyError, TypeError) as exc:
-            raise _malformed(session_id, exc) from None
-
-
-def _malformed(session_id: str, exc: Exception) -> StoreError:
-    return StoreError(f"stored facts of session {session_id!r} are malformed: {exc}")
-
-
-def parse_facts(record: StateRecord | None, session_id: str) -> FactBook:
-    """The fact book a session's stored facts record holds (empty for no record)."""
-    return _FactsState.from_record(record, session_id).book
-
-
-def forget_fact_of(store: Store, session_id: str, key: str) -> bool:
-    """Remove the fact `key` (and its history) from the stored facts of `session_id`,
-    with compare-and-set; False if that session had no such fact."""
-    for _ in range(5):
-        record = store.get_state(session_id, FACTS_KEY)
-        state = _FactsState.from_record(record, session_id)
-        book = FactBook.from_json(state.book.to_json())
-        if not book.forget(key):
-            return False
-        written = store.put_state(
-            session_id,
-            FACTS_KEY,
-            _FactsState(book, state.covers_through_seq).to_json(),
-            expected_version=record.version if record else 0,
-            requires_seq=state.covers_through_seq,
-        )
-        if written is not None:
-            return True
-    raise StoreError(f"could not update the facts of session {session_id!r}: too many concurrent writers")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -460,26 +369,26 @@ class DerivedState:
             return cached[2]
         # Every write moves the record's covers_through_seq, but the facts themselves
         # seldom change: parse the book again only when its own JSON did.
-        book_json, _ = _FactsState.fields(record, self.session_id)
+        book_json, _ = FactsRecord.fields(record, self.session_id)
         if cached is not None and cached[1] == book_json:
             book = cached[2]
         else:
-            book = _FactsState.parse_book(book_json, self.session_id)
+            book = FactsRecord.parse_book(book_json, self.session_id)
         self._facts_cache = (record.value, book_json, book)
         return book
 
-    def _plan_facts(self) -> tuple[_FactsState, int, list[Message]] | None:
+    def _plan_facts(self) -> tuple[FactsRecord, int, list[Message]] | None:
         record = self.store.get_state(self.session_id, FACTS_KEY)
-        state = _FactsState.from_record(record, self.session_id)
+        state = FactsRecord.from_record(record, self.session_id)
         new = self.store.messages(self.session_id, after_seq=state.covers_through_seq)
         if not new:
             return None
         return state, record.version if record else 0, new
 
-    def _commit_facts(self, state: _FactsState, version: int, new: list[Message], facts: list[Fact]) -> bool:
+    def _commit_facts(self, state: FactsRecord, version: int, new: list[Message], facts: list[Fact]) -> bool:
         book = FactBook.from_json(state.book.to_json())
         book.apply(facts)
-        updated = _FactsState(book, new[-1].seq or state.covers_through_seq)
+        updated = FactsRecord(book, new[-1].seq or state.covers_through_seq)
         written = self.store.put_state(
             self.session_id,
             FACTS_KEY,
@@ -608,7 +517,7 @@ class DerivedState:
         record = self.store.get_state(self.session_id, FACTS_KEY)
         if record is None:
             return None
-        state = _FactsState.from_record(record, self.session_id)
+        state = FactsRecord.from_record(record, self.session_id)
         book = FactBook.from_json(state.book.to_json())
         dropped = book.drop_seqs(seqs)
         # A replacement the watermark passed is never read again by update_facts: read it here.
@@ -622,7 +531,7 @@ class DerivedState:
         written = self.store.put_state(
             self.session_id,
             FACTS_KEY,
-            _FactsState(plan.book, plan.covers_through_seq).to_json(),
+            FactsRecord(plan.book, plan.covers_through_seq).to_json(),
             expected_version=plan.version,
             requires_seq=0,
         )

@@ -22,7 +22,7 @@ from collections.abc import Sequence
 from .._stores.base import SessionStats, StateRecord, Store
 from .._stores.capabilities import ListsUserSessions, ReadsStates
 from .facts import FactBook
-from .state import FACTS_KEY, forget_fact_of, parse_facts
+from .records import FACTS_KEY, forget_fact_of, parse_facts
 
 __all__ = ["UserFacts", "other_session_stats", "user_sessions"]
 

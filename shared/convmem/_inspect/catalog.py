@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Generic, TypeVar
 
 from .._config import MemoryConfig
 from .._derived.facts import Fact
-from .._derived.state import FACTS_KEY, SUMMARY_KEY, Summary, parse_facts
+from .._derived.records import FACTS_KEY, SUMMARY_KEY, Summary, parse_facts
 from .._derived.user_scope import UserFacts
 from .._errors import ConfigError
 from .._models import Message

@@ -42,6 +42,7 @@ from .language import count_cjk
 __all__ = [
     "PastCue",
     "asks_about_user",
+    "asks_for_advice",
     "asks_for_several",
     "choose_recall_share",
     "past_cue",
@@ -381,6 +382,24 @@ def speaks_for_us(query: str) -> bool:
     (True, False)
     """
     return bool(_WE_EN.search(query) or _WE_ZH.search(query))
+
+
+_ADVICE_EN = re.compile(
+    r"\b(?:recommend\w*|suggest\w*|ideas?|advice|advise|tips?|should\s+i|what\s+to\s+(?:eat|cook|wear|read"
+    r"|watch|buy|do|visit|try)|where\s+to\s+(?:go|eat|stay))\b",
+    re.IGNORECASE,
+)
+_ADVICE_ZH = re.compile(r"推荐|建议|有什么好|吃什么|去哪|买什么|看什么|该怎么|应该")
+
+
+def asks_for_advice(query: str) -> bool:
+    """Whether `query` asks for a recommendation, a suggestion or ideas ("dinner ideas?",
+    推荐一部电影): what the user likes, lives with or cannot eat bears on the answer.
+
+    >>> asks_for_advice("dinner ideas?"), asks_for_advice("Explain how a hash table works.")
+    (True, False)
+    """
+    return bool(_ADVICE_EN.search(query) or _ADVICE_ZH.search(query))
 
 
 def refers_to_history(query: str, speakers: Iterable[str] = ()) -> bool:
