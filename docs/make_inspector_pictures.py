@@ -1,4 +1,4 @@
-"""Draw the README's pictures of the memory inspector into docs/images/.
+"""Draw the pictures of the memory inspector (README.md, docs/inspector.md) into docs/images/.
 
 One conversation, one build, three surfaces:
 
