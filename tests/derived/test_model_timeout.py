@@ -254,3 +254,33 @@ def test_past_the_limit_of_late_calls_no_model_call_starts(models: list[HangingL
         threading.Event().wait(0.01)
     assert calls.call("another session", lambda: "answered", timeout=5, what="a call") == "answered"
     assert calls.late() == 0
+
+
+
+def test_a_late_async_call_whose_event_loop_closed_holds_no_key(models: list[HangingLLM]) -> None:
+    """A call left running in a loop that is then closed never ends: it must not hold its
+    key (and count against the process's limit of late calls) for the life of the process."""
+    before = model_calls().late()
+    summary_model = hanging(models, asynchronous=True)
+    fact_model = hanging(models, "[]", asynchronous=True)
+    store = InMemoryStore()
+
+    def memory_of_a_request() -> ConversationMemory:  # a new one: no backoff holds a retry back
+        return ConversationMemory(
+            "closed loop",
+            store,
+            config(),
+            summarizer=LLMSummarizer(summary_model),
+            fact_extractor=LLMFactExtractor(fact_model),
+        )
+
+    memory = memory_of_a_request()
+    loop = asyncio.new_event_loop()
+    loop.run_until_complete(memory.aadd_turn("My name is Quill and I live in Oslo.", "Hello Quill."))
+    loop.run_until_complete(memory.aadd_turn("What should I cook tonight?", "Try a risotto."))
+    assert model_calls().late() == before + 2  # both calls outlived their deadline
+    loop.close()  # with the calls still pending
+    assert model_calls().late() == before
+    asyncio.run(memory_of_a_request().aadd_turn("Thanks!", "You're welcome."))  # new calls start
+    assert len(summary_model.prompts) == 2 and len(fact_model.prompts) == 2
+

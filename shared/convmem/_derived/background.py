@@ -52,6 +52,7 @@ from .._errors import ConfigError, ModelTimeoutError
 __all__ = [
     "DEFAULT_WORKERS",
     "Backoff",
+    "Identity",
     "ModelCalls",
     "WorkerPool",
     "model_calls",
@@ -68,6 +69,29 @@ MAX_WORKERS = 64
 IDLE_SECONDS = 5.0
 # Model calls past their deadline that may still run in one process (one thread each).
 MAX_LATE_CALLS = 64
+
+
+class Identity:
+    """A key part that stands for one object, compared by identity, and keeps it alive.
+
+    ``id(store)`` alone is not a key: once a store is freed, a new store can get the same
+    number and would inherit the old one's running job or late model call. An `Identity`
+    held in a key keeps its object alive as long as the key is in use.
+    """
+
+    __slots__ = ("obj",)
+
+    def __init__(self, obj: object) -> None:
+        self.obj = obj
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Identity) and other.obj is self.obj
+
+    def __hash__(self) -> int:
+        return id(self.obj)
+
+    def __repr__(self) -> str:
+        return f"Identity({type(self.obj).__name__} at {id(self.obj):#x})"
 
 
 class Backoff:
@@ -378,8 +402,8 @@ class ModelCalls:
     def __init__(self, *, max_late: int = MAX_LATE_CALLS) -> None:
         self._max_late = max_late
         self._lock = threading.Lock()
-        # key -> set when the call that outlived its deadline there has ended
-        self._late: dict[Hashable, threading.Event] = {}
+        # key -> whether the call that outlived its deadline there has ended
+        self._late: dict[Hashable, Callable[[], bool]] = {}
 
     def late(self) -> int:
         """How many calls outlived their deadline and are still running (for monitoring)."""
@@ -388,7 +412,7 @@ class ModelCalls:
             return len(self._late)
 
     def _prune(self) -> None:
-        for key in [key for key, ended in self._late.items() if ended.is_set()]:
+        for key in [key for key, ended in self._late.items() if ended()]:
             del self._late[key]
 
     def _claim(self, key: Hashable, what: str) -> None:
@@ -407,7 +431,7 @@ class ModelCalls:
                 )
 
     def _outlived(
-        self, key: Hashable, ended: threading.Event, what: str, timeout: float
+        self, key: Hashable, ended: Callable[[], bool], what: str, timeout: float
     ) -> ModelTimeoutError:
         with self._lock:
             self._late[key] = ended
@@ -432,7 +456,7 @@ class ModelCalls:
 
         threading.Thread(target=target, name=f"convmem-model {what}", daemon=True).start()
         if not ended.wait(timeout):
-            raise self._outlived(key, ended, what, timeout)
+            raise self._outlived(key, ended.is_set, what, timeout)
         ok, value = outcome[0]
         if not ok:
             raise value
@@ -445,13 +469,15 @@ class ModelCalls:
         """Await `run()`; `ModelTimeoutError` after `timeout` seconds, the call left to end by itself."""
         self._claim(key, what)
         task = asyncio.ensure_future(run())
-        ended = threading.Event()
-        task.add_done_callback(lambda _: ended.set())
+        loop = asyncio.get_running_loop()
         try:
             return await asyncio.wait_for(asyncio.shield(task), timeout)
         except asyncio.TimeoutError:
             task.add_done_callback(_drop_outcome)
-            raise self._outlived(key, ended, what, timeout) from None
+            # A call whose event loop was closed never ends: it no longer holds its key.
+            raise self._outlived(
+                key, lambda: task.done() or loop.is_closed(), what, timeout
+            ) from None
 
 
 def _drop_outcome(task: asyncio.Future[Any]) -> None:

@@ -26,7 +26,7 @@ from .._errors import ModelTimeoutError, StoreError
 from .._models import Message, Role
 from .._stores.base import StateRecord, Store
 from .._tokens import TokenCounter
-from .background import Backoff, model_calls, shared_pool
+from .background import Backoff, Identity, model_calls, shared_pool
 from .facts import Fact, FactBook, FactExtractor
 from .records import FACTS_KEY, INDEX_KEY, SUMMARY_KEY, FactsRecord, Summary, forget_fact_of
 from .rule_extractor import RuleFactExtractor
@@ -128,7 +128,7 @@ class DerivedState:
         if self._closed:
             return
         accepted = shared_pool().submit(
-            (id(self.store), self.session_id, kind),
+            (Identity(self.store), self.session_id, kind),
             job,
             owner=self,
             timeout=self.config.background_timeout,
@@ -232,7 +232,7 @@ class DerivedState:
         if self._offline(kind):
             return run()
         return model_calls().call(
-            (id(self.store), self.session_id, kind),
+            (Identity(self.store), self.session_id, kind),
             run,
             timeout=self._model_timeout(),
             what=f"the {kind} model call of session {self.session_id!r:.80}",
@@ -243,7 +243,7 @@ class DerivedState:
         if self._offline(kind):
             return await run()
         return await model_calls().acall(
-            (id(self.store), self.session_id, kind),
+            (Identity(self.store), self.session_id, kind),
             run,
             timeout=self._model_timeout(),
             what=f"the {kind} model call of session {self.session_id!r:.80}",
