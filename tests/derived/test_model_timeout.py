@@ -256,7 +256,6 @@ def test_past_the_limit_of_late_calls_no_model_call_starts(models: list[HangingL
     assert calls.late() == 0
 
 
-
 def test_a_late_async_call_whose_event_loop_closed_holds_no_key(models: list[HangingLLM]) -> None:
     """A call left running in a loop that is then closed never ends: it must not hold its
     key (and count against the process's limit of late calls) for the life of the process."""
@@ -283,4 +282,3 @@ def test_a_late_async_call_whose_event_loop_closed_holds_no_key(models: list[Han
     assert model_calls().late() == before
     asyncio.run(memory_of_a_request().aadd_turn("Thanks!", "You're welcome."))  # new calls start
     assert len(summary_model.prompts) == 2 and len(fact_model.prompts) == 2
-

@@ -475,9 +475,7 @@ class ModelCalls:
         except asyncio.TimeoutError:
             task.add_done_callback(_drop_outcome)
             # A call whose event loop was closed never ends: it no longer holds its key.
-            raise self._outlived(
-                key, lambda: task.done() or loop.is_closed(), what, timeout
-            ) from None
+            raise self._outlived(key, lambda: task.done() or loop.is_closed(), what, timeout) from None
 
 
 def _drop_outcome(task: asyncio.Future[Any]) -> None:
