@@ -198,7 +198,7 @@ def test_path_and_store_together_are_refused_naming_both() -> None:
 
 
 def test_a_store_that_is_not_a_convmem_store_is_refused_naming_it() -> None:
-    with pytest.raises(ConfigError, match="store must be a convmem Store"):
+    with pytest.raises(ConfigError, match="needs store= to be a convmem Store"):
         memory_from_options(None, "s1", store={})  # type: ignore[arg-type]
 
 

@@ -21,7 +21,7 @@ from ._config import MemoryConfig
 from ._errors import ConfigError, InvalidSessionIdError
 from ._memory import ConversationMemory, open_store
 from ._options import check_int
-from ._stores.base import Store, is_store, require_sync_store, validate_id
+from ._stores.base import Store, require_sync_store, validate_id
 from ._stores.memory import InMemoryStore
 from ._tokens import TokenCounter, default_counter
 
@@ -44,8 +44,6 @@ def store_from_options(path: str | os.PathLike[str] | None, store: Store | None)
         raise ConfigError("pass path= (a SQLite file) or store=, not both")
     if store is not None:
         require_sync_store(store, "a SessionRegistry or memory_from_options")
-        if not is_store(store):
-            raise ConfigError(f"store must be a convmem Store (e.g. SQLiteStore), got {type(store).__name__}")
         return store
     return open_store(path) if path is not None else InMemoryStore()
 

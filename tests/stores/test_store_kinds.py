@@ -108,3 +108,21 @@ def test_each_store_declares_its_capabilities_among_its_bases(store_class: type,
         if name.startswith(("Reads", "Lists", "Hosts", "Has", "Async"))
     }
     assert {base.__name__ for base in store_class.__mro__} & capabilities == declared
+
+
+@pytest.mark.parametrize("not_a_store", ["memory.db", 3, object(), {"url": "redis://"}])
+def test_a_memory_refuses_what_is_not_a_store_and_says_what_is_allowed(not_a_store: object) -> None:
+    with pytest.raises(
+        ConfigError, match=r"ConversationMemory needs store= to be a convmem Store"
+    ) as refused:
+        ConversationMemory("x", not_a_store)  # type: ignore[arg-type]
+    assert type(not_a_store).__name__ in str(refused.value) and "SQLiteStore" in str(refused.value)
+
+
+def test_a_store_missing_a_method_is_refused_with_the_methods_it_lacks() -> None:
+    class Half:
+        def append(self, session_id: str, message: object) -> int:
+            return 0
+
+    with pytest.raises(ConfigError, match=r"it lacks .*messages"):
+        ConversationMemory("x", Half())  # type: ignore[arg-type]

@@ -418,9 +418,18 @@ def is_async_store(store: object) -> TypeGuard[AsyncStore]:
 
 def require_sync_store(store: object, user: str) -> None:
     """Refuse an `AsyncStore` given to `user` (the API that was passed it, which calls its
-    store synchronously) with a `ConfigError` that names the sync store to pass instead."""
-    if not is_async_store(store):
+    store synchronously) with a `ConfigError` that names the sync store to pass instead, and
+    anything that is not a store at all (None stands for the default store)."""
+    if store is None or is_store(store):
         return
+    if not is_async_store(store):
+        missing = [name for name in _STORE_METHODS if not callable(getattr(store, name, None))]
+        lacks = f"; it lacks {', '.join(missing[:4])}{' ...' if len(missing) > 4 else ''}" if missing else ""
+        raise ConfigError(
+            f"{user} needs store= to be a convmem Store (SQLiteStore, InMemoryStore, RedisStore, "
+            f"PostgresStore or one of your own implementing the Store protocol) or None, got "
+            f"{type(store).__name__} {store!r:.60}{lacks}"
+        )
     name = type(store).__name__
     sync_twin = name[len("Async") :] if name.startswith("Async") and len(name) > len("Async") else None
     instead = (
