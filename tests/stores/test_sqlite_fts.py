@@ -27,6 +27,7 @@ from convmem import (
     SQLiteStore,
     TiktokenCounter,
 )
+from convmem._recall.history_index import SlotView
 from convmem._recall.lexical import BM25TextIndex, tokenize
 from convmem._stores.sqlite.lexical import SQLiteLexicalIndex
 
@@ -125,7 +126,7 @@ def test_other_stores_keep_the_in_process_bm25_index() -> None:
     store.append("s1", [Message.create("user", "I adopted a corgi named Duoduo.")])
     recall = Recall()
     recall.search("s1", "corgi", store=store, counter=COUNTER, max_tokens=200)
-    assert isinstance(recall._state("s1", store).lexical_messages, BM25TextIndex)
+    assert isinstance(recall._state("s1", store).lexical_messages, (BM25TextIndex, SlotView))
 
 
 def test_chinese_terms_round_trip_through_fts5(tmp_path: Path) -> None:

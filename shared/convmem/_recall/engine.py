@@ -42,8 +42,10 @@ from .._stores.base import SessionStats, Store
 from .._tokens import TokenCounter
 from .config import RecallConfig, RecallFilters
 from .embedder import Embedder
+from .history_index import HistoryIndex, SlotView
 from .index_scope import IndexScope, NamespacedStore, check_namespace, store_namespace
 from .intent import choose_recall_share
+from .lexical import BM25TextIndex, StoredLexicalIndex
 from .plan import Blocking, EmbedQuery, Plan, arun_plan, run_plan
 from .rank import without_speakers
 from .render import RecalledItem, RecallResult
@@ -173,6 +175,9 @@ class Recall:
         self._evicted: weakref.WeakValueDictionary[tuple[int | None, str], SessionMirror] = (
             weakref.WeakValueDictionary()
         )
+        # The keyword index of each user's history in this process, by (store key, owner):
+        # a user's sessions score as one collection, in one pass (see `HistoryIndex`).
+        self._histories: dict[tuple[int | None, tuple[str, str]], HistoryIndex] = {}
         self._store_keys: weakref.WeakKeyDictionary[Any, int] = weakref.WeakKeyDictionary()
         self._next_store_key = 1
         self._lock = threading.Lock()
@@ -327,9 +332,56 @@ class Recall:
                 self._evicted[old_key] = old
                 evicted.append(old)
         for old in evicted:
+            self._detach(old)
             if old.unsaved:
                 self._save(old)
         return state
+
+    # -- a user's history -------------------------------------------------------------
+
+    def _attach(self, state: SessionMirror, user_id: str | None) -> None:
+        """Keep the session's keyword documents in its owner's `HistoryIndex` (the user's, or
+        the session's own without a user), moving them there when the owner changed. An
+        index the store keeps stays where it is."""
+        owner = ("user", user_id) if user_id is not None else ("session", state.session_id)
+        views = state.slot_views
+        if state.history_owner == owner and views is not None and views[0].alive:
+            return
+        store_key = state.key[0]
+        if store_key is None or isinstance(state.lexical_messages, StoredLexicalIndex):
+            return
+        with self._lock:
+            history = self._histories.get((store_key, owner))
+            if history is None:
+                history = self._histories[(store_key, owner)] = HistoryIndex()
+            fresh = history.acquire()
+        with state.lock:
+            if fresh is None:  # every slot of this user taken: the session scores on its own
+                state.use_lexical((BM25TextIndex(), BM25TextIndex()), refill=bool(state.order))
+            else:
+                state.use_lexical(fresh, refill=bool(state.order))
+            state.history_owner = owner
+        if views is not None:
+            self._release(views[0])
+
+    def _detach(self, state: SessionMirror) -> None:
+        """Take the session's documents out of its user's history (it is dropped or
+        forgotten); read again, it is mirrored afresh."""
+        with state.lock:
+            views = state.slot_views
+            if views is None:
+                return
+            state.use_lexical((BM25TextIndex(), BM25TextIndex()), refill=False)
+            state.history_owner = None
+            state.needs_full_read = True
+        self._release(views[0])
+
+    def _release(self, view: SlotView) -> None:
+        with self._lock:
+            view.release()
+            for key, history in list(self._histories.items()):
+                if history is view.history and not len(history):
+                    del self._histories[key]
 
     def _forget_key(self, key: tuple[int | None, str]) -> None:
         keys = self._keys_of.get(key[1])
@@ -363,6 +415,7 @@ class Recall:
         stats = store.stats(state.session_id)  # before the log: see adopt_log
         generation = stats.generation
         changed, retired, first_sight = False, state.generation, False
+        self._attach(state, stats.user_id)
         with state.lock:
             if state.index is None and state.generation is UNKNOWN:
                 # First sight: vectors saved for this very log, or held in a shared store.
@@ -524,6 +577,7 @@ class Recall:
                         states.append(state)
         indexes: list[VectorIndex] = []
         for state in states:
+            self._detach(state)
             with state.lock:
                 state.forgotten = True
                 if state.index is not None and all(state.index is not seen for seen in indexes):
@@ -742,6 +796,9 @@ class Recall:
                 yield from self._embed_queued(state)
                 if state.unsaved:
                     yield Blocking(functools.partial(self._save, state))
+            else:
+                # The session may have been given to a user since it was first read.
+                self._attach(state, state.user_id)
         except Exception as exc:  # recall degrades, the build goes on
             logger.warning("recall could not read the log of session %r: %s", session_id, exc)
         return state

@@ -34,6 +34,7 @@ from .terms import CJK_PAIR, query_terms, tokenize
 logger = logging.getLogger("convmem")
 
 __all__ = [
+    "ABOUT_THE_TALK",
     "BM25Index",
     "BM25TextIndex",
     "BufferedLexicalIndex",
@@ -50,7 +51,7 @@ __all__ = [
 ]
 
 # Words a question uses to point at the conversation, not at what was said in it.
-_ABOUT_THE_TALK = frozenset(
+ABOUT_THE_TALK = frozenset(
     term
     for term in tokenize(
         "say said says tell told mention mentioned remember remind recall ask asked talk talked "
@@ -324,7 +325,7 @@ class BM25Index:
         weights = {
             term: collection.idf(term)
             for term in set(query_tokens)
-            if term not in _ABOUT_THE_TALK
+            if term not in ABOUT_THE_TALK
             and (collection.frequencies.get(term) or not CJK_PAIR.fullmatch(term))
         }
         total = sum(weights.values())

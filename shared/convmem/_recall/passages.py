@@ -93,14 +93,15 @@ def excerpt_text(text: str, span: tuple[int, int]) -> str:
 
 
 def best_of_each_message(
-    scores: LexicalScores, passages: Mapping[int, Sequence[tuple[int, int]]]
+    scores: LexicalScores, passages: Mapping[int, Sequence[tuple[int, int]]] | None
 ) -> tuple[LexicalScores, dict[int, int]]:
     """Passage scores as message scores (each message's best passage), and the best
-    passage of each long message that matched."""
+    passage of each long message that matched (`passages` None: of every message that
+    matched, for scores of several sessions whose long messages the caller sorts out)."""
     if not len(scores):
         return scores, {}
     seqs = scores.ids >> PART_BITS
-    if not passages:  # every message is one passage: ids stay in order, one per message
+    if passages is not None and not passages:  # every message is one passage: one id per message
         return LexicalScores(seqs, scores.scores), {}
     # Best first within each message: the first row of each message is its best passage.
     order = np.lexsort((-scores.scores, seqs))
@@ -110,6 +111,6 @@ def best_of_each_message(
     parts = {
         seq: part
         for seq, part in zip(seqs[first].tolist(), best_parts.tolist(), strict=True)
-        if seq in passages
+        if passages is None or seq in passages
     }
     return LexicalScores(seqs[first], values[first]), parts

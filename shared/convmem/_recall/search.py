@@ -26,9 +26,11 @@ from .._models import Message, Role
 from .._tokens import TokenCounter
 from .config import RecallConfig, RecallFilters
 from .gate import DenseProfile, judge
+from .history_index import SLOT_SHIFT, split_by_slot
 from .intent import asks_about_user, asks_for_several, refers_to_history
 from .language import SECTION_HEADERS, choose_language, is_cjk_text
 from .lexical import CollectionStats, LexicalScores, no_scores, tokenize
+from .passages import best_of_each_message
 from .rank import Evidence, dense_similarities, named_speakers, rank
 from .render import CachedLine, LineKey, RecallResult, render
 from .units import EXCHANGE_SEQ_MASK, SessionMirror, is_exchange_unit
@@ -142,12 +144,11 @@ def _answer(
     filters: RecallFilters | None,
     config: RecallConfig,
 ) -> RecallResult:
-    collections = _collections(mirrors, query, config)
-    found = []
-    for position, mirror in enumerate(mirrors):
+    collections, found = _lexical(mirrors, query, config)
+    for position, (mirror, f) in enumerate(zip(mirrors, found, strict=True)):
         with mirror.lock:
-            found.append(_find(mirror, query, vector, excluded if position == 0 else (), collections, config))
-        problem = problem or found[-1].problem
+            _dense_hits(mirror, vector, excluded if position == 0 else (), config, f)
+        problem = problem or f.problem
     if any(f.problem for f in found):
         vector = None  # one session's vectors unusable: rank every session by words alike
     lexical_best = (
@@ -277,16 +278,66 @@ def _collections(
     return out
 
 
+def _lexical(
+    mirrors: Sequence[SessionMirror], query: str, config: RecallConfig
+) -> tuple[dict[str, CollectionStats | None], list[_Found]]:
+    """The keyword statistics of the whole history for `query` (per unit kind) and each
+    session's keyword scores on that scale: in one pass over the user's `HistoryIndex`
+    when every session keeps its documents there, else session by session."""
+    views = [mirror.slot_views for mirror in mirrors]
+    # A session with nothing mirrored (a new chat, before its first message gives it an
+    # owner) scores nothing wherever it keeps its documents.
+    held = [v for v, mirror in zip(views, mirrors, strict=True) if mirror.order or v is None]
+    history = held[0][0].history if held and held[0] is not None else None
+    if history is None or any(v is None or v[0].history is not history for v in held):
+        each = _collections(mirrors, query, config)
+        found = []
+        for mirror in mirrors:
+            with mirror.lock:
+                found.append(_find(mirror, query, each, config))
+        return each, found
+    by_message, by_exchange = _units(config)
+    slots = [v[0] for v in held if v is not None]
+    kinds = ("messages", "exchanges") if by_exchange else ("messages",)
+    joint = history.find(query, slots, kinds)
+    # Passage ids are ``slot << 48 | seq << 8 | part``: their best per message is keyed
+    # ``slot << 40 | seq``, the messages' joint keys.
+    messages, parts = best_of_each_message(joint.scores["messages"], None)
+    coverage, _ = best_of_each_message(joint.coverage, None)
+    # A session outside the history (nothing mirrored) gets a slot number no view has.
+    numbers = [v[0].slot if v is not None and v[0].history is history else -1 for v in views]
+    by_slot = split_by_slot(messages, _GROUP_SHIFT, numbers)
+    coverage_by_slot = split_by_slot(coverage, _GROUP_SHIFT, numbers)
+    exchanges_by_slot = split_by_slot(joint.scores["exchanges"], SLOT_SHIFT, numbers) if by_exchange else {}
+    parts_by_slot: dict[int, dict[int, int]] = {}
+    for key, part in parts.items():
+        parts_by_slot.setdefault(key >> _GROUP_SHIFT, {})[key & _SEQ_MASK] = part
+    found = []
+    for mirror, slot in zip(mirrors, numbers, strict=True):
+        own_parts = parts_by_slot.get(slot, {})
+        found.append(
+            _Found(
+                by_slot[slot] if by_message else no_scores(),
+                exchanges_by_slot.get(slot, no_scores()),
+                coverage_by_slot[slot],
+                {seq: part for seq, part in own_parts.items() if seq in mirror.passages},
+                [],
+            )
+        )
+    collections: dict[str, CollectionStats | None] = {
+        "messages": joint.collections["messages"],
+        "exchanges": joint.collections.get("exchanges"),
+    }
+    return collections, found
+
+
 def _find(
     mirror: SessionMirror,
     query: str,
-    vector: np.ndarray | None,
-    excluded: Collection[int],
     collections: Mapping[str, CollectionStats | None],
     config: RecallConfig,
 ) -> _Found:
-    """One session's keyword scores (on the history's scale), its keyword coverage and its
-    vector hits (lock held)."""
+    """One session's keyword scores (on the history's scale) and its keyword coverage (lock held)."""
     by_message, by_exchange = _units(config)
     messages, parts = (
         mirror.best_passages("messages", query, collections["messages"]) if by_message else (no_scores(), {})
@@ -299,24 +350,33 @@ def _find(
         messages = _on_shared_scale(mirror.lexical_messages, query, messages)
     if collections["exchanges"] is None:
         exchanges = _on_shared_scale(mirror.lexical_exchanges, query, exchanges)
-    found = _Found(messages, exchanges, coverage, parts, [])
+    return _Found(messages, exchanges, coverage, parts, [])
+
+
+def _dense_hits(
+    mirror: SessionMirror,
+    vector: np.ndarray | None,
+    excluded: Collection[int],
+    config: RecallConfig,
+    found: _Found,
+) -> None:
+    """Add the session's vector hits for the query to `found` (lock held)."""
     index = mirror.index
     if vector is None or index is None or not len(index):
-        return found
+        return
     if vector.shape[-1] != index.dimension:
         found.problem = (
             f"query vector has {vector.shape[-1]} dimensions, the index {index.dimension}; "
             "keywords only (call rebuild() after changing the embedder)"
         )
         logger.warning("recall for session %r: %s", mirror.session_id, found.problem)
-        return found
+        return
     try:
         # Over-fetch by the window instead of an IDSelector: selector search is slower.
         found.hits = index.search(vector, config.candidates + len(excluded))
     except Exception as exc:
         logger.warning("vector search failed for session %r: %s", mirror.session_id, exc)
         found.problem = f"vector search failed ({exc}); keywords only"
-    return found
 
 
 def _on_shared_scale(index: object, query: str, scores: LexicalScores) -> LexicalScores:
@@ -329,14 +389,6 @@ def _on_shared_scale(index: object, query: str, scores: LexicalScores) -> Lexica
     return LexicalScores(scores.ids, scores.scores / weight) if weight > 0 else scores
 
 
-def _kth_best(values: Sequence[np.ndarray], k: int) -> float:
-    """The `k`-th best of all `values` (-inf when there are no more than `k`)."""
-    pooled = np.concatenate([np.asarray(v, dtype=np.float64) for v in values]) if values else np.zeros(0)
-    if len(pooled) <= k:
-        return -np.inf
-    return float(np.partition(pooled, len(pooled) - k)[len(pooled) - k])
-
-
 @dataclasses.dataclass
 class _Picked:
     messages: np.ndarray
@@ -347,17 +399,15 @@ class _Picked:
 def _best_k(scores: Sequence[np.ndarray], k: int) -> list[np.ndarray]:
     """For each array of `scores`, a mask of those among the `k` best of all of them; of
     equal scores at the boundary, those of earlier arrays, then earlier places."""
-    kth = _kth_best(scores, k)
-    above = [np.asarray(s) > kth for s in scores]
-    room = k - sum(int(a.sum()) for a in above)
-    masks = []
-    for values, mask in zip(scores, above, strict=True):
-        ties = np.flatnonzero(np.asarray(values) == kth)[: max(room, 0)]
-        room -= len(ties)
-        mask = mask.copy()
+    pooled = np.concatenate([np.asarray(v, dtype=np.float64) for v in scores]) if scores else np.zeros(0)
+    if len(pooled) <= k:
+        mask = np.ones(len(pooled), dtype=bool)
+    else:
+        kth = pooled[np.argpartition(pooled, len(pooled) - k)[len(pooled) - k]]
+        mask = pooled > kth
+        ties = np.flatnonzero(pooled == kth)[: max(k - int(mask.sum()), 0)]
         mask[ties] = True
-        masks.append(mask)
-    return masks
+    return np.split(mask, np.cumsum([len(v) for v in scores])[:-1]) if scores else []
 
 
 def _chosen(found: Sequence[_Found], k: int) -> list[_Picked]:
@@ -468,7 +518,8 @@ def gather(
         units: (mirror.lexical_collection(units, query) if wanted else None)
         for units, wanted in zip(("messages", "exchanges"), _units(config), strict=True)
     }
-    found = _find(mirror, query, vector, excluded, collections, config)
+    found = _find(mirror, query, collections, config)
+    _dense_hits(mirror, vector, excluded, config, found)
     if found.problem:
         vector = None
     picked = _chosen([found], config.candidates)[0]

@@ -30,6 +30,7 @@ from .columns import (
     items_are_single_messages,
 )
 from .config import RecallConfig
+from .history_index import SlotView
 from .language import is_cjk_text
 from .lexical import (
     BM25TextIndex,
@@ -58,6 +59,9 @@ __all__ = [
 ]
 
 logger = logging.getLogger("convmem")
+
+# Indexes that hold exactly this mirror's documents, passages of long messages apart.
+_OWN_INDEXES = (BM25TextIndex, SlotView)
 
 # A long run of messages without a question must not become one giant unit.
 _MAX_EXCHANGE_MESSAGES = 16
@@ -128,6 +132,10 @@ class SessionMirror:
         self._dense_sums: dict[bool, tuple[np.ndarray, int]] | None = None
         self.columns = LogColumns()  # what ranking reads of each message, in log order
         self.needs_full_read = True
+        # Whose history the lexical indexes are part of (see `Recall._attach`), and the
+        # owner the store last reported for the session (None: no user).
+        self.history_owner: tuple[str, str] | None = None
+        self.user_id: str | None = None
         self.unsaved = 0
         self.forgotten = False
         # Each message as recall renders it: line, date line, tokens (see `render`).
@@ -272,7 +280,7 @@ class SessionMirror:
         """Whether the messages' lexical index holds passages (``seq << 8 | part``), not
         whole messages: recall's own index in this process does; an index a store keeps,
         or one given by the caller, holds whole messages under their seqs."""
-        return type(self.lexical_messages) is BM25TextIndex
+        return type(self.lexical_messages) in _OWN_INDEXES
 
     def _index_message(self, index: LexicalIndex, seq: int) -> None:
         """Give `index` the message at `seq`: its passages, or its line whole."""
@@ -325,6 +333,7 @@ class SessionMirror:
         except Exception as exc:  # a store hiccup must not fail the build
             logger.warning("recall could not read stats of session %r: %s", self.session_id, exc)
             return
+        self.user_id = stats.user_id
         if stats.generation != self.generation:
             with self.lock:
                 self.needs_full_read = True  # another log than the one mirrored: read it afresh
@@ -395,13 +404,23 @@ class SessionMirror:
             if isinstance(index, StoredLexicalIndex):
                 index.flush()
 
-    def use_lexical(self, lexical: tuple[LexicalIndex, LexicalIndex]) -> None:
-        """Swap in other lexical indexes and give them every document (lock held)."""
+    def use_lexical(self, lexical: tuple[LexicalIndex, LexicalIndex], *, refill: bool = True) -> None:
+        """Swap in other lexical indexes and give them every document (lock held); with
+        ``refill=False`` the caller is about to read the whole log into them anyway."""
         self.lexical_messages, self.lexical_exchanges = lexical
         self._joint = _joint_kinds(lexical)
         if isinstance(self.generation, str) or self.generation is None:
             self._lexical_follow(self.generation)
-        self._refill(self.lexical_messages, self.lexical_exchanges)
+        if refill:
+            self._refill(self.lexical_messages, self.lexical_exchanges)
+
+    @property
+    def slot_views(self) -> tuple[SlotView, SlotView] | None:
+        """The views of this session's slot in its user's `HistoryIndex`, when it has one."""
+        messages, exchanges = self.lexical_messages, self.lexical_exchanges
+        if isinstance(messages, SlotView) and isinstance(exchanges, SlotView):
+            return messages, exchanges
+        return None
 
     def _refill(self, *indexes: LexicalIndex) -> None:
         """Give `indexes` every document this mirror holds, from scratch (lock held)."""
@@ -462,7 +481,7 @@ class SessionMirror:
         parts: dict[int, int] = {}
         if units == "messages" and self.passage_docs:
             scores, parts = best_of_each_message(scores, self.passages)
-        if type(index) is BM25TextIndex:  # holds exactly this mirror's documents
+        if type(index) in _OWN_INDEXES:  # holds exactly this mirror's documents
             return scores, parts
         if units == "messages":
             return scores.only(lambda seq: seq in self.lines and seq not in self.small_talk), parts
