@@ -19,6 +19,7 @@ from convmem._language import (
     WIDE_CJK,
     check_language,
     detect_language,
+    iter_sentences,
     resolve_language,
     speaker_label,
     speaker_prefix,
@@ -188,3 +189,22 @@ def test_every_language_names_the_same_sections() -> None:
 def test_fact_section_headers_are_the_facts_headings_without_the_english_colon() -> None:
     assert FACT_SECTION_HEADERS["zh"] == SECTION_HEADERS["zh"]["facts"]
     assert FACT_SECTION_HEADERS["en"] + ":" == SECTION_HEADERS["en"]["facts"]
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "",
+        "!!",
+        "Thanks!! ok",
+        "...hello",
+        "我叫小明。I live in Beijing! Dr. Li said 3.5 is fine.",
+        "a.\n\n!?",
+        "\u201cHi.\u201d she said. Then e.g. this; U.S. stuff etc. and more",
+        "1. Buy milk\n2. Bake bread.",
+    ],
+)
+def test_iter_sentences_yields_what_split_sentences_returns_one_at_a_time(text: str) -> None:
+    sentences = iter_sentences(text)
+    assert not isinstance(sentences, list)
+    assert list(sentences) == split_sentences(text)

@@ -16,6 +16,7 @@ import dataclasses
 import functools
 import re
 import unicodedata
+from collections.abc import Iterator
 from hashlib import sha256
 
 from ._errors import ConfigError
@@ -161,26 +162,38 @@ def split_sentences(text: str) -> list[str]:
     >>> split_sentences("我叫小明。I live in Beijing! Dr. Li said 3.5 is fine.")
     ['我叫小明。', 'I live in Beijing!', 'Dr. Li said 3.5 is fine.']
     """
+    return list(iter_sentences(text))
+
+
+def iter_sentences(text: str) -> Iterator[str]:
+    """`split_sentences`, one sentence at a time: a caller that stops at the first
+    sentence it needs (``all(...)`` over them) does not scan the rest of a long text."""
     if not isinstance(text, str):
         raise ConfigError(f"split_sentences needs a str, got {type(text).__name__}")
-    sentences: list[str] = []
-
-    def emit(piece: str) -> None:
+    held: str | None = None  # the last sentence, held until no punctuation-only piece joins it
+    for piece in _pieces(text):
         piece = piece.strip()
         if not piece:
-            return
-        if sentences and _is_punctuation_only(piece):
-            sentences[-1] += piece
-        else:
-            sentences.append(piece)
+            continue
+        if held is not None and _is_punctuation_only(piece):
+            held += piece
+            continue
+        if held is not None:
+            yield held
+        held = piece
+    if held is not None:
+        yield held
 
+
+def _pieces(text: str) -> Iterator[str]:
+    """The raw pieces of `text` between sentence ends (see `split_sentences`)."""
     length = len(text)
     start = 0
     index = 0
     while index < length:
         char = text[index]
         if char in "\r\n\u2028\u2029":
-            emit(text[start:index])
+            yield text[start:index]
             start = index = index + 1
             continue
         if char in _CJK_TERMINATORS or char in _ASCII_TERMINATORS:
@@ -197,13 +210,12 @@ def split_sentences(text: str) -> list[str]:
                 if ends and run == ".":
                     ends = _period_ends_sentence(text, start, index, end)
             if ends:
-                emit(text[start:end])
+                yield text[start:end]
                 start = end
             index = end
             continue
         index += 1
-    emit(text[start:])
-    return sentences
+    yield text[start:]
 
 
 # --------------------------------------------------------------------------- speakers

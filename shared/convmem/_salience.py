@@ -15,7 +15,7 @@ import unicodedata
 from collections.abc import Sequence
 
 from ._errors import InvalidMessageError
-from ._language import HAN, split_sentences
+from ._language import HAN, iter_sentences
 from ._models import Message, Role, Turn, TurnStatus
 
 __all__ = [
@@ -199,7 +199,7 @@ def says_nothing(text: str) -> bool:
     and "不客气！" say nothing; "Thanks! My dog is called Rex." does. Recall
     never brings such a message back: it costs tokens and answers nothing.
     """
-    return all(is_filler(sentence) for sentence in split_sentences(text))
+    return all(is_filler(sentence) for sentence in iter_sentences(text))
 
 
 # A stock question with an answer longer than this may hold something worth keeping.

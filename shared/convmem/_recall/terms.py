@@ -17,8 +17,9 @@ from .._language import CJK_RANGES
 
 __all__ = ["CJK_PAIR", "query_terms", "tokenize"]
 
-_PIECES = re.compile(rf"[{CJK_RANGES}]+|[^\W_{CJK_RANGES}]+(?:'[^\W_{CJK_RANGES}]+)*")
-_CJK_RUN = re.compile(rf"[{CJK_RANGES}]+")
+# A run of CJK characters, or a word with what follows its apostrophes ("caroline's"); the
+# groups say which, and hold the run or the word before its first apostrophe.
+_PIECES = re.compile(rf"([{CJK_RANGES}]+)|([^\W_{CJK_RANGES}]+)(?:'[^\W_{CJK_RANGES}]+)*")
 CJK_PAIR = re.compile(rf"[{CJK_RANGES}]{{2}}")
 
 _STOPWORD_TEXT = """
@@ -80,15 +81,13 @@ def tokenize(text: str) -> list[str]:
     ['狗', '叫', '多', '多', '我的', '的狗', '狗叫', '叫多', '多多']
     """
     tokens: list[str] = []
-    for piece in _PIECES.findall(text.lower()):
-        if _CJK_RUN.match(piece):
-            tokens.extend(c for c in piece if c not in _CJK_STOP_CHARS)
-            pairs = (piece[i : i + 2] for i in range(len(piece) - 1))
+    for run, word in _PIECES.findall(text.lower()):
+        if run:
+            tokens.extend(c for c in run if c not in _CJK_STOP_CHARS)
+            pairs = (run[i : i + 2] for i in range(len(run) - 1))
             tokens.extend(pair for pair in pairs if pair not in _CJK_STOP_PAIRS)
-            continue
-        for word in piece.split("'", 1)[:1]:  # "caroline's" -> "caroline"
-            if word not in _STOPWORDS:
-                tokens.append(_stem(word))
+        elif word not in _STOPWORDS:  # "caroline's" -> "caroline"
+            tokens.append(_stem(word))
     return tokens
 
 
