@@ -109,7 +109,7 @@ def test_every_session_of_a_user_lands_in_one_history() -> None:
     asker = ConversationMemory("chat-new", store, user_id="ana", recall=recall)
     context = asker.build_context("Which colour is my bike number 2?", budget=600)
     assert "green" in "\n".join(str(m["content"]) for m in context.messages)
-    users = {owner: len(history) for (_, owner), history in recall._histories.items()}
+    users = {owner: len(history) for (_, owner), history in recall._mirrors._histories.items()}
     assert users[("user", "ana")] == 4  # the new chat has no owner until its first message
 
 
@@ -122,7 +122,7 @@ def test_sessions_dropped_from_a_bounded_recall_give_their_slots_back() -> None:
         )
         recall.add(f"s{number}", stored, store=store)
         recall.search(f"s{number}", "tennis", store=store, max_tokens=200, counter=TiktokenCounter())
-    held = sum(len(history) for history in recall._histories.values())
+    held = sum(len(history) for history in recall._mirrors._histories.values())
     assert held <= 3
 
 

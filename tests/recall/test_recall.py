@@ -591,7 +591,7 @@ def test_two_threads_reading_an_edited_log_never_leave_the_mirror_on_the_older_o
     recall.catch_up("s1", store)
     newer_read_done.set()
     slow.join()
-    state = recall._sessions[next(iter(recall._keys_of["s1"]))]
+    state = recall._mirrors.find("s1")
     assert state.generation == inner.stats("s1").generation
     assert state.lines[stored[0].seq or 0] == "I keep a yellow bicycle."
 
@@ -624,7 +624,7 @@ def test_vectors_loaded_while_the_log_is_edited_are_embedded_again(
     second = Recall(HashingEmbedder(), index_dir=index_dir)
     second.catch_up("s1", EditedMidRead())  # type: ignore[arg-type]
     assert edited
-    state = second._sessions[next(iter(second._keys_of["s1"]))]
+    state = second._mirrors.find("s1")
     assert state.index is not None
     for seq, vector in state.index.vectors(state.index.ids()).items():
         np.testing.assert_allclose(

@@ -150,7 +150,7 @@ def test_a_server_sees_vectors_another_server_added_after_it_loaded_them(
     later = first.append("s", [Message.create("user", "Our parrot Kiwi whistles the national anthem.")])
     recall_one.add("s", later, store=first)
     assert "Kiwi" in search(recall_two, second, "which bird of mine whistles an anthem?")
-    index = recall_two._sessions[next(iter(recall_two._keys_of["s"]))].index
+    index = recall_two._mirrors.find("s").index
     assert index is not None and later[0].seq in index
     # The unit it found stored is not embedded again by this server's next add.
     own = second.append("s", [Message.create("user", "Kiwi also likes apples.")])
@@ -343,7 +343,7 @@ def test_a_replaced_message_is_never_served_with_its_old_vector(
     expected = HashingEmbedder(DIMENSION).embed_documents([new_text])[0]
     table = {r[2]: bytes(r[5]) for r in rows(postgres_url, schema, "s")}  # type: ignore[arg-type]
     np.testing.assert_allclose(np.frombuffer(table[seq], dtype="<f4"), expected, rtol=1e-6, atol=1e-7)
-    index = recall_two._sessions[next(iter(recall_two._keys_of["s"]))].index
+    index = recall_two._mirrors.find("s").index
     assert index is not None
     np.testing.assert_allclose(index.vectors([seq])[seq], expected, rtol=1e-6, atol=1e-7)
 
@@ -413,7 +413,7 @@ def test_racing_writers_and_edits_leave_only_vectors_of_the_current_log(
         expected = embedder.embed_documents([log[unit]])[0]  # type: ignore[index]
         np.testing.assert_allclose(np.frombuffer(bytes(data), dtype="<f4"), expected, rtol=1e-6, atol=1e-7)  # type: ignore[arg-type]
     for recall in (recall_one, recall_two):
-        index = recall._sessions[next(iter(recall._keys_of["s"]))].index
+        index = recall._mirrors.find("s").index
         assert index is not None
         for unit, vector in index.vectors(index.ids()).items():
             assert unit in log
@@ -440,7 +440,7 @@ def test_vectors_of_another_embedder_are_not_served_but_embedded_again(
     recall_two, _ = server(second, embedder_two)
     assert "Duoduo" in search(recall_two, second, "what is my dog called?")
     assert sorted(embedder_two.documents) == sorted(PETS)
-    index = recall_two._sessions[next(iter(recall_two._keys_of["s"]))].index
+    index = recall_two._mirrors.find("s").index
     assert index is not None and index.dimension == embedder_two.dimension
     assert all(v.shape == (embedder_two.dimension,) for v in index.vectors(index.ids()).values())
 

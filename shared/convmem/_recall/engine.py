@@ -6,16 +6,19 @@ one session or all of a user's sessions as one ranking (`search`). Each job
 has its own module:
 
     config       RecallConfig, RecallFilters
-    units        the mirror of one session's log; columns, unit ids
+    mirrors      which sessions this process mirrors (LRU), and their users' histories
+    units        the mirror of one session's log (columns: unit ids and per-message arrays)
     lexical      BM25 (terms: the tokenizer), collection statistics, the store seam
     passages     long messages searched and shown by passage
-    search       one query over a user's history: candidates, ranking, rendering
+    search       one query over a user's history: candidates, ranking, rendering (joined:
+                 several sessions' candidates under one key space)
     rank         fusion, boosts, relevance floors and MMR over plain arrays
     gate         whether the history holds evidence for the query at all
     render       filling the token cap; RecalledItem, RecallResult
     intent       what a query asks: recall's share, several things, about the user
     plan         one plan, two shells: sync and async written once
     saved        vector files next to the store; lexical indexes a store keeps
+    index_scope  the tenant and session a shared vector index serves
 
 Everything here is derived from the log: vectors are persisted next to the
 store for speed and rebuilt from the log when missing, stale or corrupt.
@@ -25,32 +28,33 @@ Sessions are walls: a search reads only the sessions it is given.
 from __future__ import annotations
 
 import functools
-import inspect
 import logging
-import threading
-import weakref
-from collections import OrderedDict
 from collections.abc import Callable, Collection, Sequence
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from .._errors import BudgetError, ConfigError
+from .._errors import ConfigError
 from .._models import Message
 from .._stores.base import SessionStats, Store
 from .._tokens import TokenCounter
 from .config import RecallConfig, RecallFilters
 from .embedder import Embedder
-from .history_index import HistoryIndex, SlotView
-from .index_scope import IndexScope, NamespacedStore, check_namespace, store_namespace
+from .index_scope import (
+    IndexScope,
+    NamespacedStore,
+    check_index_factory,
+    check_namespace,
+    skip_stored,
+    store_namespace,
+)
 from .intent import choose_recall_share
-from .lexical import BM25TextIndex, StoredLexicalIndex
+from .mirrors import MirrorTable, query_to_embed
 from .plan import Blocking, EmbedQuery, Plan, arun_plan, run_plan
-from .rank import without_speakers
 from .render import RecalledItem, RecallResult
-from .saved import known_generation, load_saved, save_mirror, stored_lexical
-from .search import answer_sessions
+from .saved import known_generation, load_saved, save_mirror
+from .search import answer_sessions, check_search_arguments
 from .units import UNKNOWN, SessionMirror
 from .vector_index import FaissIndex, IndexFiles, VectorIndex
 
@@ -157,7 +161,7 @@ class Recall:
                 f"{given} was given to a Recall without an embedder; lexical recall keeps no "
                 "vectors, so pass an embedder too or leave index_dir and index_factory out"
             )
-        _check_index_factory(index_factory)
+        check_index_factory(index_factory)
         if namespace is not None and not callable(namespace):
             check_namespace(namespace)
         self.embedder = embedder
@@ -167,20 +171,7 @@ class Recall:
         self.index_factory = index_factory
         self._files = None if self.index_dir is None else IndexFiles(self.index_dir)
         self.max_sessions = max_sessions
-        # (store key, session id) -> mirror, least recently used first.
-        self._sessions: OrderedDict[tuple[int | None, str], SessionMirror] = OrderedDict()
-        self._keys_of: dict[str, set[tuple[int | None, str]]] = {}
-        # Mirrors dropped from the LRU that a running add or search still holds: forget() must
-        # reach them too, or their next save would write a forgotten session's file again.
-        self._evicted: weakref.WeakValueDictionary[tuple[int | None, str], SessionMirror] = (
-            weakref.WeakValueDictionary()
-        )
-        # The keyword index of each user's history in this process, by (store key, owner):
-        # a user's sessions score as one collection, in one pass (see `HistoryIndex`).
-        self._histories: dict[tuple[int | None, tuple[str, str]], HistoryIndex] = {}
-        self._store_keys: weakref.WeakKeyDictionary[Any, int] = weakref.WeakKeyDictionary()
-        self._next_store_key = 1
-        self._lock = threading.Lock()
+        self._mirrors = MirrorTable(max_sessions, embeds=embedder is not None)
 
     def __repr__(self) -> str:
         if self.embedder is None:
@@ -200,8 +191,7 @@ class Recall:
         if store is not None:
             generation = store.stats(session_id).generation
         else:
-            with self._lock:
-                state = self._resolve(session_id)
+            state = self._mirrors.find(session_id)
             generation = None if state is None else known_generation(state.generation)
         return self._files.path(session_id, generation)
 
@@ -229,9 +219,7 @@ class Recall:
 
     def save(self, session_id: str | None = None) -> None:
         """Write unsaved vectors to disk (one session, or all). Does nothing without `index_dir`."""
-        with self._lock:
-            states = list(self._sessions.values())
-        for state in states:
+        for state in self._mirrors.all():
             if (session_id is None or state.session_id == session_id) and state.unsaved:
                 self._save(state)
 
@@ -267,128 +255,14 @@ class Recall:
             store=store,
         )
 
-    def _store_key(self, store: Store | None) -> int | None:
-        """A number for `store` that no other store object gets while this one lives (lock held)."""
-        if store is None:
-            return None
-        try:
-            key = self._store_keys.get(store)
-        except TypeError:  # neither hashable nor weakly referenceable: go by identity
-            return id(store)
-        if key is None:
-            key = self._next_store_key
-            self._next_store_key += 1
-            self._store_keys[store] = key
-        return key
-
-    def _resolve(self, session_id: str) -> SessionMirror | None:
-        """The mirror of `session_id` for a call that names no store (lock held).
-
-        The one store this engine mirrors the session for, else what `add` fed without
-        a store; a session mirrored for several stores needs the store named.
-        """
-        keys = self._keys_of.get(session_id, set())
-        named = [key for key in keys if key[0] is not None]
-        if len(named) > 1:
-            raise ConfigError(
-                f"this Recall mirrors session {session_id!r:.80} for {len(named)} stores; pass "
-                "store= to say which one"
-            )
-        key = named[0] if named else (None, session_id)
-        return self._sessions.get(key)
-
     def _state(self, session_id: str, store: Store | None = None) -> SessionMirror:
-        """The mirror of a session of `store`, made (or taken from what `add` fed without a
-        store) when there is none; the least recently used mirrors beyond `max_sessions` go."""
-        with self._lock:
-            if store is None:
-                state = self._resolve(session_id)
-                key = (None, session_id) if state is None else state.key
-            else:
-                key = (self._store_key(store), session_id)
-                state = self._sessions.get(key)
-                if state is None:
-                    # Messages add() was given without a store: checked against the log on first read.
-                    state = self._sessions.pop((None, session_id), None)
-                    if state is not None:
-                        self._keys_of[session_id].discard(state.key)
-            if state is None:
-                state = self._evicted.pop(key, None) or SessionMirror(
-                    session_id, embeds=self.embedder is not None, lexical=stored_lexical(store, session_id)
-                )
-            elif state.key[0] is None and store is not None:
-                stored = stored_lexical(store, session_id)
-                if stored is not None:
-                    with state.lock:
-                        state.use_lexical(stored)
-            state.key = key
-            self._sessions[key] = state
-            self._sessions.move_to_end(key)
-            self._keys_of.setdefault(session_id, set()).add(key)
-            evicted = []
-            while len(self._sessions) > self.max_sessions:
-                old_key, old = self._sessions.popitem(last=False)
-                self._forget_key(old_key)
-                self._evicted[old_key] = old
-                evicted.append(old)
+        """The mirror of a session of `store` (see `MirrorTable.get`); the mirrors it pushed
+        out of the table save their unsaved vectors."""
+        state, evicted = self._mirrors.get(session_id, store)
         for old in evicted:
-            self._detach(old)
             if old.unsaved:
                 self._save(old)
         return state
-
-    # -- a user's history -------------------------------------------------------------
-
-    def _attach(self, state: SessionMirror, user_id: str | None) -> None:
-        """Keep the session's keyword documents in its owner's `HistoryIndex` (the user's, or
-        the session's own without a user), moving them there when the owner changed. An
-        index the store keeps stays where it is."""
-        owner = ("user", user_id) if user_id is not None else ("session", state.session_id)
-        views = state.slot_views
-        if state.history_owner == owner and views is not None and views[0].alive:
-            return
-        store_key = state.key[0]
-        if store_key is None or isinstance(state.lexical_messages, StoredLexicalIndex):
-            return
-        with self._lock:
-            history = self._histories.get((store_key, owner))
-            if history is None:
-                history = self._histories[(store_key, owner)] = HistoryIndex()
-            fresh = history.acquire()
-        with state.lock:
-            if fresh is None:  # every slot of this user taken: the session scores on its own
-                state.use_lexical((BM25TextIndex(), BM25TextIndex()), refill=bool(state.order))
-            else:
-                state.use_lexical(fresh, refill=bool(state.order))
-            state.history_owner = owner
-        if views is not None:
-            self._release(views[0])
-
-    def _detach(self, state: SessionMirror) -> None:
-        """Take the session's documents out of its user's history (it is dropped or
-        forgotten); read again, it is mirrored afresh."""
-        with state.lock:
-            views = state.slot_views
-            if views is None:
-                return
-            state.use_lexical((BM25TextIndex(), BM25TextIndex()), refill=False)
-            state.history_owner = None
-            state.needs_full_read = True
-        self._release(views[0])
-
-    def _release(self, view: SlotView) -> None:
-        with self._lock:
-            view.release()
-            for key, history in list(self._histories.items()):
-                if history is view.history and not len(history):
-                    del self._histories[key]
-
-    def _forget_key(self, key: tuple[int | None, str]) -> None:
-        keys = self._keys_of.get(key[1])
-        if keys is not None:
-            keys.discard(key)
-            if not keys:
-                del self._keys_of[key[1]]
 
     def _follow_log(
         self, state: SessionMirror, store: Store, known_stats: SessionStats | None = None
@@ -415,7 +289,7 @@ class Recall:
         stats = store.stats(state.session_id)  # before the log: see adopt_log
         generation = stats.generation
         changed, retired, first_sight = False, state.generation, False
-        self._attach(state, stats.user_id)
+        self._mirrors.attach(state, stats.user_id)
         with state.lock:
             if state.index is None and state.generation is UNKNOWN:
                 # First sight: vectors saved for this very log, or held in a shared store.
@@ -461,35 +335,10 @@ class Recall:
                 # A shared store takes vectors only under the tenant and log they belong to,
                 # known once the log is read: until then the units stay queued.
                 return
-            yield Blocking(functools.partial(self._skip_stored, state))
+            yield Blocking(functools.partial(skip_stored, state))
         new_index = functools.partial(self._new_index, state.session_id)
         if (yield from state.embed_queued(self.config, new_index)):
             yield Blocking(functools.partial(self._save, state))
-
-    @staticmethod
-    def _skip_stored(state: SessionMirror) -> None:
-        """Leave out of the queue what another server already embedded into the shared index.
-
-        Only an index that says which units it holds for a log generation (``stored``) is
-        asked, and only for the generation the mirror holds: a unit id names fixed text
-        within one generation, so its stored vector is the one this server would make.
-        """
-        with state.lock:
-            index = state.index
-            stored = getattr(index, "stored", None)
-            todo = [unit for unit in state.pending if unit not in state.inflight]
-            generation = state.generation
-        if stored is None or not todo or not isinstance(generation, str):
-            return
-        try:
-            held = stored(todo, generation)
-        except Exception as exc:  # the queue stays as it was: embedding is always correct
-            logger.warning("could not ask the shared index of %r what it holds: %s", state.session_id, exc)
-            return
-        with state.lock:
-            if state.index is index and state.generation == generation:
-                for unit in held:
-                    state.pending.pop(unit, None)
 
     # -- writing -------------------------------------------------------------------------
 
@@ -557,27 +406,9 @@ class Recall:
         be clear (one store mirrored or served, or a `namespace` string), else `ConfigError`.
         """
         shared = self.index_factory is not None and self.embedder is not None
-        with self._lock:
-            wanted = set(self._keys_of.get(session_id, set()))
-            tenant = None if store is None else self._tenant_keys(store)
-            if tenant is not None:
-                wanted = {key for key in wanted if key[0] in tenant}
-            elif shared and len({key for key in wanted if key[0] is not None}) > 1:
-                raise ConfigError(
-                    f"this Recall mirrors session {session_id!r:.80} for several stores; pass store= "
-                    "to say whose vectors to delete from the shared vector store"
-                )
-            for key in wanted:
-                self._forget_key(key)
-            states = [state for key in wanted if (state := self._sessions.pop(key, None)) is not None]
-            for key in [key for key in list(self._evicted.keys()) if key[1] == session_id]:
-                if tenant is None or key[0] in tenant:
-                    state = self._evicted.pop(key, None)
-                    if state is not None:
-                        states.append(state)
+        states = self._mirrors.take(session_id, store, self._tenant, one_store=shared)
         indexes: list[VectorIndex] = []
         for state in states:
-            self._detach(state)
             with state.lock:
                 state.forgotten = True
                 if state.index is not None and all(state.index is not seen for seen in indexes):
@@ -588,7 +419,9 @@ class Recall:
             # Vectors in a shared store outlive this process's view of them.
             if not indexes:
                 assert self.index_factory is not None
-                indexes.append(self.index_factory(self._scope(session_id, store or self._only_store())))
+                indexes.append(
+                    self.index_factory(self._scope(session_id, store or self._mirrors.only_store()))
+                )
             for index in indexes:
                 clear = getattr(index, "clear", None)
                 if clear is None:
@@ -598,17 +431,6 @@ class Recall:
         if self._files is not None:
             self._files.delete_all(session_id)
 
-    def _tenant_keys(self, store: Store) -> set[int | None]:
-        """The keys of the stores this engine serves that hold `store`'s data (lock held): the
-        object itself and any store of the same namespace; None stands for no store named."""
-        keys: set[int | None] = {None, self._store_key(store)}
-        tenant = self._tenant(store)
-        if tenant is not None:
-            for other, key in list(self._store_keys.items()):
-                if other is not store and self._tenant(other) == tenant:
-                    keys.add(key)
-        return keys
-
     def _tenant(self, store: Store) -> str | None:
         """The namespace `store` declares or this engine gives it; None when it has none."""
         if isinstance(self.namespace, str):
@@ -617,25 +439,15 @@ class Recall:
             return self.namespace(store)
         return store.namespace if isinstance(store, NamespacedStore) else None
 
-    def _only_store(self) -> Store | None:
-        """The one store this engine has served, if it has served exactly one (else None)."""
-        with self._lock:
-            stores = list(self._store_keys.keys())
-        return stores[0] if len(stores) == 1 else None
-
     def stats(self, session_id: str, *, store: Store | None = None) -> dict[str, Any]:
         """Counts for a session: messages, vectors, queued units, index kind and bytes per vector.
 
         What this engine holds now (nothing for a session it does not mirror); name the
         `store` when it serves the session id for several stores.
         """
-        with self._lock:
-            if store is None:
-                state = self._resolve(session_id)
-            else:
-                state = self._sessions.get((self._store_key(store), session_id))
-            if state is None:
-                return {"messages": 0, "vectors": 0, "pending": 0, "kind": None, "bytes_per_vector": None}
+        state = self._mirrors.find(session_id, store)
+        if state is None:
+            return {"messages": 0, "vectors": 0, "pending": 0, "kind": None, "bytes_per_vector": None}
         with state.lock:
             index = state.index
             return {
@@ -727,23 +539,7 @@ class Recall:
         other_sessions: Sequence[str | SessionStats] = (),
         session_stats: SessionStats | None = None,
     ) -> Plan[RecallResult]:
-        if isinstance(max_tokens, bool) or not isinstance(max_tokens, int) or max_tokens < 0:
-            raise BudgetError(
-                f"max_tokens must be an int >= 0 (the tokens recall may fill), got {max_tokens!r:.60}"
-            )
-        if isinstance(other_sessions, str) or not all(
-            isinstance(s, (str, SessionStats)) for s in other_sessions
-        ):
-            raise ConfigError(
-                f"other_sessions must be a list of session ids (or their SessionStats), got {other_sessions!r:.80}"
-            )
-        if session_stats is not None and (
-            not isinstance(session_stats, SessionStats) or session_stats.session_id != session_id
-        ):
-            raise ConfigError(
-                f"session_stats must be the SessionStats of session {session_id!r:.80}, "
-                f"got {session_stats!r:.120}"
-            )
+        check_search_arguments(session_id, max_tokens, other_sessions, session_stats)
         state = yield from self._ready(session_id, store, session_stats)
         mirrors = [state]
         seen = {session_id}
@@ -756,7 +552,7 @@ class Recall:
         problem = None
         try:
             if self.embedder is not None:
-                dense_query = yield from self._dense_query(query, mirrors)
+                dense_query = yield from query_to_embed(query, mirrors, self.config)
                 vector = yield EmbedQuery(dense_query)
         except Exception as exc:
             logger.warning(
@@ -777,14 +573,6 @@ class Recall:
             config=self.config,
         )
 
-    def _dense_query(self, query: str, mirrors: Sequence[SessionMirror]) -> Plan[str]:
-        """What the query's vector embeds: with the speaker boost on, the query with the
-        speakers it names put as "they" (see `RecallConfig.speaker_weight`)."""
-        if not self.config.speaker_weight:
-            return query
-        speakers: dict[str, str] = yield Blocking(functools.partial(_speakers_of, mirrors))
-        return without_speakers(query, speakers) if speakers else query
-
     def _ready(
         self, session_id: str, store: Store, known_stats: SessionStats | None = None
     ) -> Plan[SessionMirror]:
@@ -798,34 +586,7 @@ class Recall:
                     yield Blocking(functools.partial(self._save, state))
             else:
                 # The session may have been given to a user since it was first read.
-                self._attach(state, state.user_id)
+                self._mirrors.attach(state, state.user_id)
         except Exception as exc:  # recall degrades, the build goes on
             logger.warning("recall could not read the log of session %r: %s", session_id, exc)
         return state
-
-
-def _check_index_factory(index_factory: object) -> None:
-    if index_factory is None:
-        return
-    if not callable(index_factory):
-        raise ConfigError(f"index_factory must be a function of an IndexScope, got {index_factory!r:.80}")
-    try:
-        inspect.signature(index_factory).bind(None)
-    except TypeError:
-        raise ConfigError(
-            f"index_factory must take one argument, the IndexScope of a session (its tenant, "
-            f"owner and log generation), got {index_factory!r:.80}; a factory of (session_id, "
-            "dimension) keyed every tenant's session alike. Use LlamaIndexVectorIndex.factory(store) "
-            "or LangChainVectorIndex.factory(store)"
-        ) from None
-    except ValueError:
-        pass  # no signature to check (a builtin): it is called as documented
-
-
-def _speakers_of(mirrors: Sequence[SessionMirror]) -> dict[str, str]:
-    """The named speakers (``lowercased name -> name``) of the mirrors' sessions."""
-    speakers: dict[str, str] = {}
-    for mirror in mirrors:
-        with mirror.lock:
-            speakers.update(mirror.speakers)
-    return speakers

@@ -22,6 +22,7 @@ for this process only (vectors are then not shared across servers).
 from __future__ import annotations
 
 import dataclasses
+import inspect
 import logging
 import secrets
 import threading
@@ -31,8 +32,16 @@ from typing import Any, Protocol, runtime_checkable
 
 from .._errors import ConfigError
 from .._stores.base import validate_id
+from .units import SessionMirror
 
-__all__ = ["IndexScope", "NamespacedStore", "scope_key", "store_namespace"]
+__all__ = [
+    "IndexScope",
+    "NamespacedStore",
+    "check_index_factory",
+    "scope_key",
+    "skip_stored",
+    "store_namespace",
+]
 
 logger = logging.getLogger("convmem")
 
@@ -154,3 +163,47 @@ def store_namespace(store: object) -> str:
             kind,
         )
     return namespace
+
+
+def check_index_factory(index_factory: object) -> None:
+    """Refuse an `index_factory` that is not a function of one `IndexScope`."""
+    if index_factory is None:
+        return
+    if not callable(index_factory):
+        raise ConfigError(f"index_factory must be a function of an IndexScope, got {index_factory!r:.80}")
+    try:
+        inspect.signature(index_factory).bind(None)
+    except TypeError:
+        raise ConfigError(
+            f"index_factory must take one argument, the IndexScope of a session (its tenant, "
+            f"owner and log generation), got {index_factory!r:.80}; a factory of (session_id, "
+            "dimension) keyed every tenant's session alike. Use LlamaIndexVectorIndex.factory(store) "
+            "or LangChainVectorIndex.factory(store)"
+        ) from None
+    except ValueError:
+        pass  # no signature to check (a builtin): it is called as documented
+
+
+def skip_stored(state: SessionMirror) -> None:
+    """Leave out of the queue what another server already embedded into the shared index.
+
+    Only an index that says which units it holds for a log generation (``stored``) is
+    asked, and only for the generation the mirror holds: a unit id names fixed text
+    within one generation, so its stored vector is the one this server would make.
+    """
+    with state.lock:
+        index = state.index
+        stored = getattr(index, "stored", None)
+        todo = [unit for unit in state.pending if unit not in state.inflight]
+        generation = state.generation
+    if stored is None or not todo or not isinstance(generation, str):
+        return
+    try:
+        held = stored(todo, generation)
+    except Exception as exc:  # the queue stays as it was: embedding is always correct
+        logger.warning("could not ask the shared index of %r what it holds: %s", state.session_id, exc)
+        return
+    with state.lock:
+        if state.index is index and state.generation == generation:
+            for unit in held:
+                state.pending.pop(unit, None)

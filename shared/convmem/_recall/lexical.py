@@ -45,6 +45,7 @@ __all__ = [
     "LexicalScores",
     "StoredLexicalIndex",
     "document_digest",
+    "joint_kinds",
     "query_terms",
     "replaces",
     "tokenize",
@@ -509,3 +510,12 @@ class BM25TextIndex:
         """See `BM25Index.full_match`: what puts this index's scores on a scale shared with
         other sessions' (recall across a user's sessions); optional for a `LexicalIndex`."""
         return self.bm25.full_match(query_terms(query))
+
+
+def joint_kinds(lexical: tuple[LexicalIndex, LexicalIndex]) -> dict[str, bool]:
+    """Which of a mirror's two lexical indexes (messages, exchanges) can score as part of
+    a user's collection (checked once: a protocol check costs more than the query it guards)."""
+    return {
+        "messages": isinstance(lexical[0], JointLexicalIndex),
+        "exchanges": isinstance(lexical[1], JointLexicalIndex),
+    }

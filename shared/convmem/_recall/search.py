@@ -18,31 +18,30 @@ from __future__ import annotations
 import dataclasses
 import logging
 import re
-from collections.abc import Collection, Iterator, Mapping, MutableMapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 
 import numpy as np
 
+from .._errors import BudgetError, ConfigError
 from .._models import Message, Role
+from .._stores.base import SessionStats
 from .._tokens import TokenCounter
+from .columns import EXCHANGE_SEQ_MASK, is_exchange_unit
 from .config import RecallConfig, RecallFilters
 from .gate import DenseProfile, judge
 from .history_index import SLOT_SHIFT, split_by_slot
 from .intent import asks_about_user, asks_for_several, refers_to_history
+from .joined import GROUP_SHIFT, SEQ_MASK, GroupedLines, join_evidence
 from .language import SECTION_HEADERS, choose_language, is_cjk_text
 from .lexical import CollectionStats, LexicalScores, no_scores, tokenize
 from .passages import best_of_each_message
 from .rank import Evidence, dense_similarities, named_speakers, rank
-from .render import CachedLine, LineKey, RecallResult, render
-from .units import EXCHANGE_SEQ_MASK, SessionMirror, is_exchange_unit
+from .render import RecallResult, render
+from .units import SessionMirror
 
 __all__ = ["answer", "answer_sessions", "gather"]
 
 logger = logging.getLogger("convmem")
-
-# A candidate is ``group << _GROUP_SHIFT | seq``: seqs stay below 2**40, and groups order
-# the sessions as the section shows them (the asking session last).
-_GROUP_SHIFT = 40
-_SEQ_MASK = (1 << _GROUP_SHIFT) - 1
 
 
 @dataclasses.dataclass
@@ -181,7 +180,7 @@ def _answer(
     group_of_part = {p: group for group, p in enumerate(shown)}
     group_of_part[0] = len(parts) - 1
     groups = [group_of_part[p] for p in range(len(parts))]
-    evidence = _joined(parts, groups)
+    evidence = join_evidence([(p.evidence, p.newest) for p in parts], groups)
     ranking = rank(evidence, config, several=asks_for_several(query), about_user=asks_about_user(query))
     speakers = {name for mirror in mirrors for name in mirror.speakers}
     personal = refers_to_history(query, speakers) or _names_someone_known(query, collections["messages"])
@@ -192,7 +191,7 @@ def _answer(
     lines: dict[int, str] = {}
     excerpts: dict[int, tuple[int, int]] = {}
     for part, group in zip(parts, groups, strict=True):
-        base = group << _GROUP_SHIFT
+        base = group << GROUP_SHIFT
         messages.update((base | s, m) for s, m in part.messages.items())
         item_seqs.update((base | s, [base | i for i in seqs]) for s, seqs in part.item_seqs.items())
         lines.update((base | s, line) for s, line in part.lines.items())
@@ -208,8 +207,8 @@ def _answer(
         max_tokens=max_tokens,
         counter=counter,
         config=config,
-        line_cache=_Lines({g: p.mirror.line_cache for p, g in zip(parts, groups, strict=True)}),
-        group_of=(lambda seq: seq >> _GROUP_SHIFT) if len(parts) > 1 else None,
+        line_cache=GroupedLines({g: p.mirror.line_cache for p, g in zip(parts, groups, strict=True)}),
+        group_of=(lambda seq: seq >> GROUP_SHIFT) if len(parts) > 1 else None,
         excerpts=excerpts,
     )
     session_of_group = {group: part.mirror.session_id for part, group in zip(parts, groups, strict=True)}
@@ -217,10 +216,10 @@ def _answer(
     items = tuple(
         dataclasses.replace(
             item,
-            seqs=tuple(s & _SEQ_MASK for s in item.seqs),
+            seqs=tuple(s & SEQ_MASK for s in item.seqs),
             session_id=None
-            if item.seqs[0] >> _GROUP_SHIFT == asker
-            else session_of_group[item.seqs[0] >> _GROUP_SHIFT],
+            if item.seqs[0] >> GROUP_SHIFT == asker
+            else session_of_group[item.seqs[0] >> GROUP_SHIFT],
         )
         for item in rendered.items
     )
@@ -306,12 +305,12 @@ def _lexical(
     coverage, _ = best_of_each_message(joint.coverage, None)
     # A session outside the history (nothing mirrored) gets a slot number no view has.
     numbers = [v[0].slot if v is not None and v[0].history is history else -1 for v in views]
-    by_slot = split_by_slot(messages, _GROUP_SHIFT, numbers)
-    coverage_by_slot = split_by_slot(coverage, _GROUP_SHIFT, numbers)
+    by_slot = split_by_slot(messages, GROUP_SHIFT, numbers)
+    coverage_by_slot = split_by_slot(coverage, GROUP_SHIFT, numbers)
     exchanges_by_slot = split_by_slot(joint.scores["exchanges"], SLOT_SHIFT, numbers) if by_exchange else {}
     parts_by_slot: dict[int, dict[int, int]] = {}
     for key, part in parts.items():
-        parts_by_slot.setdefault(key >> _GROUP_SHIFT, {})[key & _SEQ_MASK] = part
+        parts_by_slot.setdefault(key >> GROUP_SHIFT, {})[key & SEQ_MASK] = part
     found = []
     for mirror, slot in zip(mirrors, numbers, strict=True):
         own_parts = parts_by_slot.get(slot, {})
@@ -528,90 +527,22 @@ def gather(
     return part.evidence, found.problem
 
 
-def _joined(parts: Sequence[_Gathered], groups: Sequence[int]) -> Evidence:
-    """The parts' evidence as one, keyed by ``group << 40 | seq``."""
-    if len(parts) == 1 and groups[0] == 0:
-        return parts[0].evidence
-    newest = max(p.newest for p in parts)
-    dense = any(p.evidence.dense_message is not None for p in parts)
-    typical = any(p.evidence.typical is not None for p in parts)
-    coverage = any(p.evidence.coverage is not None for p in parts)
-    seqs: list[int] = []
-    vectors: dict[int, np.ndarray] = {}
-    part_of: dict[int, int] = {}
-    arrays: dict[str, list[np.ndarray]] = {
-        name: []
-        for name in ("dm", "dx", "lm", "lx", "named", "ages", "episodes", "positions", "cov", "user", "typ")
-    }
-    for part, group in zip(parts, groups, strict=True):
-        ev, base = part.evidence, group << _GROUP_SHIFT
-        n = len(ev.seqs)
-        seqs.extend(base | s for s in ev.seqs)
-        vectors.update((base | s, v) for s, v in ev.vectors.items())
-        part_of.update((base | s, p) for s, p in ev.parts.items())
-        zeros = np.zeros(n, dtype=np.float32)
-        arrays["dm"].append(ev.dense_message if ev.dense_message is not None else zeros)
-        arrays["dx"].append(ev.dense_exchange if ev.dense_exchange is not None else zeros)
-        arrays["lm"].append(ev.lexical_message)
-        arrays["lx"].append(ev.lexical_exchange)
-        arrays["named"].append(np.asarray(ev.said_by_named, dtype=bool))
-        arrays["ages"].append(np.asarray(ev.ages, dtype=np.float64) + (newest - part.newest))
-        arrays["episodes"].append(np.asarray(ev.episodes, dtype=np.int64) | base)
-        arrays["positions"].append(
-            np.asarray(ev.seqs if ev.positions is None else ev.positions, dtype=np.int64)
+def check_search_arguments(
+    session_id: str, max_tokens: object, other_sessions: Sequence[object], session_stats: object
+) -> None:
+    """Refuse what `Recall.search` cannot search with, naming the argument."""
+    if isinstance(max_tokens, bool) or not isinstance(max_tokens, int) or max_tokens < 0:
+        raise BudgetError(
+            f"max_tokens must be an int >= 0 (the tokens recall may fill), got {max_tokens!r:.60}"
         )
-        arrays["cov"].append(ev.coverage if ev.coverage is not None else zeros)
-        arrays["user"].append(ev.from_user if ev.from_user is not None else np.zeros(n, dtype=bool))
-        arrays["typ"].append(ev.typical if ev.typical is not None else zeros)
-
-    def joined(name: str, dtype: type) -> np.ndarray:
-        return np.concatenate(arrays[name]).astype(dtype) if seqs else np.zeros(0, dtype=dtype)
-
-    return Evidence(
-        seqs=seqs,
-        dense_message=joined("dm", np.float32) if dense else None,
-        dense_exchange=joined("dx", np.float32) if dense else None,
-        lexical_message=joined("lm", np.float32),
-        lexical_exchange=joined("lx", np.float32),
-        said_by_named=joined("named", bool),
-        ages=joined("ages", np.float64),
-        episodes=joined("episodes", np.int64).tolist(),
-        vectors=vectors,
-        positions=joined("positions", np.int64).tolist(),
-        coverage=joined("cov", np.float32) if coverage else None,
-        from_user=joined("user", bool),
-        typical=joined("typ", np.float32) if typical else None,
-        parts=part_of,
-    )
-
-
-class _Lines(MutableMapping[LineKey, CachedLine]):
-    """The mirrors' rendered lines (``render``'s ``line_cache``) under candidate keys
-    ``group << 40 | seq``: a line rendered by one search is not rendered by the next."""
-
-    def __init__(self, caches: Mapping[int, MutableMapping[LineKey, CachedLine]]) -> None:
-        self._caches = caches
-
-    def _split(self, key: LineKey) -> tuple[MutableMapping[LineKey, CachedLine], LineKey]:
-        name, language, candidate = key
-        return self._caches[candidate >> _GROUP_SHIFT], (name, language, candidate & _SEQ_MASK)
-
-    def __getitem__(self, key: LineKey) -> CachedLine:
-        cache, own = self._split(key)
-        return cache[own]
-
-    def __setitem__(self, key: LineKey, value: CachedLine) -> None:
-        cache, own = self._split(key)
-        cache[own] = value
-
-    def __delitem__(self, key: LineKey) -> None:
-        cache, own = self._split(key)
-        del cache[own]
-
-    def __iter__(self) -> Iterator[LineKey]:
-        for group, cache in self._caches.items():
-            for name, language, seq in list(cache):
-                yield name, language, group << _GROUP_SHIFT | seq
-
-    def __len__(self) -> int:
-        return sum(len(cache) for cache in self._caches.values())
+    if isinstance(other_sessions, str) or not all(isinstance(s, (str, SessionStats)) for s in other_sessions):
+        raise ConfigError(
+            f"other_sessions must be a list of session ids (or their SessionStats), got {other_sessions!r:.80}"
+        )
+    if session_stats is not None and (
+        not isinstance(session_stats, SessionStats) or session_stats.session_id != session_id
+    ):
+        raise ConfigError(
+            f"session_stats must be the SessionStats of session {session_id!r:.80}, "
+            f"got {session_stats!r:.120}"
+        )

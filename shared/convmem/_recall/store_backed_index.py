@@ -51,7 +51,6 @@ are raised as `StoreError`.
 
 from __future__ import annotations
 
-import base64
 import contextlib
 import logging
 import threading
@@ -64,6 +63,7 @@ import numpy as np
 from .._errors import ConfigError, ConvMemError, StoreError
 from .._stores.base import validate_id
 from .index_scope import IndexScope, check_namespace, generation_token, scope_key
+from .vector_rows import decode_vector, encode_vector, stored_vector, unit_ids, unit_rows
 
 __all__ = [
     "GENERATION_KEY",
@@ -88,72 +88,12 @@ USER_KEY = "convmem_user"
 UNIT_KEY = "convmem_unit"
 VECTOR_KEY = "convmem_vector"
 
-_INT64_MIN = -(1 << 63)
-_INT64_MAX = (1 << 63) - 1
-
 _Index = TypeVar("_Index", bound="StoreBackedIndex")
 
 
 def legacy_session_key(session_id: str) -> str:
     """The key convmem 0.1 put in node ids: a hash of the session id alone, shared by every tenant."""
     return sha256(session_id.encode("utf-8")).hexdigest()[:32]
-
-
-def _unit_ids(ids: Iterable[int]) -> list[int]:
-    out: list[int] = []
-    for value in ids:
-        if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
-            raise ConfigError(f"unit ids must be ints, got {type(value).__name__}: {value!r:.60}")
-        unit = int(value)
-        if not _INT64_MIN <= unit <= _INT64_MAX:
-            raise ConfigError(f"unit id {unit} does not fit in 64 bits")
-        out.append(unit)
-    return out
-
-
-def _unit_rows(vectors: np.ndarray, dimension: int, what: str) -> np.ndarray:
-    """`vectors` as unit-length float32 rows; raises `ConfigError` on anything unusable."""
-    try:
-        matrix = np.asarray(vectors, dtype=np.float32)
-    except (ValueError, TypeError) as exc:
-        raise ConfigError(f"{what} must be an array of numbers: {exc}") from None
-    if matrix.ndim == 1:
-        matrix = matrix.reshape(1, -1)
-    if matrix.ndim != 2 or matrix.shape[1] != dimension:
-        raise ConfigError(f"{what} must have {dimension} dimensions, got shape {np.shape(vectors)}")
-    if not np.isfinite(matrix).all():
-        raise ConfigError(f"{what} holds NaN or infinite values")
-    norms = np.linalg.norm(matrix, axis=1, keepdims=True)
-    if (norms == 0).any():
-        raise ConfigError(f"{what} holds a zero vector, which has no direction to compare")
-    return np.ascontiguousarray(matrix / norms, dtype=np.float32)
-
-
-def encode_vector(vector: np.ndarray) -> str:
-    return base64.b64encode(np.asarray(vector, dtype="<f4").tobytes()).decode("ascii")
-
-
-def decode_vector(text: object, dimension: int) -> np.ndarray | None:
-    if not isinstance(text, str):
-        return None
-    try:
-        return stored_vector(np.frombuffer(base64.b64decode(text, validate=True), dtype="<f4"), dimension)
-    except (ValueError, TypeError):
-        return None
-
-
-def stored_vector(embedding: object, dimension: int) -> np.ndarray | None:
-    """A vector read back from a store, normalized; None when it is not one of `dimension` usable values."""
-    if embedding is None:
-        return None
-    try:
-        vector = np.asarray(embedding, dtype=np.float32)
-    except (ValueError, TypeError):
-        return None
-    if vector.shape != (dimension,) or not np.isfinite(vector).all():
-        return None
-    norm = float(np.linalg.norm(vector))
-    return vector / norm if norm > 0 else None
 
 
 class StoreBackedIndex:
@@ -357,9 +297,9 @@ class StoreBackedIndex:
 
     def add(self, ids: Iterable[int], vectors: np.ndarray) -> None:
         """Add vectors (normalized here); an id already present is replaced."""
-        units = _unit_ids(ids)
+        units = unit_ids(ids)
         matrix = (
-            _unit_rows(vectors, self._dimension, "vectors")
+            unit_rows(vectors, self._dimension, "vectors")
             if np.size(vectors)
             else np.zeros((0, self._dimension), dtype=np.float32)
         )
@@ -383,7 +323,7 @@ class StoreBackedIndex:
 
     def remove(self, ids: Iterable[int]) -> None:
         """Remove ids from the store (ids it does not hold are ignored)."""
-        units = _unit_ids(ids)
+        units = unit_ids(ids)
         if not units:
             return
         with self._lock:
@@ -529,10 +469,10 @@ class StoreBackedIndex:
         """The `k` nearest (id, cosine similarity) pairs of this scope, best first, skipping `exclude`."""
         if isinstance(k, bool) or not isinstance(k, (int, np.integer)):
             raise ConfigError(f"k must be an int, got {k!r}")
-        vector = _unit_rows(query, self._dimension, "the query vector")[0]
+        vector = unit_rows(query, self._dimension, "the query vector")[0]
         if k <= 0:
             return []
-        excluded = set(_unit_ids(exclude))
+        excluded = set(unit_ids(exclude))
         with self._lock, self._calling("search"):
             hits = self._query(vector, int(k) + len(excluded))
             found: dict[int, float] = {}
@@ -556,7 +496,7 @@ class StoreBackedIndex:
 
     def vectors(self, ids: Iterable[int]) -> dict[int, np.ndarray]:
         """The stored (normalized) vectors of the ids that are present."""
-        units = list(dict.fromkeys(_unit_ids(ids)))
+        units = list(dict.fromkeys(unit_ids(ids)))
         with self._lock:
             out = {u: self._vectors[u].copy() for u in units if u in self._ids and u in self._vectors}
             missing = [u for u in units if u in self._ids and u not in out]

@@ -22,9 +22,7 @@ from .._models import Message, Role, TurnStatus
 from .._salience import says_nothing
 from .._stores.base import SessionStats, Store
 from .columns import (
-    EXCHANGE_SEQ_MASK,
     LogColumns,
-    exchange_first_seq,
     exchange_unit_id,
     is_exchange_unit,
     items_are_single_messages,
@@ -40,6 +38,7 @@ from .lexical import (
     LexicalIndexLost,
     LexicalScores,
     StoredLexicalIndex,
+    joint_kinds,
     no_scores,
 )
 from .passages import best_of_each_message, passage_id, passage_spans
@@ -47,16 +46,7 @@ from .plan import EmbedDocuments, Plan
 from .render import CachedLine, LineKey
 from .vector_index import VectorIndex
 
-__all__ = [
-    "EXCHANGE_SEQ_MASK",
-    "UNKNOWN",
-    "LogColumns",
-    "SessionMirror",
-    "exchange_first_seq",
-    "exchange_unit_id",
-    "is_exchange_unit",
-    "items_are_single_messages",
-]
+__all__ = ["UNKNOWN", "SessionMirror"]
 
 logger = logging.getLogger("convmem")
 
@@ -121,7 +111,7 @@ class SessionMirror:
         if lexical is None:
             lexical = (new_lexical_index(), new_lexical_index())
         self.lexical_messages, self.lexical_exchanges = lexical
-        self._joint = _joint_kinds(lexical)
+        self._joint = joint_kinds(lexical)
         self.pending: dict[int, str] = {}  # unit id -> text still to embed
         self.inflight: set[int] = set()
         self.speakers: dict[str, str] = {}  # lowercased name -> name
@@ -408,7 +398,7 @@ class SessionMirror:
         """Swap in other lexical indexes and give them every document (lock held); with
         ``refill=False`` the caller is about to read the whole log into them anyway."""
         self.lexical_messages, self.lexical_exchanges = lexical
-        self._joint = _joint_kinds(lexical)
+        self._joint = joint_kinds(lexical)
         if isinstance(self.generation, str) or self.generation is None:
             self._lexical_follow(self.generation)
         if refill:
@@ -491,7 +481,7 @@ class SessionMirror:
     def _ask(
         index: LexicalIndex, query: str, collection: CollectionStats | None, coverage: bool
     ) -> Mapping[int, float]:
-        # Called with a collection, or for coverage, only for an index `_joint_kinds` found joint.
+        # Called with a collection, or for coverage, only for an index `joint_kinds` found joint.
         joint: JointLexicalIndex = index  # type: ignore[assignment]
         if coverage:
             return joint.coverage(query, collection)
@@ -600,12 +590,3 @@ class SessionMirror:
             hi = self.position[core[-1]] + radius
             core = [s for s in self.order[max(lo, 0) : hi + 1] if self.episode_of.get(s) == episode]
         return [s for s in core if s not in excluded and s in self.lines and s not in self.small_talk]
-
-
-def _joint_kinds(lexical: tuple[LexicalIndex, LexicalIndex]) -> dict[str, bool]:
-    """Which of a mirror's two lexical indexes can score as part of a user's collection
-    (checked once: a protocol check costs more than the query it guards)."""
-    return {
-        "messages": isinstance(lexical[0], JointLexicalIndex),
-        "exchanges": isinstance(lexical[1], JointLexicalIndex),
-    }

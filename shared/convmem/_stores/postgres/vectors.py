@@ -42,7 +42,7 @@ from typing import Any, Protocol, TypeVar
 import numpy as np
 
 from ..._errors import ConfigError
-from ..._recall.store_backed_index import _unit_ids, _unit_rows, stored_vector
+from ..._recall.vector_rows import stored_vector, unit_ids, unit_rows
 from ..base import validate_id
 from .queries import _Queries
 from .sql import _Operation
@@ -295,7 +295,7 @@ class PostgresVectorIndex:
             if generation != self._generation:
                 return set()
             self.refresh()
-            return {u for u in _unit_ids(units) if u in self._written}
+            return {u for u in unit_ids(units) if u in self._written}
 
     # -- writing -----------------------------------------------------------------
 
@@ -305,9 +305,9 @@ class PostgresVectorIndex:
         The table takes them only while the session is at this index's generation;
         otherwise they serve this process until `follow_generation` writes what stays.
         """
-        units = _unit_ids(ids)
+        units = unit_ids(ids)
         matrix = (
-            _unit_rows(vectors, self._dimension, "vectors")
+            unit_rows(vectors, self._dimension, "vectors")
             if np.size(vectors)
             else np.zeros((0, self._dimension), dtype=np.float32)
         )
@@ -360,7 +360,7 @@ class PostgresVectorIndex:
 
     def remove(self, ids: Iterable[int]) -> None:
         """Remove ids from this copy and the table (unknown ones are ignored)."""
-        units = list(dict.fromkeys(_unit_ids(ids)))
+        units = list(dict.fromkeys(unit_ids(ids)))
         if not units:
             return
         with self._lock:
@@ -408,10 +408,10 @@ class PostgresVectorIndex:
         """
         if isinstance(k, bool) or not isinstance(k, (int, np.integer)):
             raise ConfigError(f"k must be an int, got {k!r}")
-        vector = _unit_rows(query, self._dimension, "the query vector")[0]
+        vector = unit_rows(query, self._dimension, "the query vector")[0]
         if k <= 0:
             return []
-        excluded = set(_unit_ids(exclude))
+        excluded = set(unit_ids(exclude))
         with self._lock:
             self.refresh()
             scores = self._rows.scores(vector, excluded)
@@ -425,6 +425,6 @@ class PostgresVectorIndex:
 
     def vectors(self, ids: Iterable[int]) -> dict[int, np.ndarray]:
         """The stored (normalized) vectors of the ids that are present."""
-        units = _unit_ids(ids)
+        units = unit_ids(ids)
         with self._lock:
             return {u: self._rows.get(u).copy() for u in units if u in self._rows.position}
