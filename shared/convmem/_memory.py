@@ -64,8 +64,9 @@ class ConversationMemory:
     Components: a `summarizer`, `fact_extractor` or `counter` left None is
     the offline default. Recall is on by default: with neither ``recall=`` nor
     ``embedder=`` earlier turns are found by their words (``Recall()``: BM25
-    over CJK-aware terms, no model; on a `SQLiteStore` the terms are kept in
-    its file with FTS5); ``embedder=`` adds meaning (recall with
+    over CJK-aware terms, no model; one per store in the process, shared by the
+    store's memories, so a user's new chat searches what is already read);
+    ``embedder=`` adds meaning (recall with
     default settings, vectors next to a SQLite store), and ``recall=`` takes a
     configured `Recall`, which may serve many sessions; not both. Each part
     has one switch: facts are turned off by
@@ -120,12 +121,16 @@ class ConversationMemory:
         )
         if embedder is not None or (recall is None and self.config.recall_earlier_turns):
             from ._recall.engine import Recall
+            from ._recall.shared import shared_lexical_recall
 
             if embedder is not None:
                 index_dir = self.store.vector_index_dir() if isinstance(self.store, HasFileLocation) else None
                 recall = Recall(embedder, index_dir=index_dir)
             else:
-                recall = Recall()  # by words: no model; on SQLite the terms go in the store's file
+                # By words, no model: one Recall per store in the process, so a user's new chat
+                # finds the sessions other memories of the store already mirror, and mirrors
+                # stay within one bound (max_sessions) however many memories are made.
+                recall = shared_lexical_recall(self.store)
         self.recall: Recall | None = recall
         self._derived = DerivedState(
             session_id=self.session_id,

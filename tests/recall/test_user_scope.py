@@ -402,3 +402,36 @@ def test_a_statement_another_session_replaced_is_not_recalled_alone(store: Store
     store.clear("autumn")
     recalled = asking.build_context("Do I live near the lake in Hangzhou?", 600).recalled
     assert any("Hangzhou" in item.text and item.session_id == "spring" for item in recalled)
+
+
+class CountingStore(InMemoryStore):
+    """An InMemoryStore that counts whole-log reads, per session."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.reads: dict[str, int] = {}
+
+    def messages(self, session_id: str, *args: object, **kwargs: object):  # type: ignore[no-untyped-def]
+        self.reads[session_id] = self.reads.get(session_id, 0) + 1
+        return super().messages(session_id, *args, **kwargs)  # type: ignore[arg-type]
+
+
+def test_memories_of_one_store_share_recall_so_a_new_chat_reads_no_log_again() -> None:
+    store = CountingStore()
+    earlier = ConversationMemory("monday", store, user_id="ada")
+    earlier.add_turn("My locker code is K123.", "Noted.")
+    earlier.add_turn("I keep my bike in the basement.", "Good to know.")
+    assert "K123" in str(earlier.build_context(query="what is my locker code?").messages)
+    reads = dict(store.reads)
+
+    new_chat = ConversationMemory("tuesday", store, user_id="ada")
+    assert new_chat.recall is earlier.recall  # by words, one Recall per store
+    assert "K123" in str(new_chat.build_context(query="what is my locker code?").messages)
+    assert store.reads.get("monday", 0) == reads.get("monday", 0)  # found as already mirrored
+
+    other_store = CountingStore()
+    elsewhere = ConversationMemory("tuesday", other_store, user_id="ada")
+    assert elsewhere.recall is not earlier.recall
+    assert "K123" not in str(elsewhere.build_context(query="what is my locker code?").messages)
+    bob = ConversationMemory("bob-chat", store, user_id="bob")
+    assert "K123" not in str(bob.build_context(query="what is my locker code?").messages)
