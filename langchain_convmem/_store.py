@@ -7,8 +7,9 @@ under two namespaces it answers itself, both below the reserved first label
 ``"convmem"`` (`ConvMemStore.RESERVED`):
 
 - ``("convmem", user_id, "facts")`` (`ConvMemStore.facts_namespace`): one item
-  per current fact of the user (key: the fact key; value: ``key``, ``value``,
-  ``session_id``, ``seq``, ``timestamp``, ``source``). Deleting one forgets the
+  per current fact of the user (key: the fact key, ``"<speaker>:<key>"`` for a
+  named speaker of a chat of several people; value: ``key``, ``value``,
+  ``speaker``, ``session_id``, ``seq``, ``timestamp``, ``source``). Deleting one forgets the
   fact in every session of the user. Facts come from what the user says, so
   writing one is refused.
 - ``("convmem", user_id, "conversations")`` (`ConvMemStore.conversations_namespace`):
@@ -181,17 +182,24 @@ def _when(timestamp: float | None) -> datetime:
     return datetime.fromtimestamp(timestamp or 0.0, tz=timezone.utc)
 
 
+def _fact_item_key(fact: Fact) -> str:
+    """The item key of a fact: its key, or ``"<speaker>:<key>"`` for a named speaker of a
+    chat of several people, so two people's facts of one key are two items."""
+    return fact.key if fact.speaker is None else f"{fact.speaker}:{fact.key}"
+
+
 def _fact_item(namespace: tuple[str, ...], fact: Fact, score: float | None) -> SearchItem:
     value = {
         "key": fact.key,
         "value": fact.value,
+        "speaker": fact.speaker,
         "session_id": fact.session_id,
         "seq": fact.seq,
         "timestamp": fact.timestamp,
         "source": fact.source,
     }
     when = _when(fact.timestamp)
-    return SearchItem(namespace, fact.key, value, when, when, score)
+    return SearchItem(namespace, _fact_item_key(fact), value, when, when, score)
 
 
 def _message_item(
@@ -363,12 +371,15 @@ class ConvMemStore(BaseStore):
     def _forget_fact(self, user_id: str, key: str) -> None:
         sessions = self._sessions(user_id)
         if sessions:
-            UserFacts(self.store, user_id, sessions[0]).forget(key)
+            # Found by its item key, which names the speaker (a fact key may hold ":" too).
+            found = [fact for fact in self._facts(user_id) if _fact_item_key(fact) == key]
+            speaker, fact_key = (found[0].speaker, found[0].key) if found else (None, key)
+            UserFacts(self.store, user_id, sessions[0]).forget(fact_key, speaker)
 
     def _get(self, namespace: tuple[str, ...], user_id: str, kind: _Kind, key: str) -> Item | None:
         if kind == FACTS:
             for fact in self._facts(user_id):
-                if fact.key == key:
+                if _fact_item_key(fact) == key:
                     return _as_item(_fact_item(namespace, fact, None))
             return None
         session_id, _, seq_text = key.rpartition(":")

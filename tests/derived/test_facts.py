@@ -629,6 +629,22 @@ def test_llm_extractor_prompt_numbers_the_messages_and_asks_for_json() -> None:
     assert "Do not guess or invent" in prompt
 
 
+def test_llm_extractor_gives_each_fact_to_the_speaker_of_its_message() -> None:
+    llm = FakeLLM('[{"key": "city", "value": "Oslo", "seq": 1}, {"key": "pet", "value": "a cat", "seq": 2}]')
+    caroline = dataclasses.replace(Message.create("user", "I live in Oslo.", name="Caroline"), seq=1)
+    melanie = dataclasses.replace(Message.create("user", "I have a cat.", name="Melanie"), seq=2)
+    facts = LLMFactExtractor(llm).extract([caroline, melanie])
+    assert "[1] Caroline: I live in Oslo." in llm.prompts[0]
+    assert [(f.speaker, f.key, f.value) for f in facts] == [
+        ("Caroline", "city", "Oslo"),
+        ("Melanie", "pet", "a cat"),
+    ]
+    alone = LLMFactExtractor(FakeLLM('[{"key": "city", "value": "Oslo", "seq": 1}]')).extract(
+        [user("I live in Oslo.", seq=1)]
+    )
+    assert [f.speaker for f in alone] == [None]  # the user of a one-person chat
+
+
 def test_llm_extractor_uses_the_chinese_prompt_for_a_chinese_conversation() -> None:
     llm = FakeLLM('[{"key": "city", "value": "北京"}]')
     facts = LLMFactExtractor(llm).extract([user("我搬到了北京。", seq=3)])

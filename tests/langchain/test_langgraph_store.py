@@ -235,10 +235,27 @@ def test_a_users_facts_from_all_their_sessions_are_items(logged: convmem.InMemor
     assert facts["city"].value["value"] == "Hangzhou"
     assert facts["city"].value["session_id"] == "alice-2"
     assert facts["pet_name"].value["session_id"] == "alice-1"
-    assert set(facts["city"].value) == {"key", "value", "session_id", "seq", "timestamp", "source"}
+    assert set(facts["city"].value) == {"key", "value", "speaker", "session_id", "seq", "timestamp", "source"}
+    assert facts["city"].value["speaker"] is None  # the user of a one-person chat
     assert all(item.namespace == FACTS for item in facts.values())
     item = store.get(FACTS, "pet_name")
     assert item is not None and item.value == facts["pet_name"].value
+
+
+def test_facts_of_two_speakers_of_one_key_are_two_items_and_deleted_apart() -> None:
+    logged = convmem.InMemoryStore()
+    memory = ConversationMemory("friends", logged, user_id="club")
+    memory.add("user", "I live in Oslo.", name="Caroline")
+    memory.add("user", "I live in Rome.", name="Melanie")
+    store = ConvMemStore(logged)
+    namespace = ("convmem", "club", "facts")
+    facts = {item.key: item.value for item in store.search(namespace, limit=100)}
+    assert facts["Caroline:city"]["value"] == "Oslo" and facts["Caroline:city"]["speaker"] == "Caroline"
+    assert facts["Melanie:city"]["value"] == "Rome"
+    store.delete(namespace, "Caroline:city")
+    assert store.get(namespace, "Caroline:city") is None
+    melanie = store.get(namespace, "Melanie:city")
+    assert melanie is not None and melanie.value["value"] == "Rome"
 
 
 def test_a_query_ranks_the_facts_it_names_first(logged: convmem.InMemoryStore) -> None:

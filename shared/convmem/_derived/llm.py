@@ -27,7 +27,13 @@ from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, TypeVar
 
 from .._errors import ConfigError
-from .._language import LANGUAGE_NAMES, check_language, message_prefix, resolve_language, speaker_prefix
+from .._language import (
+    LANGUAGE_NAMES,
+    check_language,
+    message_prefix,
+    resolve_language,
+    speaker_name,
+)
 from .._models import Message, Role
 from .._salience import check_messages, conversation_messages
 from .._sansio import Flow, arun, run
@@ -457,7 +463,9 @@ class LLMFactExtractor:
 
     The model sees the numbered messages (English or Chinese prompt, after the
     conversation's language; see :data:`FACT_PROMPTS`) and answers with a JSON
-    array of ``{"key", "value", "seq"}`` objects. An answer that is not valid
+    array of ``{"key", "value", "seq"}`` objects; a fact belongs to the speaker of the
+    message its ``seq`` names (`Fact.speaker`, in a chat of several people, whose
+    lines the prompt shows by name). An answer that is not valid
     JSON is retried once with a stricter prompt; if that fails too, a warning
     is logged (logger ``"convmem"``) and no facts are returned. Items without a
     usable key or value are skipped.
@@ -488,8 +496,10 @@ class LLMFactExtractor:
             return []
         language = resolve_language(self.language, "\n".join(m.text for m in conversation))
         numbered = {(m.seq if m.seq is not None else index + 1): m for index, m in enumerate(conversation)}
+        # A named speaker is shown by name, so the facts of a chat of several people can be
+        # told apart (each fact belongs to the speaker of the message it cites).
         transcript = "\n".join(
-            f"[{number}] {speaker_prefix(m.role, language)}{m.text.strip()}" for number, m in numbered.items()
+            f"[{number}] {message_prefix(m, language)}{m.text.strip()}" for number, m in numbered.items()
         )
         prompt = FACT_PROMPTS[language].replace("{messages}", transcript)
         items = _parse_json_list((yield prompt))
@@ -537,6 +547,7 @@ class LLMFactExtractor:
                     seq=message.seq,
                     timestamp=message.timestamp,
                     source=source_quote(message.text),
+                    speaker=speaker_name(message),
                 )
             )
         return facts

@@ -97,14 +97,15 @@ def parse_facts(record: StateRecord | None, session_id: str) -> FactBook:
     return FactsRecord.from_record(record, session_id).book
 
 
-def forget_fact_of(store: Store, session_id: str, key: str) -> bool:
-    """Remove the fact `key` (and its history) from the stored facts of `session_id`,
-    with compare-and-set; False if that session had no such fact."""
+def forget_fact_of(store: Store, session_id: str, key: str, speaker: str | None = None) -> bool:
+    """Remove the fact `key` of `speaker` (None: the user of a one-person chat) and its
+    history from the stored facts of `session_id`, with compare-and-set; False if that
+    session had no such fact."""
     for _ in range(5):
         record = store.get_state(session_id, FACTS_KEY)
         state = FactsRecord.from_record(record, session_id)
         book = FactBook.from_json(state.book.to_json())
-        if not book.forget(key):
+        if not book.forget(key, speaker):
             return False
         written = store.put_state(
             session_id,

@@ -111,9 +111,10 @@ class UserFacts:
             self._merged = (versions, merged)
         return merged
 
-    def forget(self, key: str) -> bool:
-        """Forget the fact `key` in every session of the user; False if none had it."""
+    def forget(self, key: str, speaker: str | None = None) -> bool:
+        """Forget the fact `key` (of `speaker`, in a chat of several people) in every session
+        of the user; False if none had it."""
         forgotten = False
         for session in self.sessions():
-            forgotten = forget_fact_of(self.store, session, key) or forgotten
+            forgotten = forget_fact_of(self.store, session, key, speaker) or forgotten
         return forgotten
