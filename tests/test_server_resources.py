@@ -208,3 +208,31 @@ def test_a_hung_summarizer_in_many_sessions_holds_one_thread_per_session_and_non
     later.add_turn("third question?", "third answer.")
     assert later.summary().covers_through_seq >= 4
     store.close()
+
+
+def test_many_threads_of_many_users_share_one_recall_and_each_recalls_only_their_own(tmp_path: Path) -> None:
+    """The default recall is one per store: requests of many users in many threads use it at
+    once, each new chat finds its user's earlier session, and none sees another user's."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    store = SQLiteStore(tmp_path / "shared.db")
+    users = [f"user{n}" for n in range(12)]
+    for user in users:
+        earlier = ConversationMemory(f"{user}-monday", store, user_id=user)
+        earlier.add_turn(f"My locker code is {user.upper()}-LOCK.", "Noted.")
+        earlier.add_turn("Let me also tell you about my week at the office.", "Please do.")
+
+    def new_chat(user: str, round_: int) -> tuple[str, str, object]:
+        memory = ConversationMemory(f"{user}-chat-{round_}", store, user_id=user)
+        memory.add_turn("Hello again!", "Hi!")
+        context = memory.build_context(query="what is my locker code?")
+        return user, " ".join(str(m["content"]) for m in context.messages), memory.recall
+
+    with ThreadPoolExecutor(max_workers=8) as pool:
+        results = list(pool.map(lambda job: new_chat(*job), [(u, r) for r in range(3) for u in users]))
+    assert len({id(recall) for _, _, recall in results}) == 1  # one Recall for the store
+    for user, text, _ in results:
+        assert f"{user.upper()}-LOCK" in text
+        others = [u for u in users if u != user and f"{u.upper()}-LOCK" in text]
+        assert others == [], f"{user}'s context holds {others}'s locker code"
+    store.close()
