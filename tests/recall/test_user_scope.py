@@ -435,3 +435,26 @@ def test_memories_of_one_store_share_recall_so_a_new_chat_reads_no_log_again() -
     assert "K123" not in str(elsewhere.build_context(query="what is my locker code?").messages)
     bob = ConversationMemory("bob-chat", store, user_id="bob")
     assert "K123" not in str(bob.build_context(query="what is my locker code?").messages)
+
+
+def test_a_forked_child_gets_its_own_shared_recall() -> None:
+    """A lock a parent thread holds at a fork is never released in the child: the child's
+    memories must not use the parent's shared recall."""
+    import os
+
+    store = InMemoryStore()
+    parent = ConversationMemory("s", store).recall
+    read, write = os.pipe()
+    child = os.fork()
+    if child == 0:  # pragma: no cover - runs in the child
+        try:
+            same = ConversationMemory("t", store).recall is parent
+            os.write(write, b"same" if same else b"own")
+        finally:
+            os._exit(0)
+    os.close(write)
+    answer = os.read(read, 16)
+    os.close(read)
+    os.waitpid(child, 0)
+    assert answer == b"own"
+    assert ConversationMemory("u", store).recall is parent  # the parent keeps its own

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import threading
 import weakref
 from typing import Any
@@ -31,3 +32,15 @@ def shared_lexical_recall(store: Store) -> Recall:
         if recall is None:
             recall = _SHARED[store] = Recall()
         return recall
+
+
+def _forget_shared_in_child() -> None:
+    # A forked child must not take over the parent's recall: a lock a parent thread held at
+    # the fork would never be released there. Memories the child makes get a new one.
+    global _SHARED, _SHARED_LOCK
+    _SHARED = weakref.WeakKeyDictionary()
+    _SHARED_LOCK = threading.Lock()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_forget_shared_in_child)
