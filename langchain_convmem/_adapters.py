@@ -68,6 +68,7 @@ class LangChainComplete:
         return _answer_text(self.model.invoke(prompt))
 
     async def acomplete(self, prompt: str) -> str:
+        """The reply's text to `prompt`, from ``model.ainvoke``: calling the object, awaited."""
         return _answer_text(await self.model.ainvoke(prompt))
 
 
@@ -130,6 +131,7 @@ class ChatModelTokenCounter:
         return f"ChatModelTokenCounter({self.name!r})"
 
     def count_text(self, text: str) -> int:
+        """``model.get_num_tokens(text)``; 0 for empty text, without asking the model."""
         return int(self.model.get_num_tokens(text)) if text else 0
 
     def _empty_list_tokens(self) -> int:
@@ -142,6 +144,8 @@ class ChatModelTokenCounter:
             return self._list_overhead
 
     def count_message(self, message: Message) -> int:
+        """The model's count of `message` alone, less its reply priming; media parts cost
+        ``media_part_tokens`` each."""
         media_parts = 0
         content = message.content
         if not isinstance(content, str):

@@ -265,10 +265,12 @@ class ConvMemChatMessageHistory(BaseChatMessageHistory):
 
     @property
     def session_id(self) -> str:
+        """The session this history reads and writes."""
         return self.memory.session_id
 
     @property
     def user_id(self) -> str | None:
+        """The user the session belongs to; ``None`` when the history was made without one."""
         return self.memory.user_id
 
     def __repr__(self) -> str:

@@ -145,6 +145,8 @@ class ConvMemRunnable(Runnable[Any, Any]):
 
     @property
     def config_specs(self) -> list[ConfigurableFieldSpec]:
+        """The session id and user id keys a call's ``config["configurable"]`` takes, then the
+        wrapped runnable's own fields."""
         own = [
             ConfigurableFieldSpec(
                 id=self.session_id_key,

@@ -150,6 +150,9 @@ class ConvMemChatMemoryBuffer(ChatMemoryBuffer):
     @model_validator(mode="before")
     @classmethod
     def validate_memory(cls, values: Any) -> Any:
+        """Check the constructor's arguments: a missing ``token_limit`` takes the default,
+        one that is not an int of at least 1 is refused (pydantic's ``ValidationError``),
+        and ``tokenizer_fn=None`` or ``chat_store=None`` count as not given."""
         # Replaces ChatMemoryBuffer's validator, which would fill in a tokenizer
         # and so hide whether the caller chose one.
         if isinstance(values, dict):
@@ -507,6 +510,7 @@ class ConvMemChatMemoryBuffer(ChatMemoryBuffer):
         return json.dumps(self.to_dict(), ensure_ascii=False)
 
     def to_json(self, **kwargs: Any) -> str:
+        """`to_dict` as JSON text (the same as `to_string`); `from_json` reads it back."""
         return self.to_string()
 
     @classmethod
@@ -526,6 +530,7 @@ class ConvMemChatMemoryBuffer(ChatMemoryBuffer):
 
     @classmethod
     def from_json(cls, data_str: str, **kwargs: Any) -> ConvMemChatMemoryBuffer:
+        """A buffer from `to_json` text; `kwargs` as for `from_dict`."""
         return cls.from_string(data_str, **kwargs)
 
     def __getstate__(self) -> dict[str, Any]:

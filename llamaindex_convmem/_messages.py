@@ -290,4 +290,5 @@ def to_chat_message(message: Message) -> ChatMessage:
 
 
 def to_chat_messages(messages: Sequence[Message]) -> list[ChatMessage]:
+    """`to_chat_message` for each, in order."""
     return [to_chat_message(m) for m in messages]

@@ -235,6 +235,11 @@ class MemoryConfig:
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> MemoryConfig:
+        """A config from a dict `to_dict` made, validated as the constructor validates it.
+
+        An unknown field raises `ConfigError` naming it and the known fields;
+        fields left out keep their defaults.
+        """
         known = {f.name for f in dataclasses.fields(cls)}
         unknown = sorted(set(data) - known)
         if unknown:

@@ -253,6 +253,7 @@ class Message:
 
     @property
     def has_tool_calls(self) -> bool:
+        """True when the message asks for tool calls (an assistant message awaiting tool results)."""
         return bool(self.tool_calls)
 
     def to_dict(self) -> dict[str, Any]:
@@ -462,6 +463,7 @@ class Turn:
 
     @property
     def question(self) -> Message | None:
+        """The user message that opened the turn; ``None`` for messages before the first question."""
         first = self.messages[0]
         return first if first.role is Role.USER else None
 
@@ -475,6 +477,7 @@ class Turn:
 
     @property
     def status(self) -> TurnStatus:
+        """Its last assistant message's status, or the question's while nothing answered it."""
         for message in reversed(self.messages):
             if message.role is Role.ASSISTANT:
                 return message.status
@@ -487,10 +490,12 @@ class Turn:
 
     @property
     def first_seq(self) -> int:
+        """The seq of its first message (0 for messages not stored yet)."""
         return self.messages[0].seq or 0
 
     @property
     def last_seq(self) -> int:
+        """The seq of its last message (0 for messages not stored yet)."""
         return self.messages[-1].seq or 0
 
 

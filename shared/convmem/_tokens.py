@@ -57,9 +57,14 @@ class TokenCounter(Protocol):
 
     name: str
 
-    def count_text(self, text: str) -> int: ...
+    def count_text(self, text: str) -> int:
+        """Tokens in plain `text`. A memory may call it from several threads at once."""
+        ...
 
-    def count_message(self, message: Message) -> int: ...
+    def count_message(self, message: Message) -> int:
+        """Tokens one message costs in a chat request: its role, content, name, tool calls
+        and tool call id, plus the per-message overhead (see the module docstring)."""
+        ...
 
 
 class TextTokenCounter:
@@ -79,6 +84,7 @@ class TextTokenCounter:
     media_part_tokens: int = DEFAULT_MEDIA_PART_TOKENS
 
     def count_text(self, text: str) -> int:  # pragma: no cover - overridden
+        """Tokens in plain `text`; a subclass implements it, everything else counts with it."""
         raise NotImplementedError
 
     def count_pieces(self, pieces: Sequence[str], *, count: Callable[[str], int] | None = None) -> int:
@@ -92,6 +98,8 @@ class TextTokenCounter:
         return (count or self.count_text)("".join(pieces))
 
     def count_content(self, content: Content) -> int:
+        """Tokens of a message's content: text (a string or text parts) by `count_text`,
+        each image or audio part `media_part_tokens`, whatever its size."""
         if isinstance(content, str):
             return self.count_text(content)
         total = 0
@@ -105,6 +113,8 @@ class TextTokenCounter:
         return total
 
     def count_tool_calls(self, tool_calls: tuple[ToolCall, ...]) -> int:
+        """Tokens of a message's tool calls: for each, the per-message overhead, its name,
+        its arguments as JSON and its id."""
         total = 0
         for call in tool_calls:
             args = json.dumps(call.get("args", {}), ensure_ascii=False, sort_keys=True)
@@ -114,6 +124,7 @@ class TextTokenCounter:
         return total
 
     def count_message(self, message: Message) -> int:
+        """Tokens `message` costs in a chat request (see `TokenCounter.count_message`)."""
         return self.count_fields(
             message.role.value,
             message.content,
@@ -280,6 +291,7 @@ class TiktokenCounter(TextTokenCounter):
 
     @property
     def is_exact(self) -> bool:
+        """False when no encoding could be loaded and counts are `ApproximateCounter` estimates."""
         return self._encoding is not None
 
     def count_text(self, text: str) -> int:
@@ -320,11 +332,13 @@ class TiktokenCounter(TextTokenCounter):
         return total
 
     def encode(self, text: str) -> list[int]:
+        """The token ids of `text`; `ConfigError` when the counter is not `is_exact`."""
         if self._encoding is None:
             raise ConfigError("this counter has no tokenizer; it counts approximately")
         return self._encoding.encode(text, disallowed_special=())
 
     def decode(self, tokens: list[int]) -> str:
+        """The text of token ids made by `encode`; `ConfigError` when the counter is not `is_exact`."""
         if self._encoding is None:
             raise ConfigError("this counter has no tokenizer; it counts approximately")
         return self._encoding.decode(tokens)

@@ -147,6 +147,7 @@ class Fact:
         object.__setattr__(self, "timestamp", float(self.timestamp))
 
     def to_dict(self) -> dict[str, Any]:
+        """The fact as a JSON-ready dict (`from_dict` reads it back); unset optional fields are left out."""
         data = dataclasses.asdict(self)
         if not self.negated:
             del data["negated"]  # the common case keeps the layout stored before negations existed
@@ -183,9 +184,13 @@ class FactExtractor(Protocol):
     earlier one when a :class:`FactBook` applies them.
     """
 
-    def extract(self, messages: Sequence[Message]) -> list[Fact]: ...
+    def extract(self, messages: Sequence[Message]) -> list[Fact]:
+        """The facts `messages` state, in the order they were stated (none is an empty list)."""
+        ...
 
-    async def aextract(self, messages: Sequence[Message]) -> list[Fact]: ...
+    async def aextract(self, messages: Sequence[Message]) -> list[Fact]:
+        """`extract` as a coroutine; the memory's async methods call this one."""
+        ...
 
 
 def source_quote(text: str) -> str:

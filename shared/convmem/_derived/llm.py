@@ -313,6 +313,7 @@ class LLMSummarizer:
 
     @property
     def counter(self) -> TokenCounter:
+        """The counter that measures summaries against ``max_tokens`` (the default if none was given)."""
         return self._extractive.counter
 
     def summarize(

@@ -35,10 +35,13 @@ class Summary:
     updated_at: float | None = None
 
     def to_json(self) -> str:
+        """The summary as the JSON text a store keeps in its state record."""
         return json.dumps(dataclasses.asdict(self), ensure_ascii=False)
 
     @classmethod
     def from_record(cls, record: StateRecord | None, session_id: str) -> Summary:
+        """The summary a stored state record holds (an empty one for ``None``);
+        `StoreError` naming `session_id` when the record is malformed."""
         if record is None:
             return cls()
         try:

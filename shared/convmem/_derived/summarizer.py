@@ -58,11 +58,15 @@ class Summarizer(Protocol):
 
     def summarize(
         self, previous_summary: str | None, messages: Sequence[Message], *, max_tokens: int | None = None
-    ) -> str: ...
+    ) -> str:
+        """The new summary: `previous_summary` (``None`` for the first) with `messages` folded in."""
+        ...
 
     async def asummarize(
         self, previous_summary: str | None, messages: Sequence[Message], *, max_tokens: int | None = None
-    ) -> str: ...
+    ) -> str:
+        """`summarize` as a coroutine; the memory's async methods call this one."""
+        ...
 
 
 # --------------------------------------------------------------------------- inputs
@@ -205,6 +209,7 @@ class ExtractiveSummarizer:
 
     @property
     def counter(self) -> TokenCounter:
+        """The counter that measures summaries against ``max_tokens`` (the default if none was given)."""
         if self._counter is None:
             self._counter = default_counter()
         return self._counter

@@ -93,6 +93,8 @@ class UserFacts:
         self._merged: tuple[tuple[tuple[str, str], ...], FactBook] | None = None
 
     def sessions(self) -> list[str]:
+        """The user's sessions, read from the store on each call: this memory's session first
+        (even before its first message), then the others in the store's order."""
         return user_sessions(self.store, self.user_id, self.session_id)
 
     def book(self) -> FactBook:

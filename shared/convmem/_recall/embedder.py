@@ -70,10 +70,14 @@ class Embedder(Protocol):
     """
 
     @property
-    def name(self) -> str: ...
+    def name(self) -> str:
+        """The model's identity (stored with an index: another name means a rebuild)."""
+        ...
 
     @property
-    def dimension(self) -> int: ...
+    def dimension(self) -> int:
+        """The length of every vector this embedder returns."""
+        ...
 
     def embed_documents(self, texts: Sequence[str]) -> np.ndarray:
         """Vectors for `texts`, shape ``(len(texts), dimension)``."""
@@ -83,9 +87,13 @@ class Embedder(Protocol):
         """The vector of one query, shape ``(dimension,)``."""
         ...
 
-    async def aembed_documents(self, texts: Sequence[str]) -> np.ndarray: ...
+    async def aembed_documents(self, texts: Sequence[str]) -> np.ndarray:
+        """`embed_documents` as a coroutine that does not block the event loop."""
+        ...
 
-    async def aembed_query(self, text: str) -> np.ndarray: ...
+    async def aembed_query(self, text: str) -> np.ndarray:
+        """`embed_query` as a coroutine that does not block the event loop."""
+        ...
 
 
 def normalize_rows(vectors: Any, dimension: int | None = None) -> np.ndarray:
@@ -145,12 +153,14 @@ class BaseEmbedder:
 
     @property
     def name(self) -> str:
+        """The model's identity; `NotImplementedError` when the subclass gave none."""
         if self._name is None:
             raise NotImplementedError(f"{type(self).__name__} must give a name (class attribute or __init__)")
         return self._name
 
     @property
     def dimension(self) -> int:
+        """The vectors' length, learnt from the model when it was not given."""
         if self._dimension is None:
             self._find_dimension()
         if self._dimension is None:
@@ -193,6 +203,7 @@ class BaseEmbedder:
         return tqdm(total=total, desc=f"embedding ({self.name})", unit="text", file=sys.stderr)
 
     def embed_documents(self, texts: Sequence[str]) -> np.ndarray:
+        """Unit-length vectors for `texts`, ``batch_size`` texts per call of the model."""
         items = list(texts)
         if not items:
             return np.zeros((0, self.dimension), dtype=np.float32)
@@ -210,10 +221,12 @@ class BaseEmbedder:
         return np.concatenate(parts) if len(parts) > 1 else parts[0]
 
     def embed_query(self, text: str) -> np.ndarray:
+        """The unit-length vector of one query."""
         vector: np.ndarray = self._rows(self._embed([text], query=True))[0]
         return vector
 
     async def aembed_documents(self, texts: Sequence[str]) -> np.ndarray:
+        """`embed_documents` through ``_aembed`` (by default the model in a worker thread)."""
         items = list(texts)
         if not items:
             return np.zeros((0, self.dimension), dtype=np.float32)
@@ -224,6 +237,7 @@ class BaseEmbedder:
         return np.concatenate(parts) if len(parts) > 1 else parts[0]
 
     async def aembed_query(self, text: str) -> np.ndarray:
+        """`embed_query` through ``_aembed`` (by default the model in a worker thread)."""
         vector: np.ndarray = self._rows(await self._aembed([text], query=True))[0]
         return vector
 
@@ -316,6 +330,7 @@ class SentenceTransformerEmbedder(BaseEmbedder):
         )
 
     def embed_documents(self, texts: Sequence[str]) -> np.ndarray:
+        """Unit-length vectors for `texts`, from one ``encode`` call of the model."""
         items = list(texts)
         if not items:
             return np.zeros((0, self.dimension), dtype=np.float32)

@@ -90,6 +90,7 @@ class RecallResult:
 
     @property
     def seqs(self) -> frozenset[int]:
+        """The seqs of every recalled message, other sessions' items included (see `local_seqs`)."""
         return frozenset(seq for item in self.items for seq in item.seqs)
 
     @property

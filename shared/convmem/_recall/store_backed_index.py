@@ -210,10 +210,12 @@ class StoreBackedIndex:
 
     @property
     def session_id(self) -> str:
+        """The session whose messages the vectors stand for."""
         return self._session_id
 
     @property
     def user_id(self) -> str | None:
+        """The session's user, stored with each vector; ``None`` for a session without one."""
         return self._user_id
 
     @property
@@ -223,6 +225,7 @@ class StoreBackedIndex:
 
     @property
     def dimension(self) -> int:
+        """The length of every vector the index holds and searches with."""
         return self._dimension
 
     @property

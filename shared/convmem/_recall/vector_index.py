@@ -56,7 +56,9 @@ class VectorIndex(Protocol):
     """A mutable set of (id, unit vector) pairs searched by inner product."""
 
     @property
-    def dimension(self) -> int: ...
+    def dimension(self) -> int:
+        """The length of every vector the index holds and searches with."""
+        ...
 
     @property
     def kind(self) -> str:
@@ -147,6 +149,7 @@ class FaissIndex:
 
     @property
     def dimension(self) -> int:
+        """The length of every vector the index holds and searches with."""
         return self._dimension
 
     @property

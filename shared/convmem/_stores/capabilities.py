@@ -55,7 +55,9 @@ class ReadsSession(Protocol):
 class AsyncReadsSession(Protocol):
     """`ReadsSession` of an `AsyncStore`."""
 
-    async def read_session(self, session_id: str, keys: Sequence[str]) -> SessionSnapshot: ...
+    async def read_session(self, session_id: str, keys: Sequence[str]) -> SessionSnapshot:
+        """`ReadsSession.read_session` as a coroutine."""
+        ...
 
 
 @runtime_checkable

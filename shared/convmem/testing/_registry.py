@@ -33,6 +33,7 @@ class StoreCheck:
     function: Callable[[OpenStore], None] = dataclasses.field(repr=False)
 
     def run(self, open_store: OpenStore) -> None:
+        """Run the check on stores `open_store` opens; returns nothing when the store passes."""
         self.function(open_store)
 
     def __str__(self) -> str:

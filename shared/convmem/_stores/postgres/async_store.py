@@ -104,6 +104,7 @@ class AsyncPostgresStore(AsyncStore, AsyncReadsSession):
 
     @property
     def schema(self) -> str:
+        """The PostgreSQL schema that holds this store's tables."""
         return self._queries.schema
 
     @property

@@ -181,6 +181,7 @@ class PostgresStore(Store, ReadsSession, ReadsStates, ListsUserSessions, HostsLe
 
     @property
     def schema(self) -> str:
+        """The PostgreSQL schema that holds this store's tables."""
         return self._queries.schema
 
     @property

@@ -144,6 +144,7 @@ class RedisStore(Store, ReadsSession):
 
     @property
     def prefix(self) -> str:
+        """The namespace of every key this store writes (``prefix:...``)."""
         return self._layout.prefix
 
     @property
@@ -371,6 +372,7 @@ class AsyncRedisStore(AsyncStore, AsyncReadsSession):
 
     @property
     def prefix(self) -> str:
+        """The namespace of every key this store writes (``prefix:...``)."""
         return self._layout.prefix
 
     @property
