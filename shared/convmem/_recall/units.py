@@ -56,6 +56,11 @@ _OWN_INDEXES = (BM25TextIndex, SlotView)
 # A long run of messages without a question must not become one giant unit.
 _MAX_EXCHANGE_MESSAGES = 16
 
+# Units per embedder call: large enough that a model batches and pads well (and a
+# bulk import of 512 texts or more still shows the embedder's progress bar), small
+# enough that a failure or a crash midway keeps what was embedded before it.
+EMBED_BATCH_UNITS = 1024
+
 
 class _Unknown:
     def __repr__(self) -> str:
@@ -494,31 +499,44 @@ class SessionMirror:
     def embed_queued(self, config: RecallConfig, new_index: Callable[[int], VectorIndex]) -> Plan[bool]:
         """Embed the queued units; embedding, the slow part, runs outside the lock.
 
-        Returns whether the index file is due a rewrite. `new_index(dimension)`
-        makes the index when the first vectors arrive. If the embedder fails, the
-        units stay queued (logged) for a later attempt: a failure never loses a turn.
+        Units go to the embedder `EMBED_BATCH_UNITS` at a time, each batch stored as
+        soon as it is embedded, and a text several units share (a message said twice)
+        is embedded once. Returns whether the index file is due a rewrite.
+        `new_index(dimension)` makes the index when the first vectors arrive. If the
+        embedder fails, the batches already embedded are kept and the rest stay
+        queued (logged) for a later attempt: a failure never loses a turn.
         """
         with self.lock:
             todo = {u: t for u, t in self.pending.items() if u not in self.inflight}
             self.inflight.update(todo)
-        if not todo:
-            return False
         ids = list(todo)
-        try:
-            vectors = yield EmbedDocuments([todo[u] for u in ids])
-        except Exception as exc:
-            logger.warning(
-                "embedding %d recall units of session %r failed (%s: %s); they stay queued and "
-                "are found by keywords until a later add() embeds them",
-                len(todo),
-                self.session_id,
-                type(exc).__name__,
-                exc,
-            )
-            with self.lock:
-                self.inflight.difference_update(todo)
-            return False
-        return self._commit(ids, vectors, todo, config, new_index)
+        due = False
+        for start in range(0, len(ids), EMBED_BATCH_UNITS):
+            if self.forgotten:  # nothing embedded now would be kept
+                with self.lock:
+                    self.inflight.difference_update(ids[start:])
+                return due
+            batch = ids[start : start + EMBED_BATCH_UNITS]
+            texts = list(dict.fromkeys(todo[u] for u in batch))
+            try:
+                vectors = yield EmbedDocuments(texts)
+            except Exception as exc:
+                left = ids[start:]
+                logger.warning(
+                    "embedding %d recall units of session %r failed (%s: %s); they stay queued and "
+                    "are found by keywords until a later add() embeds them",
+                    len(left),
+                    self.session_id,
+                    type(exc).__name__,
+                    exc,
+                )
+                with self.lock:
+                    self.inflight.difference_update(left)
+                return due
+            row = {text: i for i, text in enumerate(texts)}
+            rows = vectors[[row[todo[u]] for u in batch]] if len(texts) < len(batch) else vectors
+            due = self._commit(batch, rows, todo, config, new_index) or due
+        return due
 
     def _commit(
         self,
@@ -529,7 +547,7 @@ class SessionMirror:
         new_index: Callable[[int], VectorIndex],
     ) -> bool:
         with self.lock:
-            self.inflight.difference_update(todo)
+            self.inflight.difference_update(ids)
             if self.forgotten:
                 return False
             # Only what is still wanted: the log may have moved on while we embedded.
