@@ -26,7 +26,7 @@ from .._errors import BudgetError, ConfigError
 from .._models import Message, Role
 from .._stores.base import SessionStats
 from .._tokens import TokenCounter
-from .columns import EXCHANGE_SEQ_MASK, is_exchange_unit
+from .columns import EXCHANGE_SEQ_MASK, is_exchange_unit, items_are_single_messages
 from .config import RecallConfig, RecallFilters
 from .gate import DenseProfile, judge
 from .history_index import SLOT_SHIFT, split_by_slot
@@ -487,7 +487,7 @@ def _gather(
         typical=typical,
         parts={s: found.parts[s] for s in seqs if s in found.parts},
     )
-    item_seqs = {seq: mirror.item_seqs(seq, excluded, config) for seq in seqs}
+    item_seqs = {seq: _item_seqs(mirror, seq, excluded, config) for seq in seqs}
     wanted = {s for group in item_seqs.values() for s in group}
     first = mirror.messages[mirror.order[0]].timestamp if mirror.order else mirror.newest_timestamp
     return _Gathered(
@@ -500,6 +500,24 @@ def _gather(
         mirror.newest_timestamp,
         first,
     )
+
+
+def _item_seqs(mirror: SessionMirror, seq: int, excluded: Collection[int], config: RecallConfig) -> list[int]:
+    """The messages a recalled `seq` brings: its exchange or itself, plus neighbours (lock held)."""
+    usable = mirror.lines
+    if items_are_single_messages(config):
+        return [seq] if seq not in excluded and seq in usable and seq not in mirror.small_talk else []
+    if config.granularity == "exchange":
+        core = list(mirror.exchanges.get(mirror.exchange_of.get(seq, seq), [seq]))
+    else:
+        core = [seq]
+    radius = config.neighbour_radius
+    if radius:
+        episode = mirror.episode_of[seq]
+        lo = mirror.position[core[0]] - radius
+        hi = mirror.position[core[-1]] + radius
+        core = [s for s in mirror.order[max(lo, 0) : hi + 1] if mirror.episode_of.get(s) == episode]
+    return [s for s in core if s not in excluded and s in usable and s not in mirror.small_talk]
 
 
 def gather(

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Callable, Collection, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 
 import numpy as np
 
@@ -25,7 +25,6 @@ from .columns import (
     LogColumns,
     exchange_unit_id,
     is_exchange_unit,
-    items_are_single_messages,
 )
 from .config import RecallConfig
 from .history_index import SlotView
@@ -589,22 +588,3 @@ class SessionMirror:
             cjk = is_cjk_text(self.lines[unit])
             total, count = sums.get(cjk, (np.zeros(vector.shape[-1], dtype=np.float64), 0))
             sums[cjk] = (total + vector, count + 1)
-
-    # -- reading ------------------------------------------------------------------------
-
-    def item_seqs(self, seq: int, excluded: Collection[int], config: RecallConfig) -> list[int]:
-        """The messages a recalled `seq` brings: its exchange or itself, plus neighbours."""
-        if items_are_single_messages(config):
-            alone = seq not in excluded and seq in self.lines and seq not in self.small_talk
-            return [seq] if alone else []
-        if config.granularity == "exchange":
-            core = list(self.exchanges.get(self.exchange_of.get(seq, seq), [seq]))
-        else:
-            core = [seq]
-        radius = config.neighbour_radius
-        if radius:
-            episode = self.episode_of[seq]
-            lo = self.position[core[0]] - radius
-            hi = self.position[core[-1]] + radius
-            core = [s for s in self.order[max(lo, 0) : hi + 1] if self.episode_of.get(s) == episode]
-        return [s for s in core if s not in excluded and s in self.lines and s not in self.small_talk]
