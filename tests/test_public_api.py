@@ -7,6 +7,7 @@ import ast
 import importlib
 import inspect
 import re
+import typing
 from pathlib import Path
 
 import pytest
@@ -88,6 +89,10 @@ def undocumented_members(module_name: str) -> list[str]:
     missing = []
     for name in module.__all__:
         obj = getattr(module, name)
+        if typing.get_origin(obj) is not None:
+            # A type alias (``OpenStore = Callable[[], Store]``) is documented where it is
+            # assigned; Python 3.10 calls such an alias a class.
+            continue
         if (inspect.isclass(obj) or inspect.isfunction(obj)) and not (inspect.getdoc(obj) or "").strip():
             missing.append(f"{module_name}.{name}")
         if not inspect.isclass(obj):
