@@ -175,7 +175,7 @@ class Recall:
         self._mirrors = MirrorTable(max_sessions, embeds=embedder is not None)
         # Stores that keep the keyword index of their users' histories are searched there.
         self._kept = KeptRoute(
-            self.config, words_only=embedder is None, store_key=self._mirrors.locked_store_key
+            lambda: self.config, words_only=embedder is None, store_key=self._mirrors.locked_store_key
         )
 
     def __repr__(self) -> str:

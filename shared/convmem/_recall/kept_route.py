@@ -34,16 +34,19 @@ class KeptRoute:
     """The part of a `Recall` that decides on, writes and searches histories stores keep."""
 
     def __init__(
-        self, config: RecallConfig, *, words_only: bool, store_key: Callable[[Store], object]
+        self, config_of: Callable[[], RecallConfig], *, words_only: bool, store_key: Callable[[Store], object]
     ) -> None:
-        self.histories = KeptHistories(config)
-        self._on = words_only and default_rules(config) and not config.neighbour_radius
+        self._config_of = config_of  # the engine's config, which its user may replace
+        self.histories = KeptHistories(config_of())
+        self._words_only = words_only
         self._store_key = store_key
         self._tables_of: weakref.WeakKeyDictionary[Any, HistoryTables | None] = weakref.WeakKeyDictionary()
 
     def tables(self, store: Store | None) -> HistoryTables | None:
         """The keyword index `store` keeps of its users' histories, when recall searches it."""
-        if store is None or not self._on:
+        config = self._config_of()
+        self.histories.config = config
+        if store is None or not self._words_only or not default_rules(config) or config.neighbour_radius:
             return None
         try:
             return self._tables_of[store]
