@@ -128,3 +128,18 @@ def test_batched_catch_up_writes_once_enough_messages_are_due(store: SQLiteStore
     result = recall.search("s", "Who chased a pigeon?", store=store, counter=COUNTER, max_tokens=400)
     assert any("pigeon" in item.text for item in result.items)
     assert indexed_through() == WRITE_EVERY + 2
+
+
+def test_postings_kept_between_searches_never_hide_rows_written_since(store: SQLiteStore) -> None:
+    recall = Recall()
+    store.append("s", [Message.create("user", "Our corgi Duoduo likes the beach.")], user_id="u")
+
+    def found(query: str) -> str:
+        result = recall.search("s", query, store=store, counter=COUNTER, max_tokens=400)
+        return "\n".join(item.text for item in result.items)
+
+    assert "pigeon" not in found("Who chased a pigeon at the beach?")  # "pigeon" read: no postings
+    store.append("s", [Message.create("user", "Duoduo chased a pigeon along the beach today.")], user_id="u")
+    assert "pigeon" in found("Who chased a pigeon at the beach?")
+    store.delete_messages("s", [2])
+    assert "pigeon" not in found("Who chased a pigeon at the beach?")

@@ -26,6 +26,7 @@ history, so both paths rank alike.
 from __future__ import annotations
 
 import functools
+import hashlib
 import logging
 import threading
 import weakref
@@ -73,6 +74,8 @@ _UNREAD = object()
 # Cursors as read from their JSON, shared by the searches of a process: never modified
 # (`derive` continues a copy), and parsed once instead of once per session per search.
 _read_cursor = functools.lru_cache(maxsize=8192)(IndexCursor.from_json)
+# Postings kept between searches (per Recall), in documents: about 24 bytes each.
+_POSTINGS_KEPT = 2_000_000
 # Sessions per tables whose written seq a process remembers (the oldest go first).
 _SESSIONS_NOTED = 65536
 
@@ -84,6 +87,11 @@ class KeptHistories:
         self.config = config
         self._lines: OrderedDict[tuple[object, ...], CachedLine] = OrderedDict()
         self._lock = threading.Lock()
+        # Postings of recent query terms, by (store key, history, version of its rows, term):
+        # a history's rows change only when a batch is written, so a long session's common
+        # terms are read from the store once per batch, not once per search.
+        self._postings: OrderedDict[tuple[object, ...], dict[int, TermPostings]] = OrderedDict()
+        self._postings_size = 0
         # The seq each session's rows were last seen written through, per tables.
         self._written: weakref.WeakKeyDictionary[HistoryTables, dict[str, int]] = weakref.WeakKeyDictionary()
 
@@ -247,6 +255,40 @@ class KeptHistories:
             excluded, max_tokens, counter, filters
         )
 
+    # -- postings kept between searches --------------------------------------------------
+
+    def kept_postings(
+        self, history: tuple[object, ...], terms: Sequence[str]
+    ) -> dict[str, dict[int, TermPostings]]:
+        """The postings (by kind) of those of `terms` kept for `history`, at its version."""
+        found: dict[str, dict[int, TermPostings]] = {}
+        with self._lock:
+            for term in terms:
+                key = (*history, term)
+                entry = self._postings.get(key)
+                if entry is not None:
+                    self._postings.move_to_end(key)
+                    found[term] = entry
+        return found
+
+    def keep_postings(
+        self, history: tuple[object, ...], postings: Mapping[str, dict[int, TermPostings]]
+    ) -> None:
+        with self._lock:
+            for term, by_kind in postings.items():
+                size = 1 + sum(len(p.ids) for p in by_kind.values())
+                if size > _POSTINGS_KEPT // 4:
+                    continue  # a term of most documents: not worth a quarter of the room
+                key = (*history, term)
+                previous = self._postings.pop(key, None)
+                if previous is not None:
+                    self._postings_size -= 1 + sum(len(p.ids) for p in previous.values())
+                self._postings[key] = by_kind
+                self._postings_size += size
+            while self._postings_size > _POSTINGS_KEPT and self._postings:
+                _, old = self._postings.popitem(last=False)
+                self._postings_size -= 1 + sum(len(p.ids) for p in old.values())
+
     # -- rendered lines -----------------------------------------------------------------
 
     def line(self, key: tuple[object, ...]) -> CachedLine | None:
@@ -303,6 +345,15 @@ class _Search:
             self.session_of[row.slot] = stats.session_id
         # Every slot of the history searched: no posting of another session to leave out.
         self.every_slot = {row.slot for row in indexed.sessions.values()} <= self.cursors.keys()
+        # What the history's rows are now: any batch written, reset or dropped changes it.
+        rows_now = sorted(
+            (r.session_id, r.slot, r.generation or "", r.cursor) for r in indexed.sessions.values()
+        )
+        self.history = (
+            store_key,
+            self.number,
+            hashlib.blake2b(repr(rows_now).encode(), digest_size=16).digest(),
+        )
 
     def run(
         self,
@@ -356,23 +407,33 @@ class _Search:
     # -- the keyword scores ---------------------------------------------------------------
 
     def _postings(self, terms: Sequence[str]) -> dict[int, dict[str, TermPostings]]:
-        """The postings of `terms` in the sessions searched, by kind and term."""
+        """The postings of `terms` in the sessions searched, by kind and term (those read
+        from the store kept for the next searches of the same rows)."""
         assert self.number is not None
         if not terms:
             return {}
-        rows = self.tables.postings(self.number, terms)
-        grouped: dict[tuple[int, str], list[tuple[int, int, int]]] = {}
-        for kind, term, key, count, length in rows:
-            grouped.setdefault((int(kind), str(term)), []).append((key, count, length))
+        known = self.kept.kept_postings(self.history, terms)
+        missing = [term for term in terms if term not in known]
+        if missing:
+            grouped: dict[tuple[int, str], list[tuple[int, int, int]]] = {}
+            for kind, term, key, count, length in self.tables.postings(self.number, missing):
+                grouped.setdefault((int(kind), str(term)), []).append((key, count, length))
+            read: dict[str, dict[int, TermPostings]] = {term: {} for term in missing}
+            for (kind, term), entries in grouped.items():
+                array = np.array(entries, dtype=np.int64)
+                read.setdefault(term, {})[kind] = TermPostings(
+                    array[:, 0], array[:, 1].astype(np.float64), array[:, 2].astype(np.float64)
+                )
+            self.kept.keep_postings(self.history, read)
+            known.update(read)
         wanted = np.array(sorted(self.cursors), dtype=np.int64)
         out: dict[int, dict[str, TermPostings]] = {}
-        for (kind, term), entries in grouped.items():
-            array = np.array(entries, dtype=np.int64)
-            found = TermPostings(array[:, 0], array[:, 1].astype(np.float64), array[:, 2].astype(np.float64))
-            if not self.every_slot:
-                found = found.only(np.isin(found.ids >> KEY_SHIFT, wanted))
-            if len(found.ids):
-                out.setdefault(kind, {})[term] = found
+        for term, by_kind in known.items():
+            for kind, found in by_kind.items():
+                if not self.every_slot:
+                    found = found.only(np.isin(found.ids >> KEY_SHIFT, wanted))
+                if len(found.ids):
+                    out.setdefault(kind, {})[term] = found
         return out
 
     def _collection(
