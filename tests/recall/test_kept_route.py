@@ -9,12 +9,22 @@ the process. Replacing `Recall.config` takes effect at the next call.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from real_chat_facts import data_dir
 
-from convmem import HashingEmbedder, InMemoryStore, Message, Recall, SQLiteStore, TiktokenCounter
+from convmem import (
+    ConversationMemory,
+    HashingEmbedder,
+    InMemoryStore,
+    Message,
+    Recall,
+    SQLiteStore,
+    TiktokenCounter,
+)
 from convmem._recall.index_rows import IndexCursor
 from convmem._recall.kept_history import WRITE_EVERY
 from convmem._stores.base import Store
@@ -143,3 +153,41 @@ def test_postings_kept_between_searches_never_hide_rows_written_since(store: SQL
     assert "pigeon" in found("Who chased a pigeon at the beach?")
     store.delete_messages("s", [2])
     assert "pigeon" not in found("Who chased a pigeon at the beach?")
+
+
+def test_the_kept_index_recalls_what_the_mirrors_recall_on_a_long_chat_of_named_speakers(
+    tmp_path: Path,
+) -> None:
+    # One LoCoMo conversation (two named friends, ~20 sessions): every question's recalled
+    # items are the same whichever way recall searches (the store's rows or the mirrors).
+    path = data_dir()
+    if path is None:
+        pytest.skip("../shared/data is not here")
+    sample = json.loads((path / "locomo-dev.json").read_text(encoding="utf-8"))[0]
+    conversation = sample["conversation"]
+    turns = [
+        (turn["speaker"], turn["text"])
+        for number in range(1, 40)
+        for turn in conversation.get(f"session_{number}", [])
+    ]
+    questions = [qa["question"] for qa in sample["qa"][:60]]
+    recalled: dict[str, list[object]] = {}
+    for mode in ("store", "process"):
+        store = SQLiteStore(tmp_path / f"{mode}.db", lexical_index=mode)
+        memory = ConversationMemory("chat", store)
+        memory.add_messages(
+            {
+                "role": "user" if speaker == conversation["speaker_a"] else "assistant",
+                "content": text,
+                "name": speaker,
+            }
+            for speaker, text in turns
+        )
+        recalled[mode] = [
+            [item.seqs for item in memory.build_context(query=question, budget=1024).recalled]
+            for question in questions
+        ]
+        memory.close()
+        store.close()
+    assert sum(1 for items in recalled["store"] if items) > 30  # most questions recall something
+    assert recalled["store"] == recalled["process"]

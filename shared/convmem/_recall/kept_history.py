@@ -391,7 +391,7 @@ class _Search:
             messages.top(config.candidates), exchanges.top(config.candidates), excluded, filters
         )
         evidence, shown = self._evidence(pool, messages, exchanges, covered, parts, counter)
-        speakers = {name for cursor in self.cursors.values() for name in cursor.names}
+        speakers = {name.lower() for cursor in self.cursors.values() for name in cursor.names}
         return conclude(
             evidence,
             shown,
