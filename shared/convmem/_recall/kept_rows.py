@@ -5,17 +5,23 @@ lines and excerpts, and the rendered lines kept across searches (`KeptLines`).""
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping, MutableMapping, Sequence
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 from .._models import Message
 from .index_rows import HistoryTables
 from .passages import passage_spans
 from .render import CachedLine, LineKey
 
-if TYPE_CHECKING:
-    from .kept_history import KeptHistories
+__all__ = ["Excerpts", "Fetched", "KeptLines", "LineStore", "Lines"]
 
-__all__ = ["Excerpts", "Fetched", "KeptLines", "Lines"]
+
+class LineStore(Protocol):
+    """Where rendered lines are kept across searches (`KeptHistories`)."""
+
+    def line(self, key: tuple[object, ...]) -> CachedLine | None: ...
+
+    def keep_line(self, key: tuple[object, ...], line: CachedLine) -> None: ...
+
 
 # Messages read at once while rendering: the best candidates are read before the first line.
 _FETCH_AHEAD = 64
@@ -104,9 +110,7 @@ class KeptLines(MutableMapping[LineKey, CachedLine]):
     between searches (the history and the message's key: a session indexed afresh gets a
     new slot, so an edited message is never served an old line)."""
 
-    def __init__(
-        self, kept: KeptHistories, history: tuple[object, ...], stable_of: Mapping[int, int]
-    ) -> None:
+    def __init__(self, kept: LineStore, history: tuple[object, ...], stable_of: Mapping[int, int]) -> None:
         self.kept = kept
         self.history = history
         self.stable_of = stable_of
