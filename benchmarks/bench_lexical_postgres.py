@@ -1,19 +1,18 @@
-"""Lexical recall on a long PostgreSQL session: the tsvector table vs BM25 in the process.
+"""Lexical recall on a long PostgreSQL session: the index the store keeps vs BM25 in the process.
 
 Builds one session of N messages (default 10,000, mixed Chinese/English) in a
 fresh schema of the PostgreSQL server named by ``CONVMEM_POSTGRES_URL``, then
 times `build_context(query=...)` of a `ConversationMemory` with lexical recall
-(no model), for a `PostgresStore` opened with ``lexical_index="tsvector"`` and
-for the default (``"process"``: `BM25TextIndex` built from the log):
+(no model), for a `PostgresStore` that keeps recall's keyword index in its
+schema (the default) and one opened with ``lexical_index="process"`` (BM25
+built in each process from the log):
 
-* first query of a process on a session whose documents are not written yet
-  (tsvector: recall writes every document; BM25: recall builds its index);
-* first query of a new process on a session already indexed (tsvector writes
-  nothing; BM25 builds its index again, as every server does);
-* the median and 95th percentile of later queries;
-* the keyword search alone: the median and 95th percentile of one `scores` call
-  of the session's message and exchange indexes (`PostgresLexicalIndex` against
-  `BM25TextIndex`, both over the same documents).
+* first query of a process on a session whose rows are not written yet (the
+  store's: recall indexes every message; BM25: recall builds its index);
+* first query of a new process on a session already indexed (the store's:
+  reads the postings of the query's terms and the rows of the best
+  candidates; BM25 reads the log and builds its index again, as every server does);
+* the median and 95th percentile of later queries.
 
 Each measurement runs in a fresh Python process, which also reports its
 resident memory. The schema is dropped at the end.
@@ -48,8 +47,6 @@ import psycopg
 from _history import QUESTIONS, rss_mb, store_history
 
 from convmem import ConversationMemory, MemoryConfig, PostgresStore
-from convmem._recall.lexical import BM25TextIndex
-from convmem._stores.postgres.lexical import PostgresLexicalIndex
 
 CONFIG = MemoryConfig(budget=2048, summary_trigger="never", extract_facts=False)
 
@@ -63,42 +60,6 @@ def build_session(url: str, schema: str, size: int) -> None:
 def _percentile(values: list[float], share: float) -> float:
     ordered = sorted(values)
     return ordered[min(len(ordered) - 1, int(share * len(ordered)))]
-
-
-def _search_times(memory: ConversationMemory, store: PostgresStore, repeat: int) -> dict[str, float]:
-    """One `scores` call of the session's stored indexes against BM25 in the process over the
-    same documents (the texts recall gave the stored index, read back from the log)."""
-    recall = memory.recall
-    assert recall is not None
-    state = recall._state("bench", store)
-    out: dict[str, float] = {}
-    for kind in ("messages", "exchanges"):
-        stored = getattr(state, f"lexical_{kind}")
-        if not isinstance(stored, PostgresLexicalIndex):
-            return {}
-        reference = BM25TextIndex()
-        if kind == "messages":
-            for seq in state.order:
-                if seq not in state.small_talk:
-                    reference.add(seq, state.lines[seq])
-        else:
-            for first in state.exchanges:
-                reference.add(first, state.exchange_text(first))
-        table: list[float] = []
-        process: list[float] = []
-        for index in range(repeat):
-            question = QUESTIONS[index % len(QUESTIONS)]
-            started = time.perf_counter()
-            stored.scores(question)
-            table.append(time.perf_counter() - started)
-            started = time.perf_counter()
-            reference.scores(question)
-            process.append(time.perf_counter() - started)
-        out[f"{kind}_table_median"] = statistics.median(table)
-        out[f"{kind}_table_p95"] = _percentile(table, 0.95)
-        out[f"{kind}_process_median"] = statistics.median(process)
-        out[f"{kind}_process_p95"] = _percentile(process, 0.95)
-    return out
 
 
 def measure(url: str, schema: str, lexical: str, repeat: int) -> dict[str, float]:
@@ -115,7 +76,6 @@ def measure(url: str, schema: str, lexical: str, repeat: int) -> dict[str, float
         memory.build_context(query=QUESTIONS[index % len(QUESTIONS)])
         times.append(time.perf_counter() - started)
     rss = rss_mb()
-    searches = _search_times(memory, store, repeat) if lexical == "tsvector" else {}
     memory.close()
     store.close()
     return {
@@ -123,7 +83,6 @@ def measure(url: str, schema: str, lexical: str, repeat: int) -> dict[str, float
         "median": statistics.median(times),
         "p95": _percentile(times, 0.95),
         "rss_mb": rss,
-        **searches,
     }
 
 
@@ -154,7 +113,7 @@ def locomo(url: str, quick: bool) -> None:
     conversations = load_conversations(default_data_path())[: 2 if quick else None]
     config = MemoryConfig(summary_trigger="never", extract_facts=False)
     rows: list[tuple[str, dict[int, Scores]]] = []
-    for lexical in ("process", "tsvector"):
+    for lexical in ("process", "store"):
         for across in (False, True):
             scores = {budget: Scores() for budget in BUDGETS}
             schema = f"convmem_bench_{uuid.uuid4().hex[:12]}"
@@ -198,7 +157,7 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=20)
     parser.add_argument("--locomo", action="store_true", help="evidence recall on LoCoMo with each index")
     parser.add_argument("--quick", action="store_true", help="with --locomo: two conversations")
-    parser.add_argument("--child", choices=["tsvector", "process"], help=argparse.SUPPRESS)
+    parser.add_argument("--child", choices=["store", "process"], help=argparse.SUPPRESS)
     parser.add_argument("--schema", help=argparse.SUPPRESS)
     args = parser.parse_args()
     url = os.environ.get("CONVMEM_POSTGRES_URL")
@@ -216,18 +175,18 @@ def main() -> None:
         build_session(url, schema, args.messages)
         print(f"{args.messages:,} messages written in {time.perf_counter() - started:.1f} s\n")
         bm25 = run_child(url, schema, "process", args.repeat)
-        ts_new = run_child(url, schema, "tsvector", args.repeat)
-        ts_again = run_child(url, schema, "tsvector", args.repeat)
+        ts_new = run_child(url, schema, "store", args.repeat)
+        ts_again = run_child(url, schema, "store", args.repeat)
         with psycopg.connect(url, autocommit=True) as conn:
-            (docs_mb, postings_mb) = conn.execute(
-                f"SELECT pg_total_relation_size('\"{schema}\".lexical_docs') / 1048576.0, "
-                f"pg_total_relation_size('\"{schema}\".lexical_postings') / 1048576.0"
+            (units_mb, postings_mb) = conn.execute(
+                f"SELECT pg_total_relation_size('\"{schema}\".recall_units') / 1048576.0, "
+                f"pg_total_relation_size('\"{schema}\".recall_postings') / 1048576.0"
             ).fetchone()
     finally:
         with psycopg.connect(url, autocommit=True) as conn:
             conn.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')
     print(f"build_context(query=...) with lexical recall, budget 2048, {args.messages:,} messages:")
-    print(f"{'':38}{'tsvector (table)':>18}{'BM25 (process)':>16}")
+    print(f"{'':38}{'index (schema)':>18}{'BM25 (process)':>16}")
     print(f"{'first query, index not yet written':38}{ts_new['first']:>17.2f}s{bm25['first']:>15.2f}s")
     print(f"{'first query of a new process':38}{ts_again['first']:>17.2f}s{bm25['first']:>15.2f}s")
     print(f"{'median of later queries':38}{ts_again['median'] * 1e3:>16.1f}ms{bm25['median'] * 1e3:>14.1f}ms")
@@ -235,14 +194,8 @@ def main() -> None:
         f"{'95th percentile of later queries':38}{ts_again['p95'] * 1e3:>16.1f}ms{bm25['p95'] * 1e3:>14.1f}ms"
     )
     print(f"{'resident memory after the queries':38}{ts_again['rss_mb']:>16.0f}MB{bm25['rss_mb']:>14.0f}MB")
-    print(f"\nkeyword search alone, one scores() call, {args.messages:,} messages:")
-    print(f"{'':38}{'tsvector (table)':>18}{'BM25 (process)':>16}")
-    for kind in ("messages", "exchanges"):
-        for stat in ("median", "p95"):
-            table, process = ts_again[f"{kind}_table_{stat}"], ts_again[f"{kind}_process_{stat}"]
-            print(f"{f'{kind}, {stat}':38}{table * 1e3:>16.1f}ms{process * 1e3:>14.1f}ms")
     print(
-        f"\nlexical_docs with its indexes: {float(docs_mb):.1f} MB; lexical_postings: {float(postings_mb):.1f} MB"
+        f"\nrecall_units with its indexes: {float(units_mb):.1f} MB; recall_postings: {float(postings_mb):.1f} MB"
     )
 
 

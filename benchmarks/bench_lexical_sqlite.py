@@ -1,18 +1,20 @@
-"""Lexical recall on a long SQLite session: FTS5 in the store's file vs BM25 in the process.
+"""Lexical recall on a long SQLite session: the index the store keeps vs BM25 in the process.
 
 Builds one session of N messages (default 100,000, mixed Chinese/English) in a
 SQLite file, then times `build_context(query=...)` of a `ConversationMemory`
-with lexical recall (no model) in three situations, for the FTS5 index that
-`SQLiteStore` keeps and for the in-process `BM25TextIndex`:
+with lexical recall (no model) in three situations, for the keyword index that
+`SQLiteStore` keeps in its file (the default) and for BM25 in the process
+(``lexical_index="process"``):
 
-* first query of a process on a file whose index is not written yet
-  (FTS5: recall writes every document; BM25: recall builds its index);
-* first query of a new process on a file already indexed (FTS5 writes
-  nothing; BM25 builds its index again, as every process does);
+* first query of a process on a file whose index is not written yet (the
+  store's: recall indexes every message; BM25: recall builds its index);
+* first query of a new process on a file already indexed (the store's: reads
+  the postings of the query's terms and the rows of the best candidates; BM25
+  reads the whole log and builds its index again, as every process does);
 * the median of later queries.
 
-It also times `delete_messages` of one message on each file (with FTS5 documents
-the index is merged afterwards, so no segment keeps the deleted terms).
+It also times `delete_messages` of one message on each file (with the index,
+the session's rows are reset in the same transaction).
 
 Each measurement runs in a fresh Python process, which also reports its
 resident memory after the queries. Summary and facts are off so the figures
@@ -51,7 +53,7 @@ def build_file(path: Path, size: int) -> None:
 
 def measure(path: Path, lexical: str, repeat: int) -> dict[str, float]:
     """In this process: the first query, then the median of `repeat` more."""
-    store = SQLiteStore(path, lexical_index="process" if lexical == "bm25" else "fts5")
+    store = SQLiteStore(path, lexical_index="process" if lexical == "bm25" else "store")
     memory = ConversationMemory("bench", store, CONFIG)
     started = time.perf_counter()
     first = memory.build_context(query=QUESTIONS[0])
@@ -69,8 +71,8 @@ def measure(path: Path, lexical: str, repeat: int) -> dict[str, float]:
 
 
 def delete_one(path: Path) -> float:
-    """Seconds to delete one message (with FTS5 documents: the index is merged too)."""
-    store = SQLiteStore(path, lexical_index="fts5")
+    """Seconds to delete one message (with the index: the session's rows are reset too)."""
+    store = SQLiteStore(path)
     started = time.perf_counter()
     store.delete_messages("bench", [7])
     seconds = time.perf_counter() - started
@@ -94,7 +96,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--messages", type=int, default=100_000)
     parser.add_argument("--repeat", type=int, default=20)
-    parser.add_argument("--child", choices=["fts5", "bm25"], help=argparse.SUPPRESS)
+    parser.add_argument("--child", choices=["store", "bm25"], help=argparse.SUPPRESS)
     parser.add_argument("--file", type=Path, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
@@ -107,13 +109,13 @@ def main() -> None:
         print(f"{args.messages:,} messages written in {time.perf_counter() - started:.1f} s\n")
         fts_file = Path(folder) / "fts.db"
         shutil.copy(blank, fts_file)
-        fts_new = run_child(fts_file, "fts5", args.repeat)
-        fts_again = run_child(fts_file, "fts5", args.repeat)
+        fts_new = run_child(fts_file, "store", args.repeat)
+        fts_again = run_child(fts_file, "store", args.repeat)
         bm25 = run_child(blank, "bm25", args.repeat)
         size_blank, size_fts = blank.stat().st_size, fts_file.stat().st_size
         delete_fts, delete_blank = delete_one(fts_file), delete_one(blank)
     print(f"build_context(query=...) with lexical recall, budget 2048, {args.messages:,} messages:")
-    print(f"{'':38}{'FTS5 (file)':>14}{'BM25 (process)':>16}")
+    print(f"{'':38}{'index (file)':>14}{'BM25 (process)':>16}")
     print(f"{'first query, index not yet written':38}{fts_new['first']:>13.2f}s{bm25['first']:>15.2f}s")
     print(f"{'first query of a new process':38}{fts_again['first']:>13.2f}s{bm25['first']:>15.2f}s")
     print(

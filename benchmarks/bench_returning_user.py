@@ -2,8 +2,11 @@
 
 For each of the first ``--questions`` histories of the LongMemEval dev file
 (``../shared/data/longmemeval-s-dev.json.gz``), every haystack session is
-stored as a session of one user in a `SQLiteStore` through
-``ConversationMemory.add`` (defaults, no model). Then a new process opens a
+stored as a session of one user through ``ConversationMemory.add`` (defaults,
+no model), in each store of ``--stores``: a `SQLiteStore` (recall's keyword
+index in the file, the default), the same opened with
+``lexical_index="process"`` (BM25 built in each process from the logs), and,
+given their URLs, PostgreSQL and Redis. Then a new process opens a
 new chat of that user and builds contexts for the question and a few other
 requests. Printed side by side with a pure-Python BM25 over the same turns,
 built from scratch and measured in the same run:
@@ -25,17 +28,21 @@ Usage::
 
     python benchmarks/bench_returning_user.py                 # 4 histories
     python benchmarks/bench_returning_user.py --questions 12
+    CONVMEM_POSTGRES_URL=postgresql://... CONVMEM_REDIS_URL=redis://... \
+        python benchmarks/bench_returning_user.py --stores sqlite,process,postgres,redis
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import statistics
 import subprocess
 import sys
 import tempfile
 import time
+import uuid
 from pathlib import Path
 
 import numpy as np
@@ -57,7 +64,15 @@ started = time.perf_counter()
 import convmem
 imported = time.perf_counter()
 from convmem import ConversationMemory, SQLiteStore
-store = SQLiteStore(sys.argv[1])
+spec = json.loads(sys.argv[1])
+if spec["kind"] == "postgres":
+    from convmem import PostgresStore
+    store = PostgresStore(spec["url"], schema=spec["schema"])
+elif spec["kind"] == "redis":
+    from convmem import RedisStore
+    store = RedisStore(spec["url"], prefix=spec["prefix"])
+else:
+    store = SQLiteStore(spec["path"], lexical_index=spec["lexical_index"])
 memory = ConversationMemory(sys.argv[2] + "-new-chat", store, user_id=sys.argv[2])
 made = time.perf_counter()
 queries = json.loads(sys.argv[3])
@@ -82,10 +97,56 @@ print(json.dumps({"import_ms": (imported - started) * 1000, "memory_ms": (made -
 """
 
 
-def ingest(question, store_path: Path) -> tuple[float, list[float]]:  # type: ignore[no-untyped-def]
-    from convmem import ConversationMemory, SQLiteStore
+# The stores measured: "sqlite" keeps recall's keyword index in the file (the default),
+# "process" is the same file opened with lexical_index="process" (BM25 in each process).
+STORES = ("sqlite", "process", "postgres", "redis")
 
-    store = SQLiteStore(store_path)
+
+def store_spec(kind: str, folder: Path, name: str) -> dict[str, str]:
+    """How the parent and the new process open the store of one history."""
+    if kind == "postgres":
+        url = os.environ.get("CONVMEM_POSTGRES_URL")
+        if not url:
+            sys.exit("--stores postgres needs CONVMEM_POSTGRES_URL (a server this benchmark may write to)")
+        return {"kind": kind, "url": url, "schema": f"convmem_bench_{uuid.uuid4().hex[:12]}"}
+    if kind == "redis":
+        url = os.environ.get("CONVMEM_REDIS_URL")
+        if not url:
+            sys.exit("--stores redis needs CONVMEM_REDIS_URL (a server this benchmark may write to)")
+        return {"kind": kind, "url": url, "prefix": f"bench-{uuid.uuid4().hex[:12]}"}
+    lexical = "process" if kind == "process" else "store"
+    return {"kind": kind, "path": str(folder / f"{name}-{kind}.db"), "lexical_index": lexical}
+
+
+def open_store(spec: dict[str, str]):  # type: ignore[no-untyped-def]
+    from convmem import PostgresStore, RedisStore, SQLiteStore
+
+    if spec["kind"] == "postgres":
+        return PostgresStore(spec["url"], schema=spec["schema"])
+    if spec["kind"] == "redis":
+        return RedisStore(spec["url"], prefix=spec["prefix"])
+    return SQLiteStore(spec["path"], lexical_index=spec["lexical_index"])
+
+
+def drop(spec: dict[str, str]) -> None:
+    """Remove what a server-backed history wrote."""
+    if spec["kind"] == "postgres":
+        import psycopg
+
+        with psycopg.connect(spec["url"], autocommit=True) as conn:
+            conn.execute(f'DROP SCHEMA IF EXISTS "{spec["schema"]}" CASCADE')
+    elif spec["kind"] == "redis":
+        import redis
+
+        client = redis.Redis.from_url(spec["url"])
+        for key in client.scan_iter(match=f"{spec['prefix']}*", count=1000):
+            client.delete(key)
+
+
+def ingest(question, spec: dict[str, str]) -> tuple[float, list[float]]:  # type: ignore[no-untyped-def]
+    from convmem import ConversationMemory
+
+    store = open_store(spec)
     adds: list[float] = []
     started = time.perf_counter()
     for session in question.sessions:
@@ -105,13 +166,20 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n")[0])
     parser.add_argument("--data", type=Path, default=default_data_path())
     parser.add_argument("--questions", type=int, default=4, help="histories to measure (every type in turn)")
+    parser.add_argument(
+        "--stores",
+        default="sqlite,process",
+        help=f"comma-separated, of {', '.join(STORES)} (postgres and redis read CONVMEM_POSTGRES_URL / "
+        "CONVMEM_REDIS_URL)",
+    )
     args = parser.parse_args()
+    kinds = [kind.strip() for kind in args.stores.split(",") if kind.strip()]
+    if not kinds or any(kind not in STORES for kind in kinds):
+        parser.error(f"--stores takes some of {', '.join(STORES)}, got {args.stores!r}")
     questions = pick(load_questions(args.data), args.questions)
-    rows = []
+    rows: dict[str, list[dict[str, float]]] = {kind: [] for kind in kinds}
     with tempfile.TemporaryDirectory(prefix="returning-") as tmp:
         for question in questions:
-            path = Path(tmp) / f"{question.question_id}.db"
-            ingest_ms, adds = ingest(question, path)
             texts = [t.text for s in question.sessions for t in s.turns]
             started = time.perf_counter()
             bm25 = PlainBM25(texts)
@@ -123,43 +191,71 @@ def main() -> int:
                     t = time.perf_counter()
                     bm25.ranked(query)
                     query_ms.append((time.perf_counter() - t) * 1000)
-            child = subprocess.run(
-                [sys.executable, "-c", _CHILD, str(path), question.question_id, json.dumps(queries)],
-                capture_output=True,
-                text=True,
-                check=True,
-                cwd=HERE,
-            )
-            measured = json.loads(child.stdout.strip().splitlines()[-1])
             bm25_query = statistics.median(query_ms)
-            rows.append(
-                {
-                    "turns": question.turn_count,
-                    "ingest": ingest_ms,
-                    "add_p50": statistics.median(adds),
-                    "bm25_index_per_turn": index_ms / question.turn_count,
-                    "first": measured["first_ms"],
-                    "bm25_scratch": index_ms + bm25_query,
-                    "another": measured["another_ms"],
-                    "warm_p50": statistics.median(measured["warm"]),
-                    "warm_p99": float(np.percentile(measured["warm"], 99)),
-                    "bm25_query": bm25_query,
-                    "import": measured["import_ms"],
-                    "memory": measured["memory_ms"],
-                    "rss": measured["rss_mb"],
-                }
-            )
-            print(
-                f"  {question.question_id}: {question.turn_count} turns, first build {measured['first_ms']:.0f} ms, "
-                f"BM25 from scratch {index_ms + bm25_query:.0f} ms",
-                flush=True,
-            )
+            for kind in kinds:
+                spec = store_spec(kind, Path(tmp), question.question_id)
+                try:
+                    ingest_ms, adds = ingest(question, spec)
+                    child = subprocess.run(
+                        [
+                            sys.executable,
+                            "-c",
+                            _CHILD,
+                            json.dumps(spec),
+                            question.question_id,
+                            json.dumps(queries),
+                        ],
+                        capture_output=True,
+                        text=True,
+                        check=True,
+                        cwd=HERE,
+                    )
+                finally:
+                    drop(spec)
+                measured = json.loads(child.stdout.strip().splitlines()[-1])
+                rows[kind].append(
+                    {
+                        "turns": question.turn_count,
+                        "ingest": ingest_ms,
+                        "add_p50": statistics.median(adds),
+                        "bm25_index_per_turn": index_ms / question.turn_count,
+                        "first": measured["first_ms"],
+                        "bm25_scratch": index_ms + bm25_query,
+                        "another": measured["another_ms"],
+                        "warm_p50": statistics.median(measured["warm"]),
+                        "warm_p99": float(np.percentile(measured["warm"], 99)),
+                        "bm25_query": bm25_query,
+                        "import": measured["import_ms"],
+                        "memory": measured["memory_ms"],
+                        "rss": measured["rss_mb"],
+                    }
+                )
+                print(
+                    f"  {question.question_id} ({kind}): {question.turn_count} turns, first build "
+                    f"{measured['first_ms']:.0f} ms, BM25 from scratch {index_ms + bm25_query:.0f} ms",
+                    flush=True,
+                )
+    for kind in kinds:
+        report(kind, rows[kind])
+    return 0
 
+
+_TITLES = {
+    "sqlite": "SQLite (keyword index in the file, the default)",
+    "process": 'SQLite, lexical_index="process" (BM25 in each process)',
+    "postgres": "PostgreSQL (keyword index in the schema, the default)",
+    "redis": "Redis (BM25 in each process)",
+}
+
+
+def report(kind: str, rows: list[dict[str, float]]) -> None:
     def mean(key: str) -> float:
         return statistics.fmean(row[key] for row in rows)
 
     print()
-    print(f"SQLite, defaults, no model; {len(rows)} histories of {mean('turns'):.0f} turns on average")
+    print(
+        f"{_TITLES[kind]}, defaults, no model; {len(rows)} histories of {mean('turns'):.0f} turns on average"
+    )
     print(f"{'':<50} {'convmem':>10} {'BM25':>10} {'ratio':>7}")
     table = [
         ("ingest, ms per turn (BM25: indexing)", "ingest", "bm25_index_per_turn"),
@@ -174,7 +270,6 @@ def main() -> int:
     print(f"{'import convmem in the new process, ms':<50} {mean('import'):>10.0f}")
     print(f"{'first ConversationMemory(...), ms':<50} {mean('memory'):>10.0f}")
     print(f"{'RSS of the new process after its builds, MB':<50} {mean('rss'):>10.0f}")
-    return 0
 
 
 if __name__ == "__main__":

@@ -6,7 +6,7 @@ pieces: building memories from one set of options, the id and option checks ever
 point makes, token counting over plain text, the transcript views, the seams a
 framework's own embeddings and vector stores plug into, and the capabilities a store
 declares beyond the `Store` contract (`ReadsSession`, `ReadsStates`, `ListsUserSessions`,
-`HostsLexicalIndex`, `HostsVectors`, `HasFileLocation`; see `convmem.testing`)::
+`HostsHistoryIndex`, `HostsVectors`, `HasFileLocation`; see `convmem.testing`)::
 
     from convmem.integration import memory_from_options, validate_id
 
@@ -25,13 +25,25 @@ from ._derived.user_scope import UserFacts
 from ._language import chat_api_message
 from ._models import group_turns
 from ._options import MAX_INT_OPTION, check_bool, check_choice, check_int, check_number
+from ._recall.index_rows import (
+    EXCHANGE_KIND,
+    KEY_SHIFT,
+    PASSAGE_KIND,
+    UNIT_COLUMNS,
+    HistoryTables,
+    IndexBatch,
+    IndexCursor,
+    IndexedHistory,
+    IndexedSession,
+    UnitRow,
+)
 from ._recall.lexical import tokenize
 from ._sessions import memory_from_options, store_from_options
 from ._stores.base import validate_id
 from ._stores.capabilities import (
     AsyncReadsSession,
     HasFileLocation,
-    HostsLexicalIndex,
+    HostsHistoryIndex,
     HostsVectors,
     ListsUserSessions,
     ReadsSession,
@@ -89,25 +101,35 @@ def __dir__() -> list[str]:
 
 
 __all__ = [
+    "EXCHANGE_KIND",
     "GENERATION_KEY",
+    "KEY_SHIFT",
     "MAX_INT_OPTION",
+    "PASSAGE_KIND",
     "REPLY_PRIMING_TOKENS",
     "SCOPE_KEY",
     "SESSION_KEY",
+    "UNIT_COLUMNS",
     "UNIT_KEY",
     "USER_KEY",
     "VECTOR_KEY",
     "AsyncReadsSession",
     "BaseEmbedder",
     "HasFileLocation",
-    "HostsLexicalIndex",
+    "HistoryTables",
+    "HostsHistoryIndex",
     "HostsVectors",
+    "IndexBatch",
+    "IndexCursor",
     "IndexScope",
+    "IndexedHistory",
+    "IndexedSession",
     "ListsUserSessions",
     "ReadsSession",
     "ReadsStates",
     "StoreBackedIndex",
     "TextTokenCounter",
+    "UnitRow",
     "UserFacts",
     "chat_api_message",
     "check_bool",

@@ -17,6 +17,7 @@ from langchain_core.runnables import RunnableLambda
 from convmem import ConversationMemory, InvalidMessageError, MemoryConfig, Message, SQLiteStore
 from convmem._context.recent import recent_turns
 from convmem._models import group_turns
+from convmem._stores.sqlite.migrations import SCHEMA_VERSION
 from langchain_convmem import ConvMemSessions, with_convmem
 
 
@@ -146,7 +147,7 @@ def test_a_version_1_sqlite_file_gains_the_column_and_keeps_its_messages(tmp_pat
     assert store.messages("s")[-1].reply_to_seq == 1
     store.close()
     with sqlite3.connect(path) as conn:
-        assert conn.execute("PRAGMA user_version").fetchone()[0] == 4
+        assert conn.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION
     conn.close()
 
 

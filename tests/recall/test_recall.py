@@ -731,7 +731,7 @@ def test_questions_asking_for_several_things_are_told_apart(query: str) -> None:
 def test_a_search_ranks_with_the_floor_for_what_the_query_asks(
     store: SQLiteStore, monkeypatch: pytest.MonkeyPatch, other_sessions: tuple[str, ...]
 ) -> None:
-    import convmem._recall.search as recall_search
+    import convmem._recall.conclude as recall_search
 
     asked: list[bool] = []
     real_rank = recall_search.rank

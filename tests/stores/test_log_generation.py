@@ -484,4 +484,4 @@ def test_a_sqlite_file_of_schema_1_is_migrated_and_its_sessions_get_distinct_gen
     assert store.stats("c").generation not in (None, *generations)
     store.close()
     with closing(sqlite3.connect(path)) as conn:
-        assert conn.execute("PRAGMA user_version").fetchone() == (4,)
+        assert conn.execute("PRAGMA user_version").fetchone() == (5,)

@@ -103,6 +103,7 @@ def test_the_schema_records_its_version_and_reopening_changes_nothing(postgres_u
             "lexical_docs: BM25 (term counts, lengths, per-index totals) and a per-index lexeme for the GIN index",
         ),
         (7, "lexical_postings: each term's documents in blocks, what a keyword search reads"),
+        (8, "recall's keyword index of each user's history; the per-session keyword index goes"),
     ]
 
 
@@ -141,7 +142,9 @@ def test_a_schema_of_version_2_is_migrated_and_its_sessions_get_distinct_generat
         store.append("b", [user("b")])
     with psycopg.connect(postgres_url, autocommit=True) as conn:  # as convmem before migration 3 left it
         conn.execute(
-            f'DROP TABLE "{schema}".lexical_docs, "{schema}".lexical_stats, "{schema}".lexical_postings'
+            f'DROP TABLE "{schema}".recall_histories, "{schema}".recall_index_sessions, '
+            f'"{schema}".recall_units, "{schema}".recall_postings; '
+            f'DROP FUNCTION "{schema}".recall_index_session_gone()'
         )
         conn.execute(f'DROP TABLE "{schema}".vectors')
         conn.execute(f'ALTER TABLE "{schema}".sessions DROP COLUMN generation')

@@ -490,7 +490,9 @@ def test_a_schema_of_version_3_gains_the_vectors_table_and_keeps_its_sessions(
     # As convmem before migration 4 left it.
     sql(
         postgres_url,
-        f'DROP TABLE "{schema}".lexical_docs, "{schema}".lexical_stats, "{schema}".lexical_postings',
+        f'DROP TABLE "{schema}".recall_histories, "{schema}".recall_index_sessions, '
+        f'"{schema}".recall_units, "{schema}".recall_postings; '
+        f'DROP FUNCTION "{schema}".recall_index_session_gone()',
     )
     sql(postgres_url, f'DROP TABLE "{schema}".vectors')
     sql(postgres_url, f'DELETE FROM "{schema}".schema_version WHERE version >= 4')

@@ -9,8 +9,10 @@ from pathlib import Path
 
 import pytest
 
-from convmem import Message, SQLiteStore, StoreError
+from convmem import Message, Recall, SQLiteStore, StoreError, TiktokenCounter
 from convmem._stores.sqlite.migrations import MIGRATIONS, SCHEMA_VERSION
+
+COUNTER = TiktokenCounter()
 
 # The schema as convmem wrote it before it recorded migrations by name (PRAGMA user_version 4),
 # with a session, its state and one keyword-index document, written as that version wrote them.
@@ -129,7 +131,7 @@ def shape(path: Path) -> dict[str, object]:
 def test_a_file_of_the_previous_layout_opens_with_nothing_lost(tmp_path: Path) -> None:
     path = old_file(tmp_path)
     before = {table: rows(path, f"SELECT * FROM {table}") for table in ("sessions", "messages", "state")}
-    store = SQLiteStore(path, lexical_index="fts5")
+    store = SQLiteStore(path)
     assert [m.text for m in store.messages("s1")] == ["My sister lives in Tromsø.", "Noted."]
     assert store.messages("s1")[0].name == "Ana" and store.messages("s1")[1].reply_to_seq == 1
     stats = store.stats("s1")
@@ -143,16 +145,32 @@ def test_a_file_of_the_previous_layout_opens_with_nothing_lost(tmp_path: Path) -
     assert summary is not None and summary.version == 3
     store.close()
     assert {table: rows(path, f"SELECT * FROM {table}") for table in before} == before
-    assert rows(
-        path, "SELECT d.id, t.terms FROM recall_docs AS d JOIN recall_terms AS t ON t.rowid = d.id"
-    ) == [(8589934593, "sister live troms")]
+
+
+def test_the_per_session_keyword_index_goes_and_recall_indexes_the_old_log_again(tmp_path: Path) -> None:
+    path = old_file(tmp_path)
+    store = SQLiteStore(path)
+    assert (
+        rows(path, "SELECT name FROM sqlite_master WHERE name LIKE 'recall_terms%' OR name = 'recall_docs'")
+        == []
+    )
+    result = Recall().search("s1", "where does my sister live?", store=store, max_tokens=200, counter=COUNTER)
+    assert [item.text.splitlines()[-1] for item in result.items] == ["Ana: My sister lives in Tromsø."]
+    assert rows(path, "SELECT count(*) FROM recall_postings WHERE term = 'sister'") == [
+        (2,)
+    ]  # passage, exchange
+    store.close()
 
 
 def test_the_previous_layout_counts_as_migrated_and_is_recorded_without_a_time(tmp_path: Path) -> None:
     path = old_file(tmp_path)
     SQLiteStore(path).close()
-    assert rows(path, "SELECT version, name, applied_at FROM schema_version ORDER BY version") == [
-        (number, name, None) for number, name, _ in MIGRATIONS
+    recorded = rows(path, "SELECT version, name, applied_at FROM schema_version ORDER BY version")
+    assert [(number, name) for number, name, _ in recorded] == [
+        (number, name) for number, name, _ in MIGRATIONS
+    ]
+    assert [applied is None for number, _, applied in recorded] == [
+        number <= 4 for number, _, _ in MIGRATIONS
     ]
     assert rows(path, "PRAGMA user_version") == [(SCHEMA_VERSION,)]
 
@@ -168,8 +186,10 @@ def test_a_migrated_file_keeps_working_as_a_store(tmp_path: Path) -> None:
     store = SQLiteStore(old_file(tmp_path))
     (stored,) = store.append("s1", [Message.create("user", "And my brother in Oslo.")], user_id="ana")
     assert stored.seq == 3
-    store.delete_messages("s1", [1])  # the old triggers remove its keyword document
-    assert rows(store.path, "SELECT count(*) FROM recall_docs") == [(0,)]
+    Recall().catch_up("s1", store)
+    assert rows(store.path, "SELECT count(*) FROM recall_postings WHERE term = 'sister'") == [(2,)]
+    store.delete_messages("s1", [1])  # its keyword rows go in the same transaction
+    assert rows(store.path, "SELECT count(*) FROM recall_postings WHERE term = 'sister'") == [(0,)]
     store.close()
 
 
@@ -187,8 +207,8 @@ def test_an_older_file_runs_only_the_migrations_it_lacks(tmp_path: Path) -> None
         conn.executescript(SCHEMA_4.split("CREATE TABLE recall_sessions")[0] + "PRAGMA user_version = 3;")
     SQLiteStore(path).close()
     recorded = rows(path, "SELECT version, applied_at IS NOT NULL FROM schema_version ORDER BY version")
-    assert recorded == [(1, 0), (2, 0), (3, 0), (4, 1)]
-    assert rows(path, "SELECT count(*) FROM recall_terms_state") == [(1,)]
+    assert recorded == [(1, 0), (2, 0), (3, 0), (4, 1), (5, 1)]
+    assert rows(path, "SELECT count(*) FROM recall_histories") == [(0,)]
 
 
 def test_reopening_a_current_file_applies_nothing(tmp_path: Path) -> None:

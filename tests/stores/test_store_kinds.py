@@ -80,7 +80,7 @@ def test_the_capabilities_are_offered_to_store_authors() -> None:
         "ReadsSession",
         "ReadsStates",
         "ListsUserSessions",
-        "HostsLexicalIndex",
+        "HostsHistoryIndex",
         "HostsVectors",
         "HasFileLocation",
     ]
@@ -91,11 +91,11 @@ def test_the_capabilities_are_offered_to_store_authors() -> None:
     ("store_class", "declared"),
     [
         (InMemoryStore, {"ReadsStates", "ListsUserSessions"}),
-        (SQLiteStore, {"ReadsStates", "ListsUserSessions", "HostsLexicalIndex", "HasFileLocation"}),
+        (SQLiteStore, {"ReadsStates", "ListsUserSessions", "HostsHistoryIndex", "HasFileLocation"}),
         (RedisStore, {"ReadsSession"}),
         (
             PostgresStore,
-            {"ReadsSession", "ReadsStates", "ListsUserSessions", "HostsLexicalIndex", "HostsVectors"},
+            {"ReadsSession", "ReadsStates", "ListsUserSessions", "HostsHistoryIndex", "HostsVectors"},
         ),
         (AsyncRedisStore, {"AsyncReadsSession"}),
         (AsyncPostgresStore, {"AsyncReadsSession"}),

@@ -61,8 +61,8 @@ def test_no_backend_is_imported_outside_its_own_folder() -> None:
 
 
 def test_the_scan_sees_relative_lazy_and_type_checking_imports() -> None:
-    saved = CORE / "_recall" / "saved.py"
-    assert "convmem._stores.capabilities.HostsLexicalIndex" in imported("convmem._recall.saved", saved)
+    route = CORE / "_recall" / "kept_route.py"
+    assert "convmem._stores.capabilities.HostsHistoryIndex" in imported("convmem._recall.kept_route", route)
     store = CORE / "_stores" / "postgres" / "store.py"
     seen = imported("convmem._stores.postgres.store", store)
     assert {"convmem._stores.postgres.lexical", "convmem._stores.postgres.vectors", "convmem._sansio"} <= seen

@@ -197,15 +197,20 @@ class DerivedState:
         """Wait for this session's queued background work; False if `timeout` passed first.
 
         A job that timed out no longer counts: it was reported failed and is retried later.
+        The keyword index rows the appends left for later are written too.
         """
-        return shared_pool().flush(self, timeout)
+        done = shared_pool().flush(self, timeout)
+        self.write_index()
+        return done
 
     async def aflush(self, timeout: float | None = None) -> bool:
         while self._tasks:
             _, not_done = await asyncio.wait(list(self._tasks), timeout=timeout)
             if not_done:
                 return False
-        return await asyncio.to_thread(self.flush, timeout)
+        done = await asyncio.to_thread(shared_pool().flush, self, timeout)
+        await self.awrite_index()
+        return done
 
     def close(self, timeout: float = 5.0) -> None:
         """Finish queued background work (up to `timeout`), then take no more.
@@ -217,6 +222,7 @@ class DerivedState:
         pool = shared_pool()
         if not pool.flush(self, timeout):
             pool.cancel(self)
+        self.write_index()
 
     # -- model calls --------------------------------------------------------------
 
@@ -542,8 +548,26 @@ class DerivedState:
     def update_index(self) -> None:
         """Index whatever the recall index has not seen yet (it tracks its own watermark)."""
         if self.recall is not None:
-            self.recall.catch_up(self.session_id, self.store)
+            self.recall.catch_up(self.session_id, self.store, batched=True)
 
     async def aupdate_index(self) -> None:
         if self.recall is not None:
+            await self.recall.acatch_up(self.session_id, self.store, batched=True)
+
+    def write_index(self) -> None:
+        """Write what `update_index` left for later (an index the store keeps is written
+        in batches); a failure is logged: the next search indexes from the log."""
+        if self.recall is None:
+            return
+        try:
+            self.recall.catch_up(self.session_id, self.store)
+        except Exception as exc:
+            logger.warning("indexing session %r for recall failed; a search will: %r", self.session_id, exc)
+
+    async def awrite_index(self) -> None:
+        if self.recall is None:
+            return
+        try:
             await self.recall.acatch_up(self.session_id, self.store)
+        except Exception as exc:
+            logger.warning("indexing session %r for recall failed; a search will: %r", self.session_id, exc)

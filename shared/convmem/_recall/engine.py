@@ -46,10 +46,11 @@ from .index_scope import (
     NamespacedStore,
     check_index_factory,
     check_namespace,
+    scope_of,
     skip_stored,
-    store_namespace,
 )
 from .intent import choose_recall_share
+from .kept_route import KeptRoute
 from .mirrors import MirrorTable, query_to_embed
 from .plan import Blocking, EmbedQuery, Plan, arun_plan, run_plan
 from .render import RecalledItem, RecallResult
@@ -105,11 +106,11 @@ class Recall:
             and dropped, and read again from its file and the log when next used.
 
     Without an embedder there are no vectors, so `index_dir` and `index_factory` are
-    refused; everything recall needs is rebuilt from the log on first use (a
-    `SQLiteStore` opened with ``lexical_index="fts5"`` keeps the lexical index in
-    its file, shared by every process using it: see `SQLiteLexicalIndex`; a
-    `PostgresStore` opened with ``lexical_index="tsvector"`` in its schema, shared by
-    every server: see `PostgresLexicalIndex`).
+    refused. A store that keeps recall's keyword index of each user's history
+    (`HostsHistoryIndex`: `SQLiteStore` in its file, `PostgresStore` in its schema,
+    unless opened with ``lexical_index="process"``) is searched there, so a new
+    process reads no log to answer; any other store's logs are mirrored in this
+    process on first use (bounded by `max_sessions`).
 
     Thread-safe. `add` may run in a background thread while `search` serves
     requests: a search uses what is indexed at that moment (new messages are
@@ -172,6 +173,10 @@ class Recall:
         self._files = None if self.index_dir is None else IndexFiles(self.index_dir)
         self.max_sessions = max_sessions
         self._mirrors = MirrorTable(max_sessions, embeds=embedder is not None)
+        # Stores that keep the keyword index of their users' histories are searched there.
+        self._kept = KeptRoute(
+            lambda: self.config, words_only=embedder is None, store_key=self._mirrors.locked_store_key
+        )
 
     def __repr__(self) -> str:
         if self.embedder is None:
@@ -233,27 +238,8 @@ class Recall:
         return FaissIndex(dimension, hnsw_threshold=self.config.hnsw_threshold)
 
     def _scope(self, session_id: str, store: Store | None, stats: SessionStats | None = None) -> IndexScope:
-        """The scope `index_factory` gets for a session of `store` (None: this engine's one namespace)."""
         assert self.embedder is not None
-        if isinstance(self.namespace, str):
-            namespace = self.namespace
-        elif store is None:
-            raise ConfigError(
-                f"cannot tell whose vectors of session {session_id!r:.80} to delete: pass store= "
-                "(or give Recall a namespace string)"
-            )
-        elif self.namespace is not None:
-            namespace = check_namespace(self.namespace(store))
-        else:
-            namespace = store_namespace(store)
-        return IndexScope(
-            namespace=namespace,
-            session_id=session_id,
-            user_id=None if stats is None else stats.user_id,
-            generation=None if stats is None else stats.generation,
-            dimension=self.embedder.dimension,
-            store=store,
-        )
+        return scope_of(self.namespace, session_id, store, stats, self.embedder.dimension)
 
     def _state(self, session_id: str, store: Store | None = None) -> SessionMirror:
         """The mirror of a session of `store` (see `MirrorTable.get`); the mirrors it pushed
@@ -360,6 +346,8 @@ class Recall:
         await arun_plan(self._add(session_id, messages, store), self.embedder)
 
     def _add(self, session_id: str, messages: Sequence[Message], store: Store | None) -> Plan[None]:
+        if (yield from self._kept.plan_catch_up(store, session_id)):
+            return  # the store keeps the index: the messages are in its log, read from there
         state: SessionMirror = yield Blocking(functools.partial(self._state, session_id, store))
         if store is not None:
             yield Blocking(functools.partial(self._follow_log, state, store))
@@ -367,22 +355,26 @@ class Recall:
             state.drop_units(state.ingest(messages, self.config))
         yield from self._embed_queued(state)
 
-    def catch_up(self, session_id: str, store: Store) -> None:
+    def catch_up(self, session_id: str, store: Store, *, batched: bool = False) -> None:
         """Catch up with the log and embed whatever is not embedded yet.
 
         Cheap when nothing changed (one ``store.stats`` call). The first time a
         session is seen (or after a gap, or when the log shrank) the whole log
         is read once: vectors it no longer calls for are dropped and missing
         ones embedded. Call it after every append (the memory facade does), or
-        let `search` do the reading and `add` the embedding.
+        let `search` do the reading and `add` the embedding. With ``batched=True``
+        (the memory's, after an append) an index the store keeps (`HostsHistoryIndex`)
+        is written once 32 messages are due; a search, ``flush`` or ``close`` writes the rest.
         """
-        run_plan(self._catch_up(session_id, store), self.embedder)
+        run_plan(self._catch_up(session_id, store, batched), self.embedder)
 
-    async def acatch_up(self, session_id: str, store: Store) -> None:
+    async def acatch_up(self, session_id: str, store: Store, *, batched: bool = False) -> None:
         """Async `catch_up`: the log is read in a worker thread, embedding awaits the embedder."""
-        await arun_plan(self._catch_up(session_id, store), self.embedder)
+        await arun_plan(self._catch_up(session_id, store, batched), self.embedder)
 
-    def _catch_up(self, session_id: str, store: Store) -> Plan[None]:
+    def _catch_up(self, session_id: str, store: Store, batched: bool = False) -> Plan[None]:
+        if (yield from self._kept.plan_catch_up(store, session_id, batched=batched)):
+            return
         state: SessionMirror = yield Blocking(functools.partial(self._state, session_id, store))
         yield Blocking(functools.partial(self._follow_log, state, store))
         yield from self._embed_queued(state)
@@ -392,6 +384,7 @@ class Recall:
     def rebuild(self, session_id: str, store: Store) -> None:
         """Forget the session's vectors and index its whole log again (e.g. after changing models)."""
         self.forget(session_id, store=store)
+        self._kept.reset(store, session_id)
         self.catch_up(session_id, store)
 
     def forget(self, session_id: str, *, store: Store | None = None) -> None:
@@ -540,6 +533,19 @@ class Recall:
         session_stats: SessionStats | None = None,
     ) -> Plan[RecallResult]:
         check_search_arguments(session_id, max_tokens, other_sessions, session_stats)
+        kept = yield from self._kept.plan_search(
+            store,
+            session_id,
+            query,
+            other_sessions=other_sessions,
+            session_stats=session_stats,
+            excluded=exclude_seqs,
+            max_tokens=max_tokens,
+            counter=counter,
+            filters=filters,
+        )
+        if kept is not None:
+            return kept
         state = yield from self._ready(session_id, store, session_stats)
         mirrors = [state]
         seen = {session_id}

@@ -27,11 +27,12 @@ import logging
 import secrets
 import threading
 import weakref
+from collections.abc import Callable
 from hashlib import sha256
 from typing import Any, Protocol, runtime_checkable
 
 from .._errors import ConfigError
-from .._stores.base import validate_id
+from .._stores.base import SessionStats, validate_id
 from .units import SessionMirror
 
 __all__ = [
@@ -39,6 +40,7 @@ __all__ = [
     "NamespacedStore",
     "check_index_factory",
     "scope_key",
+    "scope_of",
     "skip_stored",
     "store_namespace",
 ]
@@ -163,6 +165,37 @@ def store_namespace(store: object) -> str:
             kind,
         )
     return namespace
+
+
+def scope_of(
+    namespace: str | Callable[[Any], str] | None,
+    session_id: str,
+    store: Any,
+    stats: SessionStats | None,
+    dimension: int,
+) -> IndexScope:
+    """The scope `index_factory` gets for a session of `store` (None: the engine's one
+    `namespace` string), under the engine's `namespace` (a string, a function of the store,
+    or None: the store's own, `store_namespace`)."""
+    if isinstance(namespace, str):
+        name = namespace
+    elif store is None:
+        raise ConfigError(
+            f"cannot tell whose vectors of session {session_id!r:.80} to delete: pass store= "
+            "(or give Recall a namespace string)"
+        )
+    elif namespace is not None:
+        name = check_namespace(namespace(store))
+    else:
+        name = store_namespace(store)
+    return IndexScope(
+        namespace=name,
+        session_id=session_id,
+        user_id=None if stats is None else stats.user_id,
+        generation=None if stats is None else stats.generation,
+        dimension=dimension,
+        store=store,
+    )
 
 
 def check_index_factory(index_factory: object) -> None:

@@ -6,15 +6,12 @@ incremental (a document is added once, when its message is stored) because
 rebuilding a BM25 model for every query costs O(history). Its terms come from
 `terms.tokenize` (re-exported here with `query_terms`).
 
-Recall reaches its lexical half through `LexicalIndex` (text in, scores out),
-so an index a store keeps (`SQLiteLexicalIndex`: SQLite FTS5 in the store's
-file) can replace `BM25TextIndex`, which keeps the terms in this process and
-is rebuilt from the log on first use. An index a store keeps outlives the
-process and is shared by every process using the file: it also follows the
-log's generation (`StoredLexicalIndex`) and may say it lost its documents
-(`LexicalIndexLost`), and then recall gives it every document again. An index
-that can score as part of a larger collection (`JointLexicalIndex`) lets
-recall rank a user's sessions as one history (`CollectionStats`).
+Recall reaches its lexical half through `LexicalIndex` (text in, scores out).
+An index that can score as part of a larger collection (`JointLexicalIndex`)
+lets recall rank a user's sessions as one history (`CollectionStats`); in this
+process a user's sessions share one (`history_index.HistoryIndex`), and a store
+that keeps recall's index itself keeps postings of the same BM25
+(`index_rows.HistoryTables`, scored by `scoring`).
 """
 
 from __future__ import annotations
@@ -28,7 +25,6 @@ from typing import TYPE_CHECKING, Protocol, runtime_checkable
 if TYPE_CHECKING:
     import numpy as np
 
-from .stored_lexical import BufferedLexicalIndex, document_digest, replaces
 from .terms import CJK_PAIR, query_terms, tokenize
 
 logger = logging.getLogger("convmem")
@@ -37,17 +33,12 @@ __all__ = [
     "ABOUT_THE_TALK",
     "BM25Index",
     "BM25TextIndex",
-    "BufferedLexicalIndex",
     "CollectionStats",
     "JointLexicalIndex",
     "LexicalIndex",
-    "LexicalIndexLost",
     "LexicalScores",
-    "StoredLexicalIndex",
-    "document_digest",
     "joint_kinds",
     "query_terms",
-    "replaces",
     "tokenize",
 ]
 
@@ -423,32 +414,6 @@ class LexicalIndex(Protocol):
     def scores(self, query: str) -> Mapping[int, float]:
         """The relevance of every document that shares a term with `query` (any mapping;
         the indexes here return `LexicalScores`)."""
-        ...
-
-
-class LexicalIndexLost(Exception):
-    """Raised by `LexicalIndex.scores` of an index kept outside the process when its
-    documents are gone (its table was missing or corrupt and was rebuilt empty): the
-    caller adds every document again (after `clear`) and asks once more."""
-
-
-@runtime_checkable
-class StoredLexicalIndex(LexicalIndex, Protocol):
-    """A `LexicalIndex` that a store keeps, shared by the processes using it.
-
-    Writes are checked against the log: `follow_log` names the generation (see
-    `Store.stats`) of the log the documents added next come from, and nothing is
-    written once the log has another generation, so text deleted by another
-    process is never written back.
-    """
-
-    def follow_log(self, generation: str | None) -> None:
-        """The documents added from now on come from the log of `generation`."""
-        ...
-
-    def flush(self) -> None:
-        """Write what was added now (recall calls it where blocking I/O is allowed);
-        `scores` writes anything left first."""
         ...
 
 

@@ -24,10 +24,9 @@ from .._errors import ConfigError
 from .._stores.base import Store
 from .config import RecallConfig
 from .history_index import HistoryIndex, SlotView
-from .lexical import BM25TextIndex, StoredLexicalIndex
+from .lexical import BM25TextIndex
 from .plan import Blocking, Plan
 from .rank import without_speakers
-from .saved import stored_lexical
 from .units import SessionMirror
 
 __all__ = ["MirrorKey", "MirrorTable", "query_to_embed", "speakers_of"]
@@ -72,6 +71,11 @@ class MirrorTable:
             self._store_keys[store] = key
         return key
 
+    def locked_store_key(self, store: Store) -> int | None:
+        """`store_key`, taking the lock."""
+        with self.lock:
+            return self.store_key(store)
+
     def resolve(self, session_id: str) -> SessionMirror | None:
         """The mirror of `session_id` for a call that names no store (lock held).
 
@@ -112,14 +116,7 @@ class MirrorTable:
                     if state is not None:
                         self._keys_of[session_id].discard(state.key)
             if state is None:
-                state = self._evicted.pop(key, None) or SessionMirror(
-                    session_id, embeds=self.embeds, lexical=stored_lexical(store, session_id)
-                )
-            elif state.key[0] is None and store is not None:
-                stored = stored_lexical(store, session_id)
-                if stored is not None:
-                    with state.lock:
-                        state.use_lexical(stored)
+                state = self._evicted.pop(key, None) or SessionMirror(session_id, embeds=self.embeds)
             state.key = key
             self._sessions[key] = state
             self._sessions.move_to_end(key)
@@ -211,7 +208,7 @@ class MirrorTable:
         if state.history_owner == owner and views is not None and views[0].alive:
             return
         store_key = state.key[0]
-        if store_key is None or isinstance(state.lexical_messages, StoredLexicalIndex):
+        if store_key is None:
             return
         with self.lock:
             history = self._histories.get((store_key, owner))

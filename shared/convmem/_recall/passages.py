@@ -17,8 +17,6 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping, Sequence
 
-import numpy as np
-
 from .lexical import LexicalScores
 
 __all__ = [
@@ -98,6 +96,8 @@ def best_of_each_message(
     """Passage scores as message scores (each message's best passage), and the best
     passage of each long message that matched (`passages` None: of every message that
     matched, for scores of several sessions whose long messages the caller sorts out)."""
+    import numpy as np  # loaded with the first search, not with the stores that split passages
+
     if not len(scores):
         return scores, {}
     seqs = scores.ids >> PART_BITS

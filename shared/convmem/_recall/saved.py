@@ -1,6 +1,6 @@
 """What recall keeps outside the process for a session: vectors in index files next to
 the store (adopted when they match the log's generation and the embedder, rebuilt
-otherwise), and the lexical index a store keeps itself (FTS5, tsvector)."""
+otherwise)."""
 
 from __future__ import annotations
 
@@ -8,14 +8,11 @@ import logging
 from collections.abc import Callable
 from typing import Any
 
-from .._stores.base import Store
-from .._stores.capabilities import HostsLexicalIndex
 from .columns import is_exchange_unit
-from .lexical import LexicalIndex
 from .units import UNKNOWN, SessionMirror
 from .vector_index import FaissIndex, IndexFiles
 
-__all__ = ["known_generation", "load_saved", "save_mirror", "stored_lexical"]
+__all__ = ["known_generation", "load_saved", "save_mirror"]
 
 logger = logging.getLogger("convmem")
 
@@ -23,14 +20,6 @@ logger = logging.getLogger("convmem")
 def known_generation(generation: object) -> str | None:
     """A mirror's generation as a file name wants it: UNKNOWN (never read) names no generation."""
     return generation if isinstance(generation, str) else None
-
-
-def stored_lexical(store: Store | None, session_id: str) -> tuple[LexicalIndex, LexicalIndex] | None:
-    """The lexical indexes `store` keeps for a session (a SQLite store opened with
-    ``lexical_index="fts5"``: FTS5 in its file; a PostgreSQL store opened with
-    ``lexical_index="tsvector"``: its lexical_docs table), or None: recall then keeps BM25 in
-    this process."""
-    return store.lexical_indexes(session_id) if isinstance(store, HostsLexicalIndex) else None
 
 
 def load_saved(

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-import re
 from collections.abc import Collection, Mapping, Sequence
 
 import numpy as np
@@ -27,19 +26,19 @@ from .._models import Message, Role
 from .._stores.base import SessionStats
 from .._tokens import TokenCounter
 from .columns import EXCHANGE_SEQ_MASK, is_exchange_unit, items_are_single_messages
+from .conclude import Shown, conclude
 from .config import RecallConfig, RecallFilters
-from .gate import DenseProfile, judge
+from .gate import DenseProfile
 from .history_index import SLOT_SHIFT, split_by_slot
-from .intent import asks_about_user, asks_for_several, refers_to_history
 from .joined import GROUP_SHIFT, SEQ_MASK, GroupedLines, join_evidence
-from .language import SECTION_HEADERS, choose_language, is_cjk_text
-from .lexical import CollectionStats, LexicalScores, no_scores, tokenize
+from .language import SECTION_HEADERS, is_cjk_text
+from .lexical import CollectionStats, LexicalScores, no_scores
 from .passages import best_of_each_message
-from .rank import Evidence, dense_similarities, named_speakers, rank
-from .render import RecallResult, render
+from .rank import Evidence, dense_similarities, named_speakers
+from .render import RecallResult
 from .units import SessionMirror
 
-__all__ = ["answer", "answer_sessions", "gather"]
+__all__ = ["answer", "answer_sessions", "check_search_arguments", "gather"]
 
 logger = logging.getLogger("convmem")
 
@@ -176,16 +175,11 @@ def _answer(
                 )
             )
     # Groups order the section: other sessions by their first message, the asker last.
-    shown = sorted(range(1, len(parts)), key=lambda p: (parts[p].oldest, parts[p].mirror.session_id))
-    group_of_part = {p: group for group, p in enumerate(shown)}
+    order = sorted(range(1, len(parts)), key=lambda p: (parts[p].oldest, parts[p].mirror.session_id))
+    group_of_part = {p: group for group, p in enumerate(order)}
     group_of_part[0] = len(parts) - 1
     groups = [group_of_part[p] for p in range(len(parts))]
     evidence = join_evidence([(p.evidence, p.newest) for p in parts], groups)
-    ranking = rank(evidence, config, several=asks_for_several(query), about_user=asks_about_user(query))
-    speakers = {name for mirror in mirrors for name in mirror.speakers}
-    personal = refers_to_history(query, speakers) or _names_someone_known(query, collections["messages"])
-    verdict = judge(ranking, evidence, config, personal=personal)
-    ranked = ranking.ranked if verdict.passed else ()
     messages: dict[int, Message] = {}
     item_seqs: dict[int, list[int]] = {}
     lines: dict[int, str] = {}
@@ -197,59 +191,26 @@ def _answer(
         lines.update((base | s, line) for s, line in part.lines.items())
         for seq, spans in part.passages.items():
             excerpts[base | seq] = spans[part.evidence.parts.get(seq, 0)]
-    language = choose_language(config.language, query, (lines.get(r.seq, "") for r in ranked[:5]))
-    rendered = render(
-        ranked,
-        item_seqs=item_seqs,
+    shown = Shown(
         messages=messages,
-        vectors=evidence.vectors,
-        language=language,
+        item_seqs=item_seqs,
+        lines=lines,
+        excerpts=excerpts,
+        line_cache=GroupedLines({g: p.mirror.line_cache for p, g in zip(parts, groups, strict=True)}),
+        sessions={group: part.mirror.session_id for part, group in zip(parts, groups, strict=True)},
+    )
+    speakers = {name for mirror in mirrors for name in mirror.speakers}
+    return conclude(
+        evidence,
+        shown,
+        query,
+        speakers=speakers,
+        collection=collections["messages"],
+        problem=problem,
         max_tokens=max_tokens,
         counter=counter,
         config=config,
-        line_cache=GroupedLines({g: p.mirror.line_cache for p, g in zip(parts, groups, strict=True)}),
-        group_of=(lambda seq: seq >> GROUP_SHIFT) if len(parts) > 1 else None,
-        excerpts=excerpts,
     )
-    session_of_group = {group: part.mirror.session_id for part, group in zip(parts, groups, strict=True)}
-    asker = len(parts) - 1
-    items = tuple(
-        dataclasses.replace(
-            item,
-            seqs=tuple(s & SEQ_MASK for s in item.seqs),
-            session_id=None
-            if item.seqs[0] >> GROUP_SHIFT == asker
-            else session_of_group[item.seqs[0] >> GROUP_SHIFT],
-        )
-        for item in rendered.items
-    )
-    return RecallResult(
-        items,
-        rendered.text,
-        rendered.tokens,
-        max_tokens,
-        SECTION_HEADERS[language],
-        ranking.best_similarity,
-        ranking.considered,
-        ranking.dropped + verdict.dropped + rendered.dropped,
-        problem,
-        verdict.reason,
-    )
-
-
-_POSSESSIVE_NAME = re.compile(r"\b([A-Z][^\W\d_]+)['’]s\b")
-
-
-def _names_someone_known(query: str, collection: CollectionStats | None) -> bool:
-    """Whether `query` asks about someone of the user's history by name: a capitalised
-    name in the possessive ("Lola's vet visit") that the history mentions."""
-    if collection is None:
-        return False
-    for name in _POSSESSIVE_NAME.findall(query):
-        terms = tokenize(name)
-        if terms and collection.frequencies.get(terms[0], 0) > 0:
-            return True
-    return False
 
 
 def _units(config: RecallConfig) -> tuple[bool, bool]:

@@ -34,9 +34,7 @@ from .lexical import (
     CollectionStats,
     JointLexicalIndex,
     LexicalIndex,
-    LexicalIndexLost,
     LexicalScores,
-    StoredLexicalIndex,
     joint_kinds,
     no_scores,
 )
@@ -76,7 +74,7 @@ class SessionMirror:
     With ``embeds=False`` (recall without an embedder) no unit is queued for
     embedding: the mirror keeps its lexical indexes only. `new_lexical_index`
     makes the two lexical indexes (messages, exchanges); `lexical`, when given,
-    is that pair already made (e.g. the store's own, `SQLiteLexicalIndex`).
+    is that pair already made (e.g. the views of a user's `HistoryIndex`).
     """
 
     def __init__(
@@ -337,7 +335,6 @@ class SessionMirror:
             newer = store.messages(self.session_id, after_seq=after)
             with self.lock:
                 self.drop_units(self.ingest(newer, config))
-                self.flush_lexical()
         elif stats.last_seq < known:
             with self.lock:
                 self.needs_full_read = True  # the log shrank: it was cleared or replaced
@@ -365,7 +362,6 @@ class SessionMirror:
             embedded_texts = self.wanted_units()
             self.reset_log_view()
             self.generation = generation
-            self._lexical_follow(generation)
             self.ingest(log, config)  # what it supersedes is not wanted: dropped just below
             self.needs_full_read = False
             wanted = self.wanted_units()
@@ -383,28 +379,14 @@ class SessionMirror:
                     self.unsaved += len(extra)
                 for unit in keep:
                     self.pending.pop(unit, None)
-            self.flush_lexical()
 
     # -- the lexical indexes --------------------------------------------------------------
-
-    def _lexical_follow(self, generation: str | None) -> None:
-        for index in (self.lexical_messages, self.lexical_exchanges):
-            if isinstance(index, StoredLexicalIndex):
-                index.follow_log(generation)
-
-    def flush_lexical(self) -> None:
-        """Have indexes kept by the store write what was added (lock held; blocking I/O)."""
-        for index in (self.lexical_messages, self.lexical_exchanges):
-            if isinstance(index, StoredLexicalIndex):
-                index.flush()
 
     def use_lexical(self, lexical: tuple[LexicalIndex, LexicalIndex], *, refill: bool = True) -> None:
         """Swap in other lexical indexes and give them every document (lock held); with
         ``refill=False`` the caller is about to read the whole log into them anyway."""
         self.lexical_messages, self.lexical_exchanges = lexical
         self._joint = joint_kinds(lexical)
-        if isinstance(self.generation, str) or self.generation is None:
-            self._lexical_follow(self.generation)
         if refill:
             self._refill(self.lexical_messages, self.lexical_exchanges)
 
@@ -446,10 +428,7 @@ class SessionMirror:
         scale of that collection (see `lexical_collection`). A long message scores as its
         best passage (`best_passages` says which).
 
-        An index kept by the store may have lost its documents (rebuilt after it went
-        missing or corrupt): it is given them again from this mirror and asked again.
-        Only documents this mirror holds are returned: a shared index may already hold
-        what another process added from a newer log.
+        Only documents this mirror holds are returned, whatever the index holds.
         """
         return self.best_passages(units, query, collection)[0]
 
@@ -463,14 +442,7 @@ class SessionMirror:
         joint = self._joint[units]
         if coverage and not joint:
             return no_scores(), {}
-        try:
-            found = self._ask(index, query, collection if joint else None, coverage)
-        except LexicalIndexLost as lost:
-            logger.warning(
-                "recall lexical index of session %r: %s; adding its documents again", self.session_id, lost
-            )
-            self._refill(index)
-            found = self._ask(index, query, collection if joint else None, coverage)
+        found = self._ask(index, query, collection if joint else None, coverage)
         scores = LexicalScores.of(found)
         parts: dict[int, int] = {}
         if units == "messages" and self.passage_docs:

@@ -25,14 +25,14 @@ from .base import SessionSnapshot, SessionStats, StateRecord, Store
 
 if TYPE_CHECKING:
     from .._recall.embedder import Embedder
+    from .._recall.index_rows import HistoryTables
     from .._recall.index_scope import IndexScope
-    from .._recall.lexical import LexicalIndex
     from .._recall.vector_index import VectorIndex
 
 __all__ = [
     "AsyncReadsSession",
     "HasFileLocation",
-    "HostsLexicalIndex",
+    "HostsHistoryIndex",
     "HostsVectors",
     "ListsUserSessions",
     "ReadsSession",
@@ -79,12 +79,14 @@ class ListsUserSessions(Protocol):
 
 
 @runtime_checkable
-class HostsLexicalIndex(Protocol):
-    """Can keep recall's keyword index of its sessions itself (SQLite FTS5, PostgreSQL rows)."""
+class HostsHistoryIndex(Protocol):
+    """Keeps recall's keyword index of each user's history itself (SQLite tables in its file,
+    PostgreSQL rows), so a new process answers a returning user's first query from it
+    instead of reading the user's logs."""
 
-    def lexical_indexes(self, session_id: str) -> tuple[LexicalIndex, LexicalIndex] | None:
-        """The keyword indexes of the session's messages and of its exchanges, or None when
-        this store was opened to leave the index to recall (BM25 in each process)."""
+    def history_tables(self) -> HistoryTables | None:
+        """The tables, or None when this store was opened to leave the index to recall
+        (``lexical_index="process"``: BM25 in each process, from the logs)."""
         ...
 
 

@@ -5,7 +5,7 @@ A store is done when the contract passes. The base checks apply to every `Store`
 (appending and reading the log, owners, state records with compare-and-set,
 deleting, retention, hostile ids, generations); each capability a store
 declares among its bases (`convmem.integration`: `ReadsSession`, `ReadsStates`,
-`ListsUserSessions`, `HostsLexicalIndex`, `HostsVectors`, `HasFileLocation`)
+`ListsUserSessions`, `HostsHistoryIndex`, `HostsVectors`, `HasFileLocation`)
 adds its own. Nothing here needs pytest; with pytest, run one test per check::
 
     import pytest
@@ -42,7 +42,7 @@ from .._stores.base import Store
 from .._stores.capabilities import (
     AsyncReadsSession,
     HasFileLocation,
-    HostsLexicalIndex,
+    HostsHistoryIndex,
     HostsVectors,
     ListsUserSessions,
     ReadsSession,
@@ -69,7 +69,7 @@ CAPABILITIES: tuple[type, ...] = (
     ReadsSession,
     ReadsStates,
     ListsUserSessions,
-    HostsLexicalIndex,
+    HostsHistoryIndex,
     HostsVectors,
     HasFileLocation,
 )

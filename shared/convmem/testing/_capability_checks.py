@@ -7,7 +7,7 @@ from pathlib import Path
 from .._stores.base import Store
 from .._stores.capabilities import (
     HasFileLocation,
-    HostsLexicalIndex,
+    HostsHistoryIndex,
     HostsVectors,
     ListsUserSessions,
     ReadsSession,
@@ -112,16 +112,81 @@ def a_users_sessions_come_with_their_stats_sorted_by_id(store: Store) -> None:
     assert store.user_session_stats("ana") == []
 
 
-# -- HostsLexicalIndex ------------------------------------------------------------------------------
+# -- HostsHistoryIndex ------------------------------------------------------------------------------
 
 
-@check(capability=HostsLexicalIndex)
-def the_keyword_indexes_of_a_session_are_none_or_a_pair(store: Store) -> None:
-    assert isinstance(store, HostsLexicalIndex)
-    indexes = store.lexical_indexes("s")
-    assert indexes is None or len(indexes) == 2
-    for index in indexes or ():
-        assert all(callable(getattr(index, method, None)) for method in ("add", "remove", "clear", "scores"))
+def _batch(store: Store, session_id: str, *, reset: bool = True, after: object = None) -> object:
+    from .._recall.config import RecallConfig
+    from .._recall.index_rows import IndexCursor, derive
+
+    stats = store.stats(session_id)
+    cursor = after if isinstance(after, IndexCursor) else IndexCursor()
+    return derive(
+        cursor,
+        store.messages(session_id, after_seq=cursor.seq),
+        RecallConfig(),
+        session_id=session_id,
+        generation=stats.generation,
+        reset=reset,
+    )
+
+
+@check(capability=HostsHistoryIndex)
+def a_users_history_is_written_once_and_read_by_terms_and_keys(store: Store) -> None:
+    from .._recall.index_rows import KEY_SHIFT, IndexBatch, owner_key
+
+    assert isinstance(store, HostsHistoryIndex)
+    tables = store.history_tables()
+    if tables is None:
+        return
+    store.append("s1", [user("My corgi is called Duoduo."), assistant("A fine corgi name.")], user_id="ana")
+    store.append("s2", [user("I cycle to work every day.")], user_id="ana")
+    owner = owner_key("ana", "s1")
+    for session_id in ("s1", "s2"):
+        batch = _batch(store, session_id)
+        assert isinstance(batch, IndexBatch)
+        assert tables.write(owner, batch, None)
+        assert not tables.write(owner, batch, None)  # the session has a row now: written once
+    history = tables.indexed(owner)
+    assert history.number is not None and set(history.sessions) == {"s1", "s2"}
+    row = tables.indexed_session("s1")
+    assert row is not None and row.owner == owner and row.generation == store.stats("s1").generation
+    found = tables.postings(history.number, ["corgi", "cycl"])
+    terms = {(int(kind), str(term)) for kind, term, _, _, _ in found}
+    assert terms == {(0, "corgi"), (1, "corgi"), (0, "cycl"), (1, "cycl")}
+    corgi = [r for r in found if r[0] == 0 and r[1] == "corgi"]
+    assert [int(r[3]) for r in corgi] == [1] * len(corgi)
+    s1 = history.sessions["s1"].slot
+    units = tables.units(history.number, [], [s1 << KEY_SHIFT | 1])  # the exchange opening at seq 1
+    assert sorted(int(u[0]) & ((1 << KEY_SHIFT) - 1) for u in units) == [1, 2]
+    messages = tables.messages(history.number, [s1 << KEY_SHIFT | 2])
+    assert [m.text for m in messages.values()] == ["A fine corgi name."]
+
+
+@check(capability=HostsHistoryIndex)
+def a_history_write_checks_the_log_generation_and_edits_reset_the_rows(store: Store) -> None:
+    from .._recall.index_rows import owner_key
+
+    assert isinstance(store, HostsHistoryIndex)
+    tables = store.history_tables()
+    if tables is None:
+        return
+    store.append("s", [user("The code is 4111 2222."), user("Second line.")], user_id="bo")
+    owner = owner_key("bo", "s")
+    stale = _batch(store, "s")
+    store.delete_messages("s", [1])  # a new generation: what was read before must not land
+    assert not tables.write(owner, stale, None)  # type: ignore[arg-type]
+    assert tables.write(owner, _batch(store, "s"), None)  # type: ignore[arg-type]
+    history = tables.indexed(owner)
+    assert history.number is not None
+    assert not [r for r in tables.postings(history.number, ["4111"])]
+    store.replace_message("s", 2, user("Replaced."))
+    row = tables.indexed_session("s")
+    assert row is not None and row.cursor == ""  # reset in the edit's own transaction
+    assert not tables.postings(history.number, ["second"])
+    store.forget_user("bo")
+    assert tables.indexed(owner).sessions == {}
+    assert tables.indexed_session("s") is None
 
 
 # -- HostsVectors --------------------------------------------------------------------------------------

@@ -1,252 +1,248 @@
-"""The SQL of recall's keyword index in PostgreSQL (``lexical_docs``, ``lexical_stats`` and
-``lexical_postings``, migrations 5 to 7), for `PostgresLexicalIndex`.
+"""The SQL of recall's keyword index of each user's history in PostgreSQL (``recall_*``,
+migration 8), for `PostgresHistoryTables`.
 
-Rows belong to the log's generation and go with the session (foreign keys) and
-with `delete_messages` / `replace_message` (same transaction). How the rows
-encode documents and postings is in `convmem._stores.postgres.postings`.
+A session's rows are one range of keys in its history (``slot << 40 | ...``, see
+`convmem._recall.index_rows`); they go with the session's index row (a trigger), which
+goes with the session, and the calls that delete or replace messages reset them in
+their own transaction (`reset_history_rows`).
 """
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Sequence
 from typing import Any
 
-from .postings import (
-    POSTINGS_BLOCK_BITS,
-    SEPARATOR,
-    LexicalMatches,
-    _index_lock,
-    decode_postings,
-    document_terms,
-    encode_postings,
-    lexical_tag,
+from ..._recall.index_rows import (
+    EXCHANGE_KIND,
+    KEY_SHIFT,
+    PASSAGE_KIND,
+    IndexBatch,
+    IndexedHistory,
+    IndexedSession,
 )
 from .sql import SchemaSql, _check_id, _Operation, _Sql
 
+_UNIT_SELECT = "{u}.key, {u}.ts, {u}.episode, {u}.exchange, {u}.place, {u}.from_user, {u}.name, {u}.candidate, {u}.long, {u}.last"
+_SLOT_RANGE = "BETWEEN {r}.slot << 40 AND (({r}.slot + 1) << 40) - 1"
+
+
+def _writer_lock(schema: str, session_id: str) -> int:
+    """The advisory lock key the writers of one session's rows take turns on."""
+    digest = hashlib.blake2b(f"{schema}\x00recall\x00{session_id}".encode(), digest_size=8).digest()
+    return int.from_bytes(digest, "big", signed=True)
+
 
 class LexicalQueries(SchemaSql):
-    """Reads and writes of the keyword index's tables."""
+    """Reads and writes of the history index's tables."""
 
-    def lexical_stored(
-        self, session_id: str, kind: str, doc_ids: Sequence[int] | None
-    ) -> _Operation[dict[int, tuple[bytes, int]]]:
-        """(digest, size) of the session's `kind` documents of its current generation: of
-        `doc_ids`, or all of them (None)."""
-        _check_id(session_id, "session_id")
+    def reset_history_rows(self, session_id: str) -> _Operation[None]:
+        """In the transaction that deletes or replaces messages: the session's rows go and its
+        index row says it needs indexing again (recall does so from the new log)."""
         s = self.s
-        text = f"""
-            SELECT d.doc_id, d.digest, d.size FROM {s}.sessions AS s
-            JOIN {s}.lexical_docs AS d
-              ON d.session_id = s.session_id AND d.generation = s.generation AND d.kind = %s
-            WHERE s.session_id = %s"""
-        params: tuple[Any, ...] = (kind, session_id)
-        if doc_ids is not None:
-            text += " AND d.doc_id = ANY(%s::bigint[])"
-            params += (list(doc_ids),)
-        rows = yield _Sql(text, params)
-        return {int(r[0]): (bytes(r[1]), int(r[2])) for r in rows}
+        for table in ("recall_units", "recall_postings"):
+            yield _Sql(
+                f"DELETE FROM {s}.{table} AS t USING {s}.recall_index_sessions AS r "
+                f"WHERE r.session_id = %s AND t.history = r.history AND t.key {_SLOT_RANGE.format(r='r')}",
+                (session_id,),
+            )
+        yield _Sql(
+            f"UPDATE {s}.recall_index_sessions SET generation = NULL, cursor = '' WHERE session_id = %s",
+            (session_id,),
+        )
 
-    def write_lexical(
-        self,
-        session_id: str,
-        kind: str,
-        generation: str | None,
-        deletes: Sequence[int],
-        docs: Sequence[tuple[int, bytes, int, str, int, str | None]],
-    ) -> _Operation[bool]:
-        """Run in a transaction: delete `deletes` and write `docs` (doc id, digest, size, terms
-        joined by ``\\x1f``, length, repeats) while the session is at `generation`; False
-        (nothing written) otherwise. The index's totals (``lexical_stats``) and postings
-        (``lexical_postings``) change by exactly what the rows did, in the same transaction.
+    def history_indexed(self, owner: str) -> _Operation[IndexedHistory]:
+        s = self.s
+        rows = yield _Sql(
+            f"SELECT h.number, r.session_id, r.slot, r.generation, r.cursor FROM {s}.recall_histories AS h "
+            f"LEFT JOIN {s}.recall_index_sessions AS r ON r.history = h.number WHERE h.owner = %s",
+            (owner,),
+        )
+        if not rows:
+            return IndexedHistory(None, {})
+        sessions = {
+            row[1]: IndexedSession(row[1], owner, int(row[2]), row[3], row[4])
+            for row in rows
+            if row[1] is not None
+        }
+        return IndexedHistory(int(rows[0][0]), sessions)
 
-        A stored document of the same generation that is longer (written by a server that read
-        further) stays. The terms become a tsvector with `array_to_tsvector`, with the index's
-        own lexeme (`lexical_tag`): no text is parsed. Writers of one index take turns (an
-        advisory lock, after the session row's key-share lock), so each edits the postings
-        the previous one left.
-        """
+    def history_session(self, session_id: str) -> _Operation[IndexedSession | None]:
         _check_id(session_id, "session_id")
         s = self.s
         rows = yield _Sql(
-            f"SELECT 1 FROM {s}.sessions WHERE session_id = %s AND generation IS NOT DISTINCT FROM %s "
-            "FOR KEY SHARE",
-            (session_id, generation),
+            f"SELECT h.owner, r.slot, r.generation, r.cursor FROM {s}.recall_index_sessions AS r "
+            f"JOIN {s}.recall_histories AS h ON h.number = r.history WHERE r.session_id = %s",
+            (session_id,),
         )
         if not rows:
+            return None
+        owner, slot, generation, cursor = rows[0]
+        return IndexedSession(session_id, owner, int(slot), generation, cursor)
+
+    def history_postings(self, history: int, terms: Sequence[str]) -> _Operation[list[tuple[Any, ...]]]:
+        rows = yield _Sql(
+            f"SELECT kind, term, key, count, length FROM {self.s}.recall_postings "
+            "WHERE history = %s AND term = ANY(%s::text[])",
+            (history, list(terms)),
+        )
+        return list(rows)
+
+    def history_units(
+        self, history: int, keys: Sequence[int], exchanges: Sequence[int]
+    ) -> _Operation[list[tuple[Any, ...]]]:
+        s = self.s
+        found: list[tuple[Any, ...]] = []
+        if keys:
+            found += yield _Sql(
+                f"SELECT {_UNIT_SELECT.format(u='u')} FROM {s}.recall_units AS u "
+                "WHERE u.history = %s AND u.key = ANY(%s::bigint[])",
+                (history, list(keys)),
+            )
+        if exchanges:
+            # An exchange's members are the rows from its first message's key to its last's.
+            found += yield _Sql(
+                f"SELECT {_UNIT_SELECT.format(u='u')} FROM {s}.recall_units AS head "
+                f"JOIN {s}.recall_units AS u ON u.history = head.history "
+                "AND u.key BETWEEN head.key AND head.key + head.last - head.exchange "
+                "WHERE head.history = %s AND head.key = ANY(%s::bigint[])",
+                (history, list(exchanges)),
+            )
+        return found
+
+    def history_messages(
+        self, history: int, keys: Sequence[int], columns: Sequence[str]
+    ) -> _Operation[list[tuple[Any, ...]]]:
+        s = self.s
+        mask = (1 << KEY_SHIFT) - 1
+        rows = yield _Sql(
+            f"SELECT w.slot, r.session_id, {', '.join('m.' + c for c in columns)} "
+            "FROM unnest(%s::bigint[], %s::bigint[]) AS w(slot, seq) "
+            f"JOIN {s}.recall_index_sessions AS r ON r.history = %s AND r.slot = w.slot "
+            f"JOIN {s}.messages AS m ON m.session_id = r.session_id AND m.seq = w.seq",
+            ([key >> KEY_SHIFT for key in keys], [key & mask for key in keys], history),
+        )
+        return list(rows)
+
+    def history_write(
+        self, owner: str, batch: IndexBatch, expected: IndexedSession | None
+    ) -> _Operation[bool]:
+        """Run in a transaction: see `HistoryTables.write`."""
+        _check_id(batch.session_id, "session_id")
+        s = self.s
+        # Edits of the log lock the session row FOR UPDATE: while this holds it, none lands.
+        log = yield _Sql(
+            f"SELECT generation FROM {s}.sessions WHERE session_id = %s FOR KEY SHARE", (batch.session_id,)
+        )
+        if not log or log[0][0] != batch.generation:
             return False
-        yield _Sql("SELECT pg_advisory_xact_lock(%s)", (_index_lock(s, session_id, kind),))
-        # (doc id, length, old lexemes) of each row deleted; doc id -> length of each written.
-        removed: list[tuple[Any, ...]] = []
-        if deletes:
-            removed += yield _Sql(
-                f"DELETE FROM {s}.lexical_docs WHERE session_id = %s AND kind = %s "
-                "AND doc_id = ANY(%s::bigint[]) RETURNING doc_id, length, tsvector_to_array(terms), repeats",
-                (session_id, kind, list(deletes)),
+        yield _Sql("SELECT pg_advisory_xact_lock(%s)", (_writer_lock(self.schema, batch.session_id),))
+        rows = yield _Sql(
+            f"SELECT r.history, r.slot, r.generation, r.cursor, h.owner FROM {s}.recall_index_sessions AS r "
+            f"JOIN {s}.recall_histories AS h ON h.number = r.history WHERE r.session_id = %s",
+            (batch.session_id,),
+        )
+        current = rows[0] if rows else None
+        seen = (
+            None
+            if expected is None
+            else (expected.owner, expected.slot, expected.generation, expected.cursor)
+        )
+        if (None if current is None else (current[4], int(current[1]), current[2], current[3])) != seen:
+            return False  # another server indexed the session meanwhile
+        ((number,),) = yield _Sql(
+            f"INSERT INTO {s}.recall_histories (owner) VALUES (%s) "
+            "ON CONFLICT (owner) DO UPDATE SET owner = EXCLUDED.owner RETURNING number",
+            (owner,),
+        )
+        if batch.reset or current is None or int(current[0]) != number:
+            if current is not None:
+                yield from self._drop_slot(int(current[0]), int(current[1]))
+            ((slot,),) = yield _Sql(
+                f"UPDATE {s}.recall_histories SET next_slot = next_slot + 1 WHERE number = %s "
+                "RETURNING next_slot - 1",
+                (number,),
             )
-        written: dict[int, int] = {}
-        todo = list(docs)
-        first = True
-        while todo:
-            ids = [d[0] for d in todo]
-            # Replaced rows go first, so the totals see their old length; a row another writer
-            # holds is waited for, then judged as it is after that writer.
-            gone = yield _Sql(
-                f"""
-                DELETE FROM {s}.lexical_docs AS known
-                USING unnest(%s::bigint[], %s::integer[]) AS u(doc_id, size)
-                WHERE known.session_id = %s AND known.kind = %s AND known.doc_id = u.doc_id
-                  AND (known.generation IS DISTINCT FROM %s OR known.size <= u.size)
-                RETURNING known.doc_id, known.length, tsvector_to_array(known.terms), known.repeats""",
-                (ids, [d[2] for d in todo], session_id, kind, generation),
-            )
-            stored = yield _Sql(
-                f"""
-                INSERT INTO {s}.lexical_docs
-                    (session_id, kind, doc_id, generation, digest, size, terms, length, repeats)
-                SELECT %s, %s, u.doc_id, %s, u.digest, u.size,
-                       array_to_tsvector(array_append(string_to_array(u.terms, E'\\x1f'), %s)),
-                       u.length, u.repeats
-                FROM unnest(%s::bigint[], %s::bytea[], %s::integer[], %s::text[], %s::integer[], %s::text[])
-                     AS u(doc_id, digest, size, terms, length, repeats)
-                ON CONFLICT (session_id, kind, doc_id) DO NOTHING
-                RETURNING doc_id, length""",
+        else:
+            slot = int(current[1])
+        base = int(slot) << KEY_SHIFT
+        units = batch.units
+        if units:
+            yield _Sql(
+                f"""INSERT INTO {s}.recall_units
+                    (history, key, ts, episode, exchange, place, from_user, name, candidate, long, last)
+                SELECT %s, u.* FROM unnest(%s::bigint[], %s::float8[], %s::bigint[], %s::bigint[], %s::bigint[],
+                                           %s::boolean[], %s::text[], %s::boolean[], %s::boolean[], %s::bigint[])
+                     AS u(key, ts, episode, exchange, place, from_user, name, candidate, long, last)
+                ON CONFLICT (history, key) DO UPDATE SET ts = EXCLUDED.ts, episode = EXCLUDED.episode,
+                    exchange = EXCLUDED.exchange, place = EXCLUDED.place, from_user = EXCLUDED.from_user,
+                    name = EXCLUDED.name, candidate = EXCLUDED.candidate, long = EXCLUDED.long,
+                    last = EXCLUDED.last""",
                 (
-                    session_id,
-                    kind,
-                    generation,
-                    lexical_tag(session_id, kind),
-                    ids,
-                    [d[1] for d in todo],
-                    [d[2] for d in todo],
-                    [d[3] for d in todo],
-                    [d[4] for d in todo],
-                    [d[5] for d in todo],
+                    number,
+                    [base | u.seq for u in units],
+                    [u.timestamp for u in units],
+                    [u.episode for u in units],
+                    [u.exchange for u in units],
+                    [u.place for u in units],
+                    [u.from_user for u in units],
+                    [u.name for u in units],
+                    [u.candidate for u in units],
+                    [u.long for u in units],
+                    [u.last for u in units],
                 ),
             )
-            removed += gone
-            written.update((int(r[0]), int(r[1])) for r in stored)
-            # Not stored: a row this statement could not see yet (another writer's, now
-            # committed) is judged once more; a row kept as longer stays.
-            deleted = {int(r[0]) for r in gone}
-            todo = [d for d in todo if d[0] not in written and (first or d[0] in deleted)]
-            first = False
-        documents = len(written) - len(removed)
-        length = sum(written.values()) - sum(int(r[1]) for r in removed)
-        if written or removed:
+        if batch.grown:
             yield _Sql(
-                f"""
-                INSERT INTO {s}.lexical_stats AS known (session_id, kind, documents, total_length)
-                VALUES (%s, %s, %s, %s)
-                ON CONFLICT (session_id, kind) DO UPDATE SET
-                    documents = known.documents + EXCLUDED.documents,
-                    total_length = known.total_length + EXCLUDED.total_length""",
-                (session_id, kind, documents, length),
+                f"UPDATE {s}.recall_units AS u SET last = g.last "
+                "FROM unnest(%s::bigint[], %s::bigint[]) AS g(key, last) WHERE u.history = %s AND u.key = g.key",
+                ([base | first for first in batch.grown], list(batch.grown.values()), number),
             )
-            new_docs = {d[0]: d for d in docs if d[0] in written}
-            yield from self._edit_postings(session_id, kind, generation, removed, new_docs, written)
+        postings = [
+            (term, PASSAGE_KIND, base | doc, count, length)
+            for doc, counts, length in batch.passages
+            for term, count in counts.items()
+        ] + [
+            (term, EXCHANGE_KIND, base | first, count, length)
+            for first, counts, length, _ in batch.exchanges
+            for term, count in counts.items()
+        ]
+        if postings:
+            # A passage is written once; an exchange's counts add up as it gains messages.
+            yield _Sql(
+                f"""INSERT INTO {s}.recall_postings AS p (history, term, kind, key, count, length)
+                SELECT %s, t.* FROM unnest(%s::text[], %s::smallint[], %s::bigint[], %s::integer[], %s::integer[])
+                     AS t(term, kind, key, count, length)
+                ON CONFLICT (history, term, kind, key) DO UPDATE SET
+                    count = CASE WHEN p.kind = {EXCHANGE_KIND} THEN p.count + EXCLUDED.count ELSE EXCLUDED.count END,
+                    length = EXCLUDED.length""",
+                (number, *(list(column) for column in zip(*postings, strict=True))),
+            )
+        grown = [(base | first, length) for first, _, length, new in batch.exchanges if not new]
+        if grown:
+            yield _Sql(
+                f"UPDATE {s}.recall_postings AS p SET length = g.length "
+                "FROM unnest(%s::bigint[], %s::integer[]) AS g(key, length) "
+                f"WHERE p.history = %s AND p.key = g.key AND p.kind = {EXCHANGE_KIND}",
+                ([key for key, _ in grown], [length for _, length in grown], number),
+            )
+        yield _Sql(
+            f"""INSERT INTO {s}.recall_index_sessions (session_id, history, slot, generation, cursor)
+            VALUES (%s, %s, %s, %s, %s)
+            ON CONFLICT (session_id) DO UPDATE SET history = EXCLUDED.history, slot = EXCLUDED.slot,
+                generation = EXCLUDED.generation, cursor = EXCLUDED.cursor""",
+            (batch.session_id, number, slot, batch.generation, batch.cursor.to_json()),
+        )
         return True
 
-    def _edit_postings(
-        self,
-        session_id: str,
-        kind: str,
-        generation: str | None,
-        removed: Sequence[tuple[Any, ...]],
-        docs: dict[int, tuple[int, bytes, int, str, int, str | None]],
-        lengths: dict[int, int],
-    ) -> _Operation[None]:
-        """Take the `removed` rows (doc id, length, lexemes, repeats) out of their terms'
-        postings and add the `docs` written: only the (term, block) rows they touch are read
-        and written. A row of another generation is stale: it starts empty."""
-        s = self.s
-        gone: dict[tuple[str, int], set[int]] = {}
-        for row in removed:
-            doc = int(row[0])
-            for term in document_terms(row[2], row[3]):
-                gone.setdefault((term, doc >> POSTINGS_BLOCK_BITS), set()).add(doc)
-        added: dict[tuple[str, int], list[tuple[int, int, int]]] = {}
-        for doc, entry in docs.items():
-            for term, count in document_terms(entry[3].split(SEPARATOR), entry[5]).items():
-                added.setdefault((term, doc >> POSTINGS_BLOCK_BITS), []).append((doc, count, lengths[doc]))
-        keys = sorted(set(gone) | set(added))
-        if not keys:
-            return
-        # By the primary key: the terms, and the span of blocks (a flush's documents are mostly
-        # consecutive seqs), filtered here. A join with the wanted (term, block) pairs was planned
-        # as a scan of the session's rows, which grew with every flush.
-        rows = yield _Sql(
-            f"""
-            SELECT p.term, p.block, p.postings FROM {s}.lexical_postings AS p
-            WHERE p.session_id = %s AND p.kind = %s AND p.term = ANY(%s::text[])
-              AND p.block BETWEEN %s AND %s AND p.generation IS NOT DISTINCT FROM %s""",
-            (
-                session_id,
-                kind,
-                sorted({k[0] for k in keys}),
-                min(k[1] for k in keys),
-                max(k[1] for k in keys),
-                generation,
-            ),
-        )
-        wanted = set(keys)
-        current = {key: bytes(r[2]) for r in rows if (key := (str(r[0]), int(r[1]))) in wanted}
-        writes: list[tuple[str, int, bytes]] = []
-        empty: list[tuple[str, int]] = []
-        for key in keys:
-            out = set(gone.get(key, ())) | {doc for doc, _, _ in added.get(key, ())}
-            kept = [e for e in decode_postings(current[key]) if e[0] not in out] if key in current else []
-            entries = sorted(kept + added.get(key, []))
-            if entries:
-                writes.append((key[0], key[1], encode_postings(entries)))
-            else:
-                empty.append(key)
-        if writes:
+    def _drop_slot(self, history: int, slot: int) -> _Operation[None]:
+        low, high = slot << KEY_SHIFT, ((slot + 1) << KEY_SHIFT) - 1
+        for table in ("recall_units", "recall_postings"):
             yield _Sql(
-                f"""
-                INSERT INTO {s}.lexical_postings AS known (session_id, kind, term, block, generation, postings)
-                SELECT %s, %s, u.term, u.block, %s, u.postings
-                FROM unnest(%s::text[], %s::bigint[], %s::bytea[]) AS u(term, block, postings)
-                ON CONFLICT (session_id, kind, term, block) DO UPDATE SET
-                    generation = EXCLUDED.generation, postings = EXCLUDED.postings""",
-                (
-                    session_id,
-                    kind,
-                    generation,
-                    [w[0] for w in writes],
-                    [w[1] for w in writes],
-                    [w[2] for w in writes],
-                ),
-            )
-        if empty:
-            yield _Sql(
-                f"""
-                DELETE FROM {s}.lexical_postings AS p USING unnest(%s::text[], %s::bigint[]) AS k(term, block)
-                WHERE p.session_id = %s AND p.kind = %s AND p.term = k.term AND p.block = k.block""",
-                ([k[0] for k in empty], [k[1] for k in empty], session_id, kind),
+                f"DELETE FROM {self.s}.{table} WHERE history = %s AND key BETWEEN %s AND %s",
+                (history, low, high),
             )
 
-    def lexical_matches(self, session_id: str, kind: str, terms: Sequence[str]) -> _Operation[LexicalMatches]:
-        """The index's totals and the posting blocks of `terms` in the session's `kind`
-        documents of its current generation (see `LexicalMatches`), in one query."""
+    def history_reset(self, session_id: str) -> _Operation[None]:
         _check_id(session_id, "session_id")
-        if not terms:
-            raise ValueError("lexical_matches needs at least one term")
-        s = self.s
-        rows = yield _Sql(
-            f"""
-            SELECT st.documents, st.total_length, p.term, p.postings
-            FROM {s}.sessions AS s
-            JOIN {s}.lexical_stats AS st ON st.session_id = s.session_id AND st.kind = %s
-            LEFT JOIN {s}.lexical_postings AS p
-              ON p.session_id = s.session_id AND p.kind = st.kind AND p.generation = s.generation
-             AND p.term = ANY(%s::text[])
-            WHERE s.session_id = %s""",
-            (kind, list(terms), session_id),
-        )
-        if not rows:
-            return LexicalMatches(0, 0, {})
-        postings: dict[str, list[bytes]] = {}
-        for row in rows:
-            if row[2] is not None:
-                postings.setdefault(str(row[2]), []).append(bytes(row[3]))
-        return LexicalMatches(int(rows[0][0]), int(rows[0][1]), postings)
+        yield from self.reset_history_rows(session_id)

@@ -10,15 +10,13 @@ Tables (in their own schema, ``convmem`` by default)::
     state           (session_id, key) -> value, version, updated_at; likewise
     vectors         (session_id, model, unit_id) -> generation, dimension, vector (float32 bytes),
                     written (migration 4); likewise, and emptied when the log's generation changes
-    lexical_docs    (session_id, kind, doc_id) -> generation, digest, size, terms (tsvector;
-                    migration 5), length, repeats (migration 6); likewise. Written only by
-                    `PostgresLexicalIndex`
-    lexical_stats   (session_id, kind) -> documents, total_length (migration 6): the BM25 totals
-                    of lexical_docs, changed in the transaction that changes its rows; likewise
-    lexical_postings (session_id, kind, term, block) -> generation, postings (migration 7): for
-                    each term, the documents of lexical_docs holding it, 256 doc ids per block
-                    (doc id, term count, length; see `encode_postings`), changed in the same
-                    transaction as the rows; what a search reads. Likewise
+    recall_*        recall's keyword index of each user's history (migration 8, replacing the
+                    per-session lexical_docs, lexical_stats and lexical_postings of migrations 5 to
+                    7): recall_histories (number -> owner, next_slot), recall_index_sessions
+                    (session_id -> history, slot, generation, cursor; goes with its session, and
+                    takes the session's rows with it), recall_units ((history, key) -> what ranking
+                    reads of a message), recall_postings ((history, term, kind, key) -> count,
+                    length); see `convmem._stores.postgres.lexical`
 
 The store creates and migrates its schema itself when it opens: each
 migration runs in one transaction under an advisory lock, so many servers
@@ -32,10 +30,14 @@ from __future__ import annotations
 import hashlib
 
 from ..._errors import StoreError
-from .postings import _LEXICAL_TAG_SQL, POSTINGS_BLOCK_BITS
 from .sql import SchemaSql, _Operation, _Sql
 
 __all__ = ["SCHEMA_VERSION", "migrate"]
+
+# Frozen with migrations 6 and 7 (their tables went with migration 8): the lexeme that marked
+# one session's documents, and the documents per row of lexical_postings.
+_LEXICAL_TAG_SQL = "' ' || md5(kind || ' ' || session_id)"
+POSTINGS_BLOCK_BITS = 8
 
 # Each migration: (version, description, statements); ``{s}`` is the quoted schema.
 # Never edit a released migration: add the next one.
@@ -205,6 +207,67 @@ _MIGRATIONS: tuple[tuple[int, str, tuple[str, ...]], ...] = (
             + str(POSTINGS_BLOCK_BITS),
             # Searches read lexical_postings: the GIN index on the documents' terms is not read.
             "DROP INDEX IF EXISTS {s}.lexical_docs_terms",
+        ),
+    ),
+    (
+        8,
+        "recall's keyword index of each user's history; the per-session keyword index goes",
+        (
+            "DROP TABLE IF EXISTS {s}.lexical_postings",
+            "DROP TABLE IF EXISTS {s}.lexical_stats",
+            "DROP TABLE IF EXISTS {s}.lexical_docs",
+            """CREATE TABLE {s}.recall_histories (
+                number    bigserial PRIMARY KEY,
+                owner     text COLLATE "C" NOT NULL UNIQUE,
+                next_slot bigint NOT NULL DEFAULT 0
+            )""",
+            """CREATE TABLE {s}.recall_index_sessions (
+                session_id text COLLATE "C" PRIMARY KEY
+                           REFERENCES {s}.sessions (session_id) ON DELETE CASCADE,
+                history    bigint NOT NULL,
+                slot       bigint NOT NULL,
+                generation text,
+                cursor     text NOT NULL
+            )""",
+            "CREATE INDEX recall_index_sessions_by_slot ON {s}.recall_index_sessions (history, slot)",
+            """CREATE TABLE {s}.recall_units (
+                history   bigint NOT NULL,
+                key       bigint NOT NULL,
+                ts        double precision NOT NULL,
+                episode   bigint NOT NULL,
+                exchange  bigint NOT NULL,
+                place     bigint NOT NULL,
+                from_user boolean NOT NULL,
+                name      text,
+                candidate boolean NOT NULL,
+                long      boolean NOT NULL,
+                last      bigint NOT NULL,
+                PRIMARY KEY (history, key)
+            )""",
+            """CREATE TABLE {s}.recall_postings (
+                history bigint NOT NULL,
+                term    text COLLATE "C" NOT NULL,
+                kind    smallint NOT NULL,
+                key     bigint NOT NULL,
+                count   integer NOT NULL,
+                length  integer NOT NULL,
+                PRIMARY KEY (history, term, kind, key)
+            )""",
+            "CREATE INDEX recall_postings_by_key ON {s}.recall_postings (history, key)",
+            # A session's rows go with its index row, however that goes (the session's delete
+            # cascades to it); a history left without sessions goes too: its owner names a user.
+            """CREATE FUNCTION {s}.recall_index_session_gone() RETURNS trigger LANGUAGE plpgsql AS $$
+            BEGIN
+                DELETE FROM {s}.recall_units WHERE history = OLD.history
+                    AND key BETWEEN OLD.slot << 40 AND ((OLD.slot + 1) << 40) - 1;
+                DELETE FROM {s}.recall_postings WHERE history = OLD.history
+                    AND key BETWEEN OLD.slot << 40 AND ((OLD.slot + 1) << 40) - 1;
+                DELETE FROM {s}.recall_histories AS h WHERE h.number = OLD.history
+                    AND NOT EXISTS (SELECT 1 FROM {s}.recall_index_sessions AS r WHERE r.history = OLD.history);
+                RETURN OLD;
+            END $$""",
+            "CREATE TRIGGER recall_index_session_gone AFTER DELETE ON {s}.recall_index_sessions "
+            "FOR EACH ROW EXECUTE FUNCTION {s}.recall_index_session_gone()",
         ),
     ),
 )

@@ -277,10 +277,8 @@ class _Queries(VectorQueries, LexicalQueries):
         # Vectors of the old generation go with it; a server that keeps some (unchanged text)
         # writes them again under the new one (see PostgresVectorIndex.follow_generation).
         yield _Sql(f"DELETE FROM {self.s}.vectors WHERE session_id = %s", (session_id,))
-        # Likewise the keyword index: recall adds the session's documents again from the new log.
-        yield _Sql(f"DELETE FROM {self.s}.lexical_docs WHERE session_id = %s", (session_id,))
-        yield _Sql(f"DELETE FROM {self.s}.lexical_stats WHERE session_id = %s", (session_id,))
-        yield _Sql(f"DELETE FROM {self.s}.lexical_postings WHERE session_id = %s", (session_id,))
+        # Likewise the keyword index: recall indexes the session again from the new log.
+        yield from self.reset_history_rows(session_id)
         yield _Sql(
             f"UPDATE {self.s}.sessions SET message_count = message_count + %s, "
             "total_tokens = total_tokens + %s, generation = %s, "

@@ -25,7 +25,7 @@ from ..._options import check_number
 from ..._sansio import run
 from ..base import SessionSnapshot, SessionStats, StateRecord, Store
 from ..capabilities import (
-    HostsLexicalIndex,
+    HostsHistoryIndex,
     HostsVectors,
     ListsUserSessions,
     ReadsSession,
@@ -42,6 +42,7 @@ from .connection import (
     _Watch,
     _Watchdog,
 )
+from .lexical import PostgresHistoryTables
 from .queries import _Queries
 from .sql import DEFAULT_SCHEMA, _not_utf8, _Operation, _RollBack
 
@@ -51,7 +52,6 @@ if TYPE_CHECKING:
 
     from ..._recall.embedder import Embedder
     from ..._recall.index_scope import IndexScope
-    from .lexical import PostgresLexicalIndex
     from .vectors import PostgresVectorIndex
 
 __all__ = ["PostgresStore"]
@@ -92,7 +92,7 @@ def _check_pool_size(max_connections: object) -> int:
     return max_connections
 
 
-class PostgresStore(Store, ReadsSession, ReadsStates, ListsUserSessions, HostsLexicalIndex, HostsVectors):
+class PostgresStore(Store, ReadsSession, ReadsStates, ListsUserSessions, HostsHistoryIndex, HostsVectors):
     """A store in PostgreSQL, shared by every process and server that uses the same database and schema.
 
     Args:
@@ -107,9 +107,10 @@ class PostgresStore(Store, ReadsSession, ReadsStates, ListsUserSessions, HostsLe
         max_connections: the size of the store's own connection pool; more concurrent
             calls wait for a free connection (within `timeout`).
         lexical_index: where recall keeps its keyword index of this store's sessions:
-            ``"process"`` (default: BM25 in each process, built from the log) or
-            ``"tsvector"`` (rows of the ``lexical_docs`` table, shared by every server:
-            a server new to a session finds its terms there; see `convmem._stores.postgres.lexical`).
+            ``"store"`` (default; ``"tsvector"`` is its older name): tables in this schema
+            keyed by user, shared by every server, so a server new to a user answers their
+            first query without reading their logs (see `convmem._stores.postgres.lexical`);
+            ``"process"``: BM25 in each process, built from the logs.
 
     The schema is created or migrated when the store opens, so the server must be
     reachable then (`StoreError` otherwise). Needs ``pip install 'convmem[postgres]'``.
@@ -130,17 +131,17 @@ class PostgresStore(Store, ReadsSession, ReadsStates, ListsUserSessions, HostsLe
         schema: str = DEFAULT_SCHEMA,
         timeout: float = 10.0,
         max_connections: int = 10,
-        lexical_index: str = "process",
+        lexical_index: str = "store",
     ) -> None:
         self._queries = _Queries(schema)
         self._timeout = _check_timeout(timeout)
         _check_pool_size(max_connections)
-        if lexical_index not in ("process", "tsvector"):
+        if lexical_index not in ("store", "tsvector", "process"):
             raise ConfigError(
-                f"PostgresStore lexical_index must be 'process' (BM25 in each process) or 'tsvector' "
-                f"(the lexical_docs table, shared by every server), got {lexical_index!r:.60}"
+                f"PostgresStore lexical_index must be 'store' (tables in the schema, the default) or "
+                f"'process' (BM25 in each process), got {lexical_index!r:.60}"
             )
-        self.lexical_index = lexical_index
+        self.lexical_index = "process" if lexical_index == "process" else "store"
         if (url is None) == (pool is None):
             raise ConfigError("PostgresStore needs exactly one of url=... or pool=...")
         pg, pg_pool = _psycopg()
@@ -328,17 +329,10 @@ class PostgresStore(Store, ReadsSession, ReadsStates, ListsUserSessions, HostsLe
         """Delete sessions idle longer than `older_than_seconds` by the server's clock."""
         return self._run(lambda: self._queries.expire_idle(older_than_seconds), "expire_idle")
 
-    def lexical_indexes(self, session_id: str) -> tuple[PostgresLexicalIndex, PostgresLexicalIndex] | None:
-        """Keyword indexes of the session's messages and exchanges in this schema, when the
-        store was opened with ``lexical_index="tsvector"``; None by default (see `HostsLexicalIndex`)."""
-        if self.lexical_index != "tsvector":
-            return None
-        from .lexical import PostgresLexicalIndex  # numpy: loaded when recall first asks
-
-        return (
-            PostgresLexicalIndex(self, session_id, "messages"),
-            PostgresLexicalIndex(self, session_id, "exchanges"),
-        )
+    def history_tables(self) -> PostgresHistoryTables | None:
+        """Recall's keyword index of each user's history in this schema, unless the store was
+        opened with ``lexical_index="process"`` (see `HostsHistoryIndex`)."""
+        return None if self.lexical_index == "process" else PostgresHistoryTables(self)
 
     def vector_index_factory(self, embedder: Embedder | str) -> Callable[[IndexScope], PostgresVectorIndex]:
         """An ``index_factory`` for `Recall` that keeps recall vectors in this database.

@@ -1,446 +1,436 @@
-"""Recall's lexical index in the store's own SQLite file, with SQLite FTS5.
+"""Recall's keyword index of each user's history, in the store's own SQLite file.
 
-`SQLiteLexicalIndex` is the `LexicalIndex` recall uses for a session of a
-`SQLiteStore` opened with ``lexical_index="fts5"`` (by default recall keeps
-BM25 in each process instead): the terms of each message and each exchange live in the same
-file as the log, so a process that opens the file finds them there instead of
-keeping a BM25 copy of every session it serves in memory, and a second process
-mirroring the same session writes nothing.
+`SQLiteHistoryTables` is the `HistoryTables` a `SQLiteStore` offers recall
+(unless opened with ``lexical_index="process"``): a new process answers a
+returning user's first query with two indexed reads (the postings of the
+query's terms over the user's whole history, then the rows of the best
+candidates), without reading the user's logs. Scores are computed in the
+process from those postings with recall's own BM25 (`convmem._recall.scoring`),
+on the statistics of the user's whole history, so they equal the in-process
+index's.
 
-Tables (schema 4 of `SQLiteStore`):
+Tables (schema 5)::
 
-``recall_sessions``
-    a number for each session with documents (never reused: AUTOINCREMENT);
-    deleted with the session.
-``recall_docs``
-    one row per (session, unit kind, doc id), its id that of its FTS row:
-    ``session number << 33 | kind << 32 | doc id``, so one session's documents
-    of one kind are one range of rowids, which FTS5 searches without reading
-    any other session's matches. Also a digest
-    of the document's text, so a process that adds a document already there
-    (same digest) writes nothing, and its length: within one generation of a
-    log a document only grows (an exchange gains messages), so a process that
-    has not read as far as another never replaces the other's longer version,
-    nor deletes documents past the last one it was given.
-``recall_terms``
-    FTS5 over one column, ``terms``: the space-joined output of `tokenize`.
-    The ``ascii``
-    tokenizer splits only on ASCII punctuation and spaces and leaves every
-    other character alone, so each of our terms (Latin stems, CJK characters
-    and pairs) is exactly one FTS5 token. A query is the OR of its terms, each
-    quoted, so no query text is read as FTS5 syntax. Ranked with FTS5's
-    ``bm25()``; its IDF and average length are those of the whole file, not
-    of one session.
-``recall_terms_state``
-    one row, an epoch bumped when the FTS table is rebuilt; an index that sees
-    another epoch than the one it wrote under re-adds its documents.
+    recall_histories       number -> owner ("user:<id>" or "session:<id>"), next_slot
+    recall_index_sessions  session_id -> history, slot, generation, cursor (JSON: where
+                           indexing stands, the session's totals and speakers)
+    recall_units           (history, key) -> timestamp, episode, exchange, place, from_user,
+                           name, candidate, long, last: what ranking reads of a message
+    recall_postings        (history, term, kind, key) -> count, length: a term's documents
+                           (kind 0: passages of messages, 1: exchanges); also indexed by
+                           (history, key), so one session's rows are one range
 
-Who writes what:
+Keys are ``slot << 40 | ...`` (see `convmem._recall.index_rows`): a session's rows
+are one range of keys, and a slot is never given twice in a history, so nothing
+read under an old slot can be taken for a newer session's.
 
-* Recall writes documents, from the process that reads them: `add` buffers,
-  and the buffer is written once recall has read the log (`flush`), before a
-  query, or every few hundred documents, in one transaction that first
-  checks that the session's log still has the generation the documents were
-  read from; when it has not (another process
-  deleted or replaced messages meanwhile) nothing is written and recall, which
-  notices the new generation on its next read, mirrors the log afresh. The
-  units (which roles count, small talk, exchanges) are recall's rules, so the
-  store does not derive them in its append transaction.
-* The store deletes: triggers on ``messages`` remove the documents of a
-  deleted or rewritten message (its message document and the exchange holding
-  it) in the deleting transaction itself, and `purge_deleted_terms` then
-  merges the FTS index so no segment keeps the deleted terms (SQLite before
-  3.44 has no FTS5 ``secure-delete``). Clearing, forgetting a user and expiring
-  sessions go through the same triggers, whether or not any recall is running.
+Who writes what: recall derives the rows (its rules: roles, small talk,
+exchanges, passages) and `write` stores them in one ``BEGIN IMMEDIATE``
+transaction that first checks the session's log still has the generation they
+were read from, and that the session's index row is still the one they
+continue (compare-and-set: two processes indexing one session write once). A
+crash between the log's write and the index's leaves the index behind the
+log: the next search or catch-up indexes what it lacks. The store deletes: the
+calls that delete or replace messages reset the session's rows in their own
+transaction (recall indexes the new log again), and those that delete sessions
+delete them; with ``secure_delete`` nothing deleted stays in the file.
 
-The first query through a store object runs FTS5's ``integrity-check`` (about
-0.07 s per 10,000 messages); any read or write that fails runs it again. A
-missing or corrupt FTS table is rebuilt empty with a warning, the epoch moves
-on, and every recall that uses the file adds its documents again from its
-mirror of the log: nothing stored is lost.
-
-Costs (``benchmarks/bench_lexical_sqlite.py``): the index takes several times
-the log's size on disk; a query costs O(documents of the session that share a
-term with it) in ``bm25()``, slower per match than `BM25Index`; a delete merges
-the whole FTS index (O(index)); recall across a user's sessions runs one FTS5
-query per session and unit kind it screens (about 0.3 ms each), where BM25 in
-memory costs microseconds; in return no process holds or rebuilds a copy.
+A missing table is made again (empty, with a warning) on the next read, write
+or delete, and the rows of every session are reset: recall then indexes each
+session again from its log.
 """
 
 from __future__ import annotations
 
 import logging
 import sqlite3
-from contextlib import AbstractContextManager
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Protocol
+from typing import Any, Protocol
 
 from ..._errors import StoreError
-from ..._recall.lexical import (
-    BufferedLexicalIndex,
-    LexicalIndexLost,
-    LexicalScores,
-    document_digest,
-    no_scores,
-    query_terms,
-    tokenize,
+from ..._models import Message
+from ..._recall.index_rows import (
+    EXCHANGE_KIND,
+    KEY_SHIFT,
+    PASSAGE_KIND,
+    IndexBatch,
+    IndexedHistory,
+    IndexedSession,
 )
 
-__all__ = [
-    "UNIT_KINDS",
-    "SQLiteFile",
-    "SQLiteLexicalIndex",
-    "create_lexical_schema",
-    "ensure_lexical_schema",
-    "purge_deleted_terms",
-    "sessions_have_documents",
-]
+__all__ = ["SQLiteHistoryTables", "create_history_schema", "forget_indexed", "reset_indexed"]
 
 logger = logging.getLogger("convmem")
 
-UNIT_KINDS = {"messages": 0, "exchanges": 1}
-_DOCS = """
-CREATE TABLE IF NOT EXISTS recall_docs (
-    id         INTEGER PRIMARY KEY,  -- session number << 33 | kind << 32 | doc_id
-    session_id TEXT NOT NULL,
-    kind       INTEGER NOT NULL,
-    doc_id     INTEGER NOT NULL,
-    digest     BLOB NOT NULL,
-    size       INTEGER NOT NULL,
-    UNIQUE (session_id, kind, doc_id)
-)"""
-_TERMS = "CREATE VIRTUAL TABLE IF NOT EXISTS recall_terms USING fts5(terms, tokenize = 'ascii')"
-_SESSIONS = """
-CREATE TABLE IF NOT EXISTS recall_sessions (
-    number     INTEGER PRIMARY KEY AUTOINCREMENT,
-    session_id TEXT NOT NULL UNIQUE
-)"""
-# FTS rowid = session number << 33 | kind << 32 | doc id: 2**30 sessions, doc ids (seqs) below 2**32.
-_DOC_BITS = 32
-_KIND_SHIFT = _DOC_BITS
-_SESSION_SHIFT = _DOC_BITS + 1
-_MAX_SESSION_NUMBER = (1 << (63 - _SESSION_SHIFT)) - 1
-_STATE = "CREATE TABLE IF NOT EXISTS recall_terms_state (epoch INTEGER NOT NULL)"
-# The documents holding a message: the message itself, and the exchange it belongs to
-# (exchanges are runs of seqs: the one with the greatest first seq not after it).
-_DOCUMENTS_OF_OLD_MESSAGE = """
-    DELETE FROM recall_docs WHERE session_id = OLD.session_id AND kind = 0 AND doc_id = OLD.seq;
-    DELETE FROM recall_docs WHERE session_id = OLD.session_id AND kind = 1 AND doc_id = (
-        SELECT max(doc_id) FROM recall_docs
-        WHERE session_id = OLD.session_id AND kind = 1 AND doc_id <= OLD.seq);
-"""
-_TRIGGERS = (
-    """CREATE TRIGGER IF NOT EXISTS recall_docs_deleted AFTER DELETE ON recall_docs BEGIN
-        DELETE FROM recall_terms WHERE rowid = OLD.id;
-    END""",
-    f"""CREATE TRIGGER IF NOT EXISTS messages_deleted_from_recall AFTER DELETE ON messages BEGIN
-        {_DOCUMENTS_OF_OLD_MESSAGE}
-    END""",
-    # replace_message sets every column; set_status (only status) keeps the text.
-    f"""CREATE TRIGGER IF NOT EXISTS messages_rewritten_for_recall
-    AFTER UPDATE OF content, name ON messages BEGIN
-        {_DOCUMENTS_OF_OLD_MESSAGE}
-    END""",
+_TABLES = ("recall_histories", "recall_index_sessions", "recall_units", "recall_postings")
+_SCHEMA = (
+    """CREATE TABLE IF NOT EXISTS recall_histories (
+        number    INTEGER PRIMARY KEY AUTOINCREMENT,
+        owner     TEXT NOT NULL UNIQUE,
+        next_slot INTEGER NOT NULL DEFAULT 0
+    )""",
+    """CREATE TABLE IF NOT EXISTS recall_index_sessions (
+        session_id TEXT PRIMARY KEY,
+        history    INTEGER NOT NULL,
+        slot       INTEGER NOT NULL,
+        generation TEXT,
+        cursor     TEXT NOT NULL
+    ) WITHOUT ROWID""",
+    "CREATE INDEX IF NOT EXISTS recall_index_sessions_by_slot ON recall_index_sessions(history, slot)",
+    """CREATE TABLE IF NOT EXISTS recall_units (
+        history   INTEGER NOT NULL,
+        key       INTEGER NOT NULL,
+        ts        REAL NOT NULL,
+        episode   INTEGER NOT NULL,
+        exchange  INTEGER NOT NULL,
+        place     INTEGER NOT NULL,
+        from_user INTEGER NOT NULL,
+        name      TEXT,
+        candidate INTEGER NOT NULL,
+        long      INTEGER NOT NULL,
+        last      INTEGER NOT NULL,
+        PRIMARY KEY (history, key)
+    ) WITHOUT ROWID""",
+    """CREATE TABLE IF NOT EXISTS recall_postings (
+        history INTEGER NOT NULL,
+        term    TEXT NOT NULL,
+        kind    INTEGER NOT NULL,
+        key     INTEGER NOT NULL,
+        count   INTEGER NOT NULL,
+        length  INTEGER NOT NULL,
+        PRIMARY KEY (history, term, kind, key)
+    ) WITHOUT ROWID""",
+    "CREATE INDEX IF NOT EXISTS recall_postings_by_key ON recall_postings(history, key)",
 )
-_LEXICAL_TABLES = ("recall_sessions", "recall_docs", "recall_terms", "recall_terms_state")
-_IN_CHUNK = 500
+_IN_CHUNK = 400
+_SEQ_MASK = (1 << KEY_SHIFT) - 1
+_UNIT_SELECT = "{u}.key, {u}.ts, {u}.episode, {u}.exchange, {u}.place, {u}.from_user, {u}.name, {u}.candidate, {u}.long, {u}.last"
 
 
-def create_lexical_schema(conn: sqlite3.Connection) -> None:
-    """Create the lexical tables and triggers that are missing (inside a write transaction)."""
-    conn.execute(_SESSIONS)
-    conn.execute(_DOCS)
-    conn.execute(_TERMS)
-    conn.execute(_STATE)
-    if conn.execute("SELECT count(*) FROM recall_terms_state").fetchone()[0] == 0:
-        conn.execute("INSERT INTO recall_terms_state(epoch) VALUES (1)")
-    for trigger in _TRIGGERS:
-        conn.execute(trigger)
+def create_history_schema(conn: sqlite3.Connection) -> list[str]:
+    """Create the tables and indexes that are missing (inside a write transaction); returns
+    the tables it made.
 
-
-def _missing_tables(conn: sqlite3.Connection) -> list[str]:
+    When some tables are left, their rows no longer agree with the ones made empty (a cursor
+    would claim postings that are gone): every session's rows are reset, so that recall
+    indexes each session again from its log. Histories keep their numbers, and sessions
+    get new slots, so nothing rendered from the old rows is taken for the new ones."""
     present = {
         row[0]
         for row in conn.execute(
-            f"SELECT name FROM sqlite_master WHERE name IN ({','.join('?' * len(_LEXICAL_TABLES))})",
-            _LEXICAL_TABLES,
+            f"SELECT name FROM sqlite_master WHERE type = 'table' AND name IN ({','.join('?' * len(_TABLES))})",
+            _TABLES,
         )
     }
-    return [name for name in _LEXICAL_TABLES if name not in present]
+    for statement in _SCHEMA:
+        conn.execute(statement)
+    made = [table for table in _TABLES if table not in present]
+    if made and present:
+        conn.execute("DELETE FROM recall_units")
+        conn.execute("DELETE FROM recall_postings")
+        conn.execute("UPDATE recall_index_sessions SET generation = NULL, cursor = ''")
+    return made
 
 
-def ensure_lexical_schema(conn: sqlite3.Connection, path: object) -> None:
-    """Before the store deletes (write transaction held): the triggers on ``messages``
-    need the lexical tables, so a table someone dropped is rebuilt first (empty)."""
-    if _missing_tables(conn):
-        _rebuild(conn, path, "a lexical table is missing")
+def _slot_range(slot: int) -> tuple[int, int]:
+    return slot << KEY_SHIFT, ((slot + 1) << KEY_SHIFT) - 1
 
 
-def _rebuild(conn: sqlite3.Connection, path: object, reason: str) -> None:
-    """Drop and recreate the FTS table, forget every document, move the epoch on
-    (write transaction held): every recall adds its documents again."""
-    logger.warning(
-        "the recall lexical index in %s is unusable (%s); rebuilding it: recall adds every "
-        "session's messages again from the log",
-        path,
-        reason,
+def _drop_rows(conn: sqlite3.Connection, history: int, slot: int) -> None:
+    low, high = _slot_range(slot)
+    conn.execute("DELETE FROM recall_units WHERE history = ? AND key BETWEEN ? AND ?", (history, low, high))
+    conn.execute(
+        "DELETE FROM recall_postings WHERE history = ? AND key BETWEEN ? AND ?", (history, low, high)
     )
-    conn.execute("DROP TABLE IF EXISTS recall_terms")
-    create_lexical_schema(conn)
-    conn.execute("DELETE FROM recall_docs")
-    conn.execute("DELETE FROM recall_sessions")
-    conn.execute("UPDATE recall_terms_state SET epoch = epoch + 1")
 
 
-def sessions_have_documents(conn: sqlite3.Connection, session_ids: list[str]) -> bool:
-    """Whether any of these sessions has lexical documents (then a delete must purge)."""
+def _indexed_rows(conn: sqlite3.Connection, session_ids: Sequence[str]) -> list[tuple[str, int, int]]:
+    found: list[tuple[str, int, int]] = []
     for start in range(0, len(session_ids), _IN_CHUNK):
-        chunk = session_ids[start : start + _IN_CHUNK]
-        found = conn.execute(
-            f"SELECT 1 FROM recall_docs WHERE session_id IN ({','.join('?' * len(chunk))}) LIMIT 1",
-            chunk,
-        ).fetchone()
-        if found:
-            return True
-    return False
+        chunk = list(session_ids[start : start + _IN_CHUNK])
+        found.extend(
+            conn.execute(
+                "SELECT session_id, history, slot FROM recall_index_sessions "
+                f"WHERE session_id IN ({','.join('?' * len(chunk))})",
+                chunk,
+            ).fetchall()
+        )
+    return found
 
 
-def purge_deleted_terms(conn: sqlite3.Connection) -> None:
-    """Merge the FTS index into one segment: FTS5 deletes by writing tombstones, and the
-    terms of a deleted document stay in older segments until they are merged away."""
-    conn.execute("INSERT INTO recall_terms(recall_terms) VALUES ('optimize')")
+def reset_indexed(conn: sqlite3.Connection, session_id: str) -> None:
+    """In the transaction that deletes or replaces messages of a session: its rows go, and
+    its index row says it needs indexing again (recall does so from the new log, silently)."""
+    _warn_made(create_history_schema(conn), conn)
+    for _, history, slot in _indexed_rows(conn, [session_id]):
+        _drop_rows(conn, history, slot)
+        conn.execute(
+            "UPDATE recall_index_sessions SET generation = NULL, cursor = '' WHERE session_id = ?",
+            (session_id,),
+        )
 
 
-def _phrase(term: str) -> str:
-    """A term as an FTS5 string: quoted, so no query text is ever read as FTS5 syntax."""
-    return '"' + term.replace('"', '""') + '"'
+def forget_indexed(conn: sqlite3.Connection, session_ids: Sequence[str]) -> None:
+    """In the transaction that deletes sessions: their rows go, and a history left without
+    sessions goes too (its owner names a user)."""
+    _warn_made(create_history_schema(conn), conn)
+    histories = set()
+    for session_id, history, slot in _indexed_rows(conn, session_ids):
+        _drop_rows(conn, history, slot)
+        conn.execute("DELETE FROM recall_index_sessions WHERE session_id = ?", (session_id,))
+        histories.add(history)
+    for history in histories:
+        conn.execute(
+            "DELETE FROM recall_histories WHERE number = ? AND NOT EXISTS "
+            "(SELECT 1 FROM recall_index_sessions WHERE history = ?)",
+            (history, history),
+        )
 
 
-def _is_busy(exc: sqlite3.Error) -> bool:
-    text = str(exc).lower()
-    return "locked" in text or "busy" in text
+def _warn_made(made: Sequence[str], conn: sqlite3.Connection, error: Exception | None = None) -> None:
+    if made:
+        (file,) = [row[2] for row in conn.execute("PRAGMA database_list") if row[1] == "main"]
+        logger.warning(
+            "recall's keyword index in %s was missing %s%s; made again: each session is indexed "
+            "again from its log when next searched",
+            file,
+            ", ".join(made),
+            f" ({error})" if error is not None else "",
+        )
 
 
 class SQLiteFile(Protocol):
-    """What the index needs of a `SQLiteStore` (named here: the store imports this module)."""
+    """What the tables need of a `SQLiteStore` (named here: the store imports this module)."""
 
     path: Path
-    _lexical_checked: bool
+    MESSAGE_COLUMNS: tuple[str, ...]
 
-    def _connection(self) -> AbstractContextManager[sqlite3.Connection]: ...
+    def _read(self, sql: str, params: Sequence[Any]) -> list[tuple[Any, ...]]: ...
+
+    def _transaction(self) -> Any: ...
+
+    def decode_message(self, row: Sequence[Any], session_id: str) -> Message: ...
 
 
-class SQLiteLexicalIndex(BufferedLexicalIndex):
-    """One session's messages or exchanges, found by their words with SQLite FTS5.
+class SQLiteHistoryTables:
+    """Recall's index of each user's history in a `SQLiteStore`'s file (see the module
+    docstring). Thread-safe: every call uses a pooled connection of its own."""
 
-    Made by recall for each session of a `SQLiteStore` (see the module docstring
-    for the tables and who writes them). Not thread-safe: recall calls it under
-    the session's lock.
-
-    Args:
-        store: the `SQLiteStore` whose file holds the index.
-        session_id: the session whose documents these are.
-        units: ``"messages"`` (doc id = seq) or ``"exchanges"`` (doc id = first seq).
-
-    Example::
-
-        index = SQLiteLexicalIndex(store, "s1", "messages")
-        index.follow_log(store.stats("s1").generation)
-        index.add(1, "My dog is called Duoduo")
-        index.scores("what is my dog called?")  # {1: 1.2...}
-    """
-
-    def __init__(self, store: SQLiteFile, session_id: str, units: str) -> None:
-        if units not in UNIT_KINDS:
-            raise ValueError(f"units must be one of {sorted(UNIT_KINDS)}, got {units!r}")
-        super().__init__(session_id, units)
+    def __init__(self, store: SQLiteFile) -> None:
         self.store = store
-        self._kind = UNIT_KINDS[units]
-        self._epoch: int | None = None
 
     def __repr__(self) -> str:
-        return f"SQLiteLexicalIndex({self.store!r}, {self.session_id!r}, {self.units!r})"
+        return f"SQLiteHistoryTables({str(self.store.path)!r})"
 
-    # -- LexicalIndex -------------------------------------------------------------------
-
-    def _write_buffered(self, *, final: bool) -> None:
-        # `flush` (final): recall calls it after reading the log, in a worker thread under
-        # asyncio; a failure is left for `scores`, which repairs.
-        with self.store._connection() as conn:
-            if final:
-                self._check_once(conn)
-            self._flush(conn, final=final)
-
-    def _check_once(self, conn: sqlite3.Connection) -> None:
-        """FTS5's integrity check, once per store object: a damaged segment is read
-        without an error as often as not. Raises `sqlite3.DatabaseError` when it fails."""
-        if not self.store._lexical_checked:
-            conn.execute("INSERT INTO recall_terms(recall_terms) VALUES ('integrity-check')")
-            self.store._lexical_checked = True
-
-    def scores(self, query: str) -> LexicalScores:
-        """FTS5 ``bm25()`` (negated: higher is better) of every document sharing a term.
-
-        Raises `LexicalIndexLost` when the FTS table was missing or corrupt (rebuilt
-        here) or another process rebuilt it: add every document again and ask again.
-        """
-        terms = list(dict.fromkeys(query_terms(query)))
+    def _read(self, sql: str, params: Sequence[Any]) -> list[tuple[Any, ...]]:
         try:
-            with self.store._connection() as conn:
-                self._check_once(conn)
-                self._flush(conn, final=True)
-                if not terms:
-                    return no_scores()
-                # One statement: a session's number never changes while it has documents, and
-                # numbers are never reused, so a number read once stays right or finds nothing.
-                epoch, number = conn.execute(
-                    "SELECT (SELECT epoch FROM recall_terms_state), "
-                    "(SELECT number FROM recall_sessions WHERE session_id = ?)",
-                    (self.session_id,),
-                ).fetchone()
-                if epoch is None or (self._epoch is not None and epoch != self._epoch):
-                    self._epoch = None
-                    raise LexicalIndexLost(f"the lexical index of {self.store.path} was rebuilt")
-                base = None if number is None else self._first_rowid(number)
-                if base is None:
-                    return no_scores()  # nothing of this session written yet
-                # One range of rowids: FTS5 reads no other session's or kind's matches.
-                rows = conn.execute(
-                    "SELECT rowid - ?, -bm25(recall_terms) FROM recall_terms "
-                    "WHERE recall_terms MATCH ? AND rowid BETWEEN ? AND ?",
-                    (base, " OR ".join(map(_phrase, terms)), base, base + (1 << _DOC_BITS) - 1),
-                ).fetchall()
-        except sqlite3.DatabaseError as exc:
-            if isinstance(exc, sqlite3.OperationalError) and _is_busy(exc):
+            return self.store._read(sql, params)
+        except StoreError as exc:
+            if "no such table" not in str(exc):
                 raise
-            self._check_after(exc)
-            raise
-        return LexicalScores.of_rows(rows)
-
-    # -- writing ------------------------------------------------------------------------
-
-    def _base(self, conn: sqlite3.Connection) -> int | None:
-        """The first FTS rowid of this session's documents of this kind (None: none written)."""
-        row = conn.execute(
-            "SELECT number FROM recall_sessions WHERE session_id = ?", (self.session_id,)
-        ).fetchone()
-        return None if row is None else self._first_rowid(row[0])
-
-    def _numbered_base(self, conn: sqlite3.Connection) -> int:
-        """`_base`, giving the session its number first if it has none (write transaction held)."""
-        base = self._base(conn)
-        if base is not None:
-            return base
-        cursor = conn.execute("INSERT INTO recall_sessions(session_id) VALUES (?)", (self.session_id,))
-        return self._first_rowid(cursor.lastrowid)
-
-    def _first_rowid(self, number: int | None) -> int:
-        if number is None or number > _MAX_SESSION_NUMBER:
+            self._repair(exc)
+            # The tables are whole again, but empty where the caller's earlier reads found
+            # rows: this read fails, and the next search indexes every session afresh.
             raise StoreError(
-                f"recall's lexical index in {self.store.path} has numbered {number} sessions, past "
-                f"{_MAX_SESSION_NUMBER}; drop its tables (recall_sessions, recall_docs, recall_terms) "
-                "and recall rebuilds them"
+                f"recall's keyword index in {self.store.path} was missing a table and was made again"
+            ) from exc
+
+    def _repair(self, error: Exception) -> None:
+        with self.store._transaction() as conn:
+            _warn_made(create_history_schema(conn), conn, error)
+
+    # -- reading ----------------------------------------------------------------------
+
+    def indexed(self, owner: str) -> IndexedHistory:
+        rows = self._read(
+            "SELECT h.number, s.session_id, s.slot, s.generation, s.cursor FROM recall_histories AS h "
+            "LEFT JOIN recall_index_sessions AS s ON s.history = h.number WHERE h.owner = ?",
+            (owner,),
+        )
+        if not rows:
+            return IndexedHistory(None, {})
+        sessions = {
+            row[1]: IndexedSession(row[1], owner, int(row[2]), row[3], row[4])
+            for row in rows
+            if row[1] is not None
+        }
+        return IndexedHistory(int(rows[0][0]), sessions)
+
+    def indexed_session(self, session_id: str) -> IndexedSession | None:
+        rows = self._read(
+            "SELECT h.owner, s.slot, s.generation, s.cursor FROM recall_index_sessions AS s "
+            "JOIN recall_histories AS h ON h.number = s.history WHERE s.session_id = ?",
+            (session_id,),
+        )
+        if not rows:
+            return None
+        owner, slot, generation, cursor = rows[0]
+        return IndexedSession(session_id, owner, int(slot), generation, cursor)
+
+    def postings(self, history: int, terms: Sequence[str]) -> list[tuple[Any, ...]]:
+        found: list[tuple[Any, ...]] = []
+        for start in range(0, len(terms), _IN_CHUNK):
+            chunk = list(terms[start : start + _IN_CHUNK])
+            found.extend(
+                self._read(
+                    "SELECT kind, term, key, count, length FROM recall_postings "
+                    f"WHERE history = ? AND term IN ({','.join('?' * len(chunk))})",
+                    (history, *chunk),
+                )
             )
-        return (number << _SESSION_SHIFT) | (self._kind << _KIND_SHIFT)
+        return found
 
-    def _stored(self, conn: sqlite3.Connection, doc_ids: list[int] | None) -> dict[int, tuple[bytes, int]]:
-        """Digest and length of the stored documents: of `doc_ids`, or all of them (None)."""
-        base = "SELECT doc_id, digest, size FROM recall_docs WHERE session_id = ? AND kind = ?"
-        rows: list[tuple[int, bytes, int]] = []
-        if doc_ids is None:
-            rows = conn.execute(base, (self.session_id, self._kind)).fetchall()
-        for start in range(0, len(doc_ids or ()), _IN_CHUNK):
-            chunk = (doc_ids or [])[start : start + _IN_CHUNK]
-            rows.extend(
-                conn.execute(
-                    f"{base} AND doc_id IN ({','.join('?' * len(chunk))})",
-                    (self.session_id, self._kind, *chunk),
-                ).fetchall()
+    def units(self, history: int, keys: Sequence[int], exchanges: Sequence[int]) -> list[tuple[Any, ...]]:
+        found: list[tuple[Any, ...]] = []
+        for start in range(0, len(keys), _IN_CHUNK):
+            chunk = list(keys[start : start + _IN_CHUNK])
+            found.extend(
+                self._read(
+                    f"SELECT {_UNIT_SELECT.format(u='u')} FROM recall_units AS u WHERE u.history = ? "
+                    f"AND u.key IN ({','.join('?' * len(chunk))})",
+                    (history, *chunk),
+                )
             )
-        return {doc_id: (digest, size) for doc_id, digest, size in rows}
+        for start in range(0, len(exchanges), _IN_CHUNK):
+            chunk = list(exchanges[start : start + _IN_CHUNK])
+            # An exchange's members are the rows from its first message's key to its last's.
+            found.extend(
+                self._read(
+                    f"SELECT {_UNIT_SELECT.format(u='u')} FROM recall_units AS head "
+                    "JOIN recall_units AS u ON u.history = head.history "
+                    "AND u.key BETWEEN head.key AND head.key + head.last - head.exchange "
+                    f"WHERE head.history = ? AND head.key IN ({','.join('?' * len(chunk))})",
+                    (history, *chunk),
+                )
+            )
+        return found
 
-    def _flush(self, conn: sqlite3.Connection, *, final: bool) -> None:
-        """Write what `add` buffered; documents already stored with the same text are left
-        alone. With ``final`` after `clear`, stored documents not added again go."""
-        sweep = self._due(final=final)
-        if sweep is None:
-            return
-        stored = self._stored(conn, self._wanted(sweep=sweep))
-        writes, deletes = self._changes(stored, sweep=sweep)
-        if writes or deletes:
-            self._write(conn, writes, deletes)
-        elif self._epoch is None:
-            self._epoch = conn.execute("SELECT epoch FROM recall_terms_state").fetchone()[0]
-        self._written(sweep=sweep)
+    def messages(self, history: int, keys: Sequence[int]) -> dict[int, Message]:
+        found: dict[int, Message] = {}
+        for start in range(0, len(keys), _IN_CHUNK):
+            chunk = list(keys[start : start + _IN_CHUNK])
+            values = ",".join("(?, ?)" for _ in chunk)
+            rows = self._read(
+                f"WITH wanted(slot, seq) AS (VALUES {values}) "
+                f"SELECT wanted.slot, s.session_id, {', '.join('m.' + c for c in self.store.MESSAGE_COLUMNS)} "
+                "FROM wanted "
+                "JOIN recall_index_sessions AS s ON s.history = ? AND s.slot = wanted.slot "
+                "JOIN messages AS m ON m.session_id = s.session_id AND m.seq = wanted.seq",
+                (*(part for key in chunk for part in (key >> KEY_SHIFT, key & _SEQ_MASK)), history),
+            )
+            for row in rows:
+                message = self.store.decode_message(row[2:], row[1])
+                found[int(row[0]) << KEY_SHIFT | (message.seq or 0)] = message
+        return found
 
-    def _write(self, conn: sqlite3.Connection, writes: dict[int, str], deletes: list[int]) -> None:
-        conn.execute("BEGIN IMMEDIATE")
+    # -- writing ----------------------------------------------------------------------
+
+    def reset(self, session_id: str) -> None:
+        with self.store._transaction() as conn:
+            reset_indexed(conn, session_id)
+
+    def write(self, owner: str, batch: IndexBatch, expected: IndexedSession | None) -> bool:
         try:
-            row = conn.execute(
-                "SELECT generation FROM sessions WHERE session_id = ?", (self.session_id,)
-            ).fetchone()
-            if (row[0] if row else None) != self._generation or row is None:
-                # Another process deleted or replaced messages (or forgot the session): what
-                # was read from the old log must not be written. Recall reads the log afresh.
-                conn.execute("ROLLBACK")
-                return
-            epoch = conn.execute("SELECT epoch FROM recall_terms_state").fetchone()[0]
-            if self._epoch is not None and epoch != self._epoch:
-                conn.execute("ROLLBACK")
-                return  # scores() raises LexicalIndexLost: everything is added again
-            key = "DELETE FROM recall_docs WHERE session_id = ? AND kind = ? AND doc_id = ?"
-            conn.executemany(key, [(self.session_id, self._kind, d) for d in deletes])
-            # A longer version written meanwhile (by a process that read further) stays.
-            conn.executemany(
-                f"{key} AND size <= ?", [(self.session_id, self._kind, d, len(t)) for d, t in writes.items()]
-            )
-            base = self._numbered_base(conn) if writes else 0
-            for doc_id, text in writes.items():
-                if not 0 <= doc_id < 1 << _DOC_BITS:
-                    continue  # a seq past 2**32: found by meaning only
-                cursor = conn.execute(
-                    "INSERT OR IGNORE INTO recall_docs(id, session_id, kind, doc_id, digest, size) "
-                    "VALUES (?, ?, ?, ?, ?, ?)",
-                    (base | doc_id, self.session_id, self._kind, doc_id, document_digest(text), len(text)),
-                )
-                if not cursor.rowcount:
-                    continue
-                conn.execute(
-                    "INSERT INTO recall_terms(rowid, terms) VALUES (?, ?)",
-                    (base | doc_id, " ".join(tokenize(text))),
-                )
-            conn.execute("COMMIT")
-        except BaseException:
-            if conn.in_transaction:
-                conn.execute("ROLLBACK")
-            raise
-        self._epoch = epoch
-
-    # -- recovering ---------------------------------------------------------------------
-
-    def _check_after(self, error: sqlite3.DatabaseError) -> None:
-        """After a failed read or write: rebuild the FTS table when it is missing or fails
-        its integrity check (then raise `LexicalIndexLost`); otherwise return."""
-        with self.store._connection() as conn:
-            conn.execute("BEGIN IMMEDIATE")
-            try:
-                missing = _missing_tables(conn)
-                reason = f"{', '.join(missing)} missing" if missing else None
-                if reason is None:
-                    try:
-                        conn.execute("INSERT INTO recall_terms(recall_terms) VALUES ('integrity-check')")
-                    except sqlite3.DatabaseError as exc:
-                        reason = f"integrity check failed: {exc}"
-                if reason is None:
-                    conn.execute("ROLLBACK")
-                    return
-                _rebuild(conn, self.store.path, f"{reason}; first error: {error}")
-                conn.execute("COMMIT")
-            except BaseException:
-                if conn.in_transaction:
-                    conn.execute("ROLLBACK")
+            with self.store._transaction() as conn:
+                return self._write(conn, owner, batch, expected)
+        except StoreError as exc:
+            if "no such table" not in str(exc):
                 raise
-        self._pending.clear()
-        self._confirmed.clear()
-        self._epoch = None
-        raise LexicalIndexLost(f"the lexical index of {self.store.path} was rebuilt") from error
+            self._repair(exc)
+            return False
+
+    def _write(
+        self, conn: sqlite3.Connection, owner: str, batch: IndexBatch, expected: IndexedSession | None
+    ) -> bool:
+        log = conn.execute(
+            "SELECT generation FROM sessions WHERE session_id = ?", (batch.session_id,)
+        ).fetchone()
+        if log is None or log[0] != batch.generation:
+            return False  # the log changed since it was read: nothing read from it is written
+        row = conn.execute(
+            "SELECT s.history, s.slot, s.generation, s.cursor, h.owner FROM recall_index_sessions AS s "
+            "JOIN recall_histories AS h ON h.number = s.history WHERE s.session_id = ?",
+            (batch.session_id,),
+        ).fetchone()
+        current = None if row is None else (int(row[0]), int(row[1]), row[2], row[3])
+        seen = (
+            None
+            if expected is None
+            else (expected.owner, expected.slot, expected.generation, expected.cursor)
+        )
+        if (None if row is None else (row[4], row[1], row[2], row[3])) != seen:
+            return False  # another process indexed the session meanwhile
+        number = self._history(conn, owner)
+        if batch.reset or current is None or current[0] != number:
+            if current is not None:
+                _drop_rows(conn, current[0], current[1])
+            (slot,) = conn.execute(
+                "SELECT next_slot FROM recall_histories WHERE number = ?", (number,)
+            ).fetchone()
+            conn.execute("UPDATE recall_histories SET next_slot = next_slot + 1 WHERE number = ?", (number,))
+        else:
+            slot = current[1]
+        base = slot << KEY_SHIFT
+        conn.executemany(
+            "INSERT OR REPLACE INTO recall_units VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            [
+                (
+                    number,
+                    base | u.seq,
+                    u.timestamp,
+                    u.episode,
+                    u.exchange,
+                    u.place,
+                    int(u.from_user),
+                    u.name,
+                    int(u.candidate),
+                    int(u.long),
+                    u.last,
+                )
+                for u in batch.units
+            ],
+        )
+        conn.executemany(
+            "UPDATE recall_units SET last = ? WHERE history = ? AND key = ?",
+            [(last, number, base | first) for first, last in batch.grown.items()],
+        )
+        conn.executemany(
+            "INSERT OR REPLACE INTO recall_postings VALUES (?, ?, ?, ?, ?, ?)",
+            [
+                (number, term, PASSAGE_KIND, base | doc, count, length)
+                for doc, counts, length in batch.passages
+                for term, count in counts.items()
+            ],
+        )
+        conn.executemany(
+            "INSERT INTO recall_postings VALUES (?, ?, ?, ?, ?, ?) "
+            "ON CONFLICT (history, term, kind, key) DO UPDATE SET count = count + excluded.count",
+            [
+                (number, term, EXCHANGE_KIND, base | first, count, length)
+                for first, counts, length, _ in batch.exchanges
+                for term, count in counts.items()
+            ],
+        )
+        conn.executemany(
+            "UPDATE recall_postings SET length = ? WHERE history = ? AND key = ? AND kind = ?",
+            [
+                (length, number, base | first, EXCHANGE_KIND)
+                for first, _, length, new in batch.exchanges
+                if not new
+            ],
+        )
+        conn.execute(
+            "INSERT OR REPLACE INTO recall_index_sessions (session_id, history, slot, generation, cursor) "
+            "VALUES (?, ?, ?, ?, ?)",
+            (batch.session_id, number, slot, batch.generation, batch.cursor.to_json()),
+        )
+        return True
+
+    @staticmethod
+    def _history(conn: sqlite3.Connection, owner: str) -> int:
+        row = conn.execute("SELECT number FROM recall_histories WHERE owner = ?", (owner,)).fetchone()
+        if row is not None:
+            return int(row[0])
+        cursor = conn.execute("INSERT INTO recall_histories (owner) VALUES (?)", (owner,))
+        return int(cursor.lastrowid or 0)

@@ -20,7 +20,8 @@ Tables::
     messages  (session_id, seq) -> role, content, name, tool_calls, tool_call_id, metadata,
               status, ts, token_count, reply_to_seq (2)
     state     (session_id, key) -> value, version, updated_at
-    recall_*  recall's keyword index (4; see `convmem._stores.sqlite.lexical`)
+    recall_*  recall's keyword index of each user's history (5, replacing the FTS5 index of 4;
+              see `convmem._stores.sqlite.lexical`)
 """
 
 from __future__ import annotations
@@ -31,7 +32,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from ..._errors import StoreError
-from .lexical import create_lexical_schema
+from .lexical import create_history_schema
 
 __all__ = ["MIGRATIONS", "NEW_GENERATION", "SCHEMA_VERSION", "applied_migrations", "migrate"]
 
@@ -113,9 +114,44 @@ def log_generations(conn: sqlite3.Connection) -> None:
     )
 
 
+# Schema 4 as released: recall's per-session FTS5 index (dropped by schema 5).
+_FTS5_TABLES = (
+    """CREATE TABLE IF NOT EXISTS recall_sessions (
+        number     INTEGER PRIMARY KEY AUTOINCREMENT,
+        session_id TEXT NOT NULL UNIQUE
+    )""",
+    """CREATE TABLE IF NOT EXISTS recall_docs (
+        id         INTEGER PRIMARY KEY,
+        session_id TEXT NOT NULL,
+        kind       INTEGER NOT NULL,
+        doc_id     INTEGER NOT NULL,
+        digest     BLOB NOT NULL,
+        size       INTEGER NOT NULL,
+        UNIQUE (session_id, kind, doc_id)
+    )""",
+    "CREATE VIRTUAL TABLE IF NOT EXISTS recall_terms USING fts5(terms, tokenize = 'ascii')",
+    "CREATE TABLE IF NOT EXISTS recall_terms_state (epoch INTEGER NOT NULL)",
+    "INSERT INTO recall_terms_state(epoch) SELECT 1 WHERE NOT EXISTS (SELECT 1 FROM recall_terms_state)",
+)
+_FTS5_TRIGGERS = ("recall_docs_deleted", "messages_deleted_from_recall", "messages_rewritten_for_recall")
+
+
 def recall_keyword_index(conn: sqlite3.Connection) -> None:
-    """recall_*: recall's keyword index in FTS5 tables, kept by triggers on messages."""
-    create_lexical_schema(conn)
+    """recall_*: recall's keyword index in FTS5 tables (as schema 4 made them; schema 5
+    replaces them, so the triggers that kept them are not made again)."""
+    for statement in _FTS5_TABLES:
+        conn.execute(statement)
+
+
+def recall_history_index(conn: sqlite3.Connection) -> None:
+    """recall_histories, recall_index_sessions, recall_units, recall_postings: recall's
+    keyword index of each user's history; the per-session FTS5 index goes (each session
+    is indexed again from its log when next searched)."""
+    for trigger in _FTS5_TRIGGERS:
+        conn.execute(f"DROP TRIGGER IF EXISTS {trigger}")
+    for table in ("recall_terms", "recall_docs", "recall_sessions", "recall_terms_state"):
+        conn.execute(f"DROP TABLE IF EXISTS {table}")
+    create_history_schema(conn)
 
 
 # (number, name, step). The name is recorded with the number.
@@ -124,6 +160,7 @@ MIGRATIONS: tuple[tuple[int, str, Migration], ...] = (
     (2, "messages.reply_to_seq: the question an answer belongs to", reply_to_seq),
     (3, "a generation per session log", log_generations),
     (4, "recall's keyword index (FTS5)", recall_keyword_index),
+    (5, "recall's keyword index of each user's history", recall_history_index),
 )
 SCHEMA_VERSION = MIGRATIONS[-1][0]
 

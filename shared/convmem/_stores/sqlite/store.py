@@ -7,15 +7,14 @@ gets exactly one seq. The file is a normal SQLite database: ``sqlite3
 memory.db "select role, content from messages"`` shows a log. Its tables are
 built by named, numbered migrations (`convmem._stores.sqlite.migrations`).
 
-With ``lexical_index="fts5"`` recall's lexical index lives in the same file
-(SQLite FTS5, see `convmem._stores.sqlite.lexical`): recall writes its
-documents, and the deleting calls remove the documents of what they delete in
-the same transaction. The tables exist in every file of schema 4; by default
-they stay empty and recall keeps BM25 in each process.
+Recall's keyword index of each user's history lives in the same file (see
+`convmem._stores.sqlite.lexical`): recall writes its rows, and the deleting
+calls remove the rows of what they delete in the same transaction. With
+``lexical_index="process"`` the tables stay empty and recall keeps BM25 in
+each process instead.
 
 Deleted conversations leave no copy behind: every connection sets
-``secure_delete`` (freed pages are zeroed, on every build of SQLite), the FTS
-index is merged after a delete so no segment keeps deleted terms, and each
+``secure_delete`` (freed pages are zeroed, on every build of SQLite), and each
 deleting call ends with a checkpoint that empties the ``-wal`` file, which
 would otherwise keep the pages as they were before the delete.
 """
@@ -50,7 +49,7 @@ from ..base import (
 )
 from ..capabilities import (
     HasFileLocation,
-    HostsLexicalIndex,
+    HostsHistoryIndex,
     ListsUserSessions,
     PagesSessions,
     ReadsStates,
@@ -58,7 +57,7 @@ from ..capabilities import (
 )
 from ..codec import message_from_record, message_to_record
 from .connection import DEFAULT_POOL_SIZE, MAX_POOL_SIZE, MAX_TIMEOUT_SECONDS, SYNCHRONOUS, ConnectionPool
-from .lexical import SQLiteLexicalIndex, ensure_lexical_schema, purge_deleted_terms, sessions_have_documents
+from .lexical import SQLiteHistoryTables, forget_indexed, reset_indexed
 from .migrations import NEW_GENERATION, migrate
 
 __all__ = ["SQLiteStore"]
@@ -69,7 +68,7 @@ _COLUMNS = (
 _PLACEHOLDERS = ", ".join("?" * (1 + len(_COLUMNS.split(", "))))
 
 
-class SQLiteStore(Store, ReadsStates, ListsUserSessions, PagesSessions, HostsLexicalIndex, HasFileLocation):
+class SQLiteStore(Store, ReadsStates, ListsUserSessions, PagesSessions, HostsHistoryIndex, HasFileLocation):
     """A store in one SQLite file, safe for many threads and processes.
 
     Args:
@@ -84,14 +83,11 @@ class SQLiteStore(Store, ReadsStates, ListsUserSessions, PagesSessions, HostsLex
             More threads than that may use the store at once: each extra one
             opens a connection for its call and closes it afterwards.
         lexical_index: where recall keeps its keyword index of this store's
-            sessions. ``"process"`` (default): BM25 in each process, read from
-            the log on first use and bounded by `Recall`'s ``max_sessions``.
-            ``"fts5"``: SQLite FTS5 tables in this file, shared by every
-            process, so a new process does not index a session again and a
-            long session costs a quarter of the memory. It costs a file about
-            four times larger, a slower search (one FTS5 query per session
-            searched) and, after a deletion, a merge of the whole index so no
-            deleted term stays on disk (see `convmem._stores.sqlite.lexical`).
+            sessions. ``"store"`` (default; ``"fts5"`` is its older name): tables in
+            this file keyed by user, shared by every process, so a new process answers
+            a returning user's first query without reading their logs; the index takes
+            about as much room as the log. ``"process"``: BM25 in each process, read
+            from the logs on first use and bounded by `Recall`'s ``max_sessions``.
     """
 
     def __init__(
@@ -101,7 +97,7 @@ class SQLiteStore(Store, ReadsStates, ListsUserSessions, PagesSessions, HostsLex
         timeout: float = 30.0,
         synchronous: str = "NORMAL",
         pool_size: int = DEFAULT_POOL_SIZE,
-        lexical_index: str = "process",
+        lexical_index: str = "store",
     ) -> None:
         if str(path) == ":memory:":
             raise ConfigError("SQLiteStore needs a file path; for a memory-only store use InMemoryStore()")
@@ -126,19 +122,17 @@ class SQLiteStore(Store, ReadsStates, ListsUserSessions, PagesSessions, HostsLex
             raise ConfigError(
                 f"SQLiteStore pool_size must be an int from 1 to {MAX_POOL_SIZE}, got {pool_size!r}"
             )
-        if lexical_index not in ("process", "fts5"):
+        if lexical_index not in ("store", "fts5", "process"):
             raise ConfigError(
-                f"SQLiteStore lexical_index must be 'process' (BM25 in each process) or 'fts5' (FTS5 "
-                f"tables in the file), got {lexical_index!r:.60}"
+                f"SQLiteStore lexical_index must be 'store' (tables in the file, the default) or "
+                f"'process' (BM25 in each process), got {lexical_index!r:.60}"
             )
-        self.lexical_index = lexical_index
+        self.lexical_index = "process" if lexical_index == "process" else "store"
         self.path = Path(path)
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self._pool = ConnectionPool(
             self.path, timeout=float(timeout), synchronous=synchronous.upper(), pool_size=pool_size
         )
-        # Whether recall's lexical index passed its integrity check through this object (`lexical`).
-        self._lexical_checked = False
         try:
             with self._pool.connection() as conn:
                 migrate(conn, self.path)
@@ -162,23 +156,19 @@ class SQLiteStore(Store, ReadsStates, ListsUserSessions, PagesSessions, HostsLex
         """True once `close` was called; every call then raises `StoreError`."""
         return self._pool.closed
 
-    def lexical_indexes(self, session_id: str) -> tuple[SQLiteLexicalIndex, SQLiteLexicalIndex] | None:
-        """FTS5 indexes of the session's messages and exchanges in this file, when the store
-        was opened with ``lexical_index="fts5"``; None by default (see `HostsLexicalIndex`)."""
-        if self.lexical_index != "fts5":
-            return None
-        return SQLiteLexicalIndex(self, session_id, "messages"), SQLiteLexicalIndex(
-            self, session_id, "exchanges"
-        )
+    def history_tables(self) -> SQLiteHistoryTables | None:
+        """Recall's keyword index of each user's history in this file, unless the store was
+        opened with ``lexical_index="process"`` (see `HostsHistoryIndex`)."""
+        return None if self.lexical_index == "process" else SQLiteHistoryTables(self)
 
     def vector_index_dir(self) -> Path:
         """``<file>.vectors``: where recall keeps the FAISS files of this file's sessions."""
         return Path(f"{self.path}.vectors")
 
     @contextmanager
-    def _connection(self) -> Iterator[sqlite3.Connection]:
-        """A pooled connection for this call alone (what recall's lexical index writes through)."""
-        with self._pool.connection() as conn:
+    def _transaction(self) -> Iterator[sqlite3.Connection]:
+        """A write transaction for this call alone (what recall's keyword index writes in)."""
+        with self._pool.transaction() as conn:
             yield conn
 
     @staticmethod
@@ -203,6 +193,14 @@ class SQLiteStore(Store, ReadsStates, ListsUserSessions, PagesSessions, HostsLex
     def _decode(rows: list[tuple[Any, ...]], session_id: str) -> list[Message]:
         names = _COLUMNS.split(", ")
         return [message_from_record(dict(zip(names, row, strict=True)), session_id) for row in rows]
+
+    # The columns of a message row, as `decode_message` reads them (recall's keyword index
+    # reads the messages it recalls with them).
+    MESSAGE_COLUMNS = tuple(_COLUMNS.split(", "))
+
+    def decode_message(self, row: Sequence[Any], session_id: str) -> Message:
+        """A message from its `MESSAGE_COLUMNS`."""
+        return message_from_record(dict(zip(self.MESSAGE_COLUMNS, row, strict=True)), session_id)
 
     # -- the Store protocol ----------------------------------------------------
 
@@ -315,13 +313,11 @@ class SQLiteStore(Store, ReadsStates, ListsUserSessions, PagesSessions, HostsLex
             return []
         with self._pool.transaction() as conn:
             doomed = self._locked_messages(conn, session_id, wanted)
-            indexed = self._before_delete(conn, [session_id])
+            reset_indexed(conn, session_id)
             conn.executemany(
                 "DELETE FROM messages WHERE session_id = ? AND seq = ?", [(session_id, s) for s in wanted]
             )
             self._log_changed(conn, session_id, -len(doomed), -sum(m.token_count or 0 for m in doomed))
-            if indexed:
-                purge_deleted_terms(conn)
         self._pool.checkpoint()  # the deleted text must not stay in the -wal file
         return doomed
 
@@ -333,15 +329,13 @@ class SQLiteStore(Store, ReadsStates, ListsUserSessions, PagesSessions, HostsLex
         try:
             with self._pool.transaction() as conn:
                 (old,) = self._locked_messages(conn, session_id, [seq])
-                indexed = self._before_delete(conn, [session_id])
+                reset_indexed(conn, session_id)
                 conn.execute(
                     f"UPDATE messages SET ({_COLUMNS}) = ({', '.join('?' * len(record))}) "
                     "WHERE session_id = ? AND seq = ?",
                     (*record.values(), session_id, seq),
                 )
                 self._log_changed(conn, session_id, 0, (stored.token_count or 0) - (old.token_count or 0))
-                if indexed:
-                    purge_deleted_terms(conn)
         except UnicodeEncodeError as exc:
             raise InvalidMessageError(
                 f"the replacement for seq={seq} of session {session_id!r} is not valid UTF-8 text "
@@ -520,22 +514,12 @@ class SQLiteStore(Store, ReadsStates, ListsUserSessions, PagesSessions, HostsLex
             self._pool.checkpoint()
         return doomed
 
-    def _before_delete(self, conn: sqlite3.Connection, session_ids: list[str]) -> bool:
-        """Inside a deleting transaction: make sure the lexical tables the triggers on
-        ``messages`` write to exist; True when these sessions have lexical documents
-        (the FTS index is then merged after the delete: `purge_deleted_terms`)."""
-        ensure_lexical_schema(conn, self.path)
-        return sessions_have_documents(conn, session_ids)
-
     def _delete_sessions(self, conn: sqlite3.Connection, session_ids: list[str]) -> None:
         if not session_ids:
             return
-        indexed = self._before_delete(conn, session_ids)
-        # Documents first, in one statement per session: the per-message triggers then find none.
-        for table in ("recall_docs", "recall_sessions", "messages", "state", "sessions"):
+        forget_indexed(conn, session_ids)
+        for table in ("messages", "state", "sessions"):
             conn.executemany(f"DELETE FROM {table} WHERE session_id = ?", [(sid,) for sid in session_ids])
-        if indexed:
-            purge_deleted_terms(conn)
 
     def close(self) -> None:
         """Close every connection this store opened, from any thread.

@@ -1,0 +1,116 @@
+"""The end of every search of a user's history, whichever way its candidates were gathered
+(the mirrors of `search`, or the tables a store keeps, `kept_history`): rank them, judge
+whether they are evidence for the query at all (`gate`), and render the best (`render`)."""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+from collections.abc import Callable, Collection, Mapping, MutableMapping, Sequence
+
+from .._models import Message
+from .._tokens import TokenCounter
+from .config import RecallConfig
+from .gate import judge
+from .intent import asks_about_user, asks_for_several, refers_to_history
+from .joined import GROUP_SHIFT, SEQ_MASK
+from .language import SECTION_HEADERS, choose_language
+from .lexical import CollectionStats, tokenize
+from .rank import Evidence, rank
+from .render import CachedLine, LineKey, RecallResult, render
+
+__all__ = ["Shown", "conclude"]
+
+
+@dataclasses.dataclass(frozen=True)
+class Shown:
+    """What rendering needs of the candidates, keyed ``group << 40 | seq``: groups order the
+    sessions as the section shows them, the asking session's last (its items carry no
+    ``session_id``). Mappings may fetch what they are asked for."""
+
+    messages: Mapping[int, Message]
+    item_seqs: Mapping[int, Sequence[int]]
+    lines: Mapping[int, str]
+    """``Speaker: text`` of candidates, for choosing the section's language."""
+    excerpts: Mapping[int, tuple[int, int]]
+    """For a long message, the span of the passage to show."""
+    line_cache: MutableMapping[LineKey, CachedLine]
+    sessions: Mapping[int, str]
+    """Group -> session id; the greatest group is the asking session."""
+    prefetch: Callable[[Sequence[int]], None] | None = None
+    """Told the candidates rendering will read, best first, once they are ranked."""
+
+
+def conclude(
+    evidence: Evidence,
+    shown: Shown,
+    query: str,
+    *,
+    speakers: Collection[str],
+    collection: CollectionStats | None,
+    problem: str | None,
+    max_tokens: int,
+    counter: TokenCounter,
+    config: RecallConfig,
+) -> RecallResult:
+    """Rank the candidates of a history, judge whether they are evidence for the query at
+    all, and render the best into `max_tokens` (`evidence` keyed as `Shown`)."""
+    ranking = rank(evidence, config, several=asks_for_several(query), about_user=asks_about_user(query))
+    personal = refers_to_history(query, speakers) or _names_someone_known(query, collection)
+    verdict = judge(ranking, evidence, config, personal=personal)
+    ranked = ranking.ranked if verdict.passed else ()
+    if shown.prefetch is not None and ranked:
+        shown.prefetch([seq for r in ranked for seq in shown.item_seqs[r.seq]])
+    lines = shown.lines
+    language = choose_language(config.language, query, (lines.get(r.seq, "") for r in ranked[:5]))
+    rendered = render(
+        ranked,
+        item_seqs=shown.item_seqs,
+        messages=shown.messages,
+        vectors=evidence.vectors,
+        language=language,
+        max_tokens=max_tokens,
+        counter=counter,
+        config=config,
+        line_cache=shown.line_cache,
+        group_of=(lambda seq: seq >> GROUP_SHIFT) if len(shown.sessions) > 1 else None,
+        excerpts=shown.excerpts,
+    )
+    asker = max(shown.sessions, default=0)
+    items = tuple(
+        dataclasses.replace(
+            item,
+            seqs=tuple(s & SEQ_MASK for s in item.seqs),
+            session_id=None
+            if item.seqs[0] >> GROUP_SHIFT == asker
+            else shown.sessions[item.seqs[0] >> GROUP_SHIFT],
+        )
+        for item in rendered.items
+    )
+    return RecallResult(
+        items,
+        rendered.text,
+        rendered.tokens,
+        max_tokens,
+        SECTION_HEADERS[language],
+        ranking.best_similarity,
+        ranking.considered,
+        ranking.dropped + verdict.dropped + rendered.dropped,
+        problem,
+        verdict.reason,
+    )
+
+
+_POSSESSIVE_NAME = re.compile(r"\b([A-Z][^\W\d_]+)['’]s\b")
+
+
+def _names_someone_known(query: str, collection: CollectionStats | None) -> bool:
+    """Whether `query` asks about someone of the user's history by name: a capitalised
+    name in the possessive ("Lola's vet visit") that the history mentions."""
+    if collection is None:
+        return False
+    for name in _POSSESSIVE_NAME.findall(query):
+        terms = tokenize(name)
+        if terms and collection.frequencies.get(terms[0], 0) > 0:
+            return True
+    return False

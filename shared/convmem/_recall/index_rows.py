@@ -1,0 +1,349 @@
+"""What recall indexes of a session's log, as rows a store can keep: `derive`.
+
+Recall's rules turn each message into a *unit row* (its place among the
+session's indexed messages, its episode and exchange, its speaker, whether it
+is small talk) and keyword documents (the passages of the message; the
+exchange it joins). `derive` applies them to the messages after an
+`IndexCursor` (where the session's indexing stands) and returns an
+`IndexBatch`: what a store writes in one transaction to keep recall's index of
+a user's history (`HistoryTables`), so that a new process searches that index
+instead of reading the user's logs. The rules are those of the in-process
+mirror (`units.SessionMirror`), and a test holds the two to the same rows.
+
+Keys (64-bit integers): a session's rows live in a *slot* of its owner's
+history, given by the store; a message's key is ``slot << KEY_SHIFT | seq``,
+a passage document's ``slot << KEY_SHIFT | seq << PART_BITS | part`` and an
+exchange document's ``slot << KEY_SHIFT | first seq``. The batch carries the
+ids within the session; the store adds the slot. Messages at seqs from
+``2**32`` on are not indexed by words.
+
+Nothing here imports numpy: stores use it to write.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from collections import Counter
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any, Protocol
+
+from .._models import Message, Role, TurnStatus
+from .._salience import says_nothing
+from .config import RecallConfig
+from .passages import PART_BITS, passage_spans
+from .terms import tokenize
+
+__all__ = [
+    "EXCHANGE_KIND",
+    "KEY_SHIFT",
+    "MAX_INDEXED_SEQ",
+    "PASSAGE_KIND",
+    "UNIT_COLUMNS",
+    "HistoryTables",
+    "IndexBatch",
+    "IndexCursor",
+    "IndexGap",
+    "IndexedHistory",
+    "IndexedSession",
+    "UnitRow",
+    "default_rules",
+    "derive",
+    "owner_key",
+]
+
+KEY_SHIFT = 40
+MAX_INDEXED_SEQ = (1 << 32) - 1
+PASSAGE_KIND = 0
+EXCHANGE_KIND = 1
+# A long run of messages without a question must not become one giant unit (as `units`).
+MAX_EXCHANGE_MESSAGES = 16
+
+
+def owner_key(user_id: str | None, session_id: str) -> str:
+    """The history a session's rows belong to: its user's, or its own without a user."""
+    return f"user:{user_id}" if user_id is not None else f"session:{session_id}"
+
+
+def default_rules(config: RecallConfig) -> bool:
+    """Whether `config` indexes a log as the rows a store keeps were derived (the roles
+    and the episode gap are part of the rows; a config that changes them gets a mirror)."""
+    defaults = RecallConfig()
+    return (
+        config.indexed_roles == defaults.indexed_roles
+        and config.episode_gap_seconds == defaults.episode_gap_seconds
+    )
+
+
+class IndexGap(Exception):
+    """The messages handed to `derive` do not continue the cursor: read the log afresh."""
+
+
+@dataclasses.dataclass
+class IndexCursor:
+    """Where the indexing of one session's log stands, stored beside its rows."""
+
+    seq: int = 0
+    """The log is indexed through this seq."""
+    places: int = 0
+    """Messages indexed so far (the next one's place)."""
+    episodes: int = 0
+    last_ts: float | None = None
+    first_ts: float | None = None
+    newest_ts: float = 0.0
+    exchange: int | None = None
+    """The first seq of the exchange still open (a new message may join it)."""
+    exchange_size: int = 0
+    exchange_length: int = 0
+    """Terms of the open exchange's document."""
+    message_docs: int = 0
+    message_terms: int = 0
+    exchange_docs: int = 0
+    exchange_terms: int = 0
+    names: list[str] = dataclasses.field(default_factory=list)
+    """The named speakers of the session (`Message.name`)."""
+
+    def to_json(self) -> str:
+        """The cursor as the store keeps it (read back by `from_json`)."""
+        return json.dumps(dataclasses.asdict(self), ensure_ascii=False, separators=(",", ":"))
+
+    @classmethod
+    def from_json(cls, text: str) -> IndexCursor:
+        """Raises `ValueError` for a cursor this version cannot read (then the session is
+        indexed again from its log)."""
+        try:
+            data = json.loads(text)
+            cursor = cls(**data)
+        except (TypeError, json.JSONDecodeError) as exc:
+            raise ValueError(f"unreadable index cursor: {exc}") from exc
+        ints = (cursor.seq, cursor.places, cursor.episodes, cursor.message_docs, cursor.exchange_docs)
+        if not all(isinstance(v, int) and v >= 0 for v in ints) or not isinstance(cursor.names, list):
+            raise ValueError(f"inconsistent index cursor: {text[:120]!r}")
+        return cursor
+
+
+@dataclasses.dataclass(frozen=True)
+class UnitRow:
+    """What ranking reads of one indexed message."""
+
+    seq: int
+    timestamp: float
+    episode: int
+    exchange: int
+    """The first seq of its exchange."""
+    place: int
+    from_user: bool
+    name: str | None
+    candidate: bool
+    """Recallable on its own (not small talk)."""
+    long: bool
+    """Searched and shown by passages."""
+    last: int
+    """At an exchange's first message: its last member's seq (else the message's own seq)."""
+
+
+@dataclasses.dataclass
+class IndexBatch:
+    """What to write for one session in one transaction (ids within the session).
+
+    ``reset``: the session's rows are replaced (indexed afresh from its whole log,
+    in a new slot); otherwise the rows continue the cursor the batch was derived from.
+    """
+
+    session_id: str
+    generation: str | None
+    reset: bool
+    cursor: IndexCursor
+    units: list[UnitRow] = dataclasses.field(default_factory=list)
+    passages: list[tuple[int, dict[str, int], int]] = dataclasses.field(default_factory=list)
+    """(seq << PART_BITS | part, term counts, length) of new passage documents."""
+    exchanges: list[tuple[int, dict[str, int], int, bool]] = dataclasses.field(default_factory=list)
+    """(first seq, term counts added, its length now, new) of exchanges that gained messages."""
+    grown: dict[int, int] = dataclasses.field(default_factory=dict)
+    """First seq -> last member seq of exchanges indexed before that gained messages."""
+
+    @property
+    def postings(self) -> int:
+        """How many posting rows the batch writes (for a progress line or a log)."""
+        return sum(len(c) for _, c, _ in self.passages) + sum(len(c) for _, c, _, _ in self.exchanges)
+
+
+def derive(
+    cursor: IndexCursor,
+    messages: Iterable[Message],
+    config: RecallConfig,
+    *,
+    session_id: str,
+    generation: str | None,
+    reset: bool,
+) -> IndexBatch:
+    """The rows of `messages` (stored, in seq order, continuing `cursor`), and the cursor after."""
+    after = dataclasses.replace(cursor, names=list(cursor.names))
+    batch = IndexBatch(session_id, generation, reset, after)
+    names = set(after.names)
+    grown: dict[int, tuple[Counter[str], bool]] = {}
+    heads: dict[int, int] = {}  # first seq -> last member, of every exchange touched
+    pending: list[tuple[Message, int, int, int, bool, bool]] = []
+    for message in messages:
+        seq = message.seq
+        if seq is None or seq <= after.seq:
+            continue
+        # Only the first message must follow the cursor: holes further on are messages
+        # deleted from the log that was read (a delete resets the rows before them).
+        if after.seq == cursor.seq and cursor.seq and seq != cursor.seq + 1:
+            raise IndexGap(f"session {session_id!r}: indexed through seq {after.seq}, next message {seq}")
+        after.seq = seq
+        text = message.text.strip()
+        if (
+            message.role.value not in config.indexed_roles
+            or not text
+            or message.status in (TurnStatus.FAILED, TurnStatus.CANCELLED)
+        ):
+            continue
+        if after.last_ts is None or message.timestamp - after.last_ts > config.episode_gap_seconds:
+            after.episodes += 1
+            after.exchange = None
+        after.last_ts = message.timestamp
+        after.newest_ts = max(after.newest_ts, message.timestamp)
+        if after.first_ts is None:
+            after.first_ts = message.timestamp
+        prefix = f"{message.name}: " if message.name else ""
+        if message.name and message.name not in names:
+            names.add(message.name)
+            after.names.append(message.name)
+        line = prefix + text
+        place = after.places
+        after.places += 1
+        small_talk = says_nothing(text)
+        spans = passage_spans(text)
+        line_terms: list[str] | None = None
+        if not small_talk and seq <= MAX_INDEXED_SEQ:
+            if len(spans) == 1:
+                line_terms = tokenize(line)
+                parts = [line_terms]
+            else:
+                parts = [tokenize(prefix + text[start:end]) for start, end in spans]
+            for part, terms in enumerate(parts):
+                batch.passages.append((seq << PART_BITS | part, dict(Counter(terms)), len(terms)))
+                after.message_docs += 1
+                after.message_terms += len(terms)
+        if line_terms is None:
+            line_terms = tokenize(line)
+        if (
+            message.role is Role.USER
+            or after.exchange is None
+            or after.exchange_size >= MAX_EXCHANGE_MESSAGES
+        ):
+            after.exchange, after.exchange_size, after.exchange_length = seq, 0, 0
+            if seq <= MAX_INDEXED_SEQ:
+                after.exchange_docs += 1
+        first = after.exchange
+        after.exchange_size += 1
+        after.exchange_length += len(line_terms)
+        heads[first] = seq
+        if first <= MAX_INDEXED_SEQ:
+            counts, new = grown.setdefault(first, (Counter(), first > cursor.seq))
+            counts.update(line_terms)
+            after.exchange_terms += len(line_terms)
+        pending.append((message, place, after.episodes, first, small_talk, len(spans) > 1))
+    for message, place, episode, first, small_talk, long in pending:
+        seq = message.seq or 0
+        batch.units.append(
+            UnitRow(
+                seq,
+                message.timestamp,
+                episode,
+                first,
+                place,
+                message.role is Role.USER,
+                message.name,
+                not small_talk,
+                long,
+                heads.get(seq, seq),
+            )
+        )
+    for first, (counts, new) in grown.items():
+        # An exchange the cursor had open already held the terms of its earlier messages.
+        before = cursor.exchange_length if not new and first == cursor.exchange else 0
+        batch.exchanges.append((first, dict(counts), before + sum(counts.values()), new))
+        if not new:
+            batch.grown[first] = heads[first]
+    return batch
+
+
+@dataclasses.dataclass(frozen=True)
+class IndexedSession:
+    """A session's part of a history as the store keeps it."""
+
+    session_id: str
+    owner: str
+    """The history it is in (see `owner_key`)."""
+    slot: int
+    generation: str | None
+    cursor: str
+    """`IndexCursor` JSON ("" after the store reset the session's rows: an edit of its log)."""
+
+
+@dataclasses.dataclass(frozen=True)
+class IndexedHistory:
+    """A history's number in the store (None: nothing indexed yet) and its sessions."""
+
+    number: int | None
+    sessions: Mapping[str, IndexedSession]
+
+
+UNIT_COLUMNS = (
+    "key",
+    "timestamp",
+    "episode",
+    "exchange",
+    "place",
+    "from_user",
+    "name",
+    "candidate",
+    "long",
+    "last",
+)
+"""The columns of a unit row as `HistoryTables.units` returns them (see `UnitRow`)."""
+
+
+class HistoryTables(Protocol):
+    """Recall's keyword index of each user's history, kept by a store (see `HostsHistoryIndex`).
+
+    Rows are keyed by the history's number and a key (see the module docstring). Every
+    method is sync and may raise the store's errors; `write` and `reset` write.
+    """
+
+    def indexed(self, owner: str) -> IndexedHistory:
+        """The history of `owner` (see `owner_key`) and its indexed sessions."""
+        ...
+
+    def indexed_session(self, session_id: str) -> IndexedSession | None:
+        """The session's row, whichever history it is in (None: it has none)."""
+        ...
+
+    def write(self, owner: str, batch: IndexBatch, expected: IndexedSession | None) -> bool:
+        """Apply `batch` in one transaction, only while the session's log still has
+        ``batch.generation`` and its row is still `expected` (None: it has none); False,
+        with nothing written, otherwise. A ``reset`` batch, or one for a session whose row
+        is in another history, deletes the session's old rows and gives it a new slot in
+        `owner`'s history (made when missing)."""
+        ...
+
+    def postings(self, history: int, terms: Sequence[str]) -> Sequence[tuple[Any, ...]]:
+        """``(kind, term, key, count, length)`` of every document of the history holding
+        one of `terms`."""
+        ...
+
+    def units(self, history: int, keys: Sequence[int], exchanges: Sequence[int]) -> Sequence[tuple[Any, ...]]:
+        """The unit rows (`UNIT_COLUMNS`) at `keys`, and of every member of the exchanges
+        that open at the keys `exchanges`."""
+        ...
+
+    def messages(self, history: int, keys: Sequence[int]) -> Mapping[int, Message]:
+        """The logged messages at `keys` (those still in their logs)."""
+        ...
+
+    def reset(self, session_id: str) -> None:
+        """Drop the session's rows: it is indexed again from its log when next used."""
+        ...

@@ -1,0 +1,567 @@
+"""Recall over a history a store keeps (`HistoryTables`): `KeptHistories`.
+
+A store that keeps recall's keyword index (`HostsHistoryIndex`: SQLite and
+PostgreSQL unless opened with ``lexical_index="process"``) is searched where
+the data is. A search reads, in this order: the index rows of the user's
+sessions (where each session's indexing stands), the postings of the query's
+terms over the whole history, the unit rows of the best candidates and, while
+rendering, the messages it shows. Nothing else of the user's logs is read, so
+a new process answers a returning user's first message in a few queries.
+
+Writing is `catch_up`: after an append (the memory's derived state calls it,
+inline or in the background) the messages after the session's cursor are read
+and their rows written in one transaction, checked against the log's
+generation and the cursor (see `HistoryTables.write`). A search first checks
+each session's cursor against the stats the build read anyway: a session the
+index lacks or that is behind its log (a crash between the two writes, work
+still queued in the background, a file written before this index existed) is
+indexed from its log before the search; one whose rows are stale (another
+generation) or unreadable is indexed afresh with a warning.
+
+Ranking, the evidence gate and rendering are those of the in-process path
+(`search.conclude`); the BM25 is `scoring`'s, on the statistics of the whole
+history, so both paths rank alike.
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import logging
+import threading
+import weakref
+from collections import OrderedDict
+from collections.abc import Collection, Mapping, Sequence
+from typing import Any
+
+import numpy as np
+
+from .._stores.base import SessionStats, Store
+from .._tokens import TokenCounter
+from .conclude import Shown, conclude
+from .config import RecallConfig, RecallFilters
+from .index_rows import (
+    EXCHANGE_KIND,
+    KEY_SHIFT,
+    PASSAGE_KIND,
+    HistoryTables,
+    IndexCursor,
+    IndexedHistory,
+    IndexedSession,
+    IndexGap,
+    derive,
+    owner_key,
+)
+from .joined import GROUP_SHIFT
+from .kept_rows import Excerpts, Fetched, KeptLines, Lines
+from .lexical import CollectionStats, LexicalScores, no_scores, query_terms
+from .passages import PART_BITS, best_of_each_message
+from .rank import Evidence, named_speakers
+from .render import CachedLine, RecallResult
+from .scoring import TermPostings, bm25, coverage
+
+__all__ = ["KeptHistories"]
+
+logger = logging.getLogger("convmem")
+
+_LOCAL_MASK = (1 << KEY_SHIFT) - 1
+# Rendered lines kept across searches (per Recall): a line is counted once, not per build.
+_LINES_KEPT = 16384
+# Messages an append may leave unindexed (`catch_up` with ``batched=True``): written in one
+# transaction when this many are due, or by the next search, flush or close.
+WRITE_EVERY = 32
+_UNREAD = object()
+# Cursors as read from their JSON, shared by the searches of a process: never modified
+# (`derive` continues a copy), and parsed once instead of once per session per search.
+_read_cursor = functools.lru_cache(maxsize=8192)(IndexCursor.from_json)
+# Postings kept between searches (per Recall), in documents: about 24 bytes each.
+_POSTINGS_KEPT = 2_000_000
+# Sessions per tables whose written seq a process remembers (the oldest go first).
+_SESSIONS_NOTED = 65536
+
+
+class KeptHistories:
+    """The part of a `Recall` that works with histories stores keep. Thread-safe."""
+
+    def __init__(self, config: RecallConfig) -> None:
+        self.config = config
+        self._lines: OrderedDict[tuple[object, ...], CachedLine] = OrderedDict()
+        self._lock = threading.Lock()
+        # Postings of recent query terms, by (store key, history, version of its rows, term):
+        # a history's rows change only when a batch is written, so a long session's common
+        # terms are read from the store once per batch, not once per search.
+        self._postings: OrderedDict[tuple[object, ...], dict[int, TermPostings]] = OrderedDict()
+        self._postings_size = 0
+        # The seq each session's rows were last seen written through, per tables.
+        self._written: weakref.WeakKeyDictionary[HistoryTables, dict[str, int]] = weakref.WeakKeyDictionary()
+
+    # -- writing ------------------------------------------------------------------------
+
+    def catch_up(
+        self,
+        tables: HistoryTables,
+        store: Store,
+        session_id: str,
+        stats: SessionStats | None = None,
+        row: object = _UNREAD,
+        *,
+        searching: bool = False,
+        batched: bool = False,
+    ) -> None:
+        """Write the rows of what the session's log holds beyond its cursor (nothing when
+        the rows are up to date: one small read, none with `stats` and `row` given).
+
+        With `batched` (after an append) nothing is written while fewer than `WRITE_EVERY`
+        messages are due since this process last saw the rows: a search, or a `catch_up`
+        without it, writes them. Nothing is lost meanwhile: the log holds the messages,
+        and a search indexes what its sessions' rows lack before it reads them."""
+        for _ in range(3):
+            if stats is None:
+                stats = store.stats(session_id)
+            if batched and stats.last_seq - self._written_through(tables, session_id) < WRITE_EVERY:
+                return
+            if row is _UNREAD:
+                row = tables.indexed_session(session_id)
+            assert row is None or isinstance(row, IndexedSession)
+            owner = owner_key(stats.user_id, session_id)
+            plan = self._plan(stats, owner, row, searching=searching)
+            if plan is None:
+                self._note_written(tables, session_id, stats.last_seq)
+                return
+            cursor, reset = plan
+            messages = store.messages(session_id, after_seq=cursor.seq)
+            try:
+                batch = derive(
+                    cursor,
+                    messages,
+                    self.config,
+                    session_id=session_id,
+                    generation=stats.generation,
+                    reset=reset,
+                )
+            except IndexGap as gap:
+                logger.warning("recall's keyword index: %s; indexing the session afresh", gap)
+                batch = derive(
+                    IndexCursor(),
+                    store.messages(session_id),
+                    self.config,
+                    session_id=session_id,
+                    generation=stats.generation,
+                    reset=True,
+                )
+            # Every message up to the stats' last seq was read (the stats were read first):
+            # deleted ones included, the log is indexed through it.
+            batch.cursor.seq = max(batch.cursor.seq, stats.last_seq)
+            if tables.write(owner, batch, row):
+                self._note_written(tables, session_id, batch.cursor.seq)
+                return
+            stats, row = None, _UNREAD  # another writer, or the log moved on: look again
+        logger.debug("recall's keyword index of session %r: gave way to other writers", session_id)
+
+    def _written_through(self, tables: HistoryTables, session_id: str) -> int:
+        """The seq this process last saw the session's rows written through (-1: never)."""
+        with self._lock:
+            try:
+                return self._written.get(tables, {}).get(session_id, -1)
+            except TypeError:  # tables not weakly referenceable: never batched
+                return -1
+
+    def _note_written(self, tables: HistoryTables, session_id: str, seq: int) -> None:
+        with self._lock:
+            try:
+                written = self._written.setdefault(tables, {})
+            except TypeError:
+                return
+            written[session_id] = seq
+            if len(written) > _SESSIONS_NOTED:
+                written.pop(next(iter(written)))
+
+    def _plan(
+        self, stats: SessionStats, owner: str, row: IndexedSession | None, *, searching: bool
+    ) -> tuple[IndexCursor, bool] | None:
+        """Where indexing must start for the log `stats` describe: (cursor, afresh), or None
+        when the rows are up to date."""
+        if row is None:
+            if not stats.last_seq:
+                return None
+            if searching:
+                logger.info(
+                    "recall's keyword index lacks session %r (%d messages); indexing it from its log",
+                    stats.session_id,
+                    stats.message_count,
+                )
+            return IndexCursor(), True
+        if row.owner != owner or not row.cursor:
+            return IndexCursor(), True  # given to a user since, or reset by an edit of its log
+        try:
+            cursor = _read_cursor(row.cursor)
+        except ValueError as exc:
+            logger.warning(
+                "recall's keyword index of session %r is unreadable (%s); indexing it afresh from its log",
+                stats.session_id,
+                exc,
+            )
+            return IndexCursor(), True
+        if row.generation != stats.generation or cursor.seq > stats.last_seq:
+            logger.warning(
+                "recall's keyword index of session %r is stale (it indexed another log: generation %s "
+                "through seq %d, the log is at %s through seq %d); indexing it afresh from its log",
+                stats.session_id,
+                row.generation,
+                cursor.seq,
+                stats.generation,
+                stats.last_seq,
+            )
+            return IndexCursor(), True
+        if cursor.seq == stats.last_seq:
+            return None
+        return cursor, False
+
+    # -- reading ------------------------------------------------------------------------
+
+    def search(
+        self,
+        tables: HistoryTables,
+        store: Store,
+        store_key: object,
+        sessions: Sequence[SessionStats],
+        query: str,
+        *,
+        excluded: Collection[int],
+        max_tokens: int,
+        counter: TokenCounter,
+        filters: RecallFilters | None,
+    ) -> RecallResult | None:
+        """What `sessions` (the asking one first) recall for `query`, from the store's
+        tables; None when they are not one history (sessions of several owners)."""
+        asker = sessions[0]
+        held = [s for s in sessions if s.last_seq]
+        owners = {owner_key(s.user_id, s.session_id) for s in held}
+        if len(owners) > 1:
+            return None
+        owner = owners.pop() if owners else owner_key(asker.user_id, asker.session_id)
+        indexed = tables.indexed(owner)
+        behind = [
+            s
+            for s in held
+            if self._plan(s, owner, indexed.sessions.get(s.session_id), searching=False) is not None
+        ]
+        if behind:
+            for stats in behind:
+                known = indexed.sessions.get(stats.session_id, _UNREAD)
+                self.catch_up(tables, store, stats.session_id, stats, known, searching=True)
+            indexed = tables.indexed(owner)
+        return _Search(self, tables, store_key, indexed, held, asker, query, self.config).run(
+            excluded, max_tokens, counter, filters
+        )
+
+    # -- postings kept between searches --------------------------------------------------
+
+    def kept_postings(
+        self, history: tuple[object, ...], terms: Sequence[str]
+    ) -> dict[str, dict[int, TermPostings]]:
+        """The postings (by kind) of those of `terms` kept for `history`, at its version."""
+        found: dict[str, dict[int, TermPostings]] = {}
+        with self._lock:
+            for term in terms:
+                key = (*history, term)
+                entry = self._postings.get(key)
+                if entry is not None:
+                    self._postings.move_to_end(key)
+                    found[term] = entry
+        return found
+
+    def keep_postings(
+        self, history: tuple[object, ...], postings: Mapping[str, dict[int, TermPostings]]
+    ) -> None:
+        with self._lock:
+            for term, by_kind in postings.items():
+                size = 1 + sum(len(p.ids) for p in by_kind.values())
+                if size > _POSTINGS_KEPT // 4:
+                    continue  # a term of most documents: not worth a quarter of the room
+                key = (*history, term)
+                previous = self._postings.pop(key, None)
+                if previous is not None:
+                    self._postings_size -= 1 + sum(len(p.ids) for p in previous.values())
+                self._postings[key] = by_kind
+                self._postings_size += size
+            while self._postings_size > _POSTINGS_KEPT and self._postings:
+                _, old = self._postings.popitem(last=False)
+                self._postings_size -= 1 + sum(len(p.ids) for p in old.values())
+
+    # -- rendered lines -----------------------------------------------------------------
+
+    def line(self, key: tuple[object, ...]) -> CachedLine | None:
+        with self._lock:
+            found = self._lines.get(key)
+            if found is not None:
+                self._lines.move_to_end(key)
+            return found
+
+    def keep_line(self, key: tuple[object, ...], line: CachedLine) -> None:
+        with self._lock:
+            self._lines[key] = line
+            self._lines.move_to_end(key)
+            while len(self._lines) > _LINES_KEPT:
+                self._lines.popitem(last=False)
+
+
+class _Search:
+    """One search of a kept history (see `KeptHistories.search`)."""
+
+    def __init__(
+        self,
+        kept: KeptHistories,
+        tables: HistoryTables,
+        store_key: object,
+        indexed: IndexedHistory,
+        held: Sequence[SessionStats],
+        asker: SessionStats,
+        query: str,
+        config: RecallConfig,
+    ) -> None:
+        self.kept = kept
+        self.tables = tables
+        self.store_key = store_key
+        self.number = indexed.number
+        self.query = query
+        self.config = config
+        self.asker = asker.session_id
+        self.slots: dict[str, int] = {}
+        self.cursors: dict[int, IndexCursor] = {}
+        self.session_of: dict[int, str] = {}
+        self.order: list[int] = []  # the slots, in the order the sessions were given
+        for stats in held:
+            row = indexed.sessions.get(stats.session_id)
+            if row is None or not row.cursor:
+                continue
+            try:
+                cursor = _read_cursor(row.cursor)
+            except ValueError:
+                continue  # indexed afresh by the next catch-up; left out of this search
+            self.slots[stats.session_id] = row.slot
+            self.order.append(row.slot)
+            self.cursors[row.slot] = cursor
+            self.session_of[row.slot] = stats.session_id
+        # Every slot of the history searched: no posting of another session to leave out.
+        self.every_slot = {row.slot for row in indexed.sessions.values()} <= self.cursors.keys()
+        # What the history's rows are now: any batch written, reset or dropped changes it.
+        rows_now = sorted(
+            (r.session_id, r.slot, r.generation or "", r.cursor) for r in indexed.sessions.values()
+        )
+        self.history = (
+            store_key,
+            self.number,
+            hashlib.blake2b(repr(rows_now).encode(), digest_size=16).digest(),
+        )
+
+    def run(
+        self,
+        excluded: Collection[int],
+        max_tokens: int,
+        counter: TokenCounter,
+        filters: RecallFilters | None,
+    ) -> RecallResult:
+        config = self.config
+        terms = query_terms(self.query)
+        postings = (
+            self._postings(list(dict.fromkeys(terms))) if self.number is not None and self.cursors else {}
+        )
+        collections = {
+            kind: self._collection(kind, postings.get(kind, {}), terms)
+            for kind in (PASSAGE_KIND, EXCHANGE_KIND)
+        }
+        by_message, by_exchange = config.granularity != "exchange", config.granularity != "message"
+        ordered_terms = list(set(terms))
+        passages = _by_message_keys(
+            bm25(ordered_terms, postings.get(PASSAGE_KIND, {}), collections[PASSAGE_KIND])
+            if by_message and collections[PASSAGE_KIND].documents
+            else no_scores()
+        )
+        messages, parts = best_of_each_message(passages, None)
+        covered, _ = best_of_each_message(
+            _by_message_keys(coverage(terms, postings.get(PASSAGE_KIND, {}), collections[PASSAGE_KIND])), None
+        )
+        exchanges = (
+            bm25(ordered_terms, postings.get(EXCHANGE_KIND, {}), collections[EXCHANGE_KIND])
+            if by_exchange and collections[EXCHANGE_KIND].documents
+            else no_scores()
+        )
+        pool = self._pool(
+            messages.top(config.candidates), exchanges.top(config.candidates), excluded, filters
+        )
+        evidence, shown = self._evidence(pool, messages, exchanges, covered, parts, counter)
+        speakers = {name.lower() for cursor in self.cursors.values() for name in cursor.names}
+        return conclude(
+            evidence,
+            shown,
+            self.query,
+            speakers=speakers,
+            collection=collections[PASSAGE_KIND],
+            problem=None,
+            max_tokens=max_tokens,
+            counter=counter,
+            config=config,
+        )
+
+    # -- the keyword scores ---------------------------------------------------------------
+
+    def _postings(self, terms: Sequence[str]) -> dict[int, dict[str, TermPostings]]:
+        """The postings of `terms` in the sessions searched, by kind and term (those read
+        from the store kept for the next searches of the same rows)."""
+        assert self.number is not None
+        if not terms:
+            return {}
+        known = self.kept.kept_postings(self.history, terms)
+        missing = [term for term in terms if term not in known]
+        if missing:
+            grouped: dict[tuple[int, str], list[tuple[int, int, int]]] = {}
+            for kind, term, key, count, length in self.tables.postings(self.number, missing):
+                grouped.setdefault((int(kind), str(term)), []).append((key, count, length))
+            read: dict[str, dict[int, TermPostings]] = {term: {} for term in missing}
+            for (kind, term), entries in grouped.items():
+                array = np.array(entries, dtype=np.int64)
+                read.setdefault(term, {})[kind] = TermPostings(
+                    array[:, 0], array[:, 1].astype(np.float64), array[:, 2].astype(np.float64)
+                )
+            self.kept.keep_postings(self.history, read)
+            known.update(read)
+        wanted = np.array(sorted(self.cursors), dtype=np.int64)
+        out: dict[int, dict[str, TermPostings]] = {}
+        for term, by_kind in known.items():
+            for kind, found in by_kind.items():
+                if not self.every_slot:
+                    found = found.only(np.isin(found.ids >> KEY_SHIFT, wanted))
+                if len(found.ids):
+                    out.setdefault(kind, {})[term] = found
+        return out
+
+    def _collection(
+        self, kind: int, postings: Mapping[str, TermPostings], terms: Sequence[str]
+    ) -> CollectionStats:
+        cursors = self.cursors.values()
+        if kind == PASSAGE_KIND:
+            documents = sum(c.message_docs for c in cursors)
+            length = sum(c.message_terms for c in cursors)
+        else:
+            documents = sum(c.exchange_docs for c in cursors)
+            length = sum(c.exchange_terms for c in cursors)
+        return CollectionStats(
+            documents,
+            length,
+            {term: len(postings[term].ids) if term in postings else 0 for term in set(terms)},
+        )
+
+    # -- the candidates -------------------------------------------------------------------
+
+    def _pool(
+        self,
+        messages: np.ndarray,
+        exchanges: np.ndarray,
+        excluded: Collection[int],
+        filters: RecallFilters | None,
+    ) -> dict[int, tuple[Any, ...]]:
+        """The unit rows of the candidates (the best messages, every message of the best
+        exchanges) that may be recalled, by key."""
+        if self.number is None or not (len(messages) or len(exchanges)):
+            return {}
+        rows = self.tables.units(self.number, messages.tolist(), exchanges.tolist())
+        asker_slot = self.slots.get(self.asker)
+        pool: dict[int, tuple[Any, ...]] = {}
+        for row in rows:
+            key = int(row[0])
+            slot, seq = key >> KEY_SHIFT, key & _LOCAL_MASK
+            if not row[7] or slot not in self.cursors:
+                continue  # small talk, or a session not searched
+            if slot == asker_slot and seq in excluded:
+                continue  # in the recent window
+            pool[key] = row
+        if filters is not None and pool:
+            found = self.tables.messages(self.number, sorted(pool))
+            pool = {key: row for key, row in pool.items() if key in found and filters.accepts(found[key])}
+        return pool
+
+    def _evidence(
+        self,
+        pool: Mapping[int, tuple[Any, ...]],
+        messages: LexicalScores,
+        exchanges: LexicalScores,
+        covered: LexicalScores,
+        parts: Mapping[int, int],
+        counter: TokenCounter,
+    ) -> tuple[Evidence, Shown]:
+        # In the order the sessions were given (the asker first), then the log's: of equal
+        # scores, ranking keeps the first, as it does over mirrors.
+        rank_of = {slot: at for at, slot in enumerate(self.order)}
+        keys = np.array(sorted(pool, key=lambda key: (rank_of.get(key >> KEY_SHIFT, 0), key)), dtype=np.int64)
+        rows = [pool[key] for key in keys.tolist()]
+        slots = keys >> KEY_SHIFT
+        # Groups order the section: other sessions by their first message, the asker last.
+        present = sorted({int(s) for s in slots.tolist()} - {self.slots.get(self.asker, -1)})
+        present.sort(key=lambda slot: (self.cursors[slot].first_ts or 0.0, self.session_of[slot]))
+        group_of = {slot: group for group, slot in enumerate(present)}
+        asker_group = len(present)
+        if self.asker in self.slots:
+            group_of[self.slots[self.asker]] = asker_group
+        groups = np.array([group_of[int(s)] for s in slots.tolist()], dtype=np.int64)
+        shown_keys = (groups << GROUP_SHIFT) | (keys & _LOCAL_MASK)
+        stable_of = dict(zip(shown_keys.tolist(), keys.tolist(), strict=True))
+        timestamps = np.array([float(r[1]) for r in rows], dtype=np.float64)
+        exchange_keys = (slots << KEY_SHIFT) | np.array([int(r[3]) for r in rows], dtype=np.int64)
+        speakers = {name.lower(): name for cursor in self.cursors.values() for name in cursor.names}
+        named = named_speakers(speakers, self.query) if rows and speakers else set()
+        newest = max((c.newest_ts for c in self.cursors.values()), default=0.0)
+        best_message = messages.best() or 1.0
+        best_exchange = exchanges.best() or 1.0
+        evidence = Evidence(
+            seqs=shown_keys.tolist(),
+            dense_message=None,
+            dense_exchange=None,
+            lexical_message=(messages.lookup(keys) / best_message).astype(np.float32),
+            lexical_exchange=(exchanges.lookup(exchange_keys) / best_exchange).astype(np.float32),
+            said_by_named=np.array([r[6] in named for r in rows], dtype=bool),
+            ages=newest - timestamps,
+            episodes=((slots << KEY_SHIFT) | np.array([int(r[2]) for r in rows], dtype=np.int64)).tolist(),
+            vectors={},
+            positions=((slots << KEY_SHIFT) | np.array([int(r[4]) for r in rows], dtype=np.int64)).tolist(),
+            coverage=covered.lookup(keys).astype(np.float32) if len(covered) else None,
+            from_user=np.array([bool(r[5]) for r in rows], dtype=bool),
+            typical=None,
+            parts={
+                shown: parts[stable]
+                for shown, stable in stable_of.items()
+                if stable in parts and pool[stable][8]
+            },
+        )
+        if self.config.granularity == "exchange":
+            members: dict[int, list[int]] = {}
+            for shown, row in zip(shown_keys.tolist(), rows, strict=True):
+                members.setdefault(shown - (shown & _LOCAL_MASK) + int(row[3]), []).append(shown)
+            item_seqs: Mapping[int, Sequence[int]] = {
+                shown: members[shown - (shown & _LOCAL_MASK) + int(row[3])]
+                for shown, row in zip(shown_keys.tolist(), rows, strict=True)
+            }
+        else:
+            item_seqs = {shown: [shown] for shown in shown_keys.tolist()}
+        fetched = Fetched(self.tables, self.number, stable_of)
+        sessions = {group: self.session_of[slot] for slot, group in group_of.items()}
+        sessions.setdefault(asker_group, self.asker)
+        shown_data = Shown(
+            messages=fetched,
+            item_seqs=item_seqs,
+            lines=Lines(fetched),
+            excerpts=Excerpts(fetched, evidence.parts),
+            line_cache=KeptLines(self.kept, (self.store_key, self.number), stable_of),
+            sessions=sessions,
+            prefetch=fetched.prefetch,
+        )
+        return evidence, shown_data
+
+
+def _by_message_keys(scores: LexicalScores) -> LexicalScores:
+    """Passage scores keyed ``slot << 40 | seq << 8 | part`` re-keyed so that a shift by
+    `PART_BITS` gives the message's key, ``slot << 40 | seq``."""
+    if not len(scores):
+        return scores
+    ids = ((scores.ids >> KEY_SHIFT) << (KEY_SHIFT + PART_BITS)) | (scores.ids & _LOCAL_MASK)
+    return LexicalScores(ids, scores.scores)
