@@ -67,7 +67,10 @@ class RecallConfig:
     """Maximal marginal relevance: 1.0 ranks by relevance only, lower values trade
     relevance for variety."""
     duplicate_similarity: float = 0.97
-    """A candidate this similar (cosine) to one already recalled is dropped as a duplicate."""
+    """A candidate this similar (cosine) to one already recalled is dropped as a duplicate
+    when it also has no word that one lacks: a sentence encoder puts "my old sneakers are
+    in the closet" and "my old sneakers are in the garage" above 0.97, and the word that
+    differs is what an update of a fact is about."""
     min_score: float = 0.1
     """Minimum cosine similarity of a message (or its exchange) to the query."""
     neighbour_min_score: float | None = 0.3
