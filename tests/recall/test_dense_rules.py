@@ -7,8 +7,9 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from convmem import InMemoryStore, Message, Recall, Store, TiktokenCounter
+from convmem import InMemoryStore, Message, Recall, RecallConfig, Store, TiktokenCounter
 from convmem._recall.embedder import BaseEmbedder
+from convmem._recall.rank import Evidence, rank
 
 COUNTER = TiktokenCounter()
 FILLER = [
@@ -64,3 +65,29 @@ def test_a_statement_that_differs_in_one_word_is_not_a_duplicate() -> None:
     # ...while a repeat that adds no word still is a duplicate.
     assert found.text.count("closet") == 1
     assert any("near-duplicate" in d.reason for d in found.dropped)
+
+
+def test_a_side_remark_passes_by_its_own_words_when_its_exchange_is_diluted() -> None:
+    # Three user messages; the second says in passing what the question asks ("By the way,
+    # I saw Dr. Smith on March 3rd") inside an exchange about something else: by meaning it
+    # looks like the history's typical message, and the long answer in its exchange halves
+    # the exchange's keyword match.
+    seqs = [1, 2, 3]
+    dense = np.array([0.45, 0.05, 0.02], dtype=np.float32)
+    found = Evidence(
+        seqs=seqs,
+        dense_message=dense,
+        dense_exchange=dense,
+        lexical_message=np.array([1.0, 0.6, 0.0], dtype=np.float32),
+        lexical_exchange=np.array([1.0, 0.3, 0.1], dtype=np.float32),
+        said_by_named=np.zeros(3, dtype=bool),
+        ages=np.zeros(3),
+        episodes=seqs,
+        vectors={},
+    )
+    config = RecallConfig(relevance_floor=0.0, feedback_weight=0.0)
+    passed = [r.seq for r in rank(found, config).ranked]
+    assert passed[:2] == [1, 2]
+    # The blend of the two (0.45) alone would not have let it pass; nothing matched at all
+    # still does not pass.
+    assert 3 not in passed

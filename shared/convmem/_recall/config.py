@@ -101,8 +101,8 @@ class RecallConfig:
     evidence_margin_general: float = 0.45
     """See `evidence_margin`: the same for a request that does not refer to the history."""
     min_lexical: float = 0.5
-    """A message below `min_score` is still recalled when its BM25 score is at least this
-    fraction of the best one (exact names, numbers, rare words)."""
+    """A message below `min_score` is still recalled when its BM25 score, or its exchange's,
+    is at least this fraction of the best one (exact names, numbers, rare words)."""
     relevance_floor: float | None = None
     """A candidate scoring below this fraction of the best candidate's score is not
     recalled, however much room is left: the room goes back to the recent window.
