@@ -67,7 +67,10 @@ class RecallConfig:
     """Maximal marginal relevance: 1.0 ranks by relevance only, lower values trade
     relevance for variety."""
     duplicate_similarity: float = 0.97
-    """A candidate this similar (cosine) to one already recalled is dropped as a duplicate."""
+    """A candidate this similar (cosine) to one already recalled is dropped as a duplicate
+    when it also has no word that one lacks: a sentence encoder puts "my old sneakers are
+    in the closet" and "my old sneakers are in the garage" above 0.97, and the word that
+    differs is what an update of a fact is about."""
     min_score: float = 0.1
     """Minimum cosine similarity of a message (or its exchange) to the query."""
     neighbour_min_score: float | None = 0.3
@@ -98,8 +101,8 @@ class RecallConfig:
     evidence_margin_general: float = 0.45
     """See `evidence_margin`: the same for a request that does not refer to the history."""
     min_lexical: float = 0.5
-    """A message below `min_score` is still recalled when its BM25 score is at least this
-    fraction of the best one (exact names, numbers, rare words)."""
+    """A message below `min_score` is still recalled when its BM25 score, or its exchange's,
+    is at least this fraction of the best one (exact names, numbers, rare words)."""
     relevance_floor: float | None = None
     """A candidate scoring below this fraction of the best candidate's score is not
     recalled, however much room is left: the room goes back to the recent window.

@@ -286,7 +286,12 @@ def rank(
         by_meaning = similarity >= config.min_score
         if evidence.typical is not None:
             by_meaning &= similarity - evidence.typical >= config.dense_margin
-        eligible = by_meaning | (lexical >= config.min_lexical)
+        # Passing is by the best match of the message or its exchange, by words as by
+        # meaning: a user's "By the way, I saw Dr. Smith on March 3rd" inside an exchange
+        # about cough remedies matches "doctor's appointments in March" by its own words,
+        # while the long answer around it dilutes the exchange's match (and the blend).
+        by_words = np.maximum(evidence.lexical_message, evidence.lexical_exchange)
+        eligible = by_meaning | (by_words >= config.min_lexical)
     else:
         similarity = np.zeros(len(seqs), dtype=np.float32)
         score = lexical.astype(np.float64)

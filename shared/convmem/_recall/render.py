@@ -15,6 +15,7 @@ never on the engine that produced them.
 from __future__ import annotations
 
 import dataclasses
+import re
 from collections.abc import Callable, Collection, Mapping, MutableMapping, Sequence
 
 import numpy as np
@@ -29,6 +30,8 @@ from .rank import Ranked
 
 __all__ = ["RecallResult", "RecalledItem", "Rendered", "render", "render_excerpt"]
 
+# Words as a near-duplicate compares them: a run of letters or digits (a CJK run is one word).
+_WORD = re.compile(r"\w+")
 # The smallest line among this many of the best candidates decides when the cap is full.
 _SMALLEST_AMONG = 50
 
@@ -203,6 +206,17 @@ class _Section:
             self.lines[seq] = line
         return line
 
+    def _repeats(self, seqs: Sequence[int], similar: Sequence[Sequence[int]]) -> bool:
+        """Whether the messages at `seqs` add no word (stopwords included) to those of one
+        item of `similar`, items already picked that embed almost alike: only then are
+        they a near-duplicate. Two statements that differ in one word embed alike, and
+        that word is often the point ("in the closet" / "in the garage")."""
+        words = self._words(seqs)
+        return any(words <= self._words(other) for other in similar)
+
+    def _words(self, seqs: Sequence[int]) -> set[str]:
+        return {w for s in seqs for w in _WORD.findall(self.messages[s].text.lower())}
+
     def fill(
         self,
         ranked: Sequence[Ranked],
@@ -219,6 +233,7 @@ class _Section:
         picked: list[tuple[Ranked, list[int]]] = []
         over_budget = over_tokens = duplicates = 0
         picked_vectors: list[np.ndarray] = []
+        picked_seqs: list[list[int]] = []
         line = self._line
         smallest = min((line(s)[2] for c in ranked[:_SMALLEST_AMONG] for s in item_seqs[c.seq]), default=1)
         # Estimate: every line and date line costs its tokens plus a newline. Lines are
@@ -246,13 +261,13 @@ class _Section:
                 continue
             vector = vectors.get(candidate.seq)
             if vector is not None:
-                if (
-                    picked_vectors
-                    and float(np.max(np.stack(picked_vectors) @ vector)) >= self.config.duplicate_similarity
-                ):
-                    duplicates += 1
-                    continue
+                if picked_vectors:
+                    close = np.stack(picked_vectors) @ vector >= self.config.duplicate_similarity
+                    if close.any() and self._repeats(seqs, [picked_seqs[i] for i in np.flatnonzero(close)]):
+                        duplicates += 1
+                        continue
                 picked_vectors.append(vector)
+                picked_seqs.append(seqs)
             remaining -= cost
             covered.update(seqs)
             used_labels.update(new_labels)
