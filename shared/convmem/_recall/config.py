@@ -9,10 +9,10 @@ from datetime import datetime, timezone, tzinfo
 from typing import Any, Literal
 
 from .._errors import ConfigError
-from .._models import Message, Role
+from .._models import Message, Role, TurnStatus
 from .._options import check_int, check_number
 
-__all__ = ["Fusion", "Granularity", "RecallConfig", "RecallFilters"]
+__all__ = ["Fusion", "Granularity", "RecallConfig", "RecallFilters", "indexed_text"]
 
 Granularity = Literal["message", "exchange", "both"]
 Fusion = Literal["weighted", "rrf"]
@@ -233,3 +233,17 @@ def _epoch(value: float | datetime) -> float:
             value = value.replace(tzinfo=timezone.utc)
         return value.timestamp()
     return float(value)
+
+
+def indexed_text(message: Message, config: RecallConfig) -> str | None:
+    """The stripped text recall indexes of `message`, or None when it indexes none: a role
+    outside `indexed_roles`, an empty text, a failed or cancelled turn. The one rule both
+    the in-process mirror and the rows a store keeps follow."""
+    text = message.text.strip()
+    if (
+        message.role.value not in config.indexed_roles
+        or not text
+        or message.status in (TurnStatus.FAILED, TurnStatus.CANCELLED)
+    ):
+        return None
+    return text

@@ -28,9 +28,9 @@ from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, Protocol
 
-from .._models import Message, Role, TurnStatus
+from .._models import Message, Role
 from .._salience import says_nothing
-from .config import RecallConfig
+from .config import RecallConfig, indexed_text
 from .passages import PART_BITS, passage_spans
 from .terms import tokenize
 
@@ -193,12 +193,8 @@ def derive(
         if after.seq == cursor.seq and cursor.seq and seq != cursor.seq + 1:
             raise IndexGap(f"session {session_id!r}: indexed through seq {after.seq}, next message {seq}")
         after.seq = seq
-        text = message.text.strip()
-        if (
-            message.role.value not in config.indexed_roles
-            or not text
-            or message.status in (TurnStatus.FAILED, TurnStatus.CANCELLED)
-        ):
+        text = indexed_text(message, config)
+        if text is None:
             continue
         if after.last_ts is None or message.timestamp - after.last_ts > config.episode_gap_seconds:
             after.episodes += 1
@@ -290,6 +286,20 @@ class IndexedHistory:
 
     number: int | None
     sessions: Mapping[str, IndexedSession]
+
+    @classmethod
+    def from_rows(cls, owner: str, rows: Sequence[Sequence[Any]]) -> IndexedHistory:
+        """From the rows of a history joined to its sessions, as both stores read them:
+        (number, session id, slot, generation, cursor), the session columns None for a
+        history without sessions."""
+        if not rows:
+            return cls(None, {})
+        sessions = {
+            row[1]: IndexedSession(row[1], owner, int(row[2]), row[3], row[4])
+            for row in rows
+            if row[1] is not None
+        }
+        return cls(int(rows[0][0]), sessions)
 
 
 UNIT_COLUMNS = (

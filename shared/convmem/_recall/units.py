@@ -18,7 +18,7 @@ from collections.abc import Callable, Mapping, Sequence
 import numpy as np
 
 from .._errors import ConfigError
-from .._models import Message, Role, TurnStatus
+from .._models import Message, Role
 from .._salience import says_nothing
 from .._stores.base import SessionStats, Store
 from .columns import (
@@ -26,7 +26,7 @@ from .columns import (
     exchange_unit_id,
     is_exchange_unit,
 )
-from .config import RecallConfig
+from .config import RecallConfig, indexed_text
 from .history_index import SlotView
 from .language import is_cjk_text
 from .lexical import (
@@ -201,12 +201,8 @@ class SessionMirror:
             if self.last_seq and seq > self.last_seq + 1:
                 self.needs_full_read = True  # messages we never saw: the next search reads them from the log
             self.last_seq = seq
-            text = message.text.strip()
-            if (
-                message.role.value not in config.indexed_roles
-                or not text
-                or message.status in (TurnStatus.FAILED, TurnStatus.CANCELLED)
-            ):
+            text = indexed_text(message, config)
+            if text is None:
                 continue
             grown[self._add_message(message, seq, text, config)] = None
 

@@ -58,14 +58,7 @@ class LexicalQueries(SchemaSql):
             f"LEFT JOIN {s}.recall_index_sessions AS r ON r.history = h.number WHERE h.owner = %s",
             (owner,),
         )
-        if not rows:
-            return IndexedHistory(None, {})
-        sessions = {
-            row[1]: IndexedSession(row[1], owner, int(row[2]), row[3], row[4])
-            for row in rows
-            if row[1] is not None
-        }
-        return IndexedHistory(int(rows[0][0]), sessions)
+        return IndexedHistory.from_rows(owner, rows)
 
     def history_session(self, session_id: str) -> _Operation[IndexedSession | None]:
         _check_id(session_id, "session_id")

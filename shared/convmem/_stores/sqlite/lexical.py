@@ -248,14 +248,7 @@ class SQLiteHistoryTables:
             "LEFT JOIN recall_index_sessions AS s ON s.history = h.number WHERE h.owner = ?",
             (owner,),
         )
-        if not rows:
-            return IndexedHistory(None, {})
-        sessions = {
-            row[1]: IndexedSession(row[1], owner, int(row[2]), row[3], row[4])
-            for row in rows
-            if row[1] is not None
-        }
-        return IndexedHistory(int(rows[0][0]), sessions)
+        return IndexedHistory.from_rows(owner, rows)
 
     def indexed_session(self, session_id: str) -> IndexedSession | None:
         rows = self._read(
