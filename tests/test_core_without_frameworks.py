@@ -153,6 +153,21 @@ def test_numpy_loads_with_recall_not_with_convmem() -> None:
     assert result.stdout.split() == ["False", "True"]
 
 
+def test_the_server_stores_load_when_named_not_with_convmem() -> None:
+    # A SQLite user must not pay for the PostgreSQL and Redis backends' modules.
+    result = run_python(
+        "import sys, convmem\n"
+        "backends = lambda: sorted({m.split('.')[2] for m in sys.modules if m.startswith('convmem._stores.')"
+        " and m.split('.')[2] in ('postgres', 'redis')})\n"
+        "print(backends())\n"
+        "convmem.PostgresStore, convmem.AsyncRedisStore\n"
+        "print(backends())\n"
+        "print('PostgresStore' in dir(convmem) and 'RedisStore' in convmem.__all__)"
+    )
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.splitlines() == ["[]", "['postgres', 'redis']", "True"]
+
+
 def test_the_fact_rules_compile_with_the_first_extractor_not_with_convmem() -> None:
     # Over a hundred patterns: compiling them was most of what `import convmem` cost.
     result = run_python(

@@ -39,9 +39,6 @@ from ._recall.config import RecallConfig
 from ._sessions import SessionRegistry
 from ._stores.base import AsyncStore, SessionStats, Store
 from ._stores.memory import InMemoryStore
-from ._stores.postgres.async_store import AsyncPostgresStore
-from ._stores.postgres.store import PostgresStore
-from ._stores.redis.store import AsyncRedisStore, RedisStore
 from ._stores.retention import (
     aexpire_idle,
     aforget_session,
@@ -59,10 +56,18 @@ if TYPE_CHECKING:
     from ._recall.index_scope import IndexScope
     from ._recall.render import RecalledItem, RecallResult
     from ._recall.vector_index import VectorIndex
+    from ._stores.postgres.async_store import AsyncPostgresStore
+    from ._stores.postgres.store import PostgresStore
+    from ._stores.redis.store import AsyncRedisStore, RedisStore
 
 # Recall and the embedders need numpy, which takes longer to import than the rest
-# of convmem together: they load when first named (or when a memory is made).
+# of convmem together: they load when first named (or when a memory is made). The
+# PostgreSQL and Redis stores load when first named, so a SQLite user never pays for them.
 _LAZY = {
+    "AsyncPostgresStore": "._stores.postgres.async_store",
+    "AsyncRedisStore": "._stores.redis.store",
+    "PostgresStore": "._stores.postgres.store",
+    "RedisStore": "._stores.redis.store",
     "Embedder": "._recall.embedder",
     "HashingEmbedder": "._recall.embedder",
     "IndexScope": "._recall.index_scope",
