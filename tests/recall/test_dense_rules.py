@@ -2,30 +2,19 @@
 
 from __future__ import annotations
 
-import dataclasses
-from collections.abc import Sequence
-
 import numpy as np
+from stored_messages import COUNTER, store_messages
 
-from convmem import InMemoryStore, Message, Recall, RecallConfig, Store, TiktokenCounter
+from convmem import InMemoryStore, Recall, RecallConfig
 from convmem._recall.embedder import BaseEmbedder
 from convmem._recall.rank import Evidence, rank
 
-COUNTER = TiktokenCounter()
 FILLER = [
     ("user", "Can you explain how compound interest works?"),
     ("assistant", "Compound interest adds the interest back to the principal each period."),
     ("user", "What is a good stretch for a stiff neck?"),
     ("assistant", "Try slow neck rolls and a chin tuck held for a few seconds."),
 ]
-
-
-def store_messages(store: Store, session_id: str, items: Sequence[tuple[str, str]]) -> list[Message]:
-    messages = []
-    for role, text in items:
-        message = Message.create(role, text)
-        messages.append(dataclasses.replace(message, token_count=COUNTER.count_message(message)))
-    return store.append(session_id, messages)
 
 
 class SubjectOnly(BaseEmbedder):

@@ -3,22 +3,20 @@ the user's own words first, and no memory for a request that needs none."""
 
 from __future__ import annotations
 
-import dataclasses
 import itertools
 import random
-from collections.abc import Sequence
 
 import numpy as np
 import pytest
+from stored_messages import COUNTER, store_messages
 
-from convmem import ConversationMemory, InMemoryStore, Message, Recall, RecallConfig, Store, TiktokenCounter
+from convmem import ConversationMemory, InMemoryStore, Recall, RecallConfig, Store
 from convmem._recall.embedder import BaseEmbedder
 from convmem._recall.intent import asks_about_user, refers_to_history
 from convmem._recall.language import has_cjk
 from convmem._recall.lexical import BM25Index, tokenize
 from convmem._recall.passages import LONG_MESSAGE_CHARS, PASSAGE_CHARS, excerpt_text, passage_spans
 
-COUNTER = TiktokenCounter()
 FILLER = [
     ("user", "Can you explain how compound interest works?"),
     ("assistant", "Compound interest adds the interest back to the principal each period."),
@@ -27,14 +25,6 @@ FILLER = [
     ("user", "How many ounces are in a cup?"),
     ("assistant", "There are eight fluid ounces in a US cup."),
 ]
-
-
-def store_messages(store: Store, session_id: str, items: Sequence[tuple[str, str]]) -> list[Message]:
-    messages = []
-    for role, text in items:
-        message = Message.create(role, text)
-        messages.append(dataclasses.replace(message, token_count=COUNTER.count_message(message)))
-    return store.append(session_id, messages)
 
 
 def user_history(store: Store, sessions: dict[str, list[tuple[str, str]]]) -> list[str]:

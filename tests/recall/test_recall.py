@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import dataclasses
 import logging
 import threading
 from collections.abc import Iterator, Sequence
@@ -13,6 +12,7 @@ from typing import Any
 
 import numpy as np
 import pytest
+from stored_messages import COUNTER, store_messages
 
 from convmem import (
     ConfigError,
@@ -25,14 +25,12 @@ from convmem import (
     SentenceTransformerEmbedder,
     SQLiteStore,
     Store,
-    TiktokenCounter,
 )
 from convmem._recall.engine import RecallFilters, RecallResult, choose_recall_share
 from convmem._recall.intent import asks_for_several
 
 pytest.importorskip("faiss")
 
-COUNTER = TiktokenCounter()
 DAY = 86400.0
 MAY_8_2023 = datetime(2023, 5, 8, 13, 56, tzinfo=timezone.utc).timestamp()
 
@@ -48,16 +46,6 @@ FILLER = [
     ("user", "Work has been busy with the quarterly report."),
     ("assistant", "Deadlines always pile up at the end of a quarter."),
 ]
-
-
-def store_messages(
-    store: Store, session_id: str, items: Sequence[tuple[str, str]], **fields: Any
-) -> list[Message]:
-    messages = []
-    for role, text in items:
-        message = Message.create(role, text, **fields)
-        messages.append(dataclasses.replace(message, token_count=COUNTER.count_message(message)))
-    return store.append(session_id, messages)
 
 
 def search(recall: Recall, store: Store, session_id: str, query: str, **kwargs: Any) -> RecallResult:

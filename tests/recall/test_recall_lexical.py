@@ -3,12 +3,11 @@
 from __future__ import annotations
 
 import asyncio
-import dataclasses
-from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 import pytest
+from stored_messages import COUNTER, store_messages
 
 from convmem import (
     ConfigError,
@@ -16,17 +15,13 @@ from convmem import (
     HashingEmbedder,
     InMemoryStore,
     MemoryConfig,
-    Message,
     Recall,
     RecallConfig,
     Store,
-    TiktokenCounter,
 )
 from convmem._recall.engine import RecallResult
 from convmem._recall.lexical import BM25TextIndex, LexicalIndex
 from convmem._recall.units import SessionMirror
-
-COUNTER = TiktokenCounter()
 
 CHATTER = [
     ("user", "How was your weekend?"),
@@ -44,14 +39,6 @@ SMALL_TALK = [
     ("user", "谢谢"),
     ("assistant", "不客气！"),
 ]
-
-
-def store_messages(store: Store, session_id: str, items: Sequence[tuple[str, str]]) -> list[Message]:
-    messages = []
-    for role, text in items:
-        message = Message.create(role, text)
-        messages.append(dataclasses.replace(message, token_count=COUNTER.count_message(message)))
-    return store.append(session_id, messages)
 
 
 def search(recall: Recall, store: Store, query: str, **kwargs: Any) -> RecallResult:
