@@ -137,6 +137,33 @@ def test_summary_and_facts_kept_while_appending_are_those_planned_from_the_log(
     assert stored_facts(kept, "s")[0] == len(said)  # flushed: every message was read for facts
 
 
+def test_async_appends_keep_the_same_summary_and_facts(make_store: Callable[[str], Store]) -> None:
+    said = conversation(30)
+    config = summary_config("tokens")
+    kept, planned = make_store("kept"), make_store("planned")
+    kept_summarizer, planned_summarizer = RecordingSummarizer(), RecordingSummarizer()
+
+    async def run() -> None:
+        memory = ConversationMemory("s", kept, config, summarizer=kept_summarizer)
+        for i, (role, text) in enumerate(said):
+            await memory.aadd(role, text, timestamp=1_700_000_000.0 + 60 * i)
+        await memory.aflush()
+
+    asyncio.run(run())
+    ingest(
+        planned,
+        said,
+        config,
+        planned_summarizer,
+        lambda i: ConversationMemory("s", planned, config, summarizer=planned_summarizer),
+    )
+    assert len(planned_summarizer.calls) >= 2
+    assert kept_summarizer.calls == planned_summarizer.calls
+    assert stored_summary(kept, "s") == stored_summary(planned, "s")
+    assert stored_facts(kept, "s")[1] == stored_facts(planned, "s")[1]
+    assert stored_facts(kept, "s")[0] == len(said)
+
+
 def test_another_writer_between_appends_is_read_from_the_log(make_store: Callable[[str], Store]) -> None:
     said = conversation(30)
     config = summary_config("tokens")
