@@ -22,6 +22,7 @@ from convmem import (
     Store,
 )
 from convmem._derived.records import FACTS_KEY, SUMMARY_KEY
+from convmem._stores.base import StateRecord
 
 _TOPICS = ("the garden", "a trip to Porto", "the new job", "my sister's wedding", "learning Rust")
 
@@ -299,3 +300,37 @@ def test_a_progress_that_is_neither_a_flag_nor_a_callable_is_refused_before_anyt
     with pytest.raises(ConfigError, match=r"progress must be True .* got 'yes'"):
         memory.add_messages(history(4), progress="yes")  # type: ignore[arg-type]
     assert memory.messages() == []
+
+
+class CountingStore(InMemoryStore):
+    """Counts the reads of records and of the log."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.reads = 0
+
+    def get_state(self, session_id: str, key: str) -> StateRecord | None:
+        self.reads += 1
+        return super().get_state(session_id, key)
+
+    def messages(
+        self, session_id: str, *, after_seq: int = 0, through_seq: int | None = None
+    ) -> list[Message]:
+        self.reads += 1
+        return super().messages(session_id, after_seq=after_seq, through_seq=through_seq)
+
+    def tail(self, session_id: str, limit: int, *, before_seq: int | None = None) -> list[Message]:
+        self.reads += 1
+        return super().tail(session_id, limit, before_seq=before_seq)
+
+
+def test_appends_after_the_first_read_neither_the_records_nor_the_log() -> None:
+    store = CountingStore()
+    memory = ConversationMemory("s", store, MemoryConfig(recall_earlier_turns=False))
+    memory.add_turn("Hello there.", "Hi!")
+    store.reads = 0
+    for i in range(20):
+        memory.add_turn(f"Tell me about the garden, part {i}.", f"Here is part {i} about the garden.")
+    assert store.reads == 0
+    memory.delete_messages([1])  # an edit: what the memory knew is read again
+    assert store.reads > 0
