@@ -334,3 +334,30 @@ def test_appends_after_the_first_read_neither_the_records_nor_the_log() -> None:
     assert store.reads == 0
     memory.delete_messages([1])  # an edit: what the memory knew is read again
     assert store.reads > 0
+
+
+@pytest.mark.parametrize("edit", ["delete", "replace"])
+def test_a_message_another_memory_edits_never_reaches_the_summary(tmp_path: Path, edit: str) -> None:
+    # The writer holds the messages it appended; another memory of the session deletes or
+    # redacts one before the summary covers it. The summary is made from the log, not the copy.
+    path = tmp_path / "edited.db"
+    config = MemoryConfig(budget=300)
+    writer = ConversationMemory("s", SQLiteStore(path), config)
+    for i in range(6):
+        writer.add_turn(f"Question {i} about tomatoes in pots.", f"Answer {i} about watering and light.")
+    secret = writer.add("user", "My locker code is 4471 and my secret password is zebra-crossing.")
+    writer.add("assistant", "Noted.")
+    assert secret.seq is not None
+    editor = ConversationMemory("s", SQLiteStore(path), config)
+    if edit == "delete":
+        editor.delete_messages([secret.seq])
+    else:
+        editor.replace_message(secret.seq, {"role": "user", "content": "[removed]"})
+    for i in range(30):
+        writer.add_turn(f"Another question {i} on compost.", f"Reply {i} on browns and greens.")
+    writer.flush()
+    stored = SQLiteStore(path).get_state("s", SUMMARY_KEY)
+    assert stored is not None
+    summary = json.loads(stored.value)
+    assert summary["covers_through_seq"] > secret.seq, "the summary never covered the edited message"
+    assert "4471" not in stored.value and "zebra" not in stored.value

@@ -350,6 +350,7 @@ class DerivedState(SessionFacts):
         """The summary job due now, if any. From `known` nothing is read back that this
         process read or appended: the same reads are answered from what it holds, so
         the job is the one a plan from the store would make."""
+        held = known is not None
         if known is None:
             record = self.store.get_state(self.session_id, SUMMARY_KEY)
             known = _KnownSummary(
@@ -386,6 +387,11 @@ class DerivedState(SessionFacts):
         self._known_summary = known
         if not evicted or not (force or self._due(evicted)):
             return None
+        if held and self.store.messages(self.session_id, after_seq=covered, through_seq=start - 1) != evicted:
+            # Another memory deleted or replaced a message since this process read it: what
+            # is summarised is read from the log, never from a copy that outlived an edit.
+            self._known_summary = None
+            return self._plan_summary(force)
         return _SummaryJob(
             previous=previous,
             version=known.version,
