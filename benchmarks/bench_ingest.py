@@ -15,6 +15,14 @@ import left them) and one ``encode()`` of the message lines alone; and each way
 again without a model (what the rest of ingest costs). Each row says how many
 embedder calls were made and how many texts they embedded.
 
+With ``--no-model`` it measures ingest without a model instead, on the stores of
+``--stores`` (SQLite by default; PostgreSQL and Redis given CONVMEM_POSTGRES_URL /
+CONVMEM_REDIS_URL): the first ``--histories`` LongMemEval histories, each stored
+one ``add`` per message and one ``add_messages`` per session (``flush()`` after
+each session, as `bench_returning_user.py` does), against a pure-Python BM25's
+indexing of the same turns in the same run. The tokenizer's one-off load is
+made before timing and reported apart.
+
 Timings on a shared 2-core machine move with its load: compare the ratios of
 one run, not figures of different runs.
 
@@ -22,6 +30,7 @@ Usage::
 
     python benchmarks/bench_ingest.py                  # the first LoCoMo conversation and LongMemEval history
     python benchmarks/bench_ingest.py --ways background,bulk --repeat 3   # best of three
+    python benchmarks/bench_ingest.py --no-model --histories 4 --stores sqlite,postgres,redis
 """
 
 from __future__ import annotations
@@ -182,6 +191,88 @@ def measure(
         )
 
 
+def ingest_history(question: Any, spec: dict[str, str], way: str) -> tuple[float, float]:
+    """Store one LongMemEval history `way` (``add`` or ``bulk``) with no model; ms per turn,
+    wall clock and CPU."""
+    from bench_returning_user import open_store
+
+    store = open_store(spec)
+    started, cpu = time.perf_counter(), time.process_time()
+    for session in question.sessions:
+        memory = ConversationMemory(session.session_id, store, user_id=question.question_id)
+        if way == "bulk":
+            memory.add_messages(
+                [
+                    {
+                        "role": turn.role,
+                        "content": turn.text,
+                        "timestamp": _longmemeval.turn_timestamp(session, i),
+                    }
+                    for i, turn in enumerate(session.turns)
+                ]
+            )
+        else:
+            for i, turn in enumerate(session.turns):
+                memory.add(turn.role, turn.text, timestamp=_longmemeval.turn_timestamp(session, i))
+        memory.flush()
+        memory.close()
+    elapsed, cpu = (time.perf_counter() - started) * 1000, (time.process_time() - cpu) * 1000
+    store.close()
+    return elapsed / question.turn_count, cpu / question.turn_count
+
+
+def measure_without_model(histories: int, kinds: Sequence[str]) -> None:
+    """Ingest with no model, per turn, each way and store beside BM25's indexing (see the docstring)."""
+    import tempfile
+    from pathlib import Path
+
+    from bench_returning_user import drop, store_spec
+
+    from convmem._tokens import default_counter
+
+    started = time.perf_counter()
+    default_counter().count_text("load the tokenizer")
+    print(f"tokenizer's one-off load (not in the figures): {(time.perf_counter() - started) * 1000:.0f} ms")
+    questions = _longmemeval.pick(_longmemeval.load_questions(_longmemeval.default_data_path()), histories)
+    rows: dict[tuple[str, str], list[tuple[float, float]]] = {}
+    bm25: list[tuple[float, float]] = []
+    with tempfile.TemporaryDirectory(prefix="ingest-") as tmp:
+        for question in questions:
+            texts = [t.text for s in question.sessions for t in s.turns]
+            t, cpu = time.perf_counter(), time.process_time()
+            _longmemeval.PlainBM25(texts)
+            bm25.append(
+                (
+                    (time.perf_counter() - t) * 1000 / question.turn_count,
+                    (time.process_time() - cpu) * 1000 / question.turn_count,
+                )
+            )
+            for kind in kinds:
+                for way in ("add", "bulk"):
+                    spec = store_spec(kind, Path(tmp), f"{question.question_id}-{way}")
+                    try:
+                        rows.setdefault((kind, way), []).append(ingest_history(question, spec, way))
+                    finally:
+                        drop(spec)
+            print(f"  {question.question_id}: {question.turn_count} turns", flush=True)
+
+    def mean(values: list[tuple[float, float]]) -> tuple[float, float]:
+        return sum(v[0] for v in values) / len(values), sum(v[1] for v in values) / len(values)
+
+    wall, cpu = mean(bm25)
+    turns = sum(q.turn_count for q in questions) / len(questions)
+    print(f"\ningest with no model, {len(questions)} LongMemEval histories of {turns:.0f} turns on average")
+    print(f"{'store':<10} {'way':<30} {'ms/turn':>8} {'x BM25':>7} {'CPU ms/turn':>12} {'x BM25':>7}")
+    print(f"{'':<10} {'BM25 indexing (pure Python)':<30} {wall:>8.3f} {1:>6.1f}x {cpu:>12.3f} {1:>6.1f}x")
+    labels = {"add": "add() per message", "bulk": "add_messages() per session"}
+    for (kind, way), values in rows.items():
+        ours, ours_cpu = mean(values)
+        print(
+            f"{kind:<10} {labels[way]:<30} {ours:>8.3f} {ours / wall:>6.1f}x {ours_cpu:>12.3f} "
+            f"{ours_cpu / cpu:>6.1f}x"
+        )
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n")[0])
     parser.add_argument("--locomo", type=int, default=0, help="LoCoMo conversation to ingest (index)")
@@ -189,7 +280,20 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--skip-longmemeval", action="store_true")
     parser.add_argument("--ways", default=",".join(WAYS), help=f"comma-separated, of {', '.join(WAYS)}")
     parser.add_argument("--repeat", type=int, default=1, help="runs of each; the best is printed")
+    parser.add_argument(
+        "--no-model", action="store_true", help="ingest without a model against BM25 (see above)"
+    )
+    parser.add_argument("--histories", type=int, default=4, help="LongMemEval histories, with --no-model")
+    parser.add_argument(
+        "--stores", default="sqlite", help="with --no-model: comma-separated, of sqlite, postgres, redis"
+    )
     args = parser.parse_args(argv)
+    if args.no_model:
+        kinds = [kind.strip() for kind in args.stores.split(",") if kind.strip()]
+        if not kinds or set(kinds) - {"sqlite", "postgres", "redis"}:
+            parser.error(f"--stores takes some of sqlite, postgres, redis, got {args.stores!r}")
+        measure_without_model(args.histories, kinds)
+        return 0
     ways = [way for way in args.ways.split(",") if way]
     unknown = set(ways) - set(WAYS)
     if unknown:

@@ -20,6 +20,7 @@ from ._context.report import BuiltContext, SectionReport
 from ._derived.background import set_background_workers
 from ._derived.facts import Fact, FactExtractor
 from ._derived.llm import LLMFactExtractor, LLMSummarizer
+from ._derived.progress import ImportProgress
 from ._derived.records import Summary
 from ._derived.rule_extractor import RuleFactExtractor
 from ._derived.summarizer import ExtractiveSummarizer, Summarizer
@@ -109,6 +110,7 @@ __all__ = [
     "Fact",
     "FactExtractor",
     "HashingEmbedder",
+    "ImportProgress",
     "InMemoryStore",
     "IndexScope",
     "InvalidMessageError",

@@ -25,6 +25,7 @@ from ._context.recent import recent_turns
 from ._context.report import BuiltContext
 from ._context.transcript import render_transcript
 from ._derived.facts import Fact, FactBook
+from ._derived.progress import ProgressCallback, ProgressReporter, progress_reporter
 from ._derived.records import Summary
 from ._derived.state import DerivedState
 from ._derived.user_scope import UserFacts
@@ -211,18 +212,30 @@ class SessionOperations:
         tokens = self.counter.count_message(chat_api_message(message))
         return dataclasses.replace(message, seq=None, token_count=tokens)
 
-    def add_messages(self, messages: Iterable[Message | Mapping[str, Any]]) -> Flow[object, list[Message]]:
-        """Append messages atomically, then bring derived state up to date."""
+    def add_messages(
+        self, messages: Iterable[Message | Mapping[str, Any]], progress: bool | ProgressCallback | None = None
+    ) -> Flow[object, list[Message]]:
+        """Append messages atomically, then bring derived state up to date (once for the batch)."""
         if isinstance(messages, (str, bytes, Mapping, Message)):
             raise InvalidMessageError("add_messages takes a list of messages; use add() for one")
+        items = list(messages)
+        reporter = progress_reporter(progress, self.session_id, len(items))
         # Checking and counting a huge message is slow: it is done with the write.
-        stored: list[Message] = yield Blocking(functools.partial(self._append, list(messages)))
+        stored: list[Message] = yield Blocking(functools.partial(self._append, items, reporter))
         if stored:
-            yield DerivedStep("after_append")
+            yield DerivedStep("after_append", (stored,), {"progress": reporter})
+        if reporter is not None:
+            reporter.stage("done")
         return stored
 
-    def _append(self, messages: list[Message | Mapping[str, Any]]) -> list[Message]:
-        prepared = [self.prepare(m) for m in messages]
+    def _append(
+        self, messages: list[Message | Mapping[str, Any]], reporter: ProgressReporter | None = None
+    ) -> list[Message]:
+        prepared = []
+        for message in messages:
+            prepared.append(self.prepare(message))
+            if reporter is not None:
+                reporter.step("counting", len(prepared))
         if not prepared:
             return []
         self._check_replies(prepared)
@@ -230,6 +243,8 @@ class SessionOperations:
         stored = self.store.append(self.session_id, prepared, user_id=self.user_id)
         # The store refuses another user's session, so this user owns it now.
         self.owner_seen = self.user_id is not None
+        if reporter is not None:
+            reporter.stage("storing")
         return stored
 
     def _check_tool_results(self, messages: Sequence[Message]) -> None:

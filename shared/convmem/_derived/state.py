@@ -16,19 +16,23 @@ import asyncio
 import dataclasses
 import functools
 import logging
+import threading
 import time
 from collections.abc import Awaitable, Callable, Sequence
-from typing import TYPE_CHECKING, TypeVar
+from typing import TYPE_CHECKING, TypeVar, cast
 
 from .._config import MemoryConfig
 from .._context.recent import window_start
 from .._errors import ModelTimeoutError, StoreError
 from .._models import Message, Role
-from .._stores.base import StateRecord, Store
+from .._stores.base import Store
 from .._tokens import TokenCounter
 from .background import Backoff, Identity, model_calls, shared_pool
-from .facts import Fact, FactBook, FactExtractor
-from .records import FACTS_KEY, INDEX_KEY, SUMMARY_KEY, FactsRecord, Summary, forget_fact_of
+from .fact_state import KnownFacts, SessionFacts
+from .facts import FactBook, FactExtractor
+from .newest import NewestMessages
+from .progress import ProgressReporter
+from .records import FACTS_KEY, INDEX_KEY, SUMMARY_KEY, Summary
 from .rule_extractor import RuleFactExtractor
 from .summarizer import ExtractiveSummarizer, Summarizer
 
@@ -47,25 +51,29 @@ _T = TypeVar("_T")
 
 
 @dataclasses.dataclass(frozen=True)
-class _FactEdit:
-    """Facts with those of deleted or replaced messages dropped, and replacements to read."""
-
-    book: FactBook
-    covers_through_seq: int
-    version: int
-    replaced: tuple[Message, ...]
-
-
-@dataclasses.dataclass(frozen=True)
 class _SummaryJob:
     previous: Summary
     version: int
     messages: tuple[Message, ...]
     through_seq: int
     max_tokens: int
+    newest: NewestMessages
 
 
-class DerivedState:
+# Appended messages kept for a job that has not run yet; past this the job reads the log.
+_MAX_FRESH = 4096
+
+
+@dataclasses.dataclass(frozen=True)
+class _KnownSummary:
+    """The summary record as this process last read or wrote it, and the newest messages."""
+
+    version: int
+    summary: Summary
+    newest: NewestMessages
+
+
+class DerivedState(SessionFacts):
     """Summary, facts and vector index of one session, updated after each append.
 
     The summary covers what left the recent window (the last
@@ -99,6 +107,12 @@ class DerivedState:
         self._rerun: set[str] = set()
         # The stored facts record, its book's JSON and the book parsed from it.
         self._facts_cache: tuple[str, str, FactBook] | None = None
+        # What this process appended and a job of each kind has not seen yet: the job
+        # continues from what it knows instead of reading back what was just written.
+        self._fresh: dict[str, list[Message]] = {}
+        self._fresh_lock = threading.Lock()
+        self._known_facts: KnownFacts | None = None
+        self._known_summary: _KnownSummary | None = None
 
     # -- triggering ---------------------------------------------------------------
 
@@ -113,8 +127,39 @@ class DerivedState:
             jobs.append((INDEX_KEY, self.update_index, self.aupdate_index))
         return jobs
 
-    def after_append(self) -> None:
-        """Bring derived state up to date: inline, or queued when ``config.background``."""
+    def _note_fresh(self, appended: Sequence[Message]) -> None:
+        """Keep `appended` (just stored by this process) for the next job of each kind."""
+        with self._fresh_lock:
+            for key, _, _ in self._jobs():
+                if key == INDEX_KEY:
+                    continue  # recall follows the log by its own watermark
+                fresh = self._fresh.setdefault(key, [])
+                if not appended or len(fresh) + len(appended) > _MAX_FRESH:
+                    # An edit, or too much queued: the job reads the log instead.
+                    self._fresh[key] = []
+                    self._forget_known(key)
+                else:
+                    fresh.extend(appended)
+
+    def _take_fresh(self, key: str) -> list[Message]:
+        with self._fresh_lock:
+            return self._fresh.pop(key, [])
+
+    def _forget_known(self, key: str) -> None:
+        """Drop what this process knows of `key`'s record: its next job reads the store."""
+        if key == FACTS_KEY:
+            self._known_facts = None
+        elif key == SUMMARY_KEY:
+            self._known_summary = None
+
+    def after_append(
+        self, appended: Sequence[Message] = (), progress: ProgressReporter | None = None
+    ) -> None:
+        """Bring derived state up to date: inline, or queued when ``config.background``.
+
+        `appended` are the messages the append stored; without them (after an edit) each
+        job reads the store. `progress` hears of each job run inline as it ends."""
+        self._note_fresh(appended)
         for key, job, _ in self._jobs():
             if not self.backoff.ready(key):
                 continue
@@ -122,6 +167,8 @@ class DerivedState:
                 self._submit(key, job)
             else:
                 self._run_inline(key, job)
+                if progress is not None:
+                    progress.stage(key)
 
     def _submit(self, kind: str, job: Callable[[], object]) -> None:
         """Queue `job` on the process's worker pool, keyed by what it updates."""
@@ -155,13 +202,18 @@ class DerivedState:
         else:
             self.backoff.record(key, True)
 
-    async def aafter_append(self) -> None:
+    async def aafter_append(
+        self, appended: Sequence[Message] = (), progress: ProgressReporter | None = None
+    ) -> None:
         """Async `after_append`: model calls are awaited, in tasks when ``config.background``."""
+        self._note_fresh(appended)
         for key, _, job in self._jobs():
             if not self.backoff.ready(key):
                 continue
             if not self.config.background:
                 await self._arun(key, job)
+                if progress is not None:
+                    progress.stage(key)
             elif key in self._running:
                 # One task per key: the running one goes round again when it ends,
                 # so concurrent tasks never race each other for the same record.
@@ -200,6 +252,7 @@ class DerivedState:
         The keyword index rows the appends left for later are written too.
         """
         done = shared_pool().flush(self, timeout)
+        self.save_facts_watermark()
         self.write_index()
         return done
 
@@ -209,6 +262,7 @@ class DerivedState:
             if not_done:
                 return False
         done = await asyncio.to_thread(shared_pool().flush, self, timeout)
+        await asyncio.to_thread(self.save_facts_watermark)
         await self.awrite_index()
         return done
 
@@ -222,6 +276,7 @@ class DerivedState:
         pool = shared_pool()
         if not pool.flush(self, timeout):
             pool.cancel(self)
+        self.save_facts_watermark()
         self.write_index()
 
     # -- model calls --------------------------------------------------------------
@@ -273,36 +328,77 @@ class DerivedState:
         room = int(self.config.summary_share * (self.config.budget - prompt)) - _SUMMARY_SLACK_TOKENS
         return max(16, room)
 
+    def _threshold_tokens(self) -> float:
+        return self.config.summary_threshold * self.config.summary_share * self.config.budget
+
     def _due(self, messages: Sequence[Message]) -> bool:
         if self.config.summary_trigger == "turns":
             return sum(m.role is Role.USER for m in messages) >= self.config.summary_every_turns
         if self.config.summary_trigger == "tokens":
-            threshold = self.config.summary_threshold * self.config.summary_share * self.config.budget
-            return sum(m.token_count or 0 for m in messages) > threshold
+            return sum(m.token_count or 0 for m in messages) > self._threshold_tokens()
         return False
 
-    def _plan_summary(self, force: bool) -> _SummaryJob | None:
-        record = self.store.get_state(self.session_id, SUMMARY_KEY)
-        previous = Summary.from_record(record, self.session_id)
+    def _known_log(self, fresh: Sequence[Message]) -> _KnownSummary | None:
+        """The summary and newest messages as this process knows them, with `fresh` added;
+        None when they must be read (nothing known, or another writer appended meanwhile)."""
+        known, self._known_summary = self._known_summary, None
+        if known is None or not known.newest.extend(fresh):
+            return None
+        return known
+
+    def _plan_summary(self, force: bool, known: _KnownSummary | None = None) -> _SummaryJob | None:
+        """The summary job due now, if any. From `known` nothing is read back that this
+        process read or appended: the same reads are answered from what it holds, so
+        the job is the one a plan from the store would make."""
+        held = known is not None
+        if known is None:
+            record = self.store.get_state(self.session_id, SUMMARY_KEY)
+            known = _KnownSummary(
+                record.version if record else 0,
+                Summary.from_record(record, self.session_id),
+                NewestMessages(self.store, self.session_id),
+            )
+        previous, newest = known.summary, known.newest
+        covered = previous.covers_through_seq
+        unsummarized = newest.after(covered)
+        if (
+            not force
+            and unsummarized is not None
+            and self.config.summary_trigger == "tokens"
+            and sum(m.token_count or 0 for m in unsummarized) <= self._threshold_tokens()
+        ):
+            # Too few tokens past the watermark for the summary to be due, whatever the window.
+            self._known_summary = known
+            return None
         start = window_start(
-            self.store,
+            cast(Store, newest),
             self.session_id,
             self.config.keep_recent_turns,
             window_tokens=self.config.eviction_window_tokens,
         )
-        if start is None or start - 1 <= previous.covers_through_seq:
+        if start is None or start - 1 <= covered:
+            self._known_summary = known
             return None
-        evicted = self.store.messages(
-            self.session_id, after_seq=previous.covers_through_seq, through_seq=start - 1
-        )
+        evicted = newest.after(covered)
+        if evicted is None:
+            evicted = self.store.messages(self.session_id, after_seq=covered)
+            newest.hold_after(covered, evicted)
+        evicted = [m for m in evicted if (m.seq or 0) < start]
+        self._known_summary = known
         if not evicted or not (force or self._due(evicted)):
             return None
+        if held and self.store.messages(self.session_id, after_seq=covered, through_seq=start - 1) != evicted:
+            # Another memory deleted or replaced a message since this process read it: what
+            # is summarised is read from the log, never from a copy that outlived an edit.
+            self._known_summary = None
+            return self._plan_summary(force)
         return _SummaryJob(
             previous=previous,
-            version=record.version if record else 0,
+            version=known.version,
             messages=tuple(evicted),
             through_seq=start - 1,
             max_tokens=self.summary_max_tokens(),
+            newest=newest,
         )
 
     def _commit_summary(self, job: _SummaryJob, text: str) -> bool:
@@ -317,123 +413,66 @@ class DerivedState:
         )
         if written is None:
             logger.debug("summary of %r was updated by another writer; result discarded", self.session_id)
+            self._known_summary = None
+        else:
+            job.newest.trim(job.through_seq)
+            self._known_summary = _KnownSummary(written.version, summary, job.newest)
         return written is not None
 
     def update_summary(self, *, force: bool = False) -> bool:
         """Fold evicted, unsummarized turns into the summary when the trigger says so.
 
         A commit that lost the race to another writer is planned again from the
-        summary that writer stored (up to three times).
+        summary that writer stored (up to three times). While the messages this process
+        appended since it last read the log continue what it read, the plan reads nothing
+        back (see `_plan_summary`).
         """
-        for _ in range(3):
-            job = self._plan_summary(force)
-            if job is None:
-                return False
-            text = self._model(
-                SUMMARY_KEY,
-                functools.partial(
-                    self.summarizer.summarize,
-                    job.previous.text or None,
-                    job.messages,
-                    max_tokens=job.max_tokens,
-                ),
-            )
-            if self._commit_summary(job, text):
-                return True
-        return False
+        known = self._known_log(self._take_fresh(SUMMARY_KEY))
+        try:
+            for _ in range(3):
+                job = self._plan_summary(force, known)
+                known = None
+                if job is None:
+                    return False
+                text = self._model(
+                    SUMMARY_KEY,
+                    functools.partial(
+                        self.summarizer.summarize,
+                        job.previous.text or None,
+                        job.messages,
+                        max_tokens=job.max_tokens,
+                    ),
+                )
+                if self._commit_summary(job, text):
+                    return True
+            return False
+        except BaseException:
+            self._known_summary = None
+            raise
 
     async def aupdate_summary(self, *, force: bool = False) -> bool:
-        for _ in range(3):
-            job = await asyncio.to_thread(self._plan_summary, force)
-            if job is None:
-                return False
-            text = await self._amodel(
-                SUMMARY_KEY,
-                functools.partial(
-                    self.summarizer.asummarize,
-                    job.previous.text or None,
-                    job.messages,
-                    max_tokens=job.max_tokens,
-                ),
-            )
-            if await asyncio.to_thread(self._commit_summary, job, text):
-                return True
-        return False
-
-    # -- facts --------------------------------------------------------------------
-
-    def facts_book(self) -> FactBook:
-        """The stored facts; parsed once per stored version (treat the result as read-only)."""
-        return self.facts_book_of(self.store.get_state(self.session_id, FACTS_KEY))
-
-    def facts_book_of(self, record: StateRecord | None) -> FactBook:
-        """The fact book in this session's facts `record`, just read (see `facts_book`)."""
-        if record is None:
-            return FactBook()
-        cached = self._facts_cache
-        if cached is not None and cached[0] == record.value:
-            return cached[2]
-        # Every write moves the record's covers_through_seq, but the facts themselves
-        # seldom change: parse the book again only when its own JSON did.
-        book_json, _ = FactsRecord.fields(record, self.session_id)
-        if cached is not None and cached[1] == book_json:
-            book = cached[2]
-        else:
-            book = FactsRecord.parse_book(book_json, self.session_id)
-        self._facts_cache = (record.value, book_json, book)
-        return book
-
-    def _plan_facts(self) -> tuple[FactsRecord, int, list[Message]] | None:
-        record = self.store.get_state(self.session_id, FACTS_KEY)
-        state = FactsRecord.from_record(record, self.session_id)
-        new = self.store.messages(self.session_id, after_seq=state.covers_through_seq)
-        if not new:
-            return None
-        return state, record.version if record else 0, new
-
-    def _commit_facts(self, state: FactsRecord, version: int, new: list[Message], facts: list[Fact]) -> bool:
-        book = FactBook.from_json(state.book.to_json())
-        book.apply(facts)
-        updated = FactsRecord(book, new[-1].seq or state.covers_through_seq)
-        written = self.store.put_state(
-            self.session_id,
-            FACTS_KEY,
-            updated.to_json(),
-            expected_version=version,
-            requires_seq=updated.covers_through_seq,
-        )
-        return written is not None
-
-    def update_facts(self) -> bool:
-        """Extract facts from messages not seen yet; a lost race is retried with fresh state."""
-        if self.fact_extractor is None:
+        known = self._known_log(self._take_fresh(SUMMARY_KEY))
+        try:
+            for _ in range(3):
+                job = await asyncio.to_thread(self._plan_summary, force, known)
+                known = None
+                if job is None:
+                    return False
+                text = await self._amodel(
+                    SUMMARY_KEY,
+                    functools.partial(
+                        self.summarizer.asummarize,
+                        job.previous.text or None,
+                        job.messages,
+                        max_tokens=job.max_tokens,
+                    ),
+                )
+                if await asyncio.to_thread(self._commit_summary, job, text):
+                    return True
             return False
-        for _ in range(3):
-            plan = self._plan_facts()
-            if plan is None:
-                return False
-            state, version, new = plan
-            facts = self._model(FACTS_KEY, functools.partial(self.fact_extractor.extract, new))
-            if self._commit_facts(state, version, new, facts):
-                return True
-        return False
-
-    async def aupdate_facts(self) -> bool:
-        if self.fact_extractor is None:
-            return False
-        for _ in range(3):
-            plan = await asyncio.to_thread(self._plan_facts)
-            if plan is None:
-                return False
-            state, version, new = plan
-            facts = await self._amodel(FACTS_KEY, functools.partial(self.fact_extractor.aextract, new))
-            if await asyncio.to_thread(self._commit_facts, state, version, new, facts):
-                return True
-        return False
-
-    def forget_fact(self, key: str) -> bool:
-        """Remove the fact `key` (and its history); False if there was no such fact."""
-        return forget_fact_of(self.store, self.session_id, key)
+        except BaseException:
+            self._known_summary = None
+            raise
 
     # -- deleted and rewritten messages -------------------------------------------
 
@@ -446,6 +485,8 @@ class DerivedState:
         log's new generation by itself. Each write is a compare-and-set, so a summary or
         facts job that read the old log loses its commit instead of writing it back.
         """
+        self._forget_known(FACTS_KEY)
+        self._forget_known(SUMMARY_KEY)
         self._reset_summary(seqs)
         if self.fact_extractor is not None:
             extractor = self.fact_extractor
@@ -469,6 +510,8 @@ class DerivedState:
 
     async def aafter_edit(self, seqs: Sequence[int], replaced: Sequence[Message] = ()) -> None:
         """Async `after_edit`: the extractor is awaited."""
+        self._forget_known(FACTS_KEY)
+        self._forget_known(SUMMARY_KEY)
         await asyncio.to_thread(self._reset_summary, seqs)
         if self.fact_extractor is not None:
             for _ in range(5):
@@ -485,15 +528,6 @@ class DerivedState:
             else:
                 raise self._too_many_writers("facts")
         await self.aafter_append()
-
-    def _reread_later(self, plan: _FactEdit, exc: ModelTimeoutError) -> _FactEdit:
-        """The edit's commit when the replacements' facts could not be read now: the facts of
-        the edited messages still go, and the watermark moves back before the first
-        replacement, so the next fact update reads it (and what follows) again."""
-        logger.warning("%s; the facts of session %r are read again from the edit on", exc, self.session_id)
-        first = min(m.seq or 0 for m in plan.replaced)
-        covers = min(plan.covers_through_seq, max(0, first - 1))
-        return dataclasses.replace(plan, covers_through_seq=covers, replaced=())
 
     def _too_many_writers(self, what: str) -> StoreError:
         return StoreError(
@@ -518,30 +552,6 @@ class DerivedState:
             ):
                 return
         raise self._too_many_writers("summary")
-
-    def _plan_fact_edit(self, seqs: Sequence[int], replaced: Sequence[Message]) -> _FactEdit | None:
-        record = self.store.get_state(self.session_id, FACTS_KEY)
-        if record is None:
-            return None
-        state = FactsRecord.from_record(record, self.session_id)
-        book = FactBook.from_json(state.book.to_json())
-        dropped = book.drop_seqs(seqs)
-        # A replacement the watermark passed is never read again by update_facts: read it here.
-        again = tuple(m for m in replaced if (m.seq or 0) <= state.covers_through_seq)
-        if not dropped and not again:
-            return None
-        return _FactEdit(book, state.covers_through_seq, record.version, again)
-
-    def _commit_fact_edit(self, plan: _FactEdit, facts: list[Fact]) -> bool:
-        plan.book.apply(facts)
-        written = self.store.put_state(
-            self.session_id,
-            FACTS_KEY,
-            FactsRecord(plan.book, plan.covers_through_seq).to_json(),
-            expected_version=plan.version,
-            requires_seq=0,
-        )
-        return written is not None
 
     # -- vectors ------------------------------------------------------------------
 

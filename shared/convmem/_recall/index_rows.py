@@ -23,6 +23,7 @@ Nothing here imports numpy: stores use it to write.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import json
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
@@ -65,10 +66,16 @@ def owner_key(user_id: str | None, session_id: str) -> str:
     return f"user:{user_id}" if user_id is not None else f"session:{session_id}"
 
 
+@functools.cache
+def _defaults() -> RecallConfig:
+    return RecallConfig()
+
+
 def default_rules(config: RecallConfig) -> bool:
     """Whether `config` indexes a log as the rows a store keeps were derived (the roles
     and the episode gap are part of the rows; a config that changes them gets a mirror)."""
-    defaults = RecallConfig()
+    # Asked on every append: the defaults are built (and checked) once.
+    defaults = _defaults()
     return (
         config.indexed_roles == defaults.indexed_roles
         and config.episode_gap_seconds == defaults.episode_gap_seconds

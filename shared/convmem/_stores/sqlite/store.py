@@ -179,13 +179,6 @@ class SQLiteStore(Store, ReadsStates, ListsUserSessions, PagesSessions, HostsHis
             (session_id, now, now),
         )
 
-    @staticmethod
-    def _check_owner(conn: sqlite3.Connection, session_id: str, user_id: str | None) -> None:
-        if user_id is None:
-            return
-        row = conn.execute("SELECT user_id FROM sessions WHERE session_id = ?", (session_id,)).fetchone()
-        check_owner(session_id, row[0] if row else None, user_id)
-
     def _read(self, sql: str, params: Sequence[Any]) -> list[tuple[Any, ...]]:
         return self._pool.read(sql, params)
 
@@ -209,33 +202,29 @@ class SQLiteStore(Store, ReadsStates, ListsUserSessions, PagesSessions, HostsHis
     ) -> list[Message]:
         messages = validate_messages(messages)
         now = time.time()
+        tokens = sum(m.token_count or 0 for m in messages)
         try:
             with self._pool.transaction() as conn:
-                self._check_owner(conn, session_id, user_id)
-                conn.execute(
-                    "INSERT INTO sessions(session_id, user_id, created_at, updated_at) VALUES (?, ?, ?, ?) "
+                # One statement claims the seqs, moves the totals and reads the owner: the
+                # owner check after it rolls the whole write back, so nothing is half done.
+                owner, last_seq = conn.execute(
+                    "INSERT INTO sessions(session_id, user_id, created_at, updated_at, last_seq, "
+                    "message_count, total_tokens) VALUES (?, ?, ?, ?, ?, ?, ?) "
                     "ON CONFLICT(session_id) DO UPDATE SET "
-                    "user_id = COALESCE(sessions.user_id, excluded.user_id)",
-                    (session_id, user_id, now, now),
-                )
-                last_seq = conn.execute(
-                    "SELECT last_seq FROM sessions WHERE session_id = ?", (session_id,)
-                ).fetchone()[0]
-                stored = [dataclasses.replace(m, seq=last_seq + i + 1) for i, m in enumerate(messages)]
+                    "user_id = COALESCE(sessions.user_id, excluded.user_id), "
+                    "last_seq = sessions.last_seq + excluded.last_seq, "
+                    "message_count = sessions.message_count + excluded.message_count, "
+                    "total_tokens = sessions.total_tokens + excluded.total_tokens, "
+                    "updated_at = excluded.updated_at "
+                    "RETURNING user_id, last_seq",
+                    (session_id, user_id, now, now, len(messages), len(messages), tokens),
+                ).fetchone()
+                check_owner(session_id, owner, user_id)
+                first = last_seq - len(messages)
+                stored = [dataclasses.replace(m, seq=first + i + 1) for i, m in enumerate(messages)]
                 conn.executemany(
                     f"INSERT INTO messages(session_id, {_COLUMNS}) VALUES ({_PLACEHOLDERS})",
                     [(session_id, *message_to_record(m).values()) for m in stored],
-                )
-                conn.execute(
-                    "UPDATE sessions SET last_seq = ?, message_count = message_count + ?, "
-                    "total_tokens = total_tokens + ?, updated_at = ? WHERE session_id = ?",
-                    (
-                        last_seq + len(stored),
-                        len(stored),
-                        sum(m.token_count or 0 for m in stored),
-                        now,
-                        session_id,
-                    ),
                 )
         except sqlite3.Error as exc:
             raise StoreError(f"append to session {session_id!r} in {self.path} failed: {exc}") from exc
