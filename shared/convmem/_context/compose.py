@@ -276,6 +276,8 @@ class ContextComposer:
         a write racing the read makes the next build read again, never serves an
         older log. A store that reports no activity time is read every time.
         """
+        if not stats.last_seq:
+            return []  # nothing was ever appended (a new chat): no read
         key = (stats.generation, stats.last_seq, stats.message_count, stats.updated_at, cap, max_tokens)
         cached = self._last_window
         if cached is not None and cached[0] == key and stats.updated_at is not None:
