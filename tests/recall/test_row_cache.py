@@ -70,16 +70,43 @@ def test_rows_kept_under_one_version_of_the_history_are_not_served_under_another
     assert len(tables.unit_reads) == 2
 
 
+def _kept_rows(cache: RowCache) -> int:
+    return sum(kept.size() for kept in cache._rows.values())
+
+
+def _kept_messages(cache: RowCache) -> int:
+    return sum(len(found) for found in cache._messages.values())
+
+
 def test_kept_rows_and_messages_stay_within_their_bounds() -> None:
     tables, cache = CountingTables(), RowCache(rows_kept=4, messages_kept=3)
     for seq in range(4, 40):
         cache.units(tables, "v1", 7, [SLOT | seq], [])  # type: ignore[arg-type]
+        assert _kept_rows(cache) <= 4
+    for seq in range(4, 40):
+        cache.units(tables, f"v{seq}", 7, [SLOT | seq], [])  # type: ignore[arg-type]
+        assert _kept_rows(cache) <= 4
+    for seq in range(4, 40):
+        Fetched(tables, 7, {SLOT | seq: SLOT | seq}, cache, f"logs-{seq % 5}").prefetch([SLOT | seq])  # type: ignore[arg-type]
+        assert _kept_messages(cache) <= 3
+    Fetched(tables, 7, {SLOT | s: SLOT | s for s in range(4, 40)}, cache, "logs").prefetch(  # type: ignore[arg-type]
+        [SLOT | s for s in range(4, 40)]
+    )
+    assert _kept_messages(cache) <= 3 and len(cache) <= 4 + 3
+
+
+def test_the_most_recently_read_rows_are_kept() -> None:
+    tables, cache = CountingTables(), RowCache(rows_kept=4)
+    for seq in range(4, 40):
+        cache.units(tables, "v1", 7, [SLOT | seq], [])  # type: ignore[arg-type]
     cache.units(tables, "v1", 7, [], [SLOT | 1])  # type: ignore[arg-type]
-    fetched = Fetched(tables, 7, {SLOT | seq: SLOT | seq for seq in range(4, 40)}, cache, "logs")  # type: ignore[arg-type]
-    fetched.prefetch([SLOT | seq for seq in range(4, 40)])
-    assert len(cache._rows) <= 4 and len(cache._members) <= 4 and len(cache._messages) <= 3
-    # The most recently read are the ones kept.
-    assert cache.units(tables, "v1", 7, [SLOT | 2, SLOT | 3], []) and len(tables.unit_reads) == 37  # type: ignore[arg-type]
+    reads = len(tables.unit_reads)
+    assert _keys(cache.units(tables, "v1", 7, [SLOT | 2, SLOT | 3], [SLOT | 1])) == [
+        SLOT | 1,
+        SLOT | 2,
+        SLOT | 3,
+    ]  # type: ignore[arg-type]
+    assert len(tables.unit_reads) == reads
 
 
 def test_messages_are_read_once_per_version_of_the_logs() -> None:

@@ -25,9 +25,24 @@ UNIT_ROWS_KEPT = 32768
 MESSAGES_KEPT = 2048
 
 
+class _Kept:
+    """What is kept of one version: unit rows by key, exchange members by head key,
+    messages by key."""
+
+    __slots__ = ("members", "messages", "rows")
+
+    def __init__(self) -> None:
+        self.rows: dict[int, tuple[Any, ...]] = {}
+        self.members: dict[int, tuple[int, ...]] = {}
+        self.messages: dict[int, Message] = {}
+
+    def size(self) -> int:
+        return len(self.rows) + len(self.members)
+
+
 class RowCache:
-    """Unit rows and messages of kept histories, read once and kept (bounded, least
-    recently used first out) under the version they were read at. Thread-safe.
+    """Unit rows and messages of kept histories, read once and kept (bounded, the least
+    recently used version first out) under the version they were read at. Thread-safe.
 
     A unit row is kept under its history's version (`_Search.history`: any batch
     written, reset or dropped gives a new one), so rows are never served from an
@@ -40,71 +55,84 @@ class RowCache:
         self.rows_kept = rows_kept
         self.messages_kept = messages_kept
         self._lock = threading.Lock()
-        self._rows: OrderedDict[tuple[object, int], tuple[Any, ...]] = OrderedDict()
-        # Exchange head -> the keys of its members, under the history's version.
-        self._members: OrderedDict[tuple[object, int], tuple[int, ...]] = OrderedDict()
-        self._messages: OrderedDict[tuple[object, int], Message] = OrderedDict()
+        # By version, the most recently used last: a search looks up one version, so
+        # recency is kept per version, not per row (a row's lookup is a plain dict get).
+        self._rows: OrderedDict[object, _Kept] = OrderedDict()
+        self._messages: OrderedDict[object, dict[int, Message]] = OrderedDict()
 
     def __len__(self) -> int:
+        """Rows, exchanges and messages kept, all versions together."""
         with self._lock:
-            return len(self._rows) + len(self._members) + len(self._messages)
+            return sum(kept.size() for kept in self._rows.values()) + sum(
+                len(found) for found in self._messages.values()
+            )
 
     def units(
         self, tables: HistoryTables, version: object, number: int, keys: Sequence[int], heads: Sequence[int]
     ) -> list[tuple[Any, ...]]:
         """`HistoryTables.units` of `keys` and of the exchanges opening at `heads`, reading
         only what is not kept for the history at `version`."""
-        found: dict[int, tuple[Any, ...]] = {}
-        missing_keys: list[int] = []
-        missing_heads: list[int] = []
         with self._lock:
-            for key in keys:
-                row = self._rows.get((version, key))
-                if row is None:
-                    missing_keys.append(key)
-                else:
-                    self._rows.move_to_end((version, key))
-                    found[key] = row
+            kept = self._rows.get(version)
+            if kept is None:
+                kept = self._rows[version] = _Kept()
+            else:
+                self._rows.move_to_end(version)
+            rows, members_of = kept.rows, kept.members
+            found = {key: rows[key] for key in keys if key in rows}
+            missing_keys = [key for key in keys if key not in rows]
+            missing_heads = []
             for head in heads:
-                members = self._members.get((version, head))
-                rows = [self._rows.get((version, member)) for member in members or ()]
-                if members is None or any(row is None for row in rows):
+                members = members_of.get(head)
+                if members is None or any(member not in rows for member in members):
                     missing_heads.append(head)
-                    continue
-                self._members.move_to_end((version, head))
-                for member, row in zip(members, rows, strict=True):
-                    assert row is not None
-                    self._rows.move_to_end((version, member))
-                    found[member] = row
-        if missing_keys or missing_heads:
-            read = {int(row[0]): tuple(row) for row in tables.units(number, missing_keys, missing_heads)}
-            found.update(read)
-            ordered = sorted(read)
-            with self._lock:
-                for key, row in read.items():
-                    self._rows[(version, key)] = row
-                for head in missing_heads:
-                    self._members[(version, head)] = _members(read, ordered, head)
-                _trim(self._rows, self.rows_kept)
-                _trim(self._members, self.rows_kept)
+                else:
+                    for member in members:
+                        found[member] = rows[member]
+        if not (missing_keys or missing_heads):
+            return list(found.values())
+        read = {int(row[0]): tuple(row) for row in tables.units(number, missing_keys, missing_heads)}
+        found.update(read)
+        ordered = sorted(read)
+        added = {head: _members(read, ordered, head) for head in missing_heads}
+        with self._lock:
+            kept = self._rows.get(version)
+            if kept is not None and len(read) + len(added) <= self.rows_kept:
+                while sum(k.size() for k in self._rows.values()) + len(read) + len(added) > self.rows_kept:
+                    oldest = next(iter(self._rows))
+                    if self._rows[oldest] is kept:
+                        kept.rows.clear()
+                        kept.members.clear()
+                        break
+                    del self._rows[oldest]
+                kept.rows.update(read)
+                kept.members.update(added)
         return list(found.values())
 
     def messages(self, version: object, keys: Sequence[int]) -> dict[int, Message]:
         """The messages kept of `keys` at `version` (the others must be read)."""
-        found: dict[int, Message] = {}
         with self._lock:
-            for key in keys:
-                message = self._messages.get((version, key))
-                if message is not None:
-                    self._messages.move_to_end((version, key))
-                    found[key] = message
-        return found
+            kept = self._messages.get(version)
+            if kept is None:
+                return {}
+            self._messages.move_to_end(version)
+            return {key: kept[key] for key in keys if key in kept}
 
     def keep_messages(self, version: object, messages: Mapping[int, Message]) -> None:
+        if len(messages) > self.messages_kept:
+            return
         with self._lock:
-            for key, message in messages.items():
-                self._messages[(version, key)] = message
-            _trim(self._messages, self.messages_kept)
+            kept = self._messages.get(version)
+            if kept is None:
+                kept = self._messages[version] = {}
+            self._messages.move_to_end(version)
+            while sum(len(k) for k in self._messages.values()) + len(messages) > self.messages_kept:
+                oldest = next(iter(self._messages))
+                if self._messages[oldest] is kept:
+                    kept.clear()
+                    break
+                del self._messages[oldest]
+            kept.update(messages)
 
 
 def _members(rows: Mapping[int, tuple[Any, ...]], ordered: Sequence[int], head: int) -> tuple[int, ...]:
@@ -116,11 +144,6 @@ def _members(rows: Mapping[int, tuple[Any, ...]], ordered: Sequence[int], head: 
         return ()
     last = head + int(row[9]) - int(row[3])
     return tuple(ordered[bisect.bisect_left(ordered, head) : bisect.bisect_right(ordered, last)])
-
-
-def _trim(entries: OrderedDict[Any, Any], kept: int) -> None:
-    while len(entries) > kept:
-        entries.popitem(last=False)
 
 
 class LineStore(Protocol):
