@@ -45,7 +45,7 @@ from .._recall.terms import query_terms, tokenize
 from .._salience import is_filler
 from .._sansio import Blocking, Flow
 from .._stores.base import SessionSnapshot, SessionStats, Store
-from .._stores.capabilities import read_session
+from .._stores.capabilities import ListsUserSessions, read_session
 from .._tokens import TokenCounter
 from .builder import ContextBuilder
 from .recent import recent_turns
@@ -257,12 +257,14 @@ class ContextComposer:
         book: FactBook | None = None
         others: list[SessionStats] | None = None
         if self.keeps_facts:
-            if self.user_facts is not None:
+            if self.user_facts is not None and isinstance(self.store, ListsUserSessions):
                 # One read lists the user's sessions for the facts and gives recall their
                 # stats, instead of a listing here and a read of the stats for recall.
                 assert self.user_id is not None
                 others = other_session_stats(self.store, self.user_id, self.session_id)
                 book = self.user_facts.book([self.session_id, *(stats.session_id for stats in others)])
+            elif self.user_facts is not None:
+                book = self.user_facts.book()
             else:
                 book = self.derived.facts_book_of(snapshot.states.get(FACTS_KEY))
         return _Inputs(turns, book, others)
