@@ -92,7 +92,7 @@ def test_the_capabilities_are_offered_to_store_authors() -> None:
     [
         (InMemoryStore, {"ReadsStates", "ListsUserSessions"}),
         (SQLiteStore, {"ReadsStates", "ListsUserSessions", "HostsHistoryIndex", "HasFileLocation"}),
-        (RedisStore, {"ReadsSession"}),
+        (RedisStore, {"ReadsSession", "ReadsStates", "ListsUserSessions"}),
         (
             PostgresStore,
             {"ReadsSession", "ReadsStates", "ListsUserSessions", "HostsHistoryIndex", "HostsVectors"},

@@ -45,7 +45,7 @@ from .._recall.terms import query_terms, tokenize
 from .._salience import is_filler
 from .._sansio import Blocking, Flow
 from .._stores.base import SessionSnapshot, SessionStats, Store
-from .._stores.capabilities import read_session
+from .._stores.capabilities import ListsUserSessions, read_session
 from .._tokens import TokenCounter
 from .builder import ContextBuilder
 from .recent import recent_turns
@@ -146,6 +146,8 @@ class _Inputs:
 
     turns: list[Turn]
     book: FactBook | None
+    others: list[SessionStats] | None = None
+    """The stats of the user's other sessions, when they were read for the facts."""
 
 
 class ContextComposer:
@@ -211,9 +213,12 @@ class ContextComposer:
         if self.recall is not None and request.query is not None and plan.recall_room > 0:
             others: list[SessionStats] = []
             if self.user_id is not None and self.config.share_recall:
-                others = yield Blocking(
-                    functools.partial(other_session_stats, self.store, self.user_id, self.session_id)
-                )
+                if inputs.others is not None:
+                    others = inputs.others
+                else:
+                    others = yield Blocking(
+                        functools.partial(other_session_stats, self.store, self.user_id, self.session_id)
+                    )
             result: RecallResult = yield RecallSearch(
                 recall=self.recall,
                 session_id=self.session_id,
@@ -250,12 +255,19 @@ class ContextComposer:
         cap = self.config.keep_recent_turns
         turns = self._window_turns(stats, cap, budget if cap is None else 4 * budget)
         book: FactBook | None = None
+        others: list[SessionStats] | None = None
         if self.keeps_facts:
-            if self.user_facts is not None:
+            if self.user_facts is not None and isinstance(self.store, ListsUserSessions):
+                # One read lists the user's sessions for the facts and gives recall their
+                # stats, instead of a listing here and a read of the stats for recall.
+                assert self.user_id is not None
+                others = other_session_stats(self.store, self.user_id, self.session_id)
+                book = self.user_facts.book([self.session_id, *(stats.session_id for stats in others)])
+            elif self.user_facts is not None:
                 book = self.user_facts.book()
             else:
                 book = self.derived.facts_book_of(snapshot.states.get(FACTS_KEY))
-        return _Inputs(turns, book)
+        return _Inputs(turns, book, others)
 
     def _window_turns(self, stats: SessionStats, cap: int | None, max_tokens: int) -> list[Turn]:
         """`recent_turns` for a build, read again only when the log changed since the last.
@@ -266,6 +278,8 @@ class ContextComposer:
         a write racing the read makes the next build read again, never serves an
         older log. A store that reports no activity time is read every time.
         """
+        if not stats.last_seq:
+            return []  # nothing was ever appended (a new chat): no read
         key = (stats.generation, stats.last_seq, stats.message_count, stats.updated_at, cap, max_tokens)
         cached = self._last_window
         if cached is not None and cached[0] == key and stats.updated_at is not None:

@@ -97,9 +97,14 @@ class UserFacts:
         (even before its first message), then the others in the store's order."""
         return user_sessions(self.store, self.user_id, self.session_id)
 
-    def book(self) -> FactBook:
-        """The user's facts: every session's book merged, each fact tagged with its session."""
-        records = _states(self.store, self.sessions(), FACTS_KEY)
+    def book(self, sessions: Sequence[str] | None = None) -> FactBook:
+        """The user's facts: every session's book merged, each fact tagged with its session.
+
+        `sessions` are the user's sessions when the caller has just listed them (a build
+        reads their stats anyway), this memory's first; None lists them again."""
+        if sessions is None:
+            sessions = self.sessions()
+        records = _states(self.store, sessions, FACTS_KEY)
         # Compared by text, not version: a session forgotten and written again restarts
         # its versions, and must not be served from the book of its earlier life.
         versions = tuple(sorted((session, record.value) for session, record in records.items()))

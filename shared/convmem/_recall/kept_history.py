@@ -53,7 +53,7 @@ from .index_rows import (
     owner_key,
 )
 from .joined import GROUP_SHIFT
-from .kept_rows import Excerpts, Fetched, KeptLines, Lines
+from .kept_rows import Excerpts, Fetched, KeptLines, Lines, RowCache
 from .lexical import CollectionStats, LexicalScores, no_scores, query_terms
 from .passages import PART_BITS, best_of_each_message
 from .rank import Evidence, named_speakers
@@ -94,6 +94,8 @@ class KeptHistories:
         self._postings_size = 0
         # The seq each session's rows were last seen written through, per tables.
         self._written: weakref.WeakKeyDictionary[HistoryTables, dict[str, int]] = weakref.WeakKeyDictionary()
+        # Unit rows and messages of recent candidates: a warm build reads neither again.
+        self.rows = RowCache()
 
     # -- writing ------------------------------------------------------------------------
 
@@ -354,6 +356,14 @@ class _Search:
             self.number,
             hashlib.blake2b(repr(rows_now).encode(), digest_size=16).digest(),
         )
+        # What the logs searched are now: any append, status change, edit, deletion or
+        # log started again changes it (None: a store that reports no activity time).
+        logs_now = [(s.session_id, s.generation, s.last_seq, s.message_count, s.updated_at) for s in held]
+        self.logs: tuple[object, ...] | None = (
+            (*self.history, hashlib.blake2b(repr(logs_now).encode(), digest_size=16).digest())
+            if all(s.updated_at is not None for s in held)
+            else None
+        )
 
     def run(
         self,
@@ -465,7 +475,9 @@ class _Search:
         exchanges) that may be recalled, by key."""
         if self.number is None or not (len(messages) or len(exchanges)):
             return {}
-        rows = self.tables.units(self.number, messages.tolist(), exchanges.tolist())
+        rows = self.kept.rows.units(
+            self.tables, self.history, self.number, messages.tolist(), exchanges.tolist()
+        )
         asker_slot = self.slots.get(self.asker)
         pool: dict[int, tuple[Any, ...]] = {}
         for row in rows:
@@ -543,7 +555,7 @@ class _Search:
             }
         else:
             item_seqs = {shown: [shown] for shown in shown_keys.tolist()}
-        fetched = Fetched(self.tables, self.number, stable_of)
+        fetched = Fetched(self.tables, self.number, stable_of, self.kept.rows, self.logs)
         sessions = {group: self.session_of[slot] for slot, group in group_of.items()}
         sessions.setdefault(asker_group, self.asker)
         shown_data = Shown(

@@ -1,18 +1,149 @@
 """What a search of a history kept by a store shows, read from the store when rendering
 asks for it: the candidates' messages (`Fetched`, the best read first, in batches), their
-lines and excerpts, and the rendered lines kept across searches (`KeptLines`)."""
+lines and excerpts, the rendered lines kept across searches (`KeptLines`), and the unit
+rows and messages kept across searches while the history and its logs are unchanged
+(`RowCache`)."""
 
 from __future__ import annotations
 
+import bisect
+import threading
+from collections import OrderedDict
 from collections.abc import Iterator, Mapping, MutableMapping, Sequence
-from typing import Protocol
+from typing import Any, Protocol
 
 from .._models import Message
 from .index_rows import HistoryTables
 from .passages import passage_spans
 from .render import CachedLine, LineKey
 
-__all__ = ["Excerpts", "Fetched", "KeptLines", "LineStore", "Lines"]
+__all__ = ["Excerpts", "Fetched", "KeptLines", "LineStore", "Lines", "RowCache"]
+
+# Unit rows kept across searches (small tuples, about 200 bytes each), and messages (up to
+# a few kB of text each): a warm build reads neither again while its history is unchanged.
+UNIT_ROWS_KEPT = 32768
+MESSAGES_KEPT = 2048
+
+
+class _Kept:
+    """What is kept of one version: unit rows by key, exchange members by head key,
+    messages by key."""
+
+    __slots__ = ("members", "messages", "rows")
+
+    def __init__(self) -> None:
+        self.rows: dict[int, tuple[Any, ...]] = {}
+        self.members: dict[int, tuple[int, ...]] = {}
+        self.messages: dict[int, Message] = {}
+
+    def size(self) -> int:
+        return len(self.rows) + len(self.members)
+
+
+class RowCache:
+    """Unit rows and messages of kept histories, read once and kept (bounded, the least
+    recently used version first out) under the version they were read at. Thread-safe.
+
+    A unit row is kept under its history's version (`_Search.history`: any batch
+    written, reset or dropped gives a new one), so rows are never served from an
+    index that changed. A message is kept under that and the version of the logs
+    searched (every session's generation, last seq, count and activity time, read
+    with the build's stats): a status change, an edit, a deletion or a log started
+    again gives a new one, so an edited or forgotten message is never served."""
+
+    def __init__(self, *, rows_kept: int = UNIT_ROWS_KEPT, messages_kept: int = MESSAGES_KEPT) -> None:
+        self.rows_kept = rows_kept
+        self.messages_kept = messages_kept
+        self._lock = threading.Lock()
+        # By version, the most recently used last: a search looks up one version, so
+        # recency is kept per version, not per row (a row's lookup is a plain dict get).
+        self._rows: OrderedDict[object, _Kept] = OrderedDict()
+        self._messages: OrderedDict[object, dict[int, Message]] = OrderedDict()
+
+    def __len__(self) -> int:
+        """Rows, exchanges and messages kept, all versions together."""
+        with self._lock:
+            return sum(kept.size() for kept in self._rows.values()) + sum(
+                len(found) for found in self._messages.values()
+            )
+
+    def units(
+        self, tables: HistoryTables, version: object, number: int, keys: Sequence[int], heads: Sequence[int]
+    ) -> list[tuple[Any, ...]]:
+        """`HistoryTables.units` of `keys` and of the exchanges opening at `heads`, reading
+        only what is not kept for the history at `version`."""
+        with self._lock:
+            kept = self._rows.get(version)
+            if kept is None:
+                kept = self._rows[version] = _Kept()
+            else:
+                self._rows.move_to_end(version)
+            rows, members_of = kept.rows, kept.members
+            found = {key: rows[key] for key in keys if key in rows}
+            missing_keys = [key for key in keys if key not in rows]
+            missing_heads = []
+            for head in heads:
+                members = members_of.get(head)
+                if members is None or any(member not in rows for member in members):
+                    missing_heads.append(head)
+                else:
+                    for member in members:
+                        found[member] = rows[member]
+        if not (missing_keys or missing_heads):
+            return list(found.values())
+        read = {int(row[0]): tuple(row) for row in tables.units(number, missing_keys, missing_heads)}
+        found.update(read)
+        ordered = sorted(read)
+        added = {head: _members(read, ordered, head) for head in missing_heads}
+        with self._lock:
+            kept = self._rows.get(version)
+            if kept is not None and len(read) + len(added) <= self.rows_kept:
+                while sum(k.size() for k in self._rows.values()) + len(read) + len(added) > self.rows_kept:
+                    oldest = next(iter(self._rows))
+                    if self._rows[oldest] is kept:
+                        kept.rows.clear()
+                        kept.members.clear()
+                        break
+                    del self._rows[oldest]
+                kept.rows.update(read)
+                kept.members.update(added)
+        return list(found.values())
+
+    def messages(self, version: object, keys: Sequence[int]) -> dict[int, Message]:
+        """The messages kept of `keys` at `version` (the others must be read)."""
+        with self._lock:
+            kept = self._messages.get(version)
+            if kept is None:
+                return {}
+            self._messages.move_to_end(version)
+            return {key: kept[key] for key in keys if key in kept}
+
+    def keep_messages(self, version: object, messages: Mapping[int, Message]) -> None:
+        if len(messages) > self.messages_kept:
+            return
+        with self._lock:
+            kept = self._messages.get(version)
+            if kept is None:
+                kept = self._messages[version] = {}
+            self._messages.move_to_end(version)
+            while sum(len(k) for k in self._messages.values()) + len(messages) > self.messages_kept:
+                oldest = next(iter(self._messages))
+                if self._messages[oldest] is kept:
+                    kept.clear()
+                    break
+                del self._messages[oldest]
+            kept.update(messages)
+
+
+def _members(rows: Mapping[int, tuple[Any, ...]], ordered: Sequence[int], head: int) -> tuple[int, ...]:
+    """The keys of the exchange opening at `head` among `rows` (`ordered`: their keys,
+    sorted), as `HistoryTables.units` reads them: from its first message's key to its
+    last's, a session's keys being its slot's."""
+    row = rows.get(head)
+    if row is None:
+        return ()
+    last = head + int(row[9]) - int(row[3])
+    return tuple(ordered[bisect.bisect_left(ordered, head) : bisect.bisect_right(ordered, last)])
 
 
 class LineStore(Protocol):
@@ -31,10 +162,19 @@ class Fetched(Mapping[int, Message]):
     """The messages of a search, by shown key, read from the store as rendering asks for
     them: the best candidates first in one read, the rest a batch at a time."""
 
-    def __init__(self, tables: HistoryTables, number: int | None, stable_of: Mapping[int, int]) -> None:
+    def __init__(
+        self,
+        tables: HistoryTables,
+        number: int | None,
+        stable_of: Mapping[int, int],
+        kept: RowCache | None = None,
+        version: object = None,
+    ) -> None:
         self.tables = tables
         self.number = number
         self.stable_of = stable_of
+        self.kept = kept if version is not None else None
+        self.version = version
         self.found: dict[int, Message] = {}
         self.tried: set[int] = set()
         self.order: list[int] = []
@@ -50,7 +190,12 @@ class Fetched(Mapping[int, Message]):
             return
         self.tried.update(todo)
         stable = {self.stable_of[key]: key for key in todo}
-        for key, message in self.tables.messages(self.number, list(stable)).items():
+        known = self.kept.messages(self.version, list(stable)) if self.kept is not None else {}
+        missing = [key for key in stable if key not in known]
+        read = self.tables.messages(self.number, missing) if missing else {}
+        if self.kept is not None and read:
+            self.kept.keep_messages(self.version, read)
+        for key, message in (*known.items(), *read.items()):
             self.found[stable[key]] = message
 
     def __getitem__(self, key: int) -> Message:

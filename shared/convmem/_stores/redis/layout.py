@@ -318,6 +318,37 @@ class _RedisLayout:
                 states[key] = record
         return SessionSnapshot(_stats_of(session_id, meta, raw), states)
 
+    def get_states(self, session_ids: Sequence[str], key: str) -> _Operation[dict[str, StateRecord]]:
+        """The `key` record of each session that has one, in one round trip (a pipeline)."""
+        ids = list(dict.fromkeys(session_ids))
+        if not ids:
+            return {}
+        fields = (f"v:{key}", f"n:{key}")
+        replies = yield _Pipeline(tuple(("HMGET", self.session_keys(s)[2], *fields) for s in ids))
+        found = {}
+        for session_id, (value, version) in zip(ids, replies, strict=True):
+            record = _state_of(session_id, key, value, version)
+            if record is not None:
+                found[session_id] = record
+        return found
+
+    def user_session_stats(self, user_id: str) -> _Operation[list[SessionStats]]:
+        """`stats` of every session `user_id` owns, sorted by id, in two round trips: the
+        user's set, then every member's counters in one pipeline."""
+        user_key = self.user_key(user_id)
+        members = sorted(_text(m) for m in (yield _Command(("SMEMBERS", user_key))) or ())
+        if not members:
+            return []
+        metas = [self.escaped_session_keys(m)[0] for m in members]
+        replies = yield _Pipeline(tuple(("HGETALL", meta) for meta in metas))
+        found = []
+        for escaped, meta, raw in zip(members, metas, replies, strict=True):
+            stats = _stats_of(_unescape(escaped, f"set {user_key}"), meta, raw)
+            # The set may still name sessions that are gone or were given to another user.
+            if stats.user_id == user_id:
+                found.append(stats)
+        return sorted(found, key=lambda stats: stats.session_id)
+
     def get_state(self, session_id: str, key: str) -> _Operation[StateRecord | None]:
         _, _, state = self.session_keys(session_id)
         value, version = yield _Command(("HMGET", state, f"v:{key}", f"n:{key}"))

@@ -25,7 +25,7 @@ from ..._errors import ConfigError
 from ..._models import Message, TurnStatus
 from ..._sansio import arun, run
 from ..base import AsyncStore, SessionSnapshot, SessionStats, StateRecord, Store
-from ..capabilities import AsyncReadsSession, ReadsSession
+from ..capabilities import AsyncReadsSession, ListsUserSessions, ReadsSession, ReadsStates
 from .connection import (
     DEFAULT_URL,
     _check_pool_size,
@@ -55,7 +55,7 @@ _T = TypeVar("_T")
 _SCAN_COUNT = 1000
 
 
-class RedisStore(Store, ReadsSession):
+class RedisStore(Store, ReadsSession, ReadsStates, ListsUserSessions):
     """A store in Redis (one node or a Cluster), shared by every process and server that uses
     the same URL and prefix.
 
@@ -241,6 +241,17 @@ class RedisStore(Store, ReadsSession):
         """The session's stats and its `keys` state records (those it has), in one round
         trip (see `ReadsSession`)."""
         return self._run(self._layout.read_session(session_id, keys), f"read of session {session_id!r:.80}")
+
+    def get_states(self, session_ids: Sequence[str], key: str) -> dict[str, StateRecord]:
+        """The `key` record of each of `session_ids` that has one, in one pipeline (a user's
+        facts are read from all their sessions for each build)."""
+        return self._run(self._layout.get_states(session_ids, key), f"read of state {key!r}")
+
+    def user_session_stats(self, user_id: str) -> list[SessionStats]:
+        """`stats` of every session of `user_id`, sorted by id, in two round trips."""
+        return self._run(
+            self._layout.user_session_stats(user_id), f"stats of the sessions of {user_id!r:.80}"
+        )
 
     def get_state(self, session_id: str, key: str) -> StateRecord | None:
         return self._run(
@@ -475,6 +486,16 @@ class AsyncRedisStore(AsyncStore, AsyncReadsSession):
         """Async `RedisStore.read_session`."""
         return await self._run(
             self._layout.read_session(session_id, keys), f"read of session {session_id!r:.80}"
+        )
+
+    async def get_states(self, session_ids: Sequence[str], key: str) -> dict[str, StateRecord]:
+        """The `key` record of each of `session_ids` that has one, in one pipeline."""
+        return await self._run(self._layout.get_states(session_ids, key), f"read of state {key!r}")
+
+    async def user_session_stats(self, user_id: str) -> list[SessionStats]:
+        """`stats` of every session of `user_id`, sorted by id, in two round trips."""
+        return await self._run(
+            self._layout.user_session_stats(user_id), f"stats of the sessions of {user_id!r:.80}"
         )
 
     async def get_state(self, session_id: str, key: str) -> StateRecord | None:

@@ -1,0 +1,79 @@
+"""A warm build of a returning user's new chat makes a few round trips to a networked
+store, however many sessions the user has: the user's sessions and their facts are
+read in one pipeline or statement each, never one read per session."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import psycopg
+import pytest
+from shared_stores import SERVER_KINDS, location_for
+
+from convmem import ConversationMemory, Store
+
+QUERIES = ("Which bike do I ride to work?", "Write a haiku about autumn rain.")
+MOST_ROUND_TRIPS = 5
+"""The session's stats and summary, the user's sessions, their facts, the keyword index's
+rows where the store keeps them, and one to spare for a Cluster's pipeline."""
+
+
+@pytest.fixture(params=SERVER_KINDS)
+def store(request: pytest.FixtureRequest) -> Iterator[Store]:
+    location = location_for(request.param, request)
+    store = location.open()
+    yield store
+    store.close()
+    location.cleanup()
+
+
+def _add_sessions(store: Store, first: int, count: int) -> None:
+    for number in range(first, first + count):
+        earlier = ConversationMemory(f"earlier-{number}", store, user_id="u")
+        earlier.add_turn(f"I rode bike number {number} to work today.", "Sounds like a good ride.")
+        earlier.add_turn("My name is Ana.", "Nice to meet you, Ana.")
+        earlier.flush()
+        earlier.close()
+
+
+def _round_trips(store: Store, memory: ConversationMemory, monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """Round trips of each build of `QUERIES`, after one build of each to warm up."""
+    counted = [0]
+    if hasattr(store, "_perform"):  # Redis: one request, one command, pipeline or script
+        perform = store._perform
+
+        def counting(request: Any) -> Any:
+            counted[0] += 1
+            return perform(request)
+
+        monkeypatch.setattr(store, "_perform", counting)
+    else:
+        execute = psycopg.Cursor.execute
+
+        def counting_execute(self: psycopg.Cursor[Any], *args: Any, **kwargs: Any) -> Any:
+            counted[0] += 1
+            return execute(self, *args, **kwargs)
+
+        monkeypatch.setattr(psycopg.Cursor, "execute", counting_execute)
+    for query in QUERIES:
+        memory.build_context(query=query, budget=1500)
+    trips = []
+    for query in QUERIES:
+        counted[0] = 0
+        memory.build_context(query=query, budget=1500)
+        trips.append(counted[0])
+    monkeypatch.undo()
+    return trips
+
+
+def test_a_warm_build_makes_as_many_round_trips_for_many_sessions_as_for_few(
+    store: Store, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    _add_sessions(store, 0, 2)
+    memory = ConversationMemory("new", store, user_id="u")
+    few = _round_trips(store, memory, monkeypatch)
+    _add_sessions(store, 2, 10)
+    many = _round_trips(store, memory, monkeypatch)
+    assert many == few
+    assert max(many) <= MOST_ROUND_TRIPS
