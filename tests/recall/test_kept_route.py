@@ -155,6 +155,23 @@ def test_postings_kept_between_searches_never_hide_rows_written_since(store: SQL
     assert "pigeon" not in found("Who chased a pigeon at the beach?")
 
 
+def test_postings_of_a_history_are_kept_for_its_newest_rows_only(store: SQLiteStore) -> None:
+    # A chat that goes on writes new rows between searches: postings of the older rows
+    # are never read again and must not pile up in a server that runs for months.
+    recall = Recall()
+    histories = recall._kept.histories
+    for turn in range(5):
+        store.append(
+            "s", [Message.create("user", f"Duoduo chased pigeon number {turn} on the beach.")], user_id="u"
+        )
+        recall.search("s", "Who chased a pigeon at the beach?", store=store, counter=COUNTER, max_tokens=400)
+        versions = {key[:-1] for key in histories._postings}
+        assert len(versions) == 1, f"after search {turn + 1}: postings of {len(versions)} versions kept"
+    store.append("t", [Message.create("user", "A pigeon sat on my balcony.")], user_id="v")
+    recall.search("t", "Where did the pigeon sit?", store=store, counter=COUNTER, max_tokens=400)
+    assert len({key[:-2] for key in histories._postings}) == 2  # another user's history is its own
+
+
 def test_the_kept_index_recalls_what_the_mirrors_recall_on_a_long_chat_of_named_speakers(
     tmp_path: Path,
 ) -> None:

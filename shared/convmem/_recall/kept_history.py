@@ -92,6 +92,9 @@ class KeptHistories:
         # terms are read from the store once per batch, not once per search.
         self._postings: OrderedDict[tuple[object, ...], dict[int, TermPostings]] = OrderedDict()
         self._postings_size = 0
+        # The version of each history whose postings are kept, and their keys: postings of
+        # an older version are never read again, so they go when a newer one is kept.
+        self._postings_versions: dict[tuple[object, ...], tuple[object, set[tuple[object, ...]]]] = {}
         # The seq each session's rows were last seen written through, per tables.
         self._written: weakref.WeakKeyDictionary[HistoryTables, dict[str, int]] = weakref.WeakKeyDictionary()
         # Unit rows and messages of recent candidates: a warm build reads neither again.
@@ -276,20 +279,41 @@ class KeptHistories:
     def keep_postings(
         self, history: tuple[object, ...], postings: Mapping[str, dict[int, TermPostings]]
     ) -> None:
+        """Keep `postings` of `history` (store key, history number, version of its rows);
+        those kept of an older version of the same history go."""
+        which, version = history[:-1], history[-1]
         with self._lock:
+            kept_version, keys = self._postings_versions.get(which, (version, set()))
+            if kept_version != version:
+                for key in list(keys):
+                    self._drop_postings(key)
+                keys = set()
             for term, by_kind in postings.items():
                 size = 1 + sum(len(p.ids) for p in by_kind.values())
                 if size > _POSTINGS_KEPT // 4:
                     continue  # a term of most documents: not worth a quarter of the room
                 key = (*history, term)
-                previous = self._postings.pop(key, None)
-                if previous is not None:
-                    self._postings_size -= 1 + sum(len(p.ids) for p in previous.values())
+                self._drop_postings(key)
                 self._postings[key] = by_kind
                 self._postings_size += size
+                keys.add(key)
+            if keys:
+                self._postings_versions[which] = (version, keys)
             while self._postings_size > _POSTINGS_KEPT and self._postings:
-                _, old = self._postings.popitem(last=False)
-                self._postings_size -= 1 + sum(len(p.ids) for p in old.values())
+                self._drop_postings(next(iter(self._postings)))
+
+    def _drop_postings(self, key: tuple[object, ...]) -> None:
+        """Forget the postings kept under `key` (store key, history, version, term); the lock is held."""
+        dropped = self._postings.pop(key, None)
+        if dropped is None:
+            return
+        self._postings_size -= 1 + sum(len(p.ids) for p in dropped.values())
+        which = key[:-2]
+        entry = self._postings_versions.get(which)
+        if entry is not None and entry[0] == key[-2]:
+            entry[1].discard(key)
+            if not entry[1]:
+                del self._postings_versions[which]
 
     # -- rendered lines -----------------------------------------------------------------
 
