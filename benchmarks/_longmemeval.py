@@ -45,6 +45,32 @@ NO_MEMORY_REQUESTS = (
     "Give me a synonym for 'happy'.",
 )
 
+# More such requests, written once and never used to tune recall: a check that what keeps
+# memory out of the five above is a rule, not a fit to them. Coding, math, translation,
+# writing and small talk, in English and Chinese, some worded as people word them ("I
+# need...", 帮我...).
+NO_MEMORY_REQUESTS_HELD_OUT = (
+    "Write a Python function that checks whether a string is a palindrome.",
+    "What does a 404 status code mean?",
+    "Can you help me debug this: IndexError: list index out of range",
+    "I need a regex that matches email addresses.",
+    "What is the square root of 144?",
+    "Solve for x: 3x + 7 = 22.",
+    "How do you say 'where is the train station' in Spanish?",
+    "Write a short thank-you note to a colleague.",
+    "Suggest a title for a blog post about remote work.",
+    "Hi! How are you today?",
+    "Tell me a fun fact about octopuses.",
+    "用JavaScript写一个函数，把数组去重。",
+    "十五乘以十二等于几？",
+    "请把“今天天气很好”翻译成英文。",
+    "写一首关于月亮的五言绝句。",
+    "帮我写一封请假邮件。",
+    "你好，最近怎么样？",
+    "什么是机器学习？请简单解释。",
+    "给我讲个笑话吧。",
+)
+
 
 def default_data_path() -> Path:
     env = os.environ.get("CONVMEM_LONGMEMEVAL")

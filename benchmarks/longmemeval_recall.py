@@ -17,7 +17,11 @@ from a new, empty session of that user, and the built context is scored:
   words, case-insensitive: "ans");
 - the context's mean tokens, and the memory tokens (facts, summary and recall
   sections) given to five requests that need no memory ("Translate 'good
-  morning' into French.", ...), asked from the same new chat.
+  morning' into French.", ...), asked from the same new chat, and to 19 more
+  that recall was never tuned on (`NO_MEMORY_REQUESTS_HELD_OUT`: coding, math,
+  translation, writing, small talk, in English and Chinese);
+- the headline figures again for the questions at odd and at even places: a
+  rule that holds on one half and not on the other is a fit, not a rule.
 
 Rows, side by side in one run, under the same budgets (1024, 2048, 4096):
 
@@ -56,6 +60,7 @@ from typing import Any
 import numpy as np
 from _longmemeval import (
     NO_MEMORY_REQUESTS,
+    NO_MEMORY_REQUESTS_HELD_OUT,
     QUESTION_TYPES,
     SHORT_TYPES,
     PlainBM25,
@@ -86,6 +91,15 @@ class Scores:
     no_memory_tokens: list[int] = dataclasses.field(default_factory=list)
     no_memory_items: list[int] = dataclasses.field(default_factory=list)
     no_memory_recall: list[int] = dataclasses.field(default_factory=list)
+    held_out_tokens: list[int] = dataclasses.field(default_factory=list)
+    """Memory tokens given to `NO_MEMORY_REQUESTS_HELD_OUT`."""
+    held_out_items: list[int] = dataclasses.field(default_factory=list)
+    halves: dict[int, Scores] = dataclasses.field(default_factory=dict)
+    """The same figures for the questions at even (0) and odd (1) places."""
+
+    def and_half(self, place: int) -> tuple[Scores, Scores]:
+        """These scores and those of the half the question at `place` belongs to."""
+        return self, self.halves.setdefault(place % 2, Scores())
 
     def headline(self) -> float:
         values = [v for kind in self.recall.values() for v in kind]
@@ -161,6 +175,7 @@ MakeMemory = Callable[[str, SQLiteStore, str], ConversationMemory]
 def ask(
     make: MakeMemory,
     question: Question,
+    place: int,
     store: SQLiteStore,
     where: dict[tuple[str, int], tuple[str, int]],
     results: dict[int, Scores],
@@ -180,20 +195,27 @@ def ask(
             for seq in item.seqs
             if (item.session_id, seq) in where
         }
-        record(
-            results[budget],
-            question,
-            context_text(context.messages),
-            present,
-            context.token_count,
-            len(context.recalled),
-            elapsed,
-        )
-        for request in NO_MEMORY_REQUESTS:
+        for scores in results[budget].and_half(place):
+            record(
+                scores,
+                question,
+                context_text(context.messages),
+                present,
+                context.token_count,
+                len(context.recalled),
+                elapsed,
+            )
+        for request in NO_MEMORY_REQUESTS + NO_MEMORY_REQUESTS_HELD_OUT:
             other = memory.build_context(query=request, budget=budget)
-            results[budget].no_memory_tokens.append(sum(other.section(s).tokens for s in MEMORY_SECTIONS))
-            results[budget].no_memory_items.append(len(other.recalled))
-            results[budget].no_memory_recall.append(other.section("recall").tokens)
+            tokens = sum(other.section(s).tokens for s in MEMORY_SECTIONS)
+            for scores in results[budget].and_half(place):
+                if request in NO_MEMORY_REQUESTS:
+                    scores.no_memory_tokens.append(tokens)
+                    scores.no_memory_items.append(len(other.recalled))
+                    scores.no_memory_recall.append(other.section("recall").tokens)
+                else:
+                    scores.held_out_tokens.append(tokens)
+                    scores.held_out_items.append(len(other.recalled))
     memory.close()
 
 
@@ -220,6 +242,7 @@ def packed(order: Sequence[int], lines: Sequence[str], line_tokens: Sequence[int
 
 def run_baseline(
     question: Question,
+    place: int,
     counter: TiktokenCounter,
     results: dict[int, Scores],
     order_for: Callable[[str], Sequence[int]],
@@ -245,12 +268,19 @@ def run_baseline(
         started = time.perf_counter()
         chosen, text, tokens = fill(question.text, budget)
         elapsed = (time.perf_counter() - started) * 1000
-        record(results[budget], question, text, {keys[i] for i in chosen}, tokens, len(chosen), elapsed)
-        for request in NO_MEMORY_REQUESTS:
+        for scores in results[budget].and_half(place):
+            record(scores, question, text, {keys[i] for i in chosen}, tokens, len(chosen), elapsed)
+        for request in NO_MEMORY_REQUESTS + NO_MEMORY_REQUESTS_HELD_OUT:
             chosen, text, _ = fill(request, budget)
-            results[budget].no_memory_tokens.append(counter.count_text(text) if chosen else 0)
-            results[budget].no_memory_items.append(len(chosen))
-            results[budget].no_memory_recall.append(counter.count_text(text) if chosen else 0)
+            tokens = counter.count_text(text) if chosen else 0
+            for scores in results[budget].and_half(place):
+                if request in NO_MEMORY_REQUESTS:
+                    scores.no_memory_tokens.append(tokens)
+                    scores.no_memory_items.append(len(chosen))
+                    scores.no_memory_recall.append(tokens)
+                else:
+                    scores.held_out_tokens.append(tokens)
+                    scores.held_out_items.append(len(chosen))
 
 
 # -- report -------------------------------------------------------------------------------
@@ -259,7 +289,7 @@ def run_baseline(
 def print_tables(rows: list[tuple[str, dict[int, Scores]]]) -> None:
     header = (
         f"{'method':<22} {'budget':>6} {'recall':>7} {'whole':>6} {'ans':>5} {'tokens':>6} "
-        f"{'items':>6} {'ms/q':>6} {'no-mem tok':>10} {'recall':>6} {'items':>6}"
+        f"{'items':>6} {'ms/q':>6} {'no-mem tok':>10} {'recall':>6} {'items':>6} {'held-out tok':>12} {'items':>6}"
     )
     print(header)
     print("-" * len(header))
@@ -272,7 +302,8 @@ def print_tables(rows: list[tuple[str, dict[int, Scores]]]) -> None:
                 f"{name:<22} {budget:>6} {s.headline():>7.3f} {statistics.fmean(s.whole):>6.3f} "
                 f"{answers} {statistics.fmean(s.tokens):>6.0f} {statistics.fmean(s.items):>6.1f} {ms} "
                 f"{statistics.fmean(s.no_memory_tokens):>10.0f} {statistics.fmean(s.no_memory_recall):>6.0f} "
-                f"{statistics.fmean(s.no_memory_items):>6.1f}"
+                f"{statistics.fmean(s.no_memory_items):>6.1f} {statistics.fmean(s.held_out_tokens):>12.0f} "
+                f"{statistics.fmean(s.held_out_items):>6.1f}"
             )
     print()
     kinds = [k for k in QUESTION_TYPES if rows[0][1][BUDGETS[0]].recall.get(k)]
@@ -283,6 +314,25 @@ def print_tables(rows: list[tuple[str, dict[int, Scores]]]) -> None:
         for budget in BUDGETS:
             s = by_budget[budget]
             print(f"{name:<22} {budget:>6} " + " ".join(f"{s.of_type(k):>9.3f}" for k in kinds))
+    print()
+    header = (
+        f"{'halves (place in list)':<22} {'budget':>6} {'even recall':>11} {'odd recall':>10} "
+        f"{'even no-mem':>11} {'odd no-mem':>10} {'even held-out':>13} {'odd held-out':>12}"
+    )
+    print(header)
+    print("-" * len(header))
+    for name, by_budget in rows:
+        for budget in BUDGETS:
+            even, odd = by_budget[budget].halves.get(0, Scores()), by_budget[budget].halves.get(1, Scores())
+            print(
+                f"{name:<22} {budget:>6} {even.headline():>11.3f} {odd.headline():>10.3f} "
+                f"{_mean(even.no_memory_tokens):>11.0f} {_mean(odd.no_memory_tokens):>10.0f} "
+                f"{_mean(even.held_out_tokens):>13.0f} {_mean(odd.held_out_tokens):>12.0f}"
+            )
+
+
+def _mean(values: Sequence[float]) -> float:
+    return statistics.fmean(values) if values else float("nan")
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -327,28 +377,34 @@ def main(argv: Sequence[str] | None = None) -> int:
     ingest_ms: list[float] = []
     started = time.perf_counter()
     with tempfile.TemporaryDirectory(prefix="longmemeval-") as tmp:
-        for number, question in enumerate(questions, 1):
+        for place, question in enumerate(questions):
+            number = place + 1
             store = SQLiteStore(Path(tmp) / f"{question.question_id}.db")
             ms_per_turn, where = ingest(question, store)
             ingest_ms.append(ms_per_turn)
             for name, make in memory_rows:
-                ask(make, question, store, where, results[name])
+                ask(make, question, place, store, where, results[name])
             store.close()
             keys, lines = _turn_lines(question)
             line_tokens = [counter.count_text(line) + 1 for line in lines]
             texts = [turn.text.strip() for session in question.sessions for turn in session.turns]
             bm25 = PlainBM25(texts)
-            run_baseline(question, counter, results["BM25 top-k"], bm25.ranked, lines, keys, line_tokens)
+            run_baseline(
+                question, place, counter, results["BM25 top-k"], bm25.ranked, lines, keys, line_tokens
+            )
             if embedder is not None:
                 turn_vectors = embedder.embed_documents(texts)
 
                 def by_meaning(query: str, vectors: np.ndarray = turn_vectors) -> list[int]:
                     return np.argsort(-(vectors @ embedder.embed_query(query)), kind="stable").tolist()
 
-                run_baseline(question, counter, results["MiniLM top-k"], by_meaning, lines, keys, line_tokens)
+                run_baseline(
+                    question, place, counter, results["MiniLM top-k"], by_meaning, lines, keys, line_tokens
+                )
             newest_first = list(range(len(lines) - 1, -1, -1))
             run_baseline(
                 question,
+                place,
                 counter,
                 results["most recent turns"],
                 lambda _query, order=newest_first: order,
@@ -377,7 +433,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         "columns: recall = has_answer turns in the context (whole, or as a recalled excerpt), whole = whole "
         "turns only, ans = short gold answer found in the context, tokens = context tokens, items = recalled "
         "items (baselines: turns), no-mem tok / recall / items = memory tokens (facts, summary, recall), "
-        f"of them recall's, and recalled items given to {len(NO_MEMORY_REQUESTS)} requests that need no memory"
+        f"of them recall's, and recalled items given to {len(NO_MEMORY_REQUESTS)} requests that need no memory; "
+        f"held-out tok / items = memory tokens and items given to {len(NO_MEMORY_REQUESTS_HELD_OUT)} more such "
+        "requests recall was not tuned on"
     )
     return 0
 

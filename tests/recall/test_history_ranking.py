@@ -217,10 +217,13 @@ def test_a_question_about_the_user_ranks_their_own_statement_first() -> None:
         ("Translate 'good morning' into French.", False),
         ("What is 17 times 23?", False),
         ("Give me a synonym for 'happy'.", False),
+        ("What did Mel and her kids paint?", True),  # a short form of Melanie, written as a name
+        ("Which mellow songs suit a party?", False),  # the same letters, not a name
+        ("What car should one buy?", False),
     ],
 )
 def test_requests_that_refer_to_the_history_are_told_apart(query: str, refers: bool) -> None:
-    assert refers_to_history(query, ["caroline"]) is refers
+    assert refers_to_history(query, ["caroline", "melanie"]) is refers
 
 
 def test_a_request_that_needs_no_memory_recalls_nothing_and_says_why() -> None:

@@ -17,6 +17,17 @@ returns nothing (and says why) when neither holds:
   Chinese line than with unrelated English ones. Measured against its own
   language's typical similarity, a Chinese line passes only when it stands
   out among the Chinese lines.
+
+A question about the user or their history passes on either scale. A request
+that stands on its own ("What is 17 times 23?", "Explain how a hash table
+works.") passes only when one message is evidence on both, when the history
+can be searched both ways: alone, each scale errs the same way for such a
+request. Most of its few words recur by chance in a long history (two numbers
+and "times" in a list of days and prices), and an encoder puts it near every
+message of the same kind ("Can you explain how...", "I'd be happy to help");
+a message that continues its subject holds its words and its meaning at once.
+A message that holds every one of its informative words is what the request
+searches for ("corgi Duoduo", "locker code"), whatever the encoder makes of it.
 """
 
 from __future__ import annotations
@@ -71,10 +82,13 @@ def judge(ranking: Ranking, evidence: Evidence, config: RecallConfig, *, persona
     """Whether the ranked candidates hold evidence for the query on an absolute scale (see
     the module docstring); `RecallConfig.min_coverage` None turns the judgement off.
 
-    `personal`: the query is about the user or their history (`intent.refers_to_history`);
-    a request that stands on its own ("What is 17 times 23?") needs a keyword match of
-    nearly all its words (`RecallConfig.min_coverage_general`): a few words in common with
-    some message are chance, not memory.
+    `personal`: the query is about the user or their history (`intent.refers_to_history`):
+    one message holding `RecallConfig.min_coverage` of its words, or `evidence_margin`
+    more similar to it than the history's typical message, is evidence. A request that
+    stands on its own needs one message that holds `min_coverage_general` of its words
+    and, with dense search, is also `evidence_margin_general` more similar to it than
+    the typical message, or that holds every one of its informative words: most of its
+    words in common, or a request of the same kind, is chance, not memory.
     """
     if not ranking.ranked:
         return Verdict(False, "nothing recalled: no earlier message matches the query's words or meaning")
@@ -82,20 +96,33 @@ def judge(ranking: Ranking, evidence: Evidence, config: RecallConfig, *, persona
         return Verdict(True, "recalled: the evidence gate is off (min_coverage=None)")
     at = {seq: i for i, seq in enumerate(evidence.seqs)}
     rows = np.array([at[r.seq] for r in ranking.ranked], dtype=np.int64)
-    coverage = None if evidence.coverage is None else float(evidence.coverage[rows].max())
-    lift = None
+    covered = None if evidence.coverage is None else evidence.coverage[rows]
+    lifts = None
     if ranking.best_similarity is not None and evidence.typical is not None:
         similarity = np.array([r.similarity or 0.0 for r in ranking.ranked], dtype=np.float32)
-        lift = float((similarity - evidence.typical[rows]).max())
-    if coverage is None and lift is None:
+        lifts = similarity - evidence.typical[rows]
+    if covered is None and lifts is None:
         # An index a store keeps cannot say what a match covers: rank as before.
         return Verdict(True, "recalled: keyword matches (coverage unknown for this index)")
-    needed = config.min_coverage if personal else max(config.min_coverage, config.min_coverage_general)
+    if personal:
+        return _judge_either(covered, lifts, config.min_coverage, config.evidence_margin, len(rows))
+    needed = max(config.min_coverage, config.min_coverage_general)
+    margin = max(config.evidence_margin, config.evidence_margin_general)
+    return _judge_both(covered, lifts, needed, margin, len(rows))
+
+
+# Coverage sums the shares of the query's terms in float32: "every word" allows its rounding.
+_EVERY_WORD = 0.999
+
+
+def _judge_either(
+    covered: np.ndarray | None, lifts: np.ndarray | None, needed: float, margin: float, candidates: int
+) -> Verdict:
+    """A query about the user or their history: evidence by words or by meaning."""
+    coverage = None if covered is None else float(covered.max())
+    lift = None if lifts is None else float(lifts.max())
     if coverage is not None and coverage >= needed:
         return Verdict(True, f"recalled: a message holds {coverage:.0%} of the query's informative words")
-    margin = (
-        config.evidence_margin if personal else max(config.evidence_margin, config.evidence_margin_general)
-    )
     if lift is not None and lift >= margin:
         return Verdict(
             True,
@@ -105,13 +132,58 @@ def judge(ranking: Ranking, evidence: Evidence, config: RecallConfig, *, persona
     if coverage is not None:
         said.append(
             f"the best keyword match holds {coverage:.0%} of the query's informative words "
-            f"(needs {needed:.0%}{'' if personal else ' for a request that does not refer to the history'})"
+            f"(needs {needed:.0%})"
         )
     if lift is not None:
         said.append(
             f"the closest message is {lift:.2f} more similar to the query than the history's "
             f"typical one (needs {margin:.2f})"
         )
-    reason = "nothing recalled: the history holds no evidence for this query: " + " and ".join(said)
-    dropped = Dropped("recall", f"{len(ranking.ranked)} candidate messages", 0, reason)
-    return Verdict(False, reason, (dropped,))
+    return _nothing(" and ".join(said), candidates)
+
+
+def _judge_both(
+    covered: np.ndarray | None, lifts: np.ndarray | None, needed: float, margin: float, candidates: int
+) -> Verdict:
+    """A request that stands on its own: one message that is evidence by words and, when
+    there are vectors, by meaning too."""
+    by_words = np.ones(candidates, dtype=bool) if covered is None else covered >= needed
+    by_meaning = np.ones(candidates, dtype=bool) if lifts is None else lifts >= margin
+    both = by_words & by_meaning
+    if covered is not None and lifts is not None and not both.any() and covered.max() >= _EVERY_WORD:
+        return Verdict(True, "recalled: a message holds every informative word of the query")
+    if both.any():
+        best = int(np.flatnonzero(both)[0])
+        said = []
+        if covered is not None:
+            said.append(f"holds {float(covered[best]):.0%} of the query's informative words")
+        if lifts is not None:
+            said.append(f"is {float(lifts[best]):.2f} more similar to it than the history's typical one")
+        return Verdict(True, "recalled: a message " + " and ".join(said))
+    said = []
+    if covered is not None:
+        said.append(
+            f"the best keyword match holds {float(covered.max()):.0%} of its informative words (needs {needed:.0%})"
+        )
+    if lifts is not None:
+        said.append(
+            f"the closest message is {float(lifts.max()):.2f} more similar to it than the history's "
+            f"typical one (needs {margin:.2f})"
+        )
+    if covered is not None and lifts is not None and (by_words.any() or by_meaning.any()):
+        said.append("no message is both, and none holds every word")
+    scales = " and ".join(
+        name
+        for name, known in (("by its words", covered is not None), ("by its meaning", lifts is not None))
+        if known
+    )
+    return _nothing(
+        f"a request that does not refer to the history needs a message that is evidence {scales}: "
+        + ", ".join(said),
+        candidates,
+    )
+
+
+def _nothing(why: str, candidates: int) -> Verdict:
+    reason = "nothing recalled: the history holds no evidence for this query: " + why
+    return Verdict(False, reason, (Dropped("recall", f"{candidates} candidate messages", 0, reason),))

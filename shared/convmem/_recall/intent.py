@@ -402,6 +402,9 @@ def asks_for_advice(query: str) -> bool:
     return bool(_ADVICE_EN.search(query) or _ADVICE_ZH.search(query))
 
 
+_NAME_LIKE = re.compile(r"(?<=\w[ ,])[A-Z][a-z]{2,}(?!\w)")
+
+
 def refers_to_history(query: str, speakers: Iterable[str] = ()) -> bool:
     """Whether `query` is about the user or their history rather than a request that stands
     on its own: first person ("my", 我), what the assistant said ("you suggested"), a
@@ -419,4 +422,13 @@ def refers_to_history(query: str, speakers: Iterable[str] = ()) -> bool:
     if _HISTORY_EN.search(query) or _HISTORY_ZH.search(query):
         return True
     lowered = query.lower()
-    return any(re.search(rf"(?<!\w){re.escape(name)}(?!\w)", lowered) for name in speakers if name)
+    names = [name for name in speakers if name]
+    if any(re.search(rf"(?<!\w){re.escape(name)}(?!\w)", lowered) for name in names):
+        return True
+    # A short form of a speaker's name written as a name ("Mel" for Melanie): a capitalised
+    # word of three letters or more, not the first of the query, that begins a name.
+    return any(
+        name.startswith(short) and name != short
+        for short in (word.lower() for word in _NAME_LIKE.findall(query))
+        for name in names
+    )

@@ -1,0 +1,96 @@
+"""The evidence gate: when a request that stands on its own may take memory at all."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+
+from convmem import RecallConfig
+from convmem._recall.gate import judge
+from convmem._recall.rank import Evidence, Ranked, Ranking
+
+CONFIG = RecallConfig()
+
+
+def candidates(
+    coverage: list[float], similarity: list[float], typical: float = 0.05
+) -> tuple[Ranking, Evidence]:
+    """Candidates 1..n ranked in that order, each with its keyword coverage and cosine
+    similarity to the query; the query's similarity to the history's typical message is
+    `typical` for all of them."""
+    seqs = list(range(1, len(coverage) + 1))
+    zeros = np.zeros(len(seqs), dtype=np.float32)
+    evidence = Evidence(
+        seqs=seqs,
+        dense_message=np.array(similarity, dtype=np.float32),
+        dense_exchange=np.array(similarity, dtype=np.float32),
+        lexical_message=zeros,
+        lexical_exchange=zeros,
+        said_by_named=np.zeros(len(seqs), dtype=bool),
+        ages=zeros,
+        episodes=seqs,
+        vectors={},
+        coverage=np.array(coverage, dtype=np.float32),
+        typical=np.full(len(seqs), typical, dtype=np.float32),
+    )
+    ranked = tuple(
+        Ranked(seq, 1.0 - i / 10, sim) for i, (seq, sim) in enumerate(zip(seqs, similarity, strict=True))
+    )
+    return Ranking(ranked, max(similarity), len(seqs), ()), evidence
+
+
+# "What is 17 times 23?" against a history of math homework and dated lists: one passage
+# holds "17", "23" and "times" by chance, another is a request of the same kind.
+WORDS_HERE_MEANING_THERE = ([0.84, 0.30], [0.25, 0.55])
+
+
+def test_a_standalone_request_is_not_recalled_for_words_in_one_message_and_meaning_in_another() -> None:
+    ranking, evidence = candidates(*WORDS_HERE_MEANING_THERE)
+
+    verdict = judge(ranking, evidence, CONFIG, personal=False)
+
+    assert not verdict.passed
+    assert "by its words and by its meaning" in verdict.reason
+    assert "no message is both" in verdict.reason
+    assert verdict.dropped and verdict.dropped[0].section == "recall"
+
+
+def test_a_standalone_request_is_recalled_when_one_message_holds_its_words_and_its_meaning() -> None:
+    ranking, evidence = candidates([0.84, 0.30, 0.90], [0.25, 0.55, 0.60])
+
+    verdict = judge(ranking, evidence, CONFIG, personal=False)
+
+    assert verdict.passed
+    assert "holds 90% of the query's informative words" in verdict.reason
+    assert "0.55 more similar" in verdict.reason
+
+
+def test_a_standalone_request_is_recalled_by_a_message_that_holds_every_one_of_its_words() -> None:
+    # "corgi Duoduo" against the message it searches for, under an encoder that misses it
+    ranking, evidence = candidates([0.84, 1.0], [0.25, 0.20])
+
+    verdict = judge(ranking, evidence, CONFIG, personal=False)
+
+    assert verdict.passed
+    assert "every informative word" in verdict.reason
+
+
+def test_a_question_about_the_user_is_recalled_on_either_scale() -> None:
+    by_words, by_meaning = candidates([0.84], [0.10]), candidates([0.05], [0.55])
+
+    assert judge(*by_words, CONFIG, personal=True).passed
+    assert judge(*by_meaning, CONFIG, personal=True).passed
+    assert judge(*candidates(*WORDS_HERE_MEANING_THERE), CONFIG, personal=True).passed
+
+
+def test_without_vectors_a_standalone_request_is_judged_by_its_words_alone() -> None:
+    ranking, evidence = candidates([0.84, 0.30], [0.0, 0.0])
+    ranking = Ranking(tuple(r._replace(similarity=None) for r in ranking.ranked), None, 2, ())
+    words_only = dataclasses.replace(evidence, dense_message=None, dense_exchange=None, typical=None)
+
+    assert judge(ranking, words_only, CONFIG, personal=False).passed
+    low = dataclasses.replace(words_only, coverage=np.array([0.5, 0.3], dtype=np.float32))
+    verdict = judge(ranking, low, CONFIG, personal=False)
+    assert not verdict.passed
+    assert "evidence by its words:" in verdict.reason
