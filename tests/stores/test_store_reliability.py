@@ -993,3 +993,20 @@ def test_no_store_module_unpickles_or_evaluates_stored_data() -> None:
     )
     offenders = {name: forbidden.findall((package / name).read_text(encoding="utf-8")) for name in modules}
     assert {name: found for name, found in offenders.items() if found} == {}
+
+
+def test_a_sqlite_store_in_a_with_block_is_closed_at_its_end_even_on_an_error(tmp_path: Path) -> None:
+    with SQLiteStore(tmp_path / "memory.db") as store:
+        store.append("s", [Message.create("user", "kept")])
+    assert store.closed
+    with pytest.raises(StoreError, match="is closed"):
+        store.messages("s")
+    with pytest.raises(RuntimeError, match="boom"), SQLiteStore(tmp_path / "memory.db") as again:
+        raise RuntimeError("boom")
+    assert again.closed
+    reopened = SQLiteStore(tmp_path / "memory.db")
+    assert [m.content for m in reopened.messages("s")] == ["kept"]  # nothing lost by either exit
+    reopened.close()
+    with InMemoryStore() as memory:
+        memory.append("s", [Message.create("user", "hi")])
+    assert [m.content for m in memory.messages("s")] == ["hi"]  # nothing to release

@@ -253,5 +253,11 @@ class InMemoryStore(Store, ReadsStates, ListsUserSessions):
                 del self._sessions[session_id]
             return doomed
 
+    def __enter__(self) -> InMemoryStore:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
     def close(self) -> None:
         """Nothing to release; kept for the `Store` protocol."""

@@ -510,6 +510,12 @@ class SQLiteStore(Store, ReadsStates, ListsUserSessions, PagesSessions, HostsHis
         for table in ("messages", "state", "sessions"):
             conn.executemany(f"DELETE FROM {table} WHERE session_id = ?", [(sid,) for sid in session_ids])
 
+    def __enter__(self) -> SQLiteStore:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
     def close(self) -> None:
         """Close every connection this store opened, from any thread.
 
