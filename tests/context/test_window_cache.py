@@ -7,35 +7,9 @@ session cleared and started again.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from pathlib import Path
-
-import pytest
-from shared_stores import SERVER_KINDS, Location, location_for
-
-from convmem import ConversationMemory, InMemoryStore, MemoryConfig, Message, Store, TurnStatus
+from convmem import ConversationMemory, MemoryConfig, Message, Store, TurnStatus
 
 QUIET = MemoryConfig(extract_facts=False, recall_earlier_turns=False, summary_trigger="never")
-
-
-@pytest.fixture(params=["memory", "sqlite", *SERVER_KINDS])
-def two_handles(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[tuple[Store, Store]]:
-    """Two store objects on the same data (one object for the in-memory store)."""
-    if request.param == "memory":
-        store = InMemoryStore()
-        yield store, store
-        return
-    location = (
-        Location("sqlite", str(tmp_path / "m.db"), "")
-        if request.param == "sqlite"
-        else location_for(request.param, request)
-    )
-    first, second = location.open(), location.open()
-    yield first, second
-    first.close()
-    second.close()
-    if request.param != "sqlite":
-        location.cleanup()
 
 
 def window(memory: ConversationMemory) -> list[tuple[str, TurnStatus]]:
