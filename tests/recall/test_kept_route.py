@@ -13,6 +13,7 @@ import json
 from collections.abc import Iterator
 from pathlib import Path
 
+import numpy as np
 import pytest
 from real_chat_facts import data_dir
 
@@ -27,6 +28,8 @@ from convmem import (
 )
 from convmem._recall.index_rows import IndexCursor
 from convmem._recall.kept_history import WRITE_EVERY
+from convmem._recall.kept_postings import PostingsCache
+from convmem._recall.scoring import TermPostings
 from convmem._stores.base import Store
 
 COUNTER = TiktokenCounter()
@@ -159,17 +162,17 @@ def test_postings_of_a_history_are_kept_for_its_newest_rows_only(store: SQLiteSt
     # A chat that goes on writes new rows between searches: postings of the older rows
     # are never read again and must not pile up in a server that runs for months.
     recall = Recall()
-    histories = recall._kept.histories
+    postings = recall._kept.histories.postings
     for turn in range(5):
         store.append(
             "s", [Message.create("user", f"Duoduo chased pigeon number {turn} on the beach.")], user_id="u"
         )
         recall.search("s", "Who chased a pigeon at the beach?", store=store, counter=COUNTER, max_tokens=400)
-        versions = {key[:-1] for key in histories._postings}
+        versions = {key[:-1] for key in postings.kept()}
         assert len(versions) == 1, f"after search {turn + 1}: postings of {len(versions)} versions kept"
     store.append("t", [Message.create("user", "A pigeon sat on my balcony.")], user_id="v")
     recall.search("t", "Where did the pigeon sit?", store=store, counter=COUNTER, max_tokens=400)
-    assert len({key[:-2] for key in histories._postings}) == 2  # another user's history is its own
+    assert len({key[:-2] for key in postings.kept()}) == 2  # another user's history is its own
 
 
 def test_the_kept_index_recalls_what_the_mirrors_recall_on_a_long_chat_of_named_speakers(
@@ -208,3 +211,26 @@ def test_the_kept_index_recalls_what_the_mirrors_recall_on_a_long_chat_of_named_
         store.close()
     assert sum(1 for items in recalled["store"] if items) > 30  # most questions recall something
     assert recalled["store"] == recalled["process"]
+
+
+def test_the_postings_kept_stay_within_their_bound_in_documents() -> None:
+    ids = np.arange(40, dtype=np.int64)
+    ones = np.ones(40, dtype=np.float64)
+    cache = PostingsCache(documents=200)
+    for history in range(10):
+        cache.put(("store", history, b"v1"), {"pigeon": {0: TermPostings(ids, ones, ones)}})
+    assert len(cache) == 4  # 41 documents each: four fit in 200, the oldest went first
+    assert [key[1] for key in cache.kept()] == [6, 7, 8, 9]
+    assert cache.get(("store", 9, b"v1"), ["pigeon", "corgi"]).keys() == {"pigeon"}
+    cache.put(("store", 9, b"v2"), {"beach": {0: TermPostings(ids[:5], ones[:5], ones[:5])}})
+    assert cache.get(("store", 9, b"v1"), ["pigeon"]) == {}  # an older version went with the new one
+    assert sorted(key[1:] for key in cache.kept()) == [
+        (6, b"v1", "pigeon"),
+        (7, b"v1", "pigeon"),
+        (8, b"v1", "pigeon"),
+        (9, b"v2", "beach"),
+    ]
+    cache.put(
+        ("store", 1, b"v1"), {"most": {0: TermPostings(ids, ones, ones), 1: TermPostings(ids, ones, ones)}}
+    )
+    assert cache.get(("store", 1, b"v1"), ["most"]) == {}  # over a quarter of the room: not kept

@@ -53,6 +53,7 @@ from .index_rows import (
     owner_key,
 )
 from .joined import GROUP_SHIFT
+from .kept_postings import PostingsCache
 from .kept_rows import Excerpts, Fetched, KeptLines, Lines, RowCache
 from .lexical import CollectionStats, LexicalScores, no_scores, query_terms
 from .passages import PART_BITS, best_of_each_message
@@ -74,8 +75,6 @@ _UNREAD = object()
 # Cursors as read from their JSON, shared by the searches of a process: never modified
 # (`derive` continues a copy), and parsed once instead of once per session per search.
 _read_cursor = functools.lru_cache(maxsize=8192)(IndexCursor.from_json)
-# Postings kept between searches (per Recall), in documents: about 24 bytes each.
-_POSTINGS_KEPT = 2_000_000
 # Sessions per tables whose written seq a process remembers (the oldest go first).
 _SESSIONS_NOTED = 65536
 
@@ -87,14 +86,8 @@ class KeptHistories:
         self.config = config
         self._lines: OrderedDict[tuple[object, ...], CachedLine] = OrderedDict()
         self._lock = threading.Lock()
-        # Postings of recent query terms, by (store key, history, version of its rows, term):
-        # a history's rows change only when a batch is written, so a long session's common
-        # terms are read from the store once per batch, not once per search.
-        self._postings: OrderedDict[tuple[object, ...], dict[int, TermPostings]] = OrderedDict()
-        self._postings_size = 0
-        # The version of each history whose postings are kept, and their keys: postings of
-        # an older version are never read again, so they go when a newer one is kept.
-        self._postings_versions: dict[tuple[object, ...], tuple[object, set[tuple[object, ...]]]] = {}
+        # Postings of recent query terms: read once per batch written, not once per search.
+        self.postings = PostingsCache()
         # The seq each session's rows were last seen written through, per tables.
         self._written: weakref.WeakKeyDictionary[HistoryTables, dict[str, int]] = weakref.WeakKeyDictionary()
         # Unit rows and messages of recent candidates: a warm build reads neither again.
@@ -260,61 +253,6 @@ class KeptHistories:
             excluded, max_tokens, counter, filters
         )
 
-    # -- postings kept between searches --------------------------------------------------
-
-    def kept_postings(
-        self, history: tuple[object, ...], terms: Sequence[str]
-    ) -> dict[str, dict[int, TermPostings]]:
-        """The postings (by kind) of those of `terms` kept for `history`, at its version."""
-        found: dict[str, dict[int, TermPostings]] = {}
-        with self._lock:
-            for term in terms:
-                key = (*history, term)
-                entry = self._postings.get(key)
-                if entry is not None:
-                    self._postings.move_to_end(key)
-                    found[term] = entry
-        return found
-
-    def keep_postings(
-        self, history: tuple[object, ...], postings: Mapping[str, dict[int, TermPostings]]
-    ) -> None:
-        """Keep `postings` of `history` (store key, history number, version of its rows);
-        those kept of an older version of the same history go."""
-        which, version = history[:-1], history[-1]
-        with self._lock:
-            kept_version, keys = self._postings_versions.get(which, (version, set()))
-            if kept_version != version:
-                for key in list(keys):
-                    self._drop_postings(key)
-                keys = set()
-            for term, by_kind in postings.items():
-                size = 1 + sum(len(p.ids) for p in by_kind.values())
-                if size > _POSTINGS_KEPT // 4:
-                    continue  # a term of most documents: not worth a quarter of the room
-                key = (*history, term)
-                self._drop_postings(key)
-                self._postings[key] = by_kind
-                self._postings_size += size
-                keys.add(key)
-            if keys:
-                self._postings_versions[which] = (version, keys)
-            while self._postings_size > _POSTINGS_KEPT and self._postings:
-                self._drop_postings(next(iter(self._postings)))
-
-    def _drop_postings(self, key: tuple[object, ...]) -> None:
-        """Forget the postings kept under `key` (store key, history, version, term); the lock is held."""
-        dropped = self._postings.pop(key, None)
-        if dropped is None:
-            return
-        self._postings_size -= 1 + sum(len(p.ids) for p in dropped.values())
-        which = key[:-2]
-        entry = self._postings_versions.get(which)
-        if entry is not None and entry[0] == key[-2]:
-            entry[1].discard(key)
-            if not entry[1]:
-                del self._postings_versions[which]
-
     # -- rendered lines -----------------------------------------------------------------
 
     def line(self, key: tuple[object, ...]) -> CachedLine | None:
@@ -446,7 +384,7 @@ class _Search:
         assert self.number is not None
         if not terms:
             return {}
-        known = self.kept.kept_postings(self.history, terms)
+        known = self.kept.postings.get(self.history, terms)
         missing = [term for term in terms if term not in known]
         if missing:
             grouped: dict[tuple[int, str], list[tuple[int, int, int]]] = {}
@@ -458,7 +396,7 @@ class _Search:
                 read.setdefault(term, {})[kind] = TermPostings(
                     array[:, 0], array[:, 1].astype(np.float64), array[:, 2].astype(np.float64)
                 )
-            self.kept.keep_postings(self.history, read)
+            self.kept.postings.put(self.history, read)
             known.update(read)
         wanted = np.array(sorted(self.cursors), dtype=np.int64)
         out: dict[int, dict[str, TermPostings]] = {}
