@@ -94,3 +94,20 @@ def test_without_vectors_a_standalone_request_is_judged_by_its_words_alone() -> 
     verdict = judge(ranking, low, CONFIG, personal=False)
     assert not verdict.passed
     assert "evidence by its words:" in verdict.reason
+
+
+def test_a_standalone_sentence_with_one_informative_word_passes_by_meaning_only() -> None:
+    # "Hi! How are you today?": one message holds "today", its only informative word
+    ranking, evidence = candidates([1.0, 0.2], [0.25, 0.20])
+    words_only = dataclasses.replace(evidence, dense_message=None, dense_exchange=None, typical=None)
+    no_vectors = Ranking(tuple(r._replace(similarity=None) for r in ranking.ranked), None, 2, ())
+
+    verdict = judge(no_vectors, words_only, CONFIG, personal=False, words=1)
+    assert not verdict.passed
+    assert "one informative word" in verdict.reason
+    assert not judge(ranking, evidence, CONFIG, personal=False, words=1).passed  # no "every word" pass
+    close = candidates([1.0, 0.2], [0.60, 0.20])
+    assert judge(*close, CONFIG, personal=False, words=1).passed
+    # a question about the user, or keywords searched for (words=None), are judged as before
+    assert judge(no_vectors, words_only, CONFIG, personal=True, words=1).passed
+    assert judge(no_vectors, words_only, CONFIG, personal=False).passed

@@ -220,6 +220,17 @@ def test_a_question_about_the_user_ranks_their_own_statement_first() -> None:
         ("What did Mel and her kids paint?", True),  # a short form of Melanie, written as a name
         ("Which mellow songs suit a party?", False),  # the same letters, not a name
         ("What car should one buy?", False),
+        # the first person of a request's frame asks; it is not what the request is about
+        ("I need a cron expression that runs every weekday at noon.", False),
+        ("I'd like a limerick about a sleepy cat.", False),
+        ("I need a gift idea for my mom.", True),
+        ("I need help with my cover letter.", True),
+        ("帮我把这段话改得更正式一点。", False),
+        ("我需要一个三天的健身计划。", False),
+        ("我需要多喝水吗？", True),
+        # "do you say" asks how it is said; "did you say" asks what was said
+        ("How do you pronounce 'quinoa'?", False),
+        ("What did you say about quinoa?", True),
     ],
 )
 def test_requests_that_refer_to_the_history_are_told_apart(query: str, refers: bool) -> None:
@@ -265,6 +276,32 @@ def test_a_new_chat_asking_for_no_memory_gets_the_room_for_nothing_else() -> Non
     context = fresh.build_context("Write a haiku about autumn rain.", 1024)
     assert context.recalled == ()
     assert context.section("recall").tokens == 0
+
+
+def test_a_sentence_with_one_informative_word_is_not_recalled_for_holding_it() -> None:
+    # "Hi! How are you today?": "today" is its one informative word, and an earlier
+    # message holds it by chance; "Who is Anthony?" asks about someone the history names.
+    store = InMemoryStore()
+    store_messages(
+        store,
+        "s1",
+        [
+            ("user", "Today I finally fixed the leaking kitchen tap."),
+            ("assistant", "Nice work!"),
+            ("user", "Anthony from the climbing gym lent me his wrench."),
+            *FILLER,
+        ],
+    )
+    recall = Recall()
+    greeting = recall.search("s1", "Hi! How are you today?", store=store, max_tokens=400, counter=COUNTER)
+    assert greeting.items == ()
+    assert "one informative word" in greeting.reason
+    keyword = recall.search("s1", "today", store=store, max_tokens=400, counter=COUNTER)
+    assert any("leaking kitchen tap" in item.text for item in keyword.items)
+    person = recall.search("s1", "Who is Anthony?", store=store, max_tokens=400, counter=COUNTER)
+    assert any("climbing gym" in item.text for item in person.items)
+    unknown = recall.search("s1", "Who is Beatrice?", store=store, max_tokens=400, counter=COUNTER)
+    assert unknown.items == ()
 
 
 def test_the_gate_can_be_turned_off() -> None:

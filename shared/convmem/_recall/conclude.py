@@ -12,12 +12,13 @@ from .._models import Message
 from .._tokens import TokenCounter
 from .config import RecallConfig
 from .gate import judge
-from .intent import asks_about_user, asks_for_several, refers_to_history
+from .intent import ASKS_ABOUT_A_PERSON, asks_about_user, asks_for_several, past_cue, refers_to_history
 from .joined import GROUP_SHIFT, SEQ_MASK
 from .language import SECTION_HEADERS, choose_language
 from .lexical import CollectionStats, tokenize
 from .rank import Evidence, rank
 from .render import CachedLine, LineKey, RecallResult, render
+from .terms import query_terms
 
 __all__ = ["Shown", "conclude"]
 
@@ -57,7 +58,7 @@ def conclude(
     all, and render the best into `max_tokens` (`evidence` keyed as `Shown`)."""
     ranking = rank(evidence, config, several=asks_for_several(query), about_user=asks_about_user(query))
     personal = refers_to_history(query, speakers) or _names_someone_known(query, collection)
-    verdict = judge(ranking, evidence, config, personal=personal)
+    verdict = judge(ranking, evidence, config, personal=personal, words=_words_of_sentence(query))
     ranked = ranking.ranked if verdict.passed else ()
     if shown.prefetch is not None and ranked:
         shown.prefetch([seq for r in ranked for seq in shown.item_seqs[r.seq]])
@@ -101,15 +102,31 @@ def conclude(
     )
 
 
+_WORD = re.compile(r"[^\W_]+")
+
+
+def _words_of_sentence(query: str) -> int | None:
+    """How many distinct informative words `query` has when it is a sentence ("Hi! How are
+    you today?": one), or None when every word of it is informative: keywords searched
+    for ("ramen", "locker code")."""
+    terms = set(query_terms(query))
+    return len(terms) if len(_WORD.findall(query)) > len(terms) else None
+
+
 _POSSESSIVE_NAME = re.compile(r"\b([A-Z][^\W\d_]+)['’]s\b")
 
 
 def _names_someone_known(query: str, collection: CollectionStats | None) -> bool:
     """Whether `query` asks about someone of the user's history by name: a capitalised
-    name in the possessive ("Lola's vet visit") that the history mentions."""
+    name in the possessive ("Lola's vet visit") or a person a question asks about ("Who
+    is Anthony?", `past_cue`) that the history mentions."""
     if collection is None:
         return False
-    for name in _POSSESSIVE_NAME.findall(query):
+    names = _POSSESSIVE_NAME.findall(query)
+    cue = past_cue(query)
+    if cue is not None and cue.reason == ASKS_ABOUT_A_PERSON:
+        names.append(cue.words)
+    for name in names:
         terms = tokenize(name)
         if terms and collection.frequencies.get(terms[0], 0) > 0:
             return True

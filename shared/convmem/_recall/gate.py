@@ -28,6 +28,9 @@ message of the same kind ("Can you explain how...", "I'd be happy to help");
 a message that continues its subject holds its words and its meaning at once.
 A message that holds every one of its informative words is what the request
 searches for ("corgi Duoduo", "locker code"), whatever the encoder makes of it.
+One word is not a subject, though: "Hi! How are you today?" has one informative
+word, and some earlier message holds it by chance; such a request passes only by
+meaning, when the history can be searched that way too.
 """
 
 from __future__ import annotations
@@ -78,7 +81,14 @@ class Verdict:
     dropped: tuple[Dropped, ...] = ()
 
 
-def judge(ranking: Ranking, evidence: Evidence, config: RecallConfig, *, personal: bool = True) -> Verdict:
+def judge(
+    ranking: Ranking,
+    evidence: Evidence,
+    config: RecallConfig,
+    *,
+    personal: bool = True,
+    words: int | None = None,
+) -> Verdict:
     """Whether the ranked candidates hold evidence for the query on an absolute scale (see
     the module docstring); `RecallConfig.min_coverage` None turns the judgement off.
 
@@ -88,7 +98,9 @@ def judge(ranking: Ranking, evidence: Evidence, config: RecallConfig, *, persona
     stands on its own needs one message that holds `min_coverage_general` of its words
     and, with dense search, is also `evidence_margin_general` more similar to it than
     the typical message, or that holds every one of its informative words: most of its
-    words in common, or a request of the same kind, is chance, not memory.
+    words in common, or a request of the same kind, is chance, not memory. `words`: how
+    many distinct informative words the query has; a request with fewer than two is
+    evidence by meaning only.
     """
     if not ranking.ranked:
         return Verdict(False, "nothing recalled: no earlier message matches the query's words or meaning")
@@ -108,7 +120,19 @@ def judge(ranking: Ranking, evidence: Evidence, config: RecallConfig, *, persona
         return _judge_either(covered, lifts, config.min_coverage, config.evidence_margin, len(rows))
     needed = max(config.min_coverage, config.min_coverage_general)
     margin = max(config.evidence_margin, config.evidence_margin_general)
+    if words is not None and words < 2 and covered is not None:
+        if lifts is None:
+            return _nothing(
+                f"a request that does not refer to the history has {_informative(words)}: "
+                "a message holding it is chance, not evidence",
+                len(rows),
+            )
+        covered = None  # one word in common says nothing: meaning alone decides
     return _judge_both(covered, lifts, needed, margin, len(rows))
+
+
+def _informative(words: int) -> str:
+    return "one informative word" if words == 1 else "no informative word"
 
 
 # Coverage sums the shares of the query's terms in float32: "every word" allows its rounding.

@@ -40,6 +40,7 @@ from .config import RecallConfig
 from .language import count_cjk
 
 __all__ = [
+    "ASKS_ABOUT_A_PERSON",
     "PastCue",
     "asks_about_user",
     "asks_for_advice",
@@ -50,6 +51,10 @@ __all__ = [
     "refers_to_history",
     "speaks_for_us",
 ]
+
+
+ASKS_ABOUT_A_PERSON = "asks about a person"
+"""`PastCue.reason` of a question about someone named in it ("When did Caroline go...")."""
 
 
 class PastCue(NamedTuple):
@@ -181,6 +186,22 @@ def _question_start(query: str) -> int | None:
     return None
 
 
+# Words that open a sentence with a capital: after "Hi!" or "Thanks.", "How are you?" names nobody.
+_SENTENCE_OPENERS = frozenset(
+    """
+    how what which who whom whose where when why is are was were do does did can could will would
+    should shall may might must have has had am hi hello hey thanks thank please yes no ok okay so and
+    but then also just now well sure great nice cool good i you he she it we they this that there
+    here let tell give show help write make explain
+    """.split()  # noqa: SIM905 - a word list reads better as text
+)
+_SENTENCE_END = re.compile(r"[.!?。！？]\s*$")
+
+
+def _opens_sentence(query: str, at: int) -> bool:
+    return bool(_SENTENCE_END.search(query, 0, at))
+
+
 def _person_named(query: str, start: int) -> str | None:
     """A person's name (or he/she) in the question of `query` that begins at `start`."""
     first_word = re.match(r"\s*\S+", query)
@@ -190,6 +211,8 @@ def _person_named(query: str, start: int) -> str | None:
         words = name.group(0)  # a name of several words ("the Berlin Wall") is judged whole
         if words.split()[0] in _NOT_A_PERSON:
             continue
+        if _opens_sentence(query, name.start()) and words.split()[0].lower() in _SENTENCE_OPENERS:
+            continue  # "Hi! How are you?": a capital that opens a sentence, not a name
         if not words.endswith(("'s", "’s")) and _EN_THING_BEFORE.search(query, 0, name.start()):
             continue
         if any(title_start <= name.start() < title_end for title_start, title_end in titles):
@@ -215,7 +238,7 @@ def _english_cue(query: str) -> PastCue | None:
         return PastCue("asks about the user", self_.group(0))
     person = _person_named(query, start)
     if person:
-        return PastCue("asks about a person", person)
+        return PastCue(ASKS_ABOUT_A_PERSON, person)
     known = _EN_KNOWN_THING.search(question)
     if known:
         return PastCue("refers to earlier conversation", known.group(0))
@@ -243,7 +266,7 @@ def _chinese_cue(query: str) -> PastCue | None:
         return PastCue("asks about the user", "我")
     for pattern, reason in (
         (_ZH_PAST_TIME, "names a time gone by"),
-        (_ZH_PERSON, "asks about a person"),
+        (_ZH_PERSON, ASKS_ABOUT_A_PERSON),
         (_ZH_KNOWN_THING, "refers to earlier conversation"),
         (_ZH_FINISHED, "asks about a finished event"),
     ):
@@ -331,10 +354,24 @@ _FIRST_PERSON_ZH = re.compile(r"我")
 _ASSISTANT_SAID_EN = re.compile(
     r"\byou(?:'ve| have| had)? (?:\w+ )?(?:said|told|mentioned|suggested|recommended|gave|listed|provided"
     r"|created|wrote|shared|explained|described|named|proposed|offered|came up with)\b"
-    r"|\b(?:did|do) you (?:say|tell|mention|suggest|recommend|give|list|provide|write|explain|name)\b",
+    r"|\bdid you (?:say|tell|mention|suggest|recommend|give|list|provide|write|explain|name)\b",
     re.IGNORECASE,
 )
 _ASSISTANT_SAID_ZH = re.compile(r"你(?:说过|提到|建议|推荐|告诉|给我|写的|讲过)")
+
+
+# "I need a regex...", "I'd like a summary of...", 帮我写..., 给我讲个笑话: the first person of a
+# request's frame is the one asking, not what the request is about.
+_REQUEST_FRAME_EN = re.compile(
+    r"\bi(?:'d|\s+would)?(?:\s+(?:really|just|also|now))?\s+(?:need|want|like|am\s+looking\s+for)"
+    r"(?=\s+(?:a|an|some|help)\b)|\bi'm(?:\s+(?:really|just|also|now))?\s+looking\s+for(?=\s+(?:a|an|some|help)\b)",
+    re.IGNORECASE,
+)
+_REQUEST_FRAME_ZH = re.compile(r"(?:帮|给|替|为)我|我(?:想要|需要|要)(?=一)")
+
+
+def _without_request_frame(query: str) -> str:
+    return _REQUEST_FRAME_ZH.sub(" ", _REQUEST_FRAME_EN.sub(" ", query))
 
 
 def asks_about_user(query: str) -> bool:
@@ -409,13 +446,16 @@ def refers_to_history(query: str, speakers: Iterable[str] = ()) -> bool:
     """Whether `query` is about the user or their history rather than a request that stands
     on its own: first person ("my", 我), what the assistant said ("you suggested"), a
     past-pointing phrase ("last time", 上次, a month or year), or one of `speakers` (the
-    history's named speakers, lowercased). A capitalised word alone does not count:
+    history's named speakers, lowercased). The first person of a request's frame is the
+    one asking ("I need a regex...", 帮我写...), not what it is about. A capitalised word
+    alone does not count:
     "Translate 'good morning' into French." names a language, not a person of the history.
 
     >>> refers_to_history("How many bikes do I own?"), refers_to_history("What is the capital of Peru?")
     (True, False)
     """
-    if _FIRST_PERSON_EN.search(query) or _FIRST_PERSON_ZH.search(query):
+    unframed = _without_request_frame(query)
+    if _FIRST_PERSON_EN.search(unframed) or _FIRST_PERSON_ZH.search(unframed):
         return True
     if _ASSISTANT_SAID_EN.search(query) or _ASSISTANT_SAID_ZH.search(query):
         return True
