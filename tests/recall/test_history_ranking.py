@@ -281,6 +281,7 @@ def test_a_new_chat_asking_for_no_memory_gets_the_room_for_nothing_else() -> Non
 def test_a_sentence_with_one_informative_word_is_not_recalled_for_holding_it() -> None:
     # "Hi! How are you today?": "today" is its one informative word, and an earlier
     # message holds it by chance; "Who is Anthony?" asks about someone the history names.
+    # No model: the words are all the gate has.
     store = InMemoryStore()
     store_messages(
         store,
@@ -289,6 +290,7 @@ def test_a_sentence_with_one_informative_word_is_not_recalled_for_holding_it() -
             ("user", "Today I finally fixed the leaking kitchen tap."),
             ("assistant", "Nice work!"),
             ("user", "Anthony from the climbing gym lent me his wrench."),
+            ("user", "The bus came 3 times late this week: at 17 past, then 23 past the hour."),
             *FILLER,
         ],
     )
@@ -296,6 +298,9 @@ def test_a_sentence_with_one_informative_word_is_not_recalled_for_holding_it() -
     greeting = recall.search("s1", "Hi! How are you today?", store=store, max_tokens=400, counter=COUNTER)
     assert greeting.items == ()
     assert "one informative word" in greeting.reason
+    # its numbers are values: "times" is the one word it has
+    arithmetic = recall.search("s1", "What is 17 times 23?", store=store, max_tokens=400, counter=COUNTER)
+    assert arithmetic.items == ()
     keyword = recall.search("s1", "today", store=store, max_tokens=400, counter=COUNTER)
     assert any("leaking kitchen tap" in item.text for item in keyword.items)
     person = recall.search("s1", "Who is Anthony?", store=store, max_tokens=400, counter=COUNTER)

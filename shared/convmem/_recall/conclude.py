@@ -108,9 +108,12 @@ _WORD = re.compile(r"[^\W_]+")
 def _words_of_sentence(query: str) -> int | None:
     """How many distinct informative words `query` has when it is a sentence ("Hi! How are
     you today?": one), or None when every word of it is informative: keywords searched
-    for ("ramen", "locker code")."""
+    for ("ramen", "locker code"). Numbers are not counted: in a sentence they are values
+    ("What is 17 times 23?"), and any history of dates and prices holds them by chance."""
     terms = set(query_terms(query))
-    return len(terms) if len(_WORD.findall(query)) > len(terms) else None
+    if len(_WORD.findall(query)) <= len(terms):
+        return None
+    return sum(1 for term in terms if not term.isdigit())
 
 
 _POSSESSIVE_NAME = re.compile(r"\b([A-Z][^\W\d_]+)['’]s\b")

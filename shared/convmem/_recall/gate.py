@@ -29,8 +29,9 @@ a message that continues its subject holds its words and its meaning at once.
 A message that holds every one of its informative words is what the request
 searches for ("corgi Duoduo", "locker code"), whatever the encoder makes of it.
 One word is not a subject, though: "Hi! How are you today?" has one informative
-word, and some earlier message holds it by chance; such a request passes only by
-meaning, when the history can be searched that way too.
+word, and some earlier message holds it by chance ("What is 17 times 23?" too: its
+numbers are values, not words of a subject); such a request passes only by meaning,
+when the history can be searched that way too.
 """
 
 from __future__ import annotations
