@@ -72,6 +72,33 @@ NO_MEMORY_REQUESTS_HELD_OUT = (
 )
 
 
+# Twenty more, written after recall's rules were changed for what it did with the 19
+# above ("I need a regex...", "How do you say...", "Hi! How are you today?") and
+# measured as they are, never tuned on: a second check that those changes are rules.
+NO_MEMORY_REQUESTS_FRESH = (
+    "Can you convert 5 miles to kilometers?",
+    "I want a short poem for a birthday card.",
+    "What's the difference between TCP and UDP?",
+    "Good evening! Hope you're doing well.",
+    "Summarize the plot of Hamlet in three sentences.",
+    "I'd like a list of ten icebreaker questions for a team meeting.",
+    "Write a SQL query that counts rows per day.",
+    "Is a tomato a fruit or a vegetable?",
+    "Explain recursion like I'm five.",
+    "Please proofread this sentence: Their going to the store tomorow.",
+    "What year did the first moon landing happen?",
+    "How many centimeters are in an inch?",
+    "Generate a random strong password for me.",
+    "把这句话翻译成日语：我明天有空。",
+    "解释一下什么是区块链。",
+    "写一段Python代码，读取CSV文件。",
+    "早上好！今天有什么新闻吗？",
+    "推荐三本经典科幻小说。",
+    "一公斤等于多少磅？",
+    "帮我想一个咖啡店的名字。",
+)
+
+
 def default_data_path() -> Path:
     env = os.environ.get("CONVMEM_LONGMEMEVAL")
     if env:

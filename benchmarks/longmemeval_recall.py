@@ -17,9 +17,11 @@ from a new, empty session of that user, and the built context is scored:
   words, case-insensitive: "ans");
 - the context's mean tokens, and the memory tokens (facts, summary and recall
   sections) given to five requests that need no memory ("Translate 'good
-  morning' into French.", ...), asked from the same new chat, and to 19 more
-  that recall was never tuned on (`NO_MEMORY_REQUESTS_HELD_OUT`: coding, math,
-  translation, writing, small talk, in English and Chinese);
+  morning' into French.", ...), asked from the same new chat, to 19 more
+  (`NO_MEMORY_REQUESTS_HELD_OUT`: coding, math, translation, writing, small talk,
+  in English and Chinese; recall's rules were changed once for what it did with
+  three of them), and to 20 written after that change and never tuned on
+  (`NO_MEMORY_REQUESTS_FRESH`);
 - the headline figures again for the questions at odd and at even places: a
   rule that holds on one half and not on the other is a fit, not a rule.
 
@@ -60,6 +62,7 @@ from typing import Any
 import numpy as np
 from _longmemeval import (
     NO_MEMORY_REQUESTS,
+    NO_MEMORY_REQUESTS_FRESH,
     NO_MEMORY_REQUESTS_HELD_OUT,
     QUESTION_TYPES,
     SHORT_TYPES,
@@ -94,6 +97,8 @@ class Scores:
     held_out_tokens: list[int] = dataclasses.field(default_factory=list)
     """Memory tokens given to `NO_MEMORY_REQUESTS_HELD_OUT`."""
     held_out_items: list[int] = dataclasses.field(default_factory=list)
+    fresh_tokens: list[int] = dataclasses.field(default_factory=list)
+    """Memory tokens given to `NO_MEMORY_REQUESTS_FRESH`."""
     halves: dict[int, Scores] = dataclasses.field(default_factory=dict)
     """The same figures for the questions at even (0) and odd (1) places."""
 
@@ -205,7 +210,7 @@ def ask(
                 len(context.recalled),
                 elapsed,
             )
-        for request in NO_MEMORY_REQUESTS + NO_MEMORY_REQUESTS_HELD_OUT:
+        for request in NO_MEMORY_REQUESTS + NO_MEMORY_REQUESTS_HELD_OUT + NO_MEMORY_REQUESTS_FRESH:
             other = memory.build_context(query=request, budget=budget)
             tokens = sum(other.section(s).tokens for s in MEMORY_SECTIONS)
             for scores in results[budget].and_half(place):
@@ -213,9 +218,11 @@ def ask(
                     scores.no_memory_tokens.append(tokens)
                     scores.no_memory_items.append(len(other.recalled))
                     scores.no_memory_recall.append(other.section("recall").tokens)
-                else:
+                elif request in NO_MEMORY_REQUESTS_HELD_OUT:
                     scores.held_out_tokens.append(tokens)
                     scores.held_out_items.append(len(other.recalled))
+                else:
+                    scores.fresh_tokens.append(tokens)
     memory.close()
 
 
@@ -270,7 +277,7 @@ def run_baseline(
         elapsed = (time.perf_counter() - started) * 1000
         for scores in results[budget].and_half(place):
             record(scores, question, text, {keys[i] for i in chosen}, tokens, len(chosen), elapsed)
-        for request in NO_MEMORY_REQUESTS + NO_MEMORY_REQUESTS_HELD_OUT:
+        for request in NO_MEMORY_REQUESTS + NO_MEMORY_REQUESTS_HELD_OUT + NO_MEMORY_REQUESTS_FRESH:
             chosen, text, _ = fill(request, budget)
             tokens = counter.count_text(text) if chosen else 0
             for scores in results[budget].and_half(place):
@@ -278,9 +285,11 @@ def run_baseline(
                     scores.no_memory_tokens.append(tokens)
                     scores.no_memory_items.append(len(chosen))
                     scores.no_memory_recall.append(tokens)
-                else:
+                elif request in NO_MEMORY_REQUESTS_HELD_OUT:
                     scores.held_out_tokens.append(tokens)
                     scores.held_out_items.append(len(chosen))
+                else:
+                    scores.fresh_tokens.append(tokens)
 
 
 # -- report -------------------------------------------------------------------------------
@@ -289,7 +298,7 @@ def run_baseline(
 def print_tables(rows: list[tuple[str, dict[int, Scores]]]) -> None:
     header = (
         f"{'method':<22} {'budget':>6} {'recall':>7} {'whole':>6} {'ans':>5} {'tokens':>6} "
-        f"{'items':>6} {'ms/q':>6} {'no-mem tok':>10} {'recall':>6} {'items':>6} {'held-out tok':>12} {'items':>6}"
+        f"{'items':>6} {'ms/q':>6} {'no-mem tok':>10} {'recall':>6} {'items':>6} {'held-out tok':>12} {'items':>6} {'fresh tok':>9}"
     )
     print(header)
     print("-" * len(header))
@@ -303,7 +312,7 @@ def print_tables(rows: list[tuple[str, dict[int, Scores]]]) -> None:
                 f"{answers} {statistics.fmean(s.tokens):>6.0f} {statistics.fmean(s.items):>6.1f} {ms} "
                 f"{statistics.fmean(s.no_memory_tokens):>10.0f} {statistics.fmean(s.no_memory_recall):>6.0f} "
                 f"{statistics.fmean(s.no_memory_items):>6.1f} {statistics.fmean(s.held_out_tokens):>12.0f} "
-                f"{statistics.fmean(s.held_out_items):>6.1f}"
+                f"{statistics.fmean(s.held_out_items):>6.1f} {statistics.fmean(s.fresh_tokens):>9.0f}"
             )
     print()
     kinds = [k for k in QUESTION_TYPES if rows[0][1][BUDGETS[0]].recall.get(k)]
@@ -317,7 +326,8 @@ def print_tables(rows: list[tuple[str, dict[int, Scores]]]) -> None:
     print()
     header = (
         f"{'halves (place in list)':<22} {'budget':>6} {'even recall':>11} {'odd recall':>10} "
-        f"{'even no-mem':>11} {'odd no-mem':>10} {'even held-out':>13} {'odd held-out':>12}"
+        f"{'even no-mem':>11} {'odd no-mem':>10} {'even held-out':>13} {'odd held-out':>12} "
+        f"{'even fresh':>10} {'odd fresh':>9}"
     )
     print(header)
     print("-" * len(header))
@@ -327,7 +337,8 @@ def print_tables(rows: list[tuple[str, dict[int, Scores]]]) -> None:
             print(
                 f"{name:<22} {budget:>6} {even.headline():>11.3f} {odd.headline():>10.3f} "
                 f"{_mean(even.no_memory_tokens):>11.0f} {_mean(odd.no_memory_tokens):>10.0f} "
-                f"{_mean(even.held_out_tokens):>13.0f} {_mean(odd.held_out_tokens):>12.0f}"
+                f"{_mean(even.held_out_tokens):>13.0f} {_mean(odd.held_out_tokens):>12.0f} "
+                f"{_mean(even.fresh_tokens):>10.0f} {_mean(odd.fresh_tokens):>9.0f}"
             )
 
 
@@ -435,7 +446,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         "items (baselines: turns), no-mem tok / recall / items = memory tokens (facts, summary, recall), "
         f"of them recall's, and recalled items given to {len(NO_MEMORY_REQUESTS)} requests that need no memory; "
         f"held-out tok / items = memory tokens and items given to {len(NO_MEMORY_REQUESTS_HELD_OUT)} more such "
-        "requests recall was not tuned on"
+        f"requests; fresh tok = memory tokens given to {len(NO_MEMORY_REQUESTS_FRESH)} such requests written "
+        "after recall's last change for the others and never tuned on"
     )
     return 0
 
