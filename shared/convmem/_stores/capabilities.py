@@ -1,8 +1,9 @@
 """What a store can do beyond the `Store` contract, declared by the store and asked by its users.
 
-Each capability is a small protocol. A store declares one by naming it among its
-bases, and the code that could use it asks ``isinstance(store, Capability)``,
-never the store's class or a method name::
+Each capability is a small runtime-checkable protocol. A store declares one by naming
+it among its bases, and the code that could use it asks ``isinstance(store,
+Capability)``, never the store's class. The check looks at method names, so a store
+that has a capability's methods undeclared counts as having it::
 
     class MyStore(Store, ReadsSession):
         def read_session(self, session_id, keys): ...
