@@ -45,10 +45,11 @@ NO_MEMORY_REQUESTS = (
     "Give me a synonym for 'happy'.",
 )
 
-# More such requests, written once and never used to tune recall: a check that what keeps
-# memory out of the five above is a rule, not a fit to them. Coding, math, translation,
-# writing and small talk, in English and Chinese, some worded as people word them ("I
-# need...", 帮我...).
+# More such requests, written once as a check that what keeps memory out of the five
+# above is a rule, not a fit to them: coding, math, translation, writing and small talk,
+# in English and Chinese, some worded as people word them ("I need...", 帮我...). Recall
+# was not tuned on them until the changes told below; `NO_MEMORY_REQUESTS_FRESH` is the
+# check that never was.
 NO_MEMORY_REQUESTS_HELD_OUT = (
     "Write a Python function that checks whether a string is a palindrome.",
     "What does a 404 status code mean?",
@@ -69,13 +70,11 @@ NO_MEMORY_REQUESTS_HELD_OUT = (
     "你好，最近怎么样？",
     "什么是机器学习？请简单解释。",
     "给我讲个笑话吧。",
-)
-
-
-# Twenty more, written after recall's rules were changed for what it did with the 19
-# above ("I need a regex...", "How do you say...", "Hi! How are you today?") and
-# measured as they are, never tuned on: a second check that those changes are rules.
-NO_MEMORY_REQUESTS_FRESH = (
+    # Twenty more, written after recall's rules were changed for what it did with three of
+    # the 19 above ("I need a regex...", "How do you say...", "Hi! How are you today?").
+    # Measured once, then looked at: what recall did with three of these ("Good evening!
+    # Hope you're doing well.", "Explain recursion like I'm five.", a translation of a
+    # sentence in the first person) led to the small-talk, simile and quoted-text rules.
     "Can you convert 5 miles to kilometers?",
     "I want a short poem for a birthday card.",
     "What's the difference between TCP and UDP?",
@@ -96,6 +95,31 @@ NO_MEMORY_REQUESTS_FRESH = (
     "推荐三本经典科幻小说。",
     "一公斤等于多少磅？",
     "帮我想一个咖啡店的名字。",
+)
+
+# Twenty more, written after every change above and measured as they are, never looked
+# at to tune: whether those changes are rules or fits to the requests they were made for.
+NO_MEMORY_REQUESTS_FRESH = (
+    "What's a good substitute for buttermilk in pancakes?",
+    "Write a limerick about a cat who loves boxes.",
+    "How long should I boil an egg for a runny yolk?",
+    "Convert 350 degrees Fahrenheit to Celsius.",
+    "What causes the northern lights?",
+    "Hey there, good morning!",
+    "Can you give me three tips for better sleep?",
+    "Draft a polite reminder email about an unpaid invoice.",
+    "What is the plural of 'octopus'?",
+    "List the planets in order from the sun.",
+    "I'm bored, tell me a riddle.",
+    "What's the time complexity of binary search?",
+    "天空为什么是蓝色的？",
+    "帮我起一个微信群的名字。",
+    "用三句话介绍一下长城。",
+    "“谢谢”用法语怎么说？",
+    "写一个关于友谊的小故事。",
+    "晚上好呀！",
+    "如何用Excel计算平均值？",
+    "给我出一道小学数学题。",
 )
 
 

@@ -12,7 +12,7 @@ from stored_messages import COUNTER, store_messages
 
 from convmem import ConversationMemory, InMemoryStore, Recall, RecallConfig, Store
 from convmem._recall.embedder import BaseEmbedder
-from convmem._recall.intent import asks_about_user, refers_to_history
+from convmem._recall.intent import asks_about_user, is_small_talk, refers_to_history
 from convmem._recall.language import has_cjk
 from convmem._recall.lexical import BM25Index, tokenize
 from convmem._recall.passages import LONG_MESSAGE_CHARS, PASSAGE_CHARS, excerpt_text, passage_spans
@@ -231,6 +231,12 @@ def test_a_question_about_the_user_ranks_their_own_statement_first() -> None:
         # "do you say" asks how it is said; "did you say" asks what was said
         ("How do you pronounce 'quinoa'?", False),
         ("What did you say about quinoa?", True),
+        # the first person of a simile, or of the text a request works on, is not the user
+        ("Explain compound interest like I'm ten.", False),
+        ("Translate 'I lost my keys' into German.", False),
+        ("把这句话翻译成英文：我下周去上海。", False),
+        ("What's my sister's name?", True),
+        ("一杯等于多少毫升？", False),
     ],
 )
 def test_requests_that_refer_to_the_history_are_told_apart(query: str, refers: bool) -> None:
@@ -279,9 +285,9 @@ def test_a_new_chat_asking_for_no_memory_gets_the_room_for_nothing_else() -> Non
 
 
 def test_a_sentence_with_one_informative_word_is_not_recalled_for_holding_it() -> None:
-    # "Hi! How are you today?": "today" is its one informative word, and an earlier
-    # message holds it by chance; "Who is Anthony?" asks about someone the history names.
-    # No model: the words are all the gate has.
+    # "What about today?": "today" is its one informative word, and an earlier message
+    # holds it by chance; "Who is Anthony?" asks about someone the history names. No
+    # model: the words are all the gate has.
     store = InMemoryStore()
     store_messages(
         store,
@@ -295,9 +301,9 @@ def test_a_sentence_with_one_informative_word_is_not_recalled_for_holding_it() -
         ],
     )
     recall = Recall()
-    greeting = recall.search("s1", "Hi! How are you today?", store=store, max_tokens=400, counter=COUNTER)
-    assert greeting.items == ()
-    assert "one informative word" in greeting.reason
+    aside = recall.search("s1", "What about today?", store=store, max_tokens=400, counter=COUNTER)
+    assert aside.items == ()
+    assert "one informative word" in aside.reason
     # its numbers are values: "times" is the one word it has
     arithmetic = recall.search("s1", "What is 17 times 23?", store=store, max_tokens=400, counter=COUNTER)
     assert arithmetic.items == ()
@@ -307,6 +313,50 @@ def test_a_sentence_with_one_informative_word_is_not_recalled_for_holding_it() -
     assert any("climbing gym" in item.text for item in person.items)
     unknown = recall.search("s1", "Who is Beatrice?", store=store, max_tokens=400, counter=COUNTER)
     assert unknown.items == ()
+
+
+def test_small_talk_recalls_nothing_unless_it_refers_to_the_history() -> None:
+    store = InMemoryStore()
+    store_messages(
+        store,
+        "s1",
+        [
+            ("user", "Good evening! I hope the move went well, I was doing boxes all day."),
+            ("user", "好久不见，最近工作怎么样？我换了新工作。"),
+            *FILLER,
+        ],
+    )
+    recall = Recall()
+    for query in ("Good evening! Hope you're doing well.", "Hi! How are you today?", "你好，最近怎么样？"):
+        result = recall.search("s1", query, store=store, max_tokens=400, counter=COUNTER)
+        assert result.items == (), query
+        assert "small talk" in result.reason or "no earlier message matches" in result.reason
+    evening = recall.search(
+        "s1", "Good evening! Hope you're doing well.", store=store, max_tokens=400, counter=COUNTER
+    )
+    assert "small talk" in evening.reason  # its words are all in the first message
+    asked = recall.search(
+        "s1", "Good evening! How did my move go?", store=store, max_tokens=400, counter=COUNTER
+    )
+    assert any("move went well" in item.text for item in asked.items)
+
+
+@pytest.mark.parametrize(
+    ("query", "small_talk"),
+    [
+        ("Hi! How are you today?", True),
+        ("Good evening! Hope you're doing well.", True),
+        ("Hey, how's it going?", True),
+        ("Thanks so much!", True),
+        ("你好，最近怎么样？", True),
+        ("好久不见！", True),
+        ("Hi! How do I reset my router?", False),
+        ("How are you doing with the move?", False),
+        ("早上好！今天有什么新闻吗？", False),
+    ],
+)
+def test_small_talk_is_told_from_a_request(query: str, small_talk: bool) -> None:
+    assert is_small_talk(query) is small_talk
 
 
 def test_the_gate_can_be_turned_off() -> None:

@@ -12,7 +12,14 @@ from .._models import Message
 from .._tokens import TokenCounter
 from .config import RecallConfig
 from .gate import judge
-from .intent import ASKS_ABOUT_A_PERSON, asks_about_user, asks_for_several, past_cue, refers_to_history
+from .intent import (
+    ASKS_ABOUT_A_PERSON,
+    asks_about_user,
+    asks_for_several,
+    is_small_talk,
+    past_cue,
+    refers_to_history,
+)
 from .joined import GROUP_SHIFT, SEQ_MASK
 from .language import SECTION_HEADERS, choose_language
 from .lexical import CollectionStats, tokenize
@@ -58,7 +65,14 @@ def conclude(
     all, and render the best into `max_tokens` (`evidence` keyed as `Shown`)."""
     ranking = rank(evidence, config, several=asks_for_several(query), about_user=asks_about_user(query))
     personal = refers_to_history(query, speakers) or _names_someone_known(query, collection)
-    verdict = judge(ranking, evidence, config, personal=personal, words=_words_of_sentence(query))
+    verdict = judge(
+        ranking,
+        evidence,
+        config,
+        personal=personal,
+        words=_words_of_sentence(query),
+        small_talk=is_small_talk(query),
+    )
     ranked = ranking.ranked if verdict.passed else ()
     if shown.prefetch is not None and ranked:
         shown.prefetch([seq for r in ranked for seq in shown.item_seqs[r.seq]])

@@ -89,6 +89,7 @@ def judge(
     *,
     personal: bool = True,
     words: int | None = None,
+    small_talk: bool = False,
 ) -> Verdict:
     """Whether the ranked candidates hold evidence for the query on an absolute scale (see
     the module docstring); `RecallConfig.min_coverage` None turns the judgement off.
@@ -101,12 +102,21 @@ def judge(
     the typical message, or that holds every one of its informative words: most of its
     words in common, or a request of the same kind, is chance, not memory. `words`: how
     many distinct informative words the query has; a request with fewer than two is
-    evidence by meaning only.
+    evidence by meaning only. `small_talk` (`intent.is_small_talk`): a greeting or a
+    polite question that does not refer to the history recalls nothing.
     """
     if not ranking.ranked:
         return Verdict(False, "nothing recalled: no earlier message matches the query's words or meaning")
     if config.min_coverage is None:
         return Verdict(True, "recalled: the evidence gate is off (min_coverage=None)")
+    if small_talk and not personal:
+        reason = (
+            "nothing recalled: the query is small talk (a greeting, thanks or a polite question), "
+            "answered by who the user is, not by their old messages"
+        )
+        return Verdict(
+            False, reason, (Dropped("recall", f"{len(ranking.ranked)} candidate messages", 0, reason),)
+        )
     at = {seq: i for i, seq in enumerate(evidence.seqs)}
     rows = np.array([at[r.seq] for r in ranking.ranked], dtype=np.int64)
     covered = None if evidence.coverage is None else evidence.coverage[rows]

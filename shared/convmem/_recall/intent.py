@@ -36,6 +36,7 @@ import re
 from collections.abc import Iterable
 from typing import NamedTuple
 
+from .._salience import is_filler
 from .config import RecallConfig
 from .language import count_cjk
 
@@ -46,6 +47,7 @@ __all__ = [
     "asks_for_advice",
     "asks_for_several",
     "choose_recall_share",
+    "is_small_talk",
     "past_cue",
     "points_to_past",
     "refers_to_history",
@@ -361,17 +363,63 @@ _ASSISTANT_SAID_ZH = re.compile(r"你(?:说过|提到|建议|推荐|告诉|给�
 
 
 # "I need a regex...", "I'd like a summary of...", 帮我写..., 给我讲个笑话: the first person of a
-# request's frame is the one asking, not what the request is about.
+# request's frame is the one asking, not what the request is about; nor is the first
+# person of a simile ("Explain it like I'm five").
 _REQUEST_FRAME_EN = re.compile(
     r"\bi(?:'d|\s+would)?(?:\s+(?:really|just|also|now))?\s+(?:need|want|like|am\s+looking\s+for)"
-    r"(?=\s+(?:a|an|some|help)\b)|\bi'm(?:\s+(?:really|just|also|now))?\s+looking\s+for(?=\s+(?:a|an|some|help)\b)",
+    r"(?=\s+(?:a|an|some|help)\b)|\bi'm(?:\s+(?:really|just|also|now))?\s+looking\s+for(?=\s+(?:a|an|some|help)\b)"
+    r"|\b(?:like|as\s+if|as\s+though)\s+i(?:'m|\s+am|\s+was|\s+were)?\b",
     re.IGNORECASE,
 )
 _REQUEST_FRAME_ZH = re.compile(r"(?:帮|给|替|为)我|我(?:想要|需要|要)(?=一)")
+# The text a request works on ("Translate 'I love you' into French", "翻译成日语：我明天有空"):
+# quoted, or after the colon of a request to translate, correct or rewrite it.
+_QUOTED = re.compile(r"(?<!\w)'[^']+'(?!\w)|\"[^\"]*\"|“[^”]*”|‘[^’]*’|「[^」]*」|『[^』]*』")
+_MATERIAL = re.compile(
+    r"(?i:\b(?:translate|proofread|correct|rewrite|rephrase|paraphrase|summari[sz]e|fix)\b[^:：]*)[:：].*"
+    r"|(?:翻译|润色|改写|修改|纠正|校对|总结|改一下)[^:：]*[:：].*",
+    re.DOTALL,
+)
 
 
 def _without_request_frame(query: str) -> str:
-    return _REQUEST_FRAME_ZH.sub(" ", _REQUEST_FRAME_EN.sub(" ", query))
+    unquoted = _MATERIAL.sub(" ", _QUOTED.sub(" ", query))
+    return _REQUEST_FRAME_ZH.sub(" ", _REQUEST_FRAME_EN.sub(" ", unquoted))
+
+
+# What people say to open a chat, beyond greetings and thanks (`is_filler`): "How are you
+# today?", "Hope you're doing well.", "How's it going?", 最近怎么样？, 好久不见.
+_PHATIC_EN = re.compile(
+    r"(?:how\s+(?:are|r)\s+(?:you|u|ya)(?:\s+doing)?|how(?:'s|\s+is)\s+(?:it\s+going|your\s+day|everything|life)"
+    r"|how\s+have\s+you\s+been|what'?s\s+up|(?:i\s+)?hope\s+(?:you(?:'re|\s+are)|all\s+is|everything\s+is)"
+    r"(?:\s+(?:doing|going))?\s+(?:well|good|great|fine|ok|okay)|nice\s+to\s+(?:meet|see)\s+you"
+    r"|long\s+time\s+no\s+see|(?:are\s+)?you\s+there)(?:\s+(?:today|tonight|this\s+(?:morning|evening)))?",
+    re.IGNORECASE,
+)
+_PHATIC_ZH = re.compile(
+    r"(?:你|您)?(?:最近)?(?:怎么样|好吗|还好吗|过得(?:怎么样|好吗|如何))|好久不见|在吗|忙吗"
+)
+_SENTENCES = re.compile(r"[^.!?。！？~～]+")
+
+
+def is_small_talk(query: str) -> bool:
+    """Whether every sentence of `query` is a greeting, thanks or a question asked to be
+    polite ("Good evening! Hope you're doing well.", 你好，最近怎么样？): the user's name
+    answers it, not their old messages.
+
+    >>> is_small_talk("Hi! How are you today?"), is_small_talk("Hi! How do I reset my router?")
+    (True, False)
+    """
+    sentences = [part.strip(" ,，、") for part in _SENTENCES.findall(query) if part.strip(" ,，、")]
+    if not sentences:
+        return False
+    for sentence in sentences:
+        parts = [p for p in re.split(r"[,，、]", sentence) if p.strip()]
+        for part in parts:
+            text = part.strip()
+            if not (is_filler(text) or _PHATIC_EN.fullmatch(text) or _PHATIC_ZH.fullmatch(text)):
+                return False
+    return True
 
 
 def asks_about_user(query: str) -> bool:
@@ -403,7 +451,7 @@ _HISTORY_EN = re.compile(
 )
 _HISTORY_ZH = re.compile(
     r"之前|以前|上次|上回|还记得|记得|刚才|那天|当时|曾经|说过|提过|提到过|讲过|告诉过|聊过"
-    r"|什么时候|哪天|哪一天|几号|几月|去年|上个月|上周|上星期|昨天|前天|叫什么|是谁|多少|哪里|哪儿"
+    r"|什么时候|哪天|哪一天|几号|几月|去年|上个月|上周|上星期|昨天|前天|叫什么|是谁"
 )
 
 
