@@ -237,6 +237,13 @@ def test_a_question_about_the_user_ranks_their_own_statement_first() -> None:
         ("把这句话翻译成英文：我下周去上海。", False),
         ("What's my sister's name?", True),
         ("一杯等于多少毫升？", False),
+        # asking advice, or a short aside before a request, is not asking about oneself
+        ("How many minutes should I steam broccoli?", False),
+        ("Can I freeze cooked rice?", False),
+        ("I'm curious, explain how tides work.", False),
+        ("Do I have any allergies?", True),
+        ("Where can I find my old tax forms?", True),
+        ("那次你帮我写的简历还在吗？", True),
     ],
 )
 def test_requests_that_refer_to_the_history_are_told_apart(query: str, refers: bool) -> None:

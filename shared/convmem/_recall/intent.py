@@ -363,15 +363,22 @@ _ASSISTANT_SAID_ZH = re.compile(r"你(?:说过|提到|建议|推荐|告诉|给�
 
 
 # "I need a regex...", "I'd like a summary of...", 帮我写..., 给我讲个笑话: the first person of a
-# request's frame is the one asking, not what the request is about; nor is the first
-# person of a simile ("Explain it like I'm five").
+# request's frame is the one asking, not what the request is about; nor is the asker of
+# advice ("How long should I boil an egg?", "Do I need a visa?"), the first person of a
+# simile ("Explain it like I'm five"), or a short aside before the request ("I'm bored,
+# tell me a riddle.").
 _REQUEST_FRAME_EN = re.compile(
     r"\bi(?:'d|\s+would)?(?:\s+(?:really|just|also|now))?\s+(?:need|want|like|am\s+looking\s+for)"
     r"(?=\s+(?:a|an|some|help)\b)|\bi'm(?:\s+(?:really|just|also|now))?\s+looking\s+for(?=\s+(?:a|an|some|help)\b)"
-    r"|\b(?:like|as\s+if|as\s+though)\s+i(?:'m|\s+am|\s+was|\s+were)?\b",
+    r"|\b(?:like|as\s+if|as\s+though)\s+i(?:'m|\s+am|\s+was|\s+were)?\b"
+    r"|(?:(?<=should\s)|(?<=can\s)|(?<=could\s)|(?<=shall\s)|(?<=must\s)|(?<=might\s)|(?<=may\s))i\b"
+    r"|\bdo\s+i\s+need\b|\bought\s+i\b"
+    r"|^\s*(?:i'm|i\s+am|i\s+feel|feeling|just)\s+[a-z]+(?:\s+[a-z]+)?\s*[,;:.!—–-]+\s*(?=\w)",
     re.IGNORECASE,
 )
-_REQUEST_FRAME_ZH = re.compile(r"(?:帮|给|替|为)我|我(?:想要|需要|要)(?=一)")
+_REQUEST_FRAME_ZH = re.compile(
+    r"(?:^|(?<=[，,。！？!?；;：:\s请]))(?:(?:帮|给|替|为)我|我(?:想要|需要|要)(?=一))"
+)
 # The text a request works on ("Translate 'I love you' into French", "翻译成日语：我明天有空"):
 # quoted, or after the colon of a request to translate, correct or rewrite it.
 _QUOTED = re.compile(r"(?<!\w)'[^']+'(?!\w)|\"[^\"]*\"|“[^”]*”|‘[^’]*’|「[^」]*」|『[^』]*』")
@@ -450,7 +457,7 @@ _HISTORY_EN = re.compile(
     re.IGNORECASE,
 )
 _HISTORY_ZH = re.compile(
-    r"之前|以前|上次|上回|还记得|记得|刚才|那天|当时|曾经|说过|提过|提到过|讲过|告诉过|聊过"
+    r"之前|以前|上次|上回|那次|还记得|记得|刚才|那天|当时|曾经|说过|提过|提到过|讲过|告诉过|聊过"
     r"|什么时候|哪天|哪一天|几号|几月|去年|上个月|上周|上星期|昨天|前天|叫什么|是谁"
 )
 
