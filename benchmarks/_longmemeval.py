@@ -95,11 +95,9 @@ NO_MEMORY_REQUESTS_HELD_OUT = (
     "推荐三本经典科幻小说。",
     "一公斤等于多少磅？",
     "帮我想一个咖啡店的名字。",
-)
-
-# Twenty more, written after every change above and measured as they are, never looked
-# at to tune: whether those changes are rules or fits to the requests they were made for.
-NO_MEMORY_REQUESTS_FRESH = (
+    # Twenty more, written after those rules. Measured once, then looked at: what recall
+    # did with two of these ("How long should I boil an egg...?", "I'm bored, tell me a
+    # riddle.") led to the rules for the asker of advice and for an aside before a request.
     "What's a good substitute for buttermilk in pancakes?",
     "Write a limerick about a cat who loves boxes.",
     "How long should I boil an egg for a runny yolk?",
@@ -120,6 +118,31 @@ NO_MEMORY_REQUESTS_FRESH = (
     "晚上好呀！",
     "如何用Excel计算平均值？",
     "给我出一道小学数学题。",
+)
+
+# Twenty more, written after every change above and measured as they are, never looked
+# at to tune: whether those changes are rules or fits to the requests they were made for.
+NO_MEMORY_REQUESTS_FRESH = (
+    "Recommend a board game for four players.",
+    "What's the boiling point of water at high altitude?",
+    "Can you rewrite this to sound more professional: hey guys, meeting moved to 3.",
+    "How do airplanes stay in the air?",
+    "Morning! Ready to help me out today?",
+    "I want to learn to juggle, where do I start?",
+    "Write a tweet announcing a bake sale.",
+    "What's 15% of 80?",
+    "Name five fruits that are high in vitamin C.",
+    "Translate 'see you tomorrow' into Italian.",
+    "Give me a motivational quote.",
+    "What does 'carpe diem' mean?",
+    "为什么月亮有阴晴圆缺？",
+    "帮我写一首生日祝福的小诗。",
+    "Python里怎么反转一个字符串？",
+    "嗨，在忙吗？",
+    "推荐几个适合周末的室内活动。",
+    "地球到太阳有多远？",
+    "把“欢迎光临”翻译成英文。",
+    "给我讲一个关于动物的冷知识。",
 )
 
 
