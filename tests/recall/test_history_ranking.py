@@ -322,6 +322,37 @@ def test_a_sentence_with_one_informative_word_is_not_recalled_for_holding_it() -
     assert unknown.items == ()
 
 
+def test_a_standalone_request_recalls_only_what_is_evidence_and_its_exchange() -> None:
+    # One earlier exchange continues the request's subject; other messages share one of
+    # its words. No model: each recalled message must hold most of its words, or answer one that does.
+    store = InMemoryStore()
+    store_messages(
+        store,
+        "s1",
+        [
+            ("user", "What causes the northern lights to glow green?"),
+            ("assistant", "Oxygen high in the atmosphere, hit by solar particles, glows green."),
+            ("user", "The kitchen lights flicker every evening."),
+            ("user", "We drove north to see the northern coast last summer."),
+            ("user", "Green tea or black tea before a run?"),
+            *FILLER,
+        ],
+    )
+    result = Recall(config=RecallConfig(relevance_floor=0.0)).search(
+        "s1", "What causes the northern lights?", store=store, max_tokens=600, counter=COUNTER
+    )
+    texts = " ".join(item.text for item in result.items)
+    assert "glow green?" in texts
+    assert "Oxygen high in the atmosphere" in texts
+    assert "kitchen lights" not in texts
+    assert "northern coast" not in texts
+    # keywords searched for keep every match
+    keywords = Recall(config=RecallConfig(relevance_floor=0.0)).search(
+        "s1", "northern lights", store=store, max_tokens=600, counter=COUNTER
+    )
+    assert "kitchen lights" in " ".join(item.text for item in keywords.items)
+
+
 def test_small_talk_recalls_nothing_unless_it_refers_to_the_history() -> None:
     store = InMemoryStore()
     store_messages(

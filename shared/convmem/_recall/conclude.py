@@ -74,6 +74,8 @@ def conclude(
         small_talk=is_small_talk(query),
     )
     ranked = ranking.ranked if verdict.passed else ()
+    if verdict.evidence is not None:
+        ranked = tuple(r for r in ranked if r.seq in verdict.evidence)
     if shown.prefetch is not None and ranked:
         shown.prefetch([seq for r in ranked for seq in shown.item_seqs[r.seq]])
     lines = shown.lines

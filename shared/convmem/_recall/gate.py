@@ -80,6 +80,9 @@ class Verdict:
     reason: str
     """Why the history is (or is not) evidence for the query, for ``explain()``."""
     dropped: tuple[Dropped, ...] = ()
+    evidence: frozenset[int] | None = None
+    """The candidates (by seq) that may be recalled, when only those that are evidence
+    themselves may: a request that stands on its own. None: every ranked candidate."""
 
 
 def judge(
@@ -139,7 +142,21 @@ def judge(
                 len(rows),
             )
         covered = None  # one word in common says nothing: meaning alone decides
-    return _judge_both(covered, lifts, needed, margin, len(rows))
+    verdict = _judge_both(covered, lifts, needed, margin, len(rows))
+    if not verdict.passed:
+        return verdict
+    if words is None:
+        return verdict  # keywords searched for: every match is what was asked
+    kept = _each_evidence(covered, lifts, needed, margin)
+    places = np.asarray(evidence.positions if evidence.positions is not None else evidence.seqs)[rows]
+    episodes = np.asarray(evidence.episodes)[rows]
+    evident = {(int(e), int(p)) for e, p, k in zip(episodes, places, kept, strict=True) if k}
+    # a message that is evidence brings its exchange: the answer to a request asked before
+    near = evident | {(e, p + step) for e, p in evident for step in (-1, 1)}
+    allowed = frozenset(
+        r.seq for r, e, p in zip(ranking.ranked, episodes, places, strict=True) if (int(e), int(p)) in near
+    )
+    return dataclasses.replace(verdict, evidence=allowed)
 
 
 def _informative(words: int) -> str:
@@ -175,6 +192,21 @@ def _judge_either(
             f"typical one (needs {margin:.2f})"
         )
     return _nothing(" and ".join(said), candidates)
+
+
+def _each_evidence(
+    covered: np.ndarray | None, lifts: np.ndarray | None, needed: float, margin: float
+) -> np.ndarray:
+    """Which candidates are each evidence for a request that stands on its own: its words
+    (or every one of them) and its meaning. One message that continues the request's
+    subject does not make the rest of the history's matches memory worth its tokens."""
+    if covered is None:
+        assert lifts is not None
+        return lifts >= margin
+    by_words = covered >= needed
+    if lifts is None:
+        return by_words
+    return by_words & ((lifts >= margin) | (covered >= _EVERY_WORD))
 
 
 def _judge_both(
