@@ -201,14 +201,11 @@ class ContextComposer:
         """Request: the session's stats and `state_keys` records, in one round trip where
         the store can (the facade checks the owner on them before anything else).
 
-        A session of a user whose facts or recall span the user's sessions reads, where
-        the store `ReadsUserScope`, the stats of those sessions and their facts with it,
+        A session whose facts are its user's reads, where the store `ReadsUserScope`,
+        the stats of the user's sessions and their facts with it (each build reads both),
         which would otherwise take a round trip each."""
-        if (
-            self.user_id is not None
-            and (self.user_facts is not None or self.config.share_recall)
-            and isinstance(self.store, ReadsUserScope)
-        ):
+        if self.keeps_facts and self.user_facts is not None and isinstance(self.store, ReadsUserScope):
+            assert self.user_id is not None
             return Blocking(
                 functools.partial(
                     self.store.read_user_scope, self.session_id, self.state_keys, self.user_id, FACTS_KEY
@@ -273,24 +270,18 @@ class ContextComposer:
         turns = self._window_turns(stats, cap, budget if cap is None else 4 * budget)
         book: FactBook | None = None
         others: list[SessionStats] | None = None
-        if snapshot.user_sessions is not None and snapshot.user_states is not None:
+        if self.keeps_facts and self.user_facts is not None and snapshot.user_sessions is not None:
             # Read with the snapshot (`read_snapshot`): only what the user owns, but this session.
             others = [
                 found
                 for found in snapshot.user_sessions
                 if found.session_id != self.session_id and found.user_id == self.user_id
             ]
-            if self.keeps_facts and self.user_facts is not None:
-                sessions = {self.session_id, *(found.session_id for found in others)}
-                book = self._user_book(
-                    {
-                        session: record
-                        for session, record in snapshot.user_states.items()
-                        if session in sessions
-                    }
-                )
-            elif self.keeps_facts:
-                book = self.derived.facts_book_of(snapshot.states.get(FACTS_KEY))
+            sessions = {self.session_id, *(found.session_id for found in others)}
+            records = snapshot.user_states or {}
+            book = self._user_book(
+                {session: record for session, record in records.items() if session in sessions}
+            )
         elif self.keeps_facts:
             if self.user_facts is not None and isinstance(self.store, ListsUserSessions):
                 # One read lists the user's sessions for the facts and gives recall their
