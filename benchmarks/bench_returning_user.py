@@ -19,7 +19,9 @@ built from scratch and measured in the same run:
 - the next builds, p50 and p99, against one BM25 query, and the first build of
   another new chat of the same user in the same process (a server that already
   served the user) against one BM25 query;
-- the new process's RSS after its builds.
+- the new process's RSS after its builds;
+- for PostgreSQL and Redis, the round trips to the server of the first build and
+  of each next build (statements sent; Redis commands, pipelines and scripts).
 
 Timings on a shared 2-core machine move with its load: compare the ratios of
 one run, not figures of different runs. The builds and BM25 are also measured
@@ -76,20 +78,40 @@ elif spec["kind"] == "redis":
     store = RedisStore(spec["url"], prefix=spec["prefix"])
 else:
     store = SQLiteStore(spec["path"], lexical_index=spec["lexical_index"])
+# Round trips to a server: statements sent (PostgreSQL), requests (Redis: a command, a
+# pipeline or a script each).
+trips = [0]
+if spec["kind"] == "postgres":
+    import psycopg
+    execute = psycopg.Cursor.execute
+    def counted_execute(self, *args, **kwargs):
+        trips[0] += 1
+        return execute(self, *args, **kwargs)
+    psycopg.Cursor.execute = counted_execute
+elif spec["kind"] == "redis":
+    perform = store._perform
+    def counted_perform(request):
+        trips[0] += 1
+        return perform(request)
+    store._perform = counted_perform
 memory = ConversationMemory(sys.argv[2] + "-new-chat", store, user_id=sys.argv[2])
 made = time.perf_counter()
+trips[0] = 0
 queries = json.loads(sys.argv[3])
 first, first_cpu = time.perf_counter(), time.thread_time()
 memory.build_context(query=queries[0], budget=2048)
 first_ms = (time.perf_counter() - first) * 1000
 first_cpu_ms = (time.thread_time() - first_cpu) * 1000
-warm, warm_cpu = [], []
+first_trips = trips[0]
+warm, warm_cpu, warm_trips = [], [], []
 for round_ in range(4):
     for query in queries:
+        trips[0] = 0
         t, c = time.perf_counter(), time.thread_time()
         memory.build_context(query=query, budget=2048)
         warm.append((time.perf_counter() - t) * 1000)
         warm_cpu.append((time.thread_time() - c) * 1000)
+        warm_trips.append(trips[0])
 # The same user opens another new chat in this (now warm) process: its first build.
 another = ConversationMemory(sys.argv[2] + "-another-chat", store, user_id=sys.argv[2])
 t = time.perf_counter()
@@ -99,7 +121,8 @@ with open("/proc/self/status") as status:
     rss = next(int(line.split()[1]) / 1024 for line in status if line.startswith("VmRSS:"))
 print(json.dumps({"import_ms": (imported - started) * 1000, "memory_ms": (made - imported) * 1000,
                   "first_ms": first_ms, "first_cpu_ms": first_cpu_ms, "warm": warm, "warm_cpu": warm_cpu,
-                  "another_ms": another_ms, "rss_mb": rss}))
+                  "another_ms": another_ms, "rss_mb": rss,
+                  "first_trips": first_trips, "warm_trips": warm_trips}))
 """
 
 
@@ -242,6 +265,9 @@ def main() -> int:
                         "import": measured["import_ms"],
                         "memory": measured["memory_ms"],
                         "rss": measured["rss_mb"],
+                        "first_trips": measured["first_trips"],
+                        "warm_trips_p50": statistics.median(measured["warm_trips"]),
+                        "warm_trips_max": max(measured["warm_trips"]),
                     }
                 )
                 print(
@@ -287,6 +313,10 @@ def report(kind: str, rows: list[dict[str, float]]) -> None:
     print(f"{'import convmem in the new process, ms':<50} {mean('import'):>10.0f}")
     print(f"{'first ConversationMemory(...), ms':<50} {mean('memory'):>10.0f}")
     print(f"{'RSS of the new process after its builds, MB':<50} {mean('rss'):>10.0f}")
+    if kind in ("postgres", "redis"):
+        print(f"{'round trips to the server, first build':<50} {mean('first_trips'):>10.1f}")
+        print(f"{'round trips per next build, p50 (max)':<50} {mean('warm_trips_p50'):>10.1f}", end="")
+        print(f" ({max(row['warm_trips_max'] for row in rows):.0f})")
 
 
 if __name__ == "__main__":

@@ -6,7 +6,7 @@ pieces: building memories from one set of options, the id and option checks ever
 point makes, token counting over plain text, the transcript views, the seams a
 framework's own embeddings and vector stores plug into, and the capabilities a store
 declares beyond the `Store` contract (`ReadsSession`, `ReadsStates`, `ListsUserSessions`,
-`HostsHistoryIndex`, `HostsVectors`, `HasFileLocation`; see `convmem.testing`)::
+`ReadsUserScope`, `HostsHistoryIndex`, `HostsVectors`, `HasFileLocation`; see `convmem.testing`)::
 
     from convmem.integration import memory_from_options, validate_id
 
@@ -48,6 +48,7 @@ from ._stores.capabilities import (
     ListsUserSessions,
     ReadsSession,
     ReadsStates,
+    ReadsUserScope,
 )
 from ._tokens import REPLY_PRIMING_TOKENS, TextTokenCounter, default_counter
 
@@ -127,6 +128,7 @@ __all__ = [
     "ListsUserSessions",
     "ReadsSession",
     "ReadsStates",
+    "ReadsUserScope",
     "StoreBackedIndex",
     "TextTokenCounter",
     "UnitRow",

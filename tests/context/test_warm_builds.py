@@ -95,3 +95,20 @@ async def test_async_builds_see_writes_elsewhere_as_sync_builds_do(two_handles: 
     )
     text = (await memory.abuild_context(query=QUESTION, budget=1500)).memory_text
     assert "blue Giant" in text and "red Trek" not in text
+
+
+def test_a_fact_restated_in_another_session_replaces_the_one_the_last_build_showed(
+    two_handles: tuple[Store, Store],
+) -> None:
+    mine, theirs = two_handles
+    memory = ConversationMemory("new", mine, user_id="u")
+    profile = ConversationMemory("profile", theirs, user_id="u")
+    profile.add_turn("My name is Ana.", "Nice to meet you, Ana.")
+    profile.flush()
+    assert "name: Ana" in _memory_text(memory, "What is my name?")
+
+    later = ConversationMemory("later", theirs, user_id="u")
+    later.add_turn("My name is Bea.", "Nice to meet you, Bea.")
+    later.flush()
+    text = _memory_text(memory, "What is my name?")
+    assert "name: Bea" in text and "name: Ana" not in text

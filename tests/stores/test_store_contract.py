@@ -106,6 +106,7 @@ def test_capability_checks_apply_only_to_stores_that_declare_them() -> None:
         "ReadsSession",
         "ReadsStates",
         "ListsUserSessions",
+        "ReadsUserScope",
         "HostsHistoryIndex",
         "HostsVectors",
     }

@@ -80,6 +80,7 @@ def test_the_capabilities_are_offered_to_store_authors() -> None:
         "ReadsSession",
         "ReadsStates",
         "ListsUserSessions",
+        "ReadsUserScope",
         "HostsHistoryIndex",
         "HostsVectors",
         "HasFileLocation",
@@ -92,10 +93,17 @@ def test_the_capabilities_are_offered_to_store_authors() -> None:
     [
         (InMemoryStore, {"ReadsStates", "ListsUserSessions"}),
         (SQLiteStore, {"ReadsStates", "ListsUserSessions", "HostsHistoryIndex", "HasFileLocation"}),
-        (RedisStore, {"ReadsSession", "ReadsStates", "ListsUserSessions"}),
+        (RedisStore, {"ReadsSession", "ReadsStates", "ListsUserSessions", "ReadsUserScope"}),
         (
             PostgresStore,
-            {"ReadsSession", "ReadsStates", "ListsUserSessions", "HostsHistoryIndex", "HostsVectors"},
+            {
+                "ReadsSession",
+                "ReadsStates",
+                "ListsUserSessions",
+                "ReadsUserScope",
+                "HostsHistoryIndex",
+                "HostsVectors",
+            },
         ),
         (AsyncRedisStore, {"AsyncReadsSession"}),
         (AsyncPostgresStore, {"AsyncReadsSession"}),

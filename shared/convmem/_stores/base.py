@@ -212,6 +212,11 @@ class SessionSnapshot:
     stats: SessionStats
     states: Mapping[str, StateRecord]
     """The records asked for that the session has, by key."""
+    user_sessions: Sequence[SessionStats] | None = None
+    """With `read_user_scope`: the stats of every session of the user, sorted by id."""
+    user_states: Mapping[str, StateRecord] | None = None
+    """With `read_user_scope`: the user key's record of this session and of each of the
+    user's sessions that has one, by session id."""
 
 
 @runtime_checkable

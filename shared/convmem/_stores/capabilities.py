@@ -38,6 +38,7 @@ __all__ = [
     "ListsUserSessions",
     "ReadsSession",
     "ReadsStates",
+    "ReadsUserScope",
     "read_session",
 ]
 
@@ -76,6 +77,22 @@ class ListsUserSessions(Protocol):
 
     def user_session_stats(self, user_id: str) -> list[SessionStats]:
         """`Store.stats` of every session of `user_id`, sorted by session id."""
+        ...
+
+
+@runtime_checkable
+class ReadsUserScope(Protocol):
+    """Reads what a build of a user's session reads before recall in one call: the
+    session's stats and state records, the stats of the user's sessions and one state
+    record (their facts) of each, where `read_session`, `user_session_stats` and
+    `get_states` would take a round trip each."""
+
+    def read_user_scope(
+        self, session_id: str, keys: Sequence[str], user_id: str, user_key: str
+    ) -> SessionSnapshot:
+        """`read_session(session_id, keys)` with `SessionSnapshot.user_sessions` (as
+        `user_session_stats(user_id)`) and `SessionSnapshot.user_states` (the `user_key`
+        records of `session_id` and of the user's sessions, as `get_states`) filled."""
         ...
 
 

@@ -5,7 +5,7 @@ A store is done when the contract passes. The base checks apply to every `Store`
 (appending and reading the log, owners, state records with compare-and-set,
 deleting, retention, hostile ids, generations); each capability a store
 declares among its bases (`convmem.integration`: `ReadsSession`, `ReadsStates`,
-`ListsUserSessions`, `HostsHistoryIndex`, `HostsVectors`, `HasFileLocation`)
+`ListsUserSessions`, `ReadsUserScope`, `HostsHistoryIndex`, `HostsVectors`, `HasFileLocation`)
 adds its own. Nothing here needs pytest; with pytest, run one test per check::
 
     import pytest
@@ -47,6 +47,7 @@ from .._stores.capabilities import (
     ListsUserSessions,
     ReadsSession,
     ReadsStates,
+    ReadsUserScope,
 )
 from . import _capability_checks, _edits_checks, _lifecycle_checks, _log_checks, _state_checks
 from ._blocking import BlockingStore, blocking
@@ -69,6 +70,7 @@ CAPABILITIES: tuple[type, ...] = (
     ReadsSession,
     ReadsStates,
     ListsUserSessions,
+    ReadsUserScope,
     HostsHistoryIndex,
     HostsVectors,
     HasFileLocation,

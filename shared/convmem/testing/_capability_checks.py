@@ -12,6 +12,7 @@ from .._stores.capabilities import (
     ListsUserSessions,
     ReadsSession,
     ReadsStates,
+    ReadsUserScope,
     read_session,
 )
 from ._data import HOSTILE_IDS, assistant, user
@@ -110,6 +111,33 @@ def a_users_sessions_come_with_their_stats_sorted_by_id(store: Store) -> None:
     assert store.user_session_stats("nobody") == []
     store.forget_user("ana")
     assert store.user_session_stats("ana") == []
+
+
+# -- ReadsUserScope ------------------------------------------------------------------------------
+
+
+@check(capability=ReadsUserScope)
+def a_users_scope_read_whole_is_the_session_the_users_sessions_and_their_records(store: Store) -> None:
+    assert isinstance(store, ReadsUserScope)
+    store.append("s2", [user("a", 2), assistant("b", 3)], user_id="ana")
+    store.append("s1", [user("c")], user_id="ana")
+    store.append("s3", [user("d")], user_id="bob")
+    store.put_state("s2", "facts", '{"name": "Ana"}')
+    store.put_state("s3", "facts", '{"name": "Bob"}')
+    store.put_state("new", "summary", "not yet owned")
+    store.put_state("new", "facts", '{"city": "Lyon"}')
+    scope = store.read_user_scope("new", ["summary"], "ana", "facts")
+    assert scope.stats == store.stats("new")
+    assert scope.states == {"summary": store.get_state("new", "summary")}
+    assert scope.user_sessions == [store.stats("s1"), store.stats("s2")]
+    assert scope.user_states == {"new": store.get_state("new", "facts"), "s2": store.get_state("s2", "facts")}
+    owned = store.read_user_scope("s2", ["summary", "facts"], "ana", "facts")
+    assert owned.stats == store.stats("s2")
+    assert owned.states == {"facts": store.get_state("s2", "facts")}
+    assert owned.user_states == {"s2": store.get_state("s2", "facts")}
+    store.forget_user("ana")
+    gone = store.read_user_scope("new", [], "ana", "facts")
+    assert (gone.states, gone.user_sessions) == ({}, [])
 
 
 # -- HostsHistoryIndex ------------------------------------------------------------------------------

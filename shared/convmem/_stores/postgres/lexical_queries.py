@@ -85,23 +85,29 @@ class LexicalQueries(SchemaSql):
         self, history: int, keys: Sequence[int], exchanges: Sequence[int]
     ) -> _Operation[list[tuple[Any, ...]]]:
         s = self.s
-        found: list[tuple[Any, ...]] = []
+        # One statement for both: a row may come twice (a key that is also an exchange's
+        # member), the same row, since both parts read one snapshot.
+        parts: list[str] = []
+        params: list[Any] = []
         if keys:
-            found += yield _Sql(
+            parts.append(
                 f"SELECT {_UNIT_SELECT.format(u='u')} FROM {s}.recall_units AS u "
-                "WHERE u.history = %s AND u.key = ANY(%s::bigint[])",
-                (history, list(keys)),
+                "WHERE u.history = %s AND u.key = ANY(%s::bigint[])"
             )
+            params += [history, list(keys)]
         if exchanges:
             # An exchange's members are the rows from its first message's key to its last's.
-            found += yield _Sql(
+            parts.append(
                 f"SELECT {_UNIT_SELECT.format(u='u')} FROM {s}.recall_units AS head "
                 f"JOIN {s}.recall_units AS u ON u.history = head.history "
                 "AND u.key BETWEEN head.key AND head.key + head.last - head.exchange "
-                "WHERE head.history = %s AND head.key = ANY(%s::bigint[])",
-                (history, list(exchanges)),
+                "WHERE head.history = %s AND head.key = ANY(%s::bigint[])"
             )
-        return found
+            params += [history, list(exchanges)]
+        if not parts:
+            return []
+        rows = yield _Sql(" UNION ALL ".join(parts), tuple(params))
+        return list(rows)
 
     def history_messages(
         self, history: int, keys: Sequence[int], columns: Sequence[str]

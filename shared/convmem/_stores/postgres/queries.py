@@ -224,6 +224,49 @@ class _Queries(VectorQueries, LexicalQueries):
         states = {row[7]: StateRecord(row[8], int(row[9])) for row in rows if row[7] is not None}
         return SessionSnapshot(stats, states)
 
+    def read_user_scope(
+        self, session_id: str, keys: Sequence[str], user_id: str, user_key: str
+    ) -> _Operation[SessionSnapshot]:
+        """`read_session`, `user_session_stats` and the user's `get_states` of `user_key` in one
+        statement: the session's rows first (as `read_session`'s, `user_key` asked too), then
+        a row per session of the user with its `user_key` record, if any."""
+        _check_id(session_id, "session_id")
+        _check_id(user_id, "user_id")
+        wanted = list(dict.fromkeys(keys))
+        for key in [*wanted, user_key]:
+            _check_text(key, "a state key")
+        s = self.s
+        known = ", ".join(f"known.{column}" for column in _STATS_COLUMNS.split(", "))
+        rows = yield _Sql(
+            f"SELECT 0 AS part, asked.session_id, {known}, st.key, st.value, st.version "
+            f"FROM (SELECT %s::text AS session_id) AS asked "
+            f"LEFT JOIN {s}.sessions AS known ON known.session_id = asked.session_id "
+            f"LEFT JOIN {s}.state AS st ON st.session_id = asked.session_id AND st.key = ANY(%s::text[]) "
+            f"UNION ALL "
+            f"SELECT 1, known.session_id, {known}, st.key, st.value, st.version "
+            f"FROM {s}.sessions AS known "
+            f"LEFT JOIN {s}.state AS st ON st.session_id = known.session_id AND st.key = %s "
+            f"WHERE known.user_id = %s ORDER BY 1, 2",
+            (session_id, [*wanted, user_key], user_key, user_id),
+        )
+        first = rows[0]
+        stats = _stats_of(session_id, first[2:9] if first[2] is not None else None)
+        states: dict[str, StateRecord] = {}
+        user_states: dict[str, StateRecord] = {}
+        sessions = []
+        for row in rows:
+            record = StateRecord(row[10], int(row[11])) if row[9] is not None else None
+            if row[0] == 1:
+                sessions.append(_stats_of(row[1], row[2:9]))
+                if record is not None:
+                    user_states[row[1]] = record
+            elif record is not None:
+                if row[9] in wanted:
+                    states[row[9]] = record
+                if row[9] == user_key:
+                    user_states[session_id] = record
+        return SessionSnapshot(stats, states, sessions, user_states)
+
     def delete_messages(self, session_id: str, seqs: Sequence[int]) -> _Operation[list[Message]]:
         """Run in a transaction: a seq that is not there rolls every deletion back."""
         _check_id(session_id, "session_id")

@@ -30,6 +30,7 @@ from ..capabilities import (
     ListsUserSessions,
     ReadsSession,
     ReadsStates,
+    ReadsUserScope,
 )
 from .connection import (
     _connection_kwargs,
@@ -92,7 +93,9 @@ def _check_pool_size(max_connections: object) -> int:
     return max_connections
 
 
-class PostgresStore(Store, ReadsSession, ReadsStates, ListsUserSessions, HostsHistoryIndex, HostsVectors):
+class PostgresStore(
+    Store, ReadsSession, ReadsStates, ListsUserSessions, ReadsUserScope, HostsHistoryIndex, HostsVectors
+):
     """A store in PostgreSQL, shared by every process and server that uses the same database and schema.
 
     Args:
@@ -263,6 +266,16 @@ class PostgresStore(Store, ReadsSession, ReadsStates, ListsUserSessions, HostsHi
         statement (see `ReadsSession`)."""
         return self._run(
             lambda: self._queries.read_session(session_id, keys), f"read of session {session_id!r:.80}"
+        )
+
+    def read_user_scope(
+        self, session_id: str, keys: Sequence[str], user_id: str, user_key: str
+    ) -> SessionSnapshot:
+        """`read_session` with the stats of `user_id`'s sessions and their `user_key`
+        records, in one statement (see `ReadsUserScope`)."""
+        return self._run(
+            lambda: self._queries.read_user_scope(session_id, keys, user_id, user_key),
+            f"read of session {session_id!r:.80} and the sessions of {user_id!r:.80}",
         )
 
     def user_session_stats(self, user_id: str) -> list[SessionStats]:

@@ -349,6 +349,51 @@ class _RedisLayout:
                 found.append(stats)
         return sorted(found, key=lambda stats: stats.session_id)
 
+    def read_user_scope(
+        self, session_id: str, keys: Sequence[str], user_id: str, user_key: str
+    ) -> _Operation[SessionSnapshot]:
+        """`read_session`, `user_session_stats` and the user's `get_states` of `user_key` in
+        two round trips: the session's counters and records with the user's set, then every
+        member's counters and `user_key` record in one pipeline."""
+        meta, _, state = self.session_keys(session_id)
+        wanted = list(dict.fromkeys([*keys, user_key]))
+        fields = [field for key in wanted for field in (f"v:{key}", f"n:{key}")]
+        user_set = self.user_key(user_id)
+        raw, values, members = yield _Pipeline(
+            (("HGETALL", meta), ("HMGET", state, *fields), ("SMEMBERS", user_set))
+        )
+        own = {}
+        for index, key in enumerate(wanted):
+            record = _state_of(session_id, key, values[2 * index], values[2 * index + 1])
+            if record is not None:
+                own[key] = record
+        states = {key: record for key, record in own.items() if key in keys}
+        user_states = {session_id: own[user_key]} if user_key in own else {}
+        escaped = sorted(_text(member) for member in members or ())
+        sessions = []
+        if escaped:
+            commands: list[tuple[str, ...]] = []
+            for member in escaped:
+                member_meta, _, member_state = self.escaped_session_keys(member)
+                commands += [
+                    ("HGETALL", member_meta),
+                    ("HMGET", member_state, f"v:{user_key}", f"n:{user_key}"),
+                ]
+            replies = yield _Pipeline(tuple(commands))
+            for index, member in enumerate(escaped):
+                member_id = _unescape(member, f"set {user_set}")
+                stats = _stats_of(member_id, commands[2 * index][1], replies[2 * index])
+                # The set may still name sessions that are gone or were given to another user.
+                if stats.user_id != user_id:
+                    continue
+                sessions.append(stats)
+                value, version = replies[2 * index + 1]
+                record = _state_of(member_id, user_key, value, version)
+                if record is not None:
+                    user_states[member_id] = record
+        sessions.sort(key=lambda stats: stats.session_id)
+        return SessionSnapshot(_stats_of(session_id, meta, raw), states, sessions, user_states)
+
     def get_state(self, session_id: str, key: str) -> _Operation[StateRecord | None]:
         _, _, state = self.session_keys(session_id)
         value, version = yield _Command(("HMGET", state, f"v:{key}", f"n:{key}"))

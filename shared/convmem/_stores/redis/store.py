@@ -25,7 +25,7 @@ from ..._errors import ConfigError
 from ..._models import Message, TurnStatus
 from ..._sansio import arun, run
 from ..base import AsyncStore, SessionSnapshot, SessionStats, StateRecord, Store
-from ..capabilities import AsyncReadsSession, ListsUserSessions, ReadsSession, ReadsStates
+from ..capabilities import AsyncReadsSession, ListsUserSessions, ReadsSession, ReadsStates, ReadsUserScope
 from .connection import (
     DEFAULT_URL,
     _check_pool_size,
@@ -55,7 +55,7 @@ _T = TypeVar("_T")
 _SCAN_COUNT = 1000
 
 
-class RedisStore(Store, ReadsSession, ReadsStates, ListsUserSessions):
+class RedisStore(Store, ReadsSession, ReadsStates, ListsUserSessions, ReadsUserScope):
     """A store in Redis (one node or a Cluster), shared by every process and server that uses
     the same URL and prefix.
 
@@ -246,6 +246,16 @@ class RedisStore(Store, ReadsSession, ReadsStates, ListsUserSessions):
         """The `key` record of each of `session_ids` that has one, in one pipeline (a user's
         facts are read from all their sessions for each build)."""
         return self._run(self._layout.get_states(session_ids, key), f"read of state {key!r}")
+
+    def read_user_scope(
+        self, session_id: str, keys: Sequence[str], user_id: str, user_key: str
+    ) -> SessionSnapshot:
+        """`read_session` with the stats of `user_id`'s sessions and their `user_key`
+        records, in two round trips (see `ReadsUserScope`)."""
+        return self._run(
+            self._layout.read_user_scope(session_id, keys, user_id, user_key),
+            f"read of session {session_id!r:.80} and the sessions of {user_id!r:.80}",
+        )
 
     def user_session_stats(self, user_id: str) -> list[SessionStats]:
         """`stats` of every session of `user_id`, sorted by id, in two round trips."""
