@@ -4,9 +4,12 @@ reading them back, and recalls exactly what a mirror that read the log recalls."
 from __future__ import annotations
 
 from collections.abc import Sequence
+from pathlib import Path
 
-from convmem import ApproximateCounter, InMemoryStore, Recall
+from convmem import ApproximateCounter, InMemoryStore, Recall, SQLiteStore
 from convmem._models import Message
+from convmem._recall.kept_history import WRITE_EVERY
+from convmem._stores.base import SessionStats
 
 HISTORY = [
     ("user", "I adopted a corgi named Duoduo last spring."),
@@ -80,3 +83,26 @@ def test_recall_matches_a_mirror_that_read_the_log() -> None:
         ours = _search(followed, store, query)
         assert ours[1]
         assert ours == _search(fresh, store, query)
+
+
+class StatsCountingSQLiteStore(SQLiteStore):
+    """A SQLite store that counts its stats reads."""
+
+    stats_reads = 0
+
+    def stats(self, session_id: str) -> SessionStats:
+        self.stats_reads += 1
+        return super().stats(session_id)
+
+
+def test_batched_appends_read_no_stats_until_a_batch_of_rows_is_due(tmp_path: Path) -> None:
+    with StatsCountingSQLiteStore(tmp_path / "memory.db") as store:
+        recall = Recall()
+        for number in range(WRITE_EVERY - 2):
+            stored = store.append("s", [Message.create("user", f"Note {number} about the garden.")])
+            recall.catch_up("s", store, batched=True, appended=stored)
+        assert store.stats_reads == 0
+        stored = store.append("s", [Message.create("user", "The corgi Duoduo chews shoes.")])
+        recall.catch_up("s", store, batched=True, appended=stored)
+        assert store.stats_reads > 0
+        assert "Duoduo" in _search(recall, store, "What is my corgi called?")[0]

@@ -39,6 +39,7 @@ from .._errors import ConfigError
 from .._models import Message
 from .._stores.base import SessionStats, Store
 from .._tokens import TokenCounter
+from .append_batching import rows_can_wait
 from .config import RecallConfig, RecallFilters
 from .embedder import Embedder
 from .index_scope import (
@@ -364,15 +365,13 @@ class Recall:
     ) -> None:
         """Catch up with the log and embed whatever is not embedded yet.
 
-        Cheap when nothing changed (one ``store.stats`` call). The first time a
-        session is seen (or after a gap, or when the log shrank) the whole log
-        is read once: vectors it no longer calls for are dropped and missing
-        ones embedded. Call it after every append (the memory facade does), or
-        let `search` do the reading and `add` the embedding. With ``batched=True``
-        (the memory's, after an append) an index the store keeps (`HostsHistoryIndex`)
-        is written once 32 messages are due; a search, ``flush`` or ``close`` writes the rest.
-        `appended`: messages just stored, as `store.append` returned them; a mirror takes
-        them as they are when they are all its log gained.
+        Cheap when nothing changed (one ``store.stats`` call). The first time a session is
+        seen (or after a gap, or when the log shrank) the whole log is read once: vectors it
+        no longer calls for are dropped and missing ones embedded. Call it after every append
+        (the memory facade does, passing the messages `store.append` returned as `appended`:
+        not read back), or let `search` do the reading and `add` the embedding. With
+        ``batched=True`` an index the store keeps (`HostsHistoryIndex`) is written once 32
+        messages are due; a search, ``flush`` or ``close`` writes the rest.
         """
         run_plan(self._catch_up(session_id, store, batched, appended), self.embedder)
 
@@ -385,6 +384,8 @@ class Recall:
     def _catch_up(
         self, session_id: str, store: Store, batched: bool, appended: Sequence[Message]
     ) -> Plan[None]:
+        if batched and appended and rows_can_wait(self._kept, store, session_id, appended[-1].seq or 0):
+            return
         if (yield from self._kept.plan_catch_up(store, session_id, batched=batched)):
             return
         state: SessionMirror = yield Blocking(functools.partial(self._state, session_id, store))
