@@ -1584,6 +1584,8 @@ def pet_name_following(sentence: str) -> str | None:
 
 
 _LATIN_LETTER = re.compile(r"[a-z]")
+# RuleTable.for_language's tables, by class and language (a lost race builds one twice).
+_BUILT_TABLES: dict[tuple[type, str], RuleTable] = {}
 
 
 class RuleTable:
@@ -1609,7 +1611,15 @@ class RuleTable:
 
     @classmethod
     def for_language(cls, language: str) -> RuleTable:
-        """The table for ``"en"``, ``"zh"`` or ``"auto"`` (both)."""
+        """The table for ``"en"``, ``"zh"`` or ``"auto"`` (both), built once per process: a
+        table never changes after it is built, and every memory opened makes an extractor."""
+        table = _BUILT_TABLES.get((cls, language))
+        if table is None:
+            table = _BUILT_TABLES[(cls, language)] = cls._build(language)
+        return table
+
+    @classmethod
+    def _build(cls, language: str) -> RuleTable:
         rules: list[Rule] = []
         negations: list[Rule] = []
         if language in ("auto", "en"):

@@ -131,8 +131,8 @@ class DerivedState(SessionFacts):
         """Keep `appended` (just stored by this process) for the next job of each kind."""
         with self._fresh_lock:
             for key, _, _ in self._jobs():
-                if key == INDEX_KEY:
-                    continue  # recall follows the log by its own watermark
+                # Recall follows the log by its own watermark: these only spare it reading
+                # them back.
                 fresh = self._fresh.setdefault(key, [])
                 if not appended or len(fresh) + len(appended) > _MAX_FRESH:
                     # An edit, or too much queued: the job reads the log instead.
@@ -558,11 +558,13 @@ class DerivedState(SessionFacts):
     def update_index(self) -> None:
         """Index whatever the recall index has not seen yet (it tracks its own watermark)."""
         if self.recall is not None:
-            self.recall.catch_up(self.session_id, self.store, batched=True)
+            appended = self._take_fresh(INDEX_KEY)
+            self.recall.catch_up(self.session_id, self.store, batched=True, appended=appended)
 
     async def aupdate_index(self) -> None:
         if self.recall is not None:
-            await self.recall.acatch_up(self.session_id, self.store, batched=True)
+            appended = self._take_fresh(INDEX_KEY)
+            await self.recall.acatch_up(self.session_id, self.store, batched=True, appended=appended)
 
     def write_index(self) -> None:
         """Write what `update_index` left for later (an index the store keeps is written

@@ -39,6 +39,7 @@ from .._errors import ConfigError
 from .._models import Message
 from .._stores.base import SessionStats, Store
 from .._tokens import TokenCounter
+from .append_batching import rows_can_wait
 from .config import RecallConfig, RecallFilters
 from .embedder import Embedder
 from .index_scope import (
@@ -251,16 +252,20 @@ class Recall:
         return state
 
     def _follow_log(
-        self, state: SessionMirror, store: Store, known_stats: SessionStats | None = None
+        self,
+        state: SessionMirror,
+        store: Store,
+        known_stats: SessionStats | None = None,
+        appended: Sequence[Message] = (),
     ) -> bool:
         """Bring the mirror in step with the log; True when the whole log was read.
 
         One ``store.stats`` call when nothing changed (none with `known_stats`). A new
         mirror, a gap, or a log of another generation (forgotten, cleared, edited, or
-        never checked) is read whole.
+        never checked) is read whole; `appended` (see `catch_up`) is not read back.
         """
         if not state.needs_full_read:
-            state.read_newer(store, self.config, known_stats)
+            state.read_newer(store, self.config, known_stats, appended)
             if not state.needs_full_read:
                 return False
         with state.read_lock:
@@ -355,28 +360,36 @@ class Recall:
             state.drop_units(state.ingest(messages, self.config))
         yield from self._embed_queued(state)
 
-    def catch_up(self, session_id: str, store: Store, *, batched: bool = False) -> None:
+    def catch_up(
+        self, session_id: str, store: Store, *, batched: bool = False, appended: Sequence[Message] = ()
+    ) -> None:
         """Catch up with the log and embed whatever is not embedded yet.
 
-        Cheap when nothing changed (one ``store.stats`` call). The first time a
-        session is seen (or after a gap, or when the log shrank) the whole log
-        is read once: vectors it no longer calls for are dropped and missing
-        ones embedded. Call it after every append (the memory facade does), or
-        let `search` do the reading and `add` the embedding. With ``batched=True``
-        (the memory's, after an append) an index the store keeps (`HostsHistoryIndex`)
-        is written once 32 messages are due; a search, ``flush`` or ``close`` writes the rest.
+        Cheap when nothing changed (one ``store.stats`` call). The first time a session is
+        seen (or after a gap, or when the log shrank) the whole log is read once: vectors it
+        no longer calls for are dropped and missing ones embedded. Call it after every append
+        (the memory facade does, passing the messages `store.append` returned as `appended`:
+        not read back), or let `search` do the reading and `add` the embedding. With
+        ``batched=True`` an index the store keeps (`HostsHistoryIndex`) is written once 32
+        messages are due; a search, ``flush`` or ``close`` writes the rest.
         """
-        run_plan(self._catch_up(session_id, store, batched), self.embedder)
+        run_plan(self._catch_up(session_id, store, batched, appended), self.embedder)
 
-    async def acatch_up(self, session_id: str, store: Store, *, batched: bool = False) -> None:
+    async def acatch_up(
+        self, session_id: str, store: Store, *, batched: bool = False, appended: Sequence[Message] = ()
+    ) -> None:
         """Async `catch_up`: the log is read in a worker thread, embedding awaits the embedder."""
-        await arun_plan(self._catch_up(session_id, store, batched), self.embedder)
+        await arun_plan(self._catch_up(session_id, store, batched, appended), self.embedder)
 
-    def _catch_up(self, session_id: str, store: Store, batched: bool = False) -> Plan[None]:
+    def _catch_up(
+        self, session_id: str, store: Store, batched: bool, appended: Sequence[Message]
+    ) -> Plan[None]:
+        if batched and appended and rows_can_wait(self._kept, store, session_id, appended[-1].seq or 0):
+            return
         if (yield from self._kept.plan_catch_up(store, session_id, batched=batched)):
             return
         state: SessionMirror = yield Blocking(functools.partial(self._state, session_id, store))
-        yield Blocking(functools.partial(self._follow_log, state, store))
+        yield Blocking(functools.partial(self._follow_log, state, store, appended=appended))
         yield from self._embed_queued(state)
         if state.unsaved:
             yield Blocking(functools.partial(self._save, state))
@@ -438,18 +451,7 @@ class Recall:
         What this engine holds now (nothing for a session it does not mirror); name the
         `store` when it serves the session id for several stores.
         """
-        state = self._mirrors.find(session_id, store)
-        if state is None:
-            return {"messages": 0, "vectors": 0, "pending": 0, "kind": None, "bytes_per_vector": None}
-        with state.lock:
-            index = state.index
-            return {
-                "messages": len(state.order),
-                "vectors": len(index) if index is not None else 0,
-                "pending": len(state.pending),
-                "kind": index.kind if index is not None else None,
-                "bytes_per_vector": index.bytes_per_vector() if index is not None else None,
-            }
+        return SessionMirror.counts(self._mirrors.find(session_id, store))
 
     # -- reading -------------------------------------------------------------------------
 

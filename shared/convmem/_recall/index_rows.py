@@ -50,6 +50,7 @@ __all__ = [
     "UnitRow",
     "default_rules",
     "derive",
+    "joined_terms",
     "owner_key",
 ]
 
@@ -226,6 +227,7 @@ def derive(
                 parts = [line_terms]
             else:
                 parts = [tokenize(prefix + text[start:end]) for start, end in spans]
+                line_terms = joined_terms(prefix, text, spans, parts)
             for part, terms in enumerate(parts):
                 batch.passages.append((seq << PART_BITS | part, dict(Counter(terms)), len(terms)))
                 after.message_docs += 1
@@ -272,6 +274,29 @@ def derive(
         if not new:
             batch.grown[first] = heads[first]
     return batch
+
+
+def joined_terms(
+    prefix: str, text: str, spans: Sequence[tuple[int, int]], parts: Sequence[list[str]]
+) -> list[str] | None:
+    """``tokenize(prefix + text)`` from `parts` (``tokenize(prefix + text[start:end])`` of
+    each span), or None when the passages may not add up to it.
+
+    They add up when whitespace meets every cut: no term runs across one, and lowercasing
+    (whose only context rule, the final sigma, stops at whitespace) is the same either
+    way. The prefix (a speaker's ``"name: "``) ends with a space too, so each part opens
+    with its terms: they count once. A long message is tokenized once instead of twice.
+    """
+    if prefix and not prefix[-1].isspace():
+        return None
+    for _, end in spans[:-1]:
+        if not (text[end - 1].isspace() or text[end].isspace()):
+            return None
+    head = len(tokenize(prefix)) if prefix else 0
+    terms = list(parts[0])
+    for part in parts[1:]:
+        terms.extend(part[head:])
+    return terms
 
 
 @dataclasses.dataclass(frozen=True)

@@ -14,6 +14,7 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Callable, Mapping, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -66,6 +67,17 @@ class _Unknown:
 
 # The generation of a mirror that has not read its log's stats yet (fed by add() alone).
 UNKNOWN = _Unknown()
+
+
+def _continuing(appended: Sequence[Message], after: int, through: int) -> list[Message] | None:
+    """The messages of `appended` past seq `after`, when they are the log's every message
+    from there through seq `through` (read in the same generation); None otherwise."""
+    newer = [message for message in appended if (message.seq or 0) > after]
+    if not newer or newer[-1].seq != through:
+        return None
+    if any(message.seq != after + i + 1 for i, message in enumerate(newer)):
+        return None
+    return newer
 
 
 class SessionMirror:
@@ -132,6 +144,21 @@ class SessionMirror:
         self.forgotten = False
         # Each message as recall renders it: line, date line, tokens (see `render`).
         self.line_cache: dict[LineKey, CachedLine] = {}
+
+    @staticmethod
+    def counts(state: SessionMirror | None) -> dict[str, Any]:
+        """What `state` holds now (see `Recall.stats`); zeros for no mirror."""
+        if state is None:
+            return {"messages": 0, "vectors": 0, "pending": 0, "kind": None, "bytes_per_vector": None}
+        with state.lock:
+            index = state.index
+            return {
+                "messages": len(state.order),
+                "vectors": len(index) if index is not None else 0,
+                "pending": len(state.pending),
+                "kind": index.kind if index is not None else None,
+                "bytes_per_vector": index.bytes_per_vector() if index is not None else None,
+            }
 
     def reset_log_view(self) -> None:
         self.messages.clear()
@@ -305,11 +332,19 @@ class SessionMirror:
 
     # -- catching up with the log ---------------------------------------------------------
 
-    def read_newer(self, store: Store, config: RecallConfig, known_stats: SessionStats | None = None) -> None:
+    def read_newer(
+        self,
+        store: Store,
+        config: RecallConfig,
+        known_stats: SessionStats | None = None,
+        appended: Sequence[Message] = (),
+    ) -> None:
         """Read messages another writer appended since we last looked (lexical at once).
 
         `known_stats` are the session's stats read just before (one query for all of
-        a user's sessions); they are read here when not given or already outrun."""
+        a user's sessions); they are read here when not given or already outrun.
+        `appended` are messages this process stored (as the store returned them): when
+        they are all the log gained, they are folded in as they are, not read back."""
         with self.lock:
             # Before the stats: an add() running meanwhile may take last_seq past what they say.
             known = self.last_seq
@@ -328,7 +363,9 @@ class SessionMirror:
         elif stats.last_seq > known:
             with self.lock:
                 after = self.last_seq
-            newer = store.messages(self.session_id, after_seq=after)
+            newer = _continuing(appended, after, stats.last_seq)
+            if newer is None:
+                newer = store.messages(self.session_id, after_seq=after)
             with self.lock:
                 self.drop_units(self.ingest(newer, config))
         elif stats.last_seq < known:
