@@ -24,5 +24,5 @@ def rows_can_wait(kept: KeptRoute, store: Store, session_id: str, appended_throu
     if tables is None:
         return False
     # The seq this process last saw the rows written through (the one figure batching reads).
-    written = kept.histories._written_through(tables, session_id)
+    written = kept.histories.written_through(tables, session_id)
     return appended_through - written < WRITE_EVERY

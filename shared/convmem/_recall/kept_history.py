@@ -116,7 +116,7 @@ class KeptHistories:
         for _ in range(3):
             if stats is None:
                 stats = store.stats(session_id)
-            if batched and stats.last_seq - self._written_through(tables, session_id) < WRITE_EVERY:
+            if batched and stats.last_seq - self.written_through(tables, session_id) < WRITE_EVERY:
                 return
             if row is _UNREAD:
                 row = tables.indexed_session(session_id)
@@ -156,7 +156,7 @@ class KeptHistories:
             stats, row = None, _UNREAD  # another writer, or the log moved on: look again
         logger.debug("recall's keyword index of session %r: gave way to other writers", session_id)
 
-    def _written_through(self, tables: HistoryTables, session_id: str) -> int:
+    def written_through(self, tables: HistoryTables, session_id: str) -> int:
         """The seq this process last saw the session's rows written through (-1: never)."""
         with self._lock:
             try:
