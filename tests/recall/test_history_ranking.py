@@ -316,6 +316,9 @@ def test_a_sentence_with_one_informative_word_is_not_recalled_for_holding_it() -
     assert arithmetic.items == ()
     keyword = recall.search("s1", "today", store=store, max_tokens=400, counter=COUNTER)
     assert any("leaking kitchen tap" in item.text for item in keyword.items)
+    # a thing named as known ("the wrench") is searched for by its word
+    known = recall.search("s1", "Where is the wrench?", store=store, max_tokens=400, counter=COUNTER)
+    assert any("lent me his wrench" in item.text for item in known.items)
     person = recall.search("s1", "Who is Anthony?", store=store, max_tokens=400, counter=COUNTER)
     assert any("climbing gym" in item.text for item in person.items)
     unknown = recall.search("s1", "Who is Beatrice?", store=store, max_tokens=400, counter=COUNTER)

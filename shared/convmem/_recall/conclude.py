@@ -71,6 +71,7 @@ def conclude(
         config,
         personal=personal,
         words=_words_of_sentence(query),
+        keywords=_keywords_only(query),
         small_talk=is_small_talk(query),
     )
     ranked = ranking.ranked if verdict.passed else ()
@@ -121,15 +122,24 @@ def conclude(
 _WORD = re.compile(r"[^\W_]+")
 
 
+# "the password", "that recipe": a thing the asker takes as known, from the history or the world.
+_DEFINITE = re.compile(r"\b(?:the|that|this|those|these)\s+[^\W\d_]", re.IGNORECASE)
+
+
 def _words_of_sentence(query: str) -> int | None:
-    """How many distinct informative words `query` has when it is a sentence ("Hi! How are
-    you today?": one), or None when every word of it is informative: keywords searched
-    for ("ramen", "locker code"). Numbers are not counted: in a sentence they are values
-    ("What is 17 times 23?"), and any history of dates and prices holds them by chance."""
-    terms = set(query_terms(query))
-    if len(_WORD.findall(query)) <= len(terms):
+    """How many distinct informative words `query` has when it is a sentence ("What about
+    today?": one), or None when every word of it is informative (keywords searched for:
+    "ramen", "locker code") or it names a thing as known ("What is the password?"): its
+    words are searched for as they are. Numbers are not counted: in a sentence they are
+    values ("What is 17 times 23?"), and any history of dates and prices holds them by chance."""
+    if _keywords_only(query) or _DEFINITE.search(query):
         return None
-    return sum(1 for term in terms if not term.isdigit())
+    return sum(1 for term in set(query_terms(query)) if not term.isdigit())
+
+
+def _keywords_only(query: str) -> bool:
+    """Whether every word of `query` is informative: keywords searched for ("ramen")."""
+    return len(_WORD.findall(query)) <= len(set(query_terms(query)))
 
 
 _POSSESSIVE_NAME = re.compile(r"\b([A-Z][^\W\d_]+)['’]s\b")

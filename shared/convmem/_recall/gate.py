@@ -93,6 +93,7 @@ def judge(
     personal: bool = True,
     words: int | None = None,
     small_talk: bool = False,
+    keywords: bool = False,
 ) -> Verdict:
     """Whether the ranked candidates hold evidence for the query on an absolute scale (see
     the module docstring); `RecallConfig.min_coverage` None turns the judgement off.
@@ -106,7 +107,9 @@ def judge(
     words in common, or a request of the same kind, is chance, not memory. `words`: how
     many distinct informative words the query has; a request with fewer than two is
     evidence by meaning only. `small_talk` (`intent.is_small_talk`): a greeting or a
-    polite question that does not refer to the history recalls nothing.
+    polite question that does not refer to the history recalls nothing. Such a request
+    recalls only the candidates that are each evidence (and their exchanges), unless it
+    is `keywords` (every word of it informative): then every match is what it asks for.
     """
     if not ranking.ranked:
         return Verdict(False, "nothing recalled: no earlier message matches the query's words or meaning")
@@ -145,7 +148,7 @@ def judge(
     verdict = _judge_both(covered, lifts, needed, margin, len(rows))
     if not verdict.passed:
         return verdict
-    if words is None:
+    if keywords:
         return verdict  # keywords searched for: every match is what was asked
     kept = _each_evidence(covered, lifts, needed, margin)
     places = np.asarray(evidence.positions if evidence.positions is not None else evidence.seqs)[rows]
