@@ -31,8 +31,7 @@ from .._derived.facts import Fact, FactBook
 from .._derived.records import FACTS_KEY, SUMMARY_KEY, Summary
 from .._derived.state import DerivedState
 from .._derived.summarizer import ExtractiveSummarizer, Summarizer
-from .._derived.user_scope import UserFacts, other_session_stats
-from .._derived.user_scope import _parsed_book as parsed_book
+from .._derived.user_scope import UserFacts, other_session_stats, owned_others
 from .._language import detect_language
 from .._models import Turn
 from .._recall.intent import (
@@ -45,7 +44,7 @@ from .._recall.intent import (
 from .._recall.terms import query_terms, tokenize
 from .._salience import is_filler
 from .._sansio import Blocking, Flow
-from .._stores.base import SessionSnapshot, SessionStats, StateRecord, Store
+from .._stores.base import SessionSnapshot, SessionStats, Store
 from .._stores.capabilities import ListsUserSessions, ReadsUserScope, read_session
 from .._tokens import TokenCounter
 from .builder import ContextBuilder
@@ -186,8 +185,6 @@ class ContextComposer:
         self._condensed: OrderedDict[tuple[str, int], str] = OrderedDict()
         """Condensed summaries by (summary text, room), the most recently used last."""
         self._condensed_lock = threading.Lock()
-        self._merged_facts: tuple[tuple[tuple[str, str], ...], FactBook] | None = None
-        """The user's facts last merged, keyed by the text of each session's record."""
         self._last_window: tuple[tuple[object, ...], list[Turn]] | None = None
         """The turns the last build read, keyed by what the store said of the log then."""
 
@@ -272,14 +269,11 @@ class ContextComposer:
         others: list[SessionStats] | None = None
         if self.keeps_facts and self.user_facts is not None and snapshot.user_sessions is not None:
             # Read with the snapshot (`read_snapshot`): only what the user owns, but this session.
-            others = [
-                found
-                for found in snapshot.user_sessions
-                if found.session_id != self.session_id and found.user_id == self.user_id
-            ]
+            assert self.user_id is not None
+            others = owned_others(snapshot.user_sessions, self.user_id, self.session_id)
             sessions = {self.session_id, *(found.session_id for found in others)}
             records = snapshot.user_states or {}
-            book = self._user_book(
+            book = self.user_facts.book_of(
                 {session: record for session, record in records.items() if session in sessions}
             )
         elif self.keeps_facts:
@@ -294,21 +288,6 @@ class ContextComposer:
             else:
                 book = self.derived.facts_book_of(snapshot.states.get(FACTS_KEY))
         return _Inputs(turns, book, others)
-
-    def _user_book(self, records: dict[str, StateRecord]) -> FactBook:
-        """The user's facts merged from the facts `records` of their sessions, kept until
-        one of them changes (as `UserFacts.book`, from records read with the snapshot)."""
-        # Compared by text, not version: a session forgotten and written again restarts
-        # its versions, and must not be served from the book of its earlier life.
-        versions = tuple(sorted((session, record.value) for session, record in records.items()))
-        kept = self._merged_facts
-        if kept is not None and kept[0] == versions:
-            return kept[1]
-        merged = FactBook.merged(
-            (session, parsed_book(record, session)) for session, record in sorted(records.items())
-        )
-        self._merged_facts = (versions, merged)
-        return merged
 
     def _window_turns(self, stats: SessionStats, cap: int | None, max_tokens: int) -> list[Turn]:
         """`recent_turns` for a build, read again only when the log changed since the last.

@@ -17,14 +17,14 @@ from __future__ import annotations
 
 import threading
 from collections import OrderedDict
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 from .._stores.base import SessionStats, StateRecord, Store
 from .._stores.capabilities import ListsUserSessions, ReadsStates
 from .facts import FactBook
 from .records import FACTS_KEY, forget_fact_of, parse_facts
 
-__all__ = ["UserFacts", "other_session_stats", "user_sessions"]
+__all__ = ["UserFacts", "other_session_stats", "owned_others", "user_sessions"]
 
 # Parsed fact books by their stored text (a text always parses to the same book): a
 # server that opens a memory per request parses each session's facts once.
@@ -60,7 +60,12 @@ def other_session_stats(store: Store, user_id: str, current: str) -> list[Sessio
         found = store.user_session_stats(user_id)
     else:
         found = [store.stats(session) for session in store.sessions(user_id=user_id)]
-    # Only what the user owns: a session forgotten between listing and reading is gone.
+    return owned_others(found, user_id, current)
+
+
+def owned_others(found: Sequence[SessionStats], user_id: str, current: str) -> list[SessionStats]:
+    """The sessions of `found` that `user_id` owns, but `current`: a session forgotten (or
+    given to another user) between listing and reading is gone."""
     return [stats for stats in found if stats.session_id != current and stats.user_id == user_id]
 
 
@@ -104,7 +109,12 @@ class UserFacts:
         reads their stats anyway), this memory's first; None lists them again."""
         if sessions is None:
             sessions = self.sessions()
-        records = _states(self.store, sessions, FACTS_KEY)
+        return self.book_of(_states(self.store, sessions, FACTS_KEY))
+
+    def book_of(self, records: Mapping[str, StateRecord]) -> FactBook:
+        """The user's facts merged from the facts `records` of their sessions, by session id
+        (read by the caller, e.g. with a build's snapshot: `ReadsUserScope`); the merged
+        book is kept until one of them changes."""
         # Compared by text, not version: a session forgotten and written again restarts
         # its versions, and must not be served from the book of its earlier life.
         versions = tuple(sorted((session, record.value) for session, record in records.items()))
