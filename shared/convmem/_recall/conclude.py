@@ -65,13 +65,14 @@ def conclude(
     all, and render the best into `max_tokens` (`evidence` keyed as `Shown`)."""
     ranking = rank(evidence, config, several=asks_for_several(query), about_user=asks_about_user(query))
     personal = refers_to_history(query, speakers) or _names_someone_known(query, collection)
+    words, keywords = _query_words(query)
     verdict = judge(
         ranking,
         evidence,
         config,
         personal=personal,
-        words=_words_of_sentence(query),
-        keywords=_keywords_only(query),
+        words=words,
+        keywords=keywords,
         small_talk=is_small_talk(query),
     )
     ranked = ranking.ranked if verdict.passed else ()
@@ -126,20 +127,18 @@ _WORD = re.compile(r"[^\W_]+")
 _DEFINITE = re.compile(r"\b(?:the|that|this|those|these)\s+[^\W\d_]", re.IGNORECASE)
 
 
-def _words_of_sentence(query: str) -> int | None:
-    """How many distinct informative words `query` has when it is a sentence ("What about
-    today?": one), or None when every word of it is informative (keywords searched for:
-    "ramen", "locker code") or it names a thing as known ("What is the password?"): its
-    words are searched for as they are. Numbers are not counted: in a sentence they are
-    values ("What is 17 times 23?"), and any history of dates and prices holds them by chance."""
-    if _keywords_only(query) or _DEFINITE.search(query):
-        return None
-    return sum(1 for term in set(query_terms(query)) if not term.isdigit())
-
-
-def _keywords_only(query: str) -> bool:
-    """Whether every word of `query` is informative: keywords searched for ("ramen")."""
-    return len(_WORD.findall(query)) <= len(set(query_terms(query)))
+def _query_words(query: str) -> tuple[int | None, bool]:
+    """What `judge` reads of the query's words: how many distinct informative words it has
+    when it is a sentence ("What about today?": one), and whether every word of it is
+    informative (keywords searched for: "ramen", "locker code"). The count is None for
+    keywords and for a sentence that names a thing as known ("What is the password?"),
+    whose words are searched for as they are. Numbers are not counted: in a sentence they
+    are values ("What is 17 times 23?"), and any history of dates and prices holds them
+    by chance."""
+    terms = set(query_terms(query))
+    keywords = len(_WORD.findall(query)) <= len(terms)
+    words = None if keywords or _DEFINITE.search(query) else sum(1 for t in terms if not t.isdigit())
+    return words, keywords
 
 
 _POSSESSIVE_NAME = re.compile(r"\b([A-Z][^\W\d_]+)['’]s\b")

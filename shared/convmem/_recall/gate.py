@@ -116,12 +116,10 @@ def judge(
     if config.min_coverage is None:
         return Verdict(True, "recalled: the evidence gate is off (min_coverage=None)")
     if small_talk and not personal:
-        reason = (
+        return _refused(
             "nothing recalled: the query is small talk (a greeting, thanks or a polite question), "
-            "answered by who the user is, not by their old messages"
-        )
-        return Verdict(
-            False, reason, (Dropped("recall", f"{len(ranking.ranked)} candidate messages", 0, reason),)
+            "answered by who the user is, not by their old messages",
+            len(ranking.ranked),
         )
     at = {seq: i for i, seq in enumerate(evidence.seqs)}
     rows = np.array([at[r.seq] for r in ranking.ranked], dtype=np.int64)
@@ -255,5 +253,8 @@ def _judge_both(
 
 
 def _nothing(why: str, candidates: int) -> Verdict:
-    reason = "nothing recalled: the history holds no evidence for this query: " + why
+    return _refused("nothing recalled: the history holds no evidence for this query: " + why, candidates)
+
+
+def _refused(reason: str, candidates: int) -> Verdict:
     return Verdict(False, reason, (Dropped("recall", f"{candidates} candidate messages", 0, reason),))

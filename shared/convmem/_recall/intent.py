@@ -406,7 +406,8 @@ _PHATIC_EN = re.compile(
 _PHATIC_ZH = re.compile(
     r"(?:你|您)?(?:最近)?(?:怎么样|好吗|还好吗|过得(?:怎么样|好吗|如何))|好久不见|在吗|忙吗"
 )
-_SENTENCES = re.compile(r"[^.!?。！？~～]+")
+# The pieces of a query between sentence ends and commas: "Hi", " how are you today".
+_PIECES = re.compile(r"[^.!?。！？~～,，、]+")
 
 
 def is_small_talk(query: str) -> bool:
@@ -417,16 +418,10 @@ def is_small_talk(query: str) -> bool:
     >>> is_small_talk("Hi! How are you today?"), is_small_talk("Hi! How do I reset my router?")
     (True, False)
     """
-    sentences = [part.strip(" ,，、") for part in _SENTENCES.findall(query) if part.strip(" ,，、")]
-    if not sentences:
-        return False
-    for sentence in sentences:
-        parts = [p for p in re.split(r"[,，、]", sentence) if p.strip()]
-        for part in parts:
-            text = part.strip()
-            if not (is_filler(text) or _PHATIC_EN.fullmatch(text) or _PHATIC_ZH.fullmatch(text)):
-                return False
-    return True
+    pieces = [piece.strip() for piece in _PIECES.findall(query) if piece.strip()]
+    return bool(pieces) and all(
+        is_filler(piece) or _PHATIC_EN.fullmatch(piece) or _PHATIC_ZH.fullmatch(piece) for piece in pieces
+    )
 
 
 def asks_about_user(query: str) -> bool:
