@@ -49,6 +49,8 @@ _SWEEP_BATCH = 500
 
 # A session row's columns that make its `SessionStats`, in `_stats_of`'s order.
 _STATS_COLUMNS = "message_count, last_seq, total_tokens, user_id, created_at, updated_at, generation"
+_KNOWN_STATS = ", ".join(f"known.{column}" for column in _STATS_COLUMNS.split(", "))
+"""`_STATS_COLUMNS` of the ``sessions`` row joined as ``known``."""
 
 
 def _stats_of(session_id: str, row: Sequence[Any] | None) -> SessionStats:
@@ -205,19 +207,24 @@ class _Queries(VectorQueries, LexicalQueries):
         )
         return _stats_of(session_id, rows[0] if rows else None)
 
+    def _asked_session_sql(self) -> str:
+        """FROM the session asked for (parameter 1, whether it exists or not), its `sessions`
+        row as ``known`` and its `state` rows of the keys asked for (parameter 2) as ``st``."""
+        s = self.s
+        return (
+            f"FROM (SELECT %s::text AS session_id) AS asked "
+            f"LEFT JOIN {s}.sessions AS known ON known.session_id = asked.session_id "
+            f"LEFT JOIN {s}.state AS st ON st.session_id = asked.session_id AND st.key = ANY(%s::text[])"
+        )
+
     def read_session(self, session_id: str, keys: Sequence[str]) -> _Operation[SessionSnapshot]:
         """Stats and state records in one statement (a row per record found, or one row)."""
         _check_id(session_id, "session_id")
         wanted = list(dict.fromkeys(keys))
         for key in wanted:
             _check_text(key, "a state key")
-        s = self.s
-        known = ", ".join(f"known.{column}" for column in _STATS_COLUMNS.split(", "))
         rows = yield _Sql(
-            f"SELECT {known}, st.key, st.value, st.version "
-            f"FROM (SELECT %s::text AS session_id) AS asked "
-            f"LEFT JOIN {s}.sessions AS known ON known.session_id = asked.session_id "
-            f"LEFT JOIN {s}.state AS st ON st.session_id = asked.session_id AND st.key = ANY(%s::text[])",
+            f"SELECT {_KNOWN_STATS}, st.key, st.value, st.version {self._asked_session_sql()}",
             (session_id, wanted),
         )
         stats = _stats_of(session_id, rows[0][:7] if rows[0][0] is not None else None)
@@ -236,14 +243,11 @@ class _Queries(VectorQueries, LexicalQueries):
         for key in [*wanted, user_key]:
             _check_text(key, "a state key")
         s = self.s
-        known = ", ".join(f"known.{column}" for column in _STATS_COLUMNS.split(", "))
         rows = yield _Sql(
-            f"SELECT 0 AS part, asked.session_id, {known}, st.key, st.value, st.version "
-            f"FROM (SELECT %s::text AS session_id) AS asked "
-            f"LEFT JOIN {s}.sessions AS known ON known.session_id = asked.session_id "
-            f"LEFT JOIN {s}.state AS st ON st.session_id = asked.session_id AND st.key = ANY(%s::text[]) "
+            f"SELECT 0 AS part, asked.session_id, {_KNOWN_STATS}, st.key, st.value, st.version "
+            f"{self._asked_session_sql()} "
             f"UNION ALL "
-            f"SELECT 1, known.session_id, {known}, st.key, st.value, st.version "
+            f"SELECT 1, known.session_id, {_KNOWN_STATS}, st.key, st.value, st.version "
             f"FROM {s}.sessions AS known "
             f"LEFT JOIN {s}.state AS st ON st.session_id = known.session_id AND st.key = %s "
             f"WHERE known.user_id = %s ORDER BY 1, 2",

@@ -42,7 +42,7 @@ from __future__ import annotations
 import dataclasses
 import math
 from collections.abc import Sequence
-from typing import TypeVar
+from typing import Any, TypeVar
 
 from ..._errors import ConfigError, InvalidMessageError, StoreError
 from ..._models import Message, TurnStatus
@@ -309,21 +309,15 @@ class _RedisLayout:
         meta, _, state = self.session_keys(session_id)
         if not keys:
             return SessionSnapshot((yield from self.stats(session_id)), {})
-        fields = [field for key in keys for field in (f"v:{key}", f"n:{key}")]
-        raw, values = yield _Pipeline((("HGETALL", meta), ("HMGET", state, *fields)))
-        states = {}
-        for index, key in enumerate(keys):
-            record = _state_of(session_id, key, values[2 * index], values[2 * index + 1])
-            if record is not None:
-                states[key] = record
-        return SessionSnapshot(_stats_of(session_id, meta, raw), states)
+        raw, values = yield _Pipeline((("HGETALL", meta), ("HMGET", state, *_record_fields(keys))))
+        return SessionSnapshot(_stats_of(session_id, meta, raw), _records_of(session_id, keys, values))
 
     def get_states(self, session_ids: Sequence[str], key: str) -> _Operation[dict[str, StateRecord]]:
         """The `key` record of each session that has one, in one round trip (a pipeline)."""
         ids = list(dict.fromkeys(session_ids))
         if not ids:
             return {}
-        fields = (f"v:{key}", f"n:{key}")
+        fields = _record_fields([key])
         replies = yield _Pipeline(tuple(("HMGET", self.session_keys(s)[2], *fields) for s in ids))
         found = {}
         for session_id, (value, version) in zip(ids, replies, strict=True):
@@ -357,16 +351,11 @@ class _RedisLayout:
         member's counters and `user_key` record in one pipeline."""
         meta, _, state = self.session_keys(session_id)
         wanted = list(dict.fromkeys([*keys, user_key]))
-        fields = [field for key in wanted for field in (f"v:{key}", f"n:{key}")]
         user_set = self.user_key(user_id)
         raw, values, members = yield _Pipeline(
-            (("HGETALL", meta), ("HMGET", state, *fields), ("SMEMBERS", user_set))
+            (("HGETALL", meta), ("HMGET", state, *_record_fields(wanted)), ("SMEMBERS", user_set))
         )
-        own = {}
-        for index, key in enumerate(wanted):
-            record = _state_of(session_id, key, values[2 * index], values[2 * index + 1])
-            if record is not None:
-                own[key] = record
+        own = _records_of(session_id, wanted, values)
         states = {key: record for key, record in own.items() if key in keys}
         user_states = {session_id: own[user_key]} if user_key in own else {}
         escaped = sorted(_text(member) for member in members or ())
@@ -375,10 +364,7 @@ class _RedisLayout:
             commands: list[tuple[str, ...]] = []
             for member in escaped:
                 member_meta, _, member_state = self.escaped_session_keys(member)
-                commands += [
-                    ("HGETALL", member_meta),
-                    ("HMGET", member_state, f"v:{user_key}", f"n:{user_key}"),
-                ]
+                commands += [("HGETALL", member_meta), ("HMGET", member_state, *_record_fields([user_key]))]
             replies = yield _Pipeline(tuple(commands))
             for index, member in enumerate(escaped):
                 member_id = _unescape(member, f"set {user_set}")
@@ -396,7 +382,7 @@ class _RedisLayout:
 
     def get_state(self, session_id: str, key: str) -> _Operation[StateRecord | None]:
         _, _, state = self.session_keys(session_id)
-        value, version = yield _Command(("HMGET", state, f"v:{key}", f"n:{key}"))
+        value, version = yield _Command(("HMGET", state, *_record_fields([key])))
         return _state_of(session_id, key, value, version)
 
     def put_state(
@@ -537,3 +523,18 @@ class _RedisLayout:
             yield _Command(("DEL", _text(key)))
         yield _Command(("DEL", f"{self.prefix}:sessions"))
         return moved
+
+
+def _record_fields(keys: Sequence[str]) -> list[str]:
+    """The fields of a session's state hash that hold the records of `keys` (value, version)."""
+    return [field for key in keys for field in (f"v:{key}", f"n:{key}")]
+
+
+def _records_of(session_id: str, keys: Sequence[str], values: Sequence[Any]) -> dict[str, StateRecord]:
+    """The records of `keys` found in the `HMGET` reply `values` of `_record_fields(keys)`."""
+    records = {}
+    for index, key in enumerate(keys):
+        record = _state_of(session_id, key, values[2 * index], values[2 * index + 1])
+        if record is not None:
+            records[key] = record
+    return records
