@@ -102,6 +102,19 @@ class Scores:
     halves: dict[int, Scores] = dataclasses.field(default_factory=dict)
     """The same figures for the questions at even (0) and odd (1) places."""
 
+    def record_no_memory(self, request: str, tokens: int, items: int, recall_tokens: int) -> None:
+        """What a request that needs no memory got: its memory tokens, recalled items and
+        recall's tokens, under the list `request` belongs to."""
+        if request in NO_MEMORY_REQUESTS:
+            self.no_memory_tokens.append(tokens)
+            self.no_memory_items.append(items)
+            self.no_memory_recall.append(recall_tokens)
+        elif request in NO_MEMORY_REQUESTS_HELD_OUT:
+            self.held_out_tokens.append(tokens)
+            self.held_out_items.append(items)
+        else:
+            self.fresh_tokens.append(tokens)
+
     def and_half(self, place: int) -> tuple[Scores, Scores]:
         """These scores and those of the half the question at `place` belongs to."""
         return self, self.halves.setdefault(place % 2, Scores())
@@ -214,15 +227,7 @@ def ask(
             other = memory.build_context(query=request, budget=budget)
             tokens = sum(other.section(s).tokens for s in MEMORY_SECTIONS)
             for scores in results[budget].and_half(place):
-                if request in NO_MEMORY_REQUESTS:
-                    scores.no_memory_tokens.append(tokens)
-                    scores.no_memory_items.append(len(other.recalled))
-                    scores.no_memory_recall.append(other.section("recall").tokens)
-                elif request in NO_MEMORY_REQUESTS_HELD_OUT:
-                    scores.held_out_tokens.append(tokens)
-                    scores.held_out_items.append(len(other.recalled))
-                else:
-                    scores.fresh_tokens.append(tokens)
+                scores.record_no_memory(request, tokens, len(other.recalled), other.section("recall").tokens)
     memory.close()
 
 
@@ -281,15 +286,7 @@ def run_baseline(
             chosen, text, _ = fill(request, budget)
             tokens = counter.count_text(text) if chosen else 0
             for scores in results[budget].and_half(place):
-                if request in NO_MEMORY_REQUESTS:
-                    scores.no_memory_tokens.append(tokens)
-                    scores.no_memory_items.append(len(chosen))
-                    scores.no_memory_recall.append(tokens)
-                elif request in NO_MEMORY_REQUESTS_HELD_OUT:
-                    scores.held_out_tokens.append(tokens)
-                    scores.held_out_items.append(len(chosen))
-                else:
-                    scores.fresh_tokens.append(tokens)
+                scores.record_no_memory(request, tokens, len(chosen), tokens)
 
 
 # -- report -------------------------------------------------------------------------------
