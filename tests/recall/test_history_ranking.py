@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 from stored_messages import COUNTER, store_messages
 
-from convmem import ConversationMemory, InMemoryStore, Recall, RecallConfig, Store
+from convmem import ConversationMemory, InMemoryStore, Recall, RecallConfig, SQLiteStore, Store
 from convmem._recall.embedder import BaseEmbedder
 from convmem._recall.intent import asks_about_user, is_small_talk, refers_to_history
 from convmem._recall.language import has_cjk
@@ -512,3 +512,26 @@ def test_a_question_about_someone_the_history_names_is_about_the_history() -> No
         counter=COUNTER,
     )
     assert unknown.items == ()
+
+
+@pytest.mark.parametrize("kind", ["sqlite", "memory"])
+def test_words_only_about_the_talk_in_common_are_no_evidence(kind: str, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    # "tell" asks where to look ("tell me what I said"), so it is not counted toward what a
+    # message holds of a query: a request that shares only it with the history holds
+    # nothing of it. The keyword index kept in the SQLite file and the one in the process
+    # must both say so (0 held), not that they cannot tell (which let every match through).
+    store: Store = SQLiteStore(tmp_path / "memory.db") if kind == "sqlite" else InMemoryStore()
+    old = ConversationMemory("old", store, user_id="ada")
+    for question, answer in [
+        ("Can you tell me more about sustainable aviation fuel?", "It is made from used cooking oil."),
+        ("Tell me about the Sigma 24mm lens build quality.", "It has a metal barrel."),
+        *zip([q for _, q in FILLER[::2]], [a for _, a in FILLER[1::2]], strict=True),
+    ]:
+        old.add_turn(question, answer)
+    fresh = ConversationMemory("new", store, user_id="ada")
+    riddle = fresh.build_context("I'm bored, tell me a riddle.", 1024)
+    assert riddle.recalled == ()
+    assert riddle.section("recall").tokens == 0
+    lens = fresh.build_context("Tell me about my Sigma lens again.", 1024)
+    assert any("Sigma 24mm" in item.text for item in lens.recalled)
+    store.close()

@@ -498,7 +498,7 @@ class _Search:
             episodes=((slots << KEY_SHIFT) | np.array([int(r[2]) for r in rows], dtype=np.int64)).tolist(),
             vectors={},
             positions=((slots << KEY_SHIFT) | np.array([int(r[4]) for r in rows], dtype=np.int64)).tolist(),
-            coverage=covered.lookup(keys).astype(np.float32) if len(covered) else None,
+            coverage=covered.lookup(keys).astype(np.float32),  # none covered: all zero, not unknown
             from_user=np.array([bool(r[5]) for r in rows], dtype=bool),
             typical=None,
             parts={

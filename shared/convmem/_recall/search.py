@@ -49,7 +49,8 @@ class _Found:
 
     messages: LexicalScores
     exchanges: LexicalScores
-    coverage: LexicalScores
+    coverage: LexicalScores | None
+    """The share of the query each message holds; None when the index cannot say."""
     parts: dict[int, int]
     hits: list[tuple[int, float]]
     problem: str | None = None
@@ -305,7 +306,11 @@ def _find(
     exchanges = (
         mirror.lexical_scores("exchanges", query, collections["exchanges"]) if by_exchange else no_scores()
     )
-    coverage = mirror.best_passages("messages", query, collections["messages"], coverage=True)[0]
+    coverage = (
+        mirror.best_passages("messages", query, collections["messages"], coverage=True)[0]
+        if mirror.knows_coverage
+        else None
+    )
     if collections["messages"] is None:
         messages = _on_shared_scale(mirror.lexical_messages, query, messages)
     if collections["exchanges"] is None:
@@ -443,7 +448,7 @@ def _gather(
         episodes=columns.column("episode")[pool],
         vectors=vectors,
         positions=pool,
-        coverage=found.coverage.lookup(seq_array).astype(np.float32) if len(found.coverage) else None,
+        coverage=None if found.coverage is None else found.coverage.lookup(seq_array).astype(np.float32),
         from_user=np.array([m.role is Role.USER for m in messages], dtype=bool),
         typical=typical,
         parts={s: found.parts[s] for s in seqs if s in found.parts},

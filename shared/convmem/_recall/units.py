@@ -443,6 +443,11 @@ class SessionMirror:
                 for first in self.exchanges:
                     index.add(first, self.exchange_text(first))
 
+    @property
+    def knows_coverage(self) -> bool:
+        """Whether `best_passages` can say what share of a query a message holds (`coverage`)."""
+        return bool(self._joint["messages"])
+
     def lexical_collection(self, units: str, query: str) -> CollectionStats | None:
         """The statistics of this session's ``"messages"`` or ``"exchanges"`` index for
         `query`, to be added up with the user's other sessions' (None: the index cannot
