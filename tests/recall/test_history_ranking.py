@@ -243,6 +243,15 @@ def test_a_question_about_the_user_ranks_their_own_statement_first() -> None:
         ("I'm curious, explain how tides work.", False),
         ("Do I have any allergies?", True),
         ("Where can I find my old tax forms?", True),
+        # nor is the asker of instructions, or of a wish to learn; a question about the wish is
+        ("I want to learn to knit, where do I begin?", False),
+        ("I'd love to understand how vaccines work.", False),
+        ("How do I make cold brew at home?", False),
+        ("我想学游泳，怎么开始？", False),
+        ("What do I want to learn next?", True),
+        ("Where do I work?", True),
+        ("How do I get to my office from here?", True),
+        ("我想知道我的快递到哪了。", True),
         ("那次你帮我写的简历还在吗？", True),
     ],
 )

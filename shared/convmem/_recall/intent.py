@@ -364,12 +364,16 @@ _ASSISTANT_SAID_ZH = re.compile(r"你(?:说过|提到|建议|推荐|告诉|给�
 
 # "I need a regex...", "I'd like a summary of...", 帮我写..., 给我讲个笑话: the first person of a
 # request's frame is the one asking, not what the request is about; nor is the asker of
-# advice ("How long should I boil an egg?", "Do I need a visa?"), the first person of a
-# simile ("Explain it like I'm five"), or a short aside before the request ("I'm bored,
-# tell me a riddle.").
+# advice ("How long should I boil an egg?", "Do I need a visa?") or of instructions ("How
+# do I make cold brew?", "I want to learn to knit, where do I begin?", 我想学游泳), the first
+# person of a simile ("Explain it like I'm five"), or a short aside before the request
+# ("I'm bored, tell me a riddle.").
 _REQUEST_FRAME_EN = re.compile(
     r"\bi(?:'d|\s+would)?(?:\s+(?:really|just|also|now))?\s+(?:need|want|like|am\s+looking\s+for)"
     r"(?=\s+(?:a|an|some|help)\b)|\bi'm(?:\s+(?:really|just|also|now))?\s+looking\s+for(?=\s+(?:a|an|some|help)\b)"
+    r"|(?<!do\s)(?<!did\s)\bi(?:'d|\s+would)?(?:\s+(?:really|just|also|now))?\s+(?:want|like|love|need|wish|hope)\s+to"
+    r"(?=\s+(?:learn|know|understand|try|start|begin|pick\s+up|get\s+into)\b)"
+    r"|(?<=how\sdo\s)i\b|(?<=where\sdo\s)i(?=\s+(?:start|begin)\b)"
     r"|\b(?:like|as\s+if|as\s+though)\s+i(?:'m|\s+am|\s+was|\s+were)?\b"
     r"|(?:(?<=should\s)|(?<=can\s)|(?<=could\s)|(?<=shall\s)|(?<=must\s)|(?<=might\s)|(?<=may\s))i\b"
     r"|\bdo\s+i\s+need\b|\bought\s+i\b"
@@ -377,7 +381,7 @@ _REQUEST_FRAME_EN = re.compile(
     re.IGNORECASE,
 )
 _REQUEST_FRAME_ZH = re.compile(
-    r"(?:^|(?<=[，,。！？!?；;：:\s请]))(?:(?:帮|给|替|为)我|我(?:想要|需要|要)(?=一))"
+    r"(?:^|(?<=[，,。！？!?；;：:\s请]))(?:(?:帮|给|替|为)我|我(?:想要|需要|要)(?=一)|我(?:很)?想(?=学|了解|知道|试))"
 )
 # The text a request works on ("Translate 'I love you' into French", "翻译成日语：我明天有空"):
 # quoted, or after the colon of a request to translate, correct or rewrite it.
