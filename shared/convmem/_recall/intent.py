@@ -373,6 +373,7 @@ _REQUEST_FRAME_EN = re.compile(
     r"(?=\s+(?:a|an|some|help)\b)|\bi'm(?:\s+(?:really|just|also|now))?\s+looking\s+for(?=\s+(?:a|an|some|help)\b)"
     r"|(?<!do\s)(?<!did\s)\bi(?:'d|\s+would)?(?:\s+(?:really|just|also|now))?\s+(?:want|like|love|need|wish|hope)\s+to"
     r"(?=\s+(?:learn|know|understand|try|start|begin|pick\s+up|get\s+into)\b)"
+    r"|\bi(?:'m|\s+am)\s+trying\s+to(?=\s+(?:learn|understand|figure\s+out)\b)"
     r"|(?<=how\sdo\s)i\b|(?<=where\sdo\s)i(?=\s+(?:start|begin)\b)"
     r"|\b(?:like|as\s+if|as\s+though)\s+i(?:'m|\s+am|\s+was|\s+were)?\b"
     r"|(?:(?<=should\s)|(?<=can\s)|(?<=could\s)|(?<=shall\s)|(?<=must\s)|(?<=might\s)|(?<=may\s))i\b"
@@ -398,17 +399,22 @@ def _without_request_frame(query: str) -> str:
     return _REQUEST_FRAME_ZH.sub(" ", _REQUEST_FRAME_EN.sub(" ", unquoted))
 
 
-# What people say to open a chat, beyond greetings and thanks (`is_filler`): "How are you
-# today?", "Hope you're doing well.", "How's it going?", 最近怎么样？, 好久不见.
+# What people say to open a chat or to acknowledge an answer, beyond greetings and thanks
+# (`is_filler`): "How are you today?", "Hope you're doing well.", "That was really helpful",
+# 最近怎么样？, 好久不见, 很有帮助.
 _PHATIC_EN = re.compile(
     r"(?:how\s+(?:are|r)\s+(?:you|u|ya)(?:\s+doing)?|how(?:'s|\s+is)\s+(?:it\s+going|your\s+day|everything|life)"
     r"|how\s+have\s+you\s+been|what'?s\s+up|(?:i\s+)?hope\s+(?:you(?:'re|\s+are)|all\s+is|everything\s+is)"
     r"(?:\s+(?:doing|going))?\s+(?:well|good|great|fine|ok|okay)|nice\s+to\s+(?:meet|see)\s+you"
-    r"|long\s+time\s+no\s+see|(?:are\s+)?you\s+there)(?:\s+(?:today|tonight|this\s+(?:morning|evening)))?",
+    r"|long\s+time\s+no\s+see|(?:are\s+)?you\s+there"
+    r"|(?:that|this|it)(?:\s+was|'s|\s+is)\s+(?:(?:really|very|so|super)\s+)?(?:helpful|useful|great|perfect)"
+    r"|(?:that|this)\s+helps(?:\s+a\s+lot)?|(?:that\s+)?makes\s+sense|sounds\s+good|got\s+it)"
+    r"(?:\s+(?:today|tonight|this\s+(?:morning|evening)))?",
     re.IGNORECASE,
 )
 _PHATIC_ZH = re.compile(
     r"(?:你|您)?(?:最近)?(?:怎么样|好吗|还好吗|过得(?:怎么样|好吗|如何))|好久不见|在吗|忙吗"
+    r"|(?:这|那)?(?:真|很|非常|太)?(?:有帮助|有用)了?|明白了|懂了"
 )
 # The pieces of a query between sentence ends and commas: "Hi", " how are you today".
 _PIECES = re.compile(r"[^.!?。！？~～,，、]+")
