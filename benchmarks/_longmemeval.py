@@ -118,11 +118,9 @@ NO_MEMORY_REQUESTS_HELD_OUT = (
     "晚上好呀！",
     "如何用Excel计算平均值？",
     "给我出一道小学数学题。",
-)
-
-# Twenty more, written after every change above and measured as they are, never looked
-# at to tune: whether those changes are rules or fits to the requests they were made for.
-NO_MEMORY_REQUESTS_FRESH = (
+    # Twenty more, written after every change above and measured as they were (55 / 106 /
+    # 206 tokens at 1024 / 2048 / 4096 with no model); then what recall did with them was
+    # looked at, request by request, for the changes made after.
     "Recommend a board game for four players.",
     "What's the boiling point of water at high altitude?",
     "Can you rewrite this to sound more professional: hey guys, meeting moved to 3.",
@@ -143,6 +141,55 @@ NO_MEMORY_REQUESTS_FRESH = (
     "地球到太阳有多远？",
     "把“欢迎光临”翻译成英文。",
     "给我讲一个关于动物的冷知识。",
+    # Twenty more, written after the changes above and measured as they were (120 / 222 /
+    # 381 tokens at 1024 / 2048 / 4096 with no model, then 73 / 129 / 235 after the two
+    # changes made for the requests above: coverage of words about the talk only, and the
+    # asker of instructions); then looked at, request by request, for the changes after.
+    "What's a good name for a golden retriever puppy?",
+    "Explain the difference between affect and effect.",
+    "How many ounces are in a cup?",
+    "Write a short poem about the ocean at night.",
+    "What year did the Berlin Wall fall?",
+    "Can you summarize the plot of Romeo and Juliet in three sentences?",
+    "I'm trying to understand compound interest. Can you explain it simply?",
+    "Give me a SQL query that counts rows per category.",
+    "What are some good stretches after running?",
+    "Thanks so much, that was really helpful!",
+    "How do I center a div in CSS?",
+    "What's the capital of Australia?",
+    "Suggest three icebreaker questions for a team meeting.",
+    "Is it better to rent or buy a house in general?",
+    "What's the difference between a virus and a bacterium?",
+    "我想学做饭，应该从哪里开始？",
+    "请解释一下什么是区块链。",
+    "二的十次方是多少？",
+    "帮我想一个生日派对的主题。",
+    "早上好！今天有什么好玩的事吗？",
+)
+
+# Twenty more, written after every change above and measured as they are, never looked
+# at to tune: whether those changes are rules or fits to the requests they were made for.
+NO_MEMORY_REQUESTS_FRESH = (
+    "What's the best way to learn touch typing?",
+    "Write a two-line slogan for a recycling campaign.",
+    "How far is the moon from Earth?",
+    "Can you explain what an API is?",
+    "Give me a quick warm-up routine before lifting weights.",
+    "What's the past tense of 'swim'?",
+    "Please list five common interview questions.",
+    "How do vaccines train the immune system?",
+    "Hello again! Nice to see you.",
+    "Create a simple weekly chore chart for roommates.",
+    "What rhymes with 'orange'?",
+    "Tell me something interesting about black holes.",
+    "What are the rules of chess castling?",
+    "I'd appreciate a short bedtime story about a dragon.",
+    "Explain the Pythagorean theorem with an example.",
+    "一年有多少个星期？",
+    "帮我写一段产品介绍，关于保温杯。",
+    "什么是光合作用？",
+    "推荐一个适合初学者的编程语言。",
+    "周末愉快！",
 )
 
 
