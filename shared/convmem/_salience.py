@@ -3,7 +3,8 @@ which texts are small talk, and how much information a sentence carries.
 
 The recent window asks :func:`is_low_information` before it prunes a turn; the
 extractive summarizer asks :func:`information_value` of every sentence it might
-keep. Both rest on one small-talk lexicon (English and Chinese) and one
+keep (:func:`cue_value` first, and :func:`is_filler` only of a sentence worth
+keeping otherwise). Both rest on one small-talk lexicon (English and Chinese) and one
 :func:`is_filler`, which answers at the granularity each caller needs.
 """
 

@@ -337,7 +337,7 @@ class ExtractiveSummarizer:
                 scored.append(unit)
                 order += 1
                 if len(scored) >= kept:
-                    floor = heapq.nlargest(kept, (unit.value for unit in scored))[-1]
+                    floor = heapq.nlargest(kept, (earlier.value for earlier in scored))[-1]
             best = sorted(scored, key=lambda unit: (-unit.value, unit.order))
             units.extend(sorted(best[:kept], key=lambda unit: unit.order))
         return units
