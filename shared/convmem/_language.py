@@ -185,36 +185,39 @@ def iter_sentences(text: str) -> Iterator[str]:
         yield held
 
 
+# Where a sentence may end: a line break or a terminator. `_pieces` jumps from one to the
+# next instead of looking at every character in Python.
+_MAY_END = re.compile(f"[\r\n\u2028\u2029{re.escape(_CJK_TERMINATORS + _ASCII_TERMINATORS)}]")
+
+
 def _pieces(text: str) -> Iterator[str]:
     """The raw pieces of `text` between sentence ends (see `split_sentences`)."""
     length = len(text)
     start = 0
     index = 0
-    while index < length:
-        char = text[index]
-        if char in "\r\n\u2028\u2029":
+    next_end = _MAY_END.search
+    while (found := next_end(text, index)) is not None:
+        index = found.start()
+        if text[index] in "\r\n\u2028\u2029":
             yield text[start:index]
             start = index = index + 1
             continue
-        if char in _CJK_TERMINATORS or char in _ASCII_TERMINATORS:
-            end = index + 1
-            while end < length and (text[end] in _CJK_TERMINATORS or text[end] in _ASCII_TERMINATORS):
-                end += 1
-            run = text[index:end]
-            while end < length and text[end] in _CLOSERS:
-                end += 1
-            if any(c in _CJK_TERMINATORS for c in run):
-                ends = True
-            else:
-                ends = end >= length or text[end].isspace() or bool(WIDE_CJK.match(text[end]))
-                if ends and run == ".":
-                    ends = _period_ends_sentence(text, start, index, end)
-            if ends:
-                yield text[start:end]
-                start = end
-            index = end
-            continue
-        index += 1
+        end = index + 1
+        while end < length and (text[end] in _CJK_TERMINATORS or text[end] in _ASCII_TERMINATORS):
+            end += 1
+        run = text[index:end]
+        while end < length and text[end] in _CLOSERS:
+            end += 1
+        if any(c in _CJK_TERMINATORS for c in run):
+            ends = True
+        else:
+            ends = end >= length or text[end].isspace() or bool(WIDE_CJK.match(text[end]))
+            if ends and run == ".":
+                ends = _period_ends_sentence(text, start, index, end)
+        if ends:
+            yield text[start:end]
+            start = end
+        index = end
     yield text[start:]
 
 

@@ -3,7 +3,8 @@ which texts are small talk, and how much information a sentence carries.
 
 The recent window asks :func:`is_low_information` before it prunes a turn; the
 extractive summarizer asks :func:`information_value` of every sentence it might
-keep. Both rest on one small-talk lexicon (English and Chinese) and one
+keep (:func:`cue_value` first, and :func:`is_filler` only of a sentence worth
+keeping otherwise). Both rest on one small-talk lexicon (English and Chinese) and one
 :func:`is_filler`, which answers at the granularity each caller needs.
 """
 
@@ -21,6 +22,7 @@ from ._models import Message, Role, Turn, TurnStatus
 __all__ = [
     "check_messages",
     "conversation_messages",
+    "cue_value",
     "information_value",
     "is_filler",
     "is_low_information",
@@ -169,12 +171,18 @@ def _is_stock_reply(text: str) -> bool:
     return bool(pieces) and all(_normalized(p).replace(" ", "") in _STOCK_REPLIES for p in pieces)
 
 
+_MARKS = re.compile(r"[^\w'\s]")
+_SMALL_TALK_TOKEN = re.compile(r"[a-z']+|[^a-z'\s]+")
+
+
 def _is_small_talk(sentence: str) -> bool:
-    flat = " ".join(re.sub(r"[^\w'\s]", " ", sentence.lower().replace("’", "'")).split())
+    flat = " ".join(_MARKS.sub(" ", sentence.lower().replace("’", "'")).split())
     if _BOILERPLATE.fullmatch(flat) or _BOILERPLATE.fullmatch(flat.replace(" ", "")):
         return True
     others: list[str] = []
-    for token in re.findall(r"[a-z']+|[^a-z'\s]+", flat):
+    # Token by token: most sentences are over at their first word that is not small talk.
+    for match in _SMALL_TALK_TOKEN.finditer(flat):
+        token = match.group()
         if token[0] in "abcdefghijklmnopqrstuvwxyz'":
             if token.strip("'") not in _EN_SMALL_TALK_WORDS and token not in _EN_SMALL_TALK_WORDS:
                 return False
@@ -226,20 +234,34 @@ def is_low_information(turn: Turn) -> bool:
 
 # --------------------------------------------------------------------------- information value
 
+# Each cue is English words, matched in any case at word boundaries, and Chinese words.
+# Most sentences are ASCII; in them the English words are looked for in the lowercased
+# sentence without IGNORECASE (which makes the regex engine fold every character it
+# tries), and the Chinese words, which cannot occur there, are not looked for. Other
+# sentences are matched against the whole pattern, as written.
 _NUMBER = re.compile(
     r"\d|(?:[零一二两三四五六七八九十百千万亿]{2,}|[二两三四五六七八九十百千万亿])"
     r"(?=[个只条岁年月日号点块元天周次本张位名度%％]|分钟|小时|公里|米)"
 )
-_DATE = re.compile(
-    r"\bMarch\b|\bMay\s+\d|\b\d{1,2}(?:st|nd|rd|th)?\s+May\b"
-    r"|(?i:\b(?:jan(?:uary)?|feb(?:ruary)?|apr(?:il)?|june?|july?|aug(?:ust)?"
+_ASCII_NUMBER = re.compile(r"[0-9]")
+_CASED_DATE = r"\bMarch\b|\bMay\s+\d|\b\d{1,2}(?:st|nd|rd|th)?\s+May\b"  # "may" is mostly a verb
+_DATE_WORDS = (
+    r"jan(?:uary)?|feb(?:ruary)?|apr(?:il)?|june?|july?|aug(?:ust)?"
     r"|sept?(?:ember)?|oct(?:ober)?|nov(?:ember)?|dec(?:ember)?|monday|tuesday|wednesday|thursday"
     r"|friday|saturday|sunday|today|tonight|tomorrow|yesterday|weekend|next (?:week|month|year)"
-    r"|last (?:week|month|year)|o'clock|[ap]\.m\.?)\b)"
-    r"|\d{1,2}:\d{2}|\d{4}-\d{1,2}-\d{1,2}"
+    r"|last (?:week|month|year)|o'clock|[ap]\.m\.?"
+)
+_NUMERIC_DATE = r"\d{1,2}:\d{2}|\d{4}-\d{1,2}-\d{1,2}"
+_DATE = re.compile(
+    rf"{_CASED_DATE}|(?i:\b(?:{_DATE_WORDS})\b)|{_NUMERIC_DATE}"
     r"|今天|明天|后天|昨天|前天|今晚|明晚|周[一二三四五六日末]|星期[一二三四五六日天]|礼拜[一二三四五六日天]"
     r"|下周|上周|下个月|上个月|月底|月初|年底|年初|\d+月|\d+[日号]|上午|下午|晚上|早上|中午|凌晨"
 )
+_ASCII_CASED_DATE = re.compile(_CASED_DATE)  # each of its words holds "Ma"
+_ASCII_DATE_WORD = re.compile(rf"\b(?:{_DATE_WORDS})\b")
+# `_NUMERIC_DATE` in ASCII, where \d is [0-9], spelled to start with a digit class: the
+# engine then skips to the next digit instead of trying the pattern at every character.
+_ASCII_NUMERIC_DATE = re.compile(r"[0-9](?:[0-9]?:[0-9]{2}|[0-9]{3}-[0-9]{1,2}-[0-9]{1,2})")
 _OPENING_MARKS = " \t\"'“‘(「-*•"
 _CAPITALIZED = re.compile(r"\b[A-Z][A-Za-z0-9'’-]+")
 _NOT_NAMES = frozenset(
@@ -249,22 +271,32 @@ _NOT_NAMES = frozenset(
     July August September October November December User Assistant Tool
     """.split()  # noqa: SIM905 - a word list reads better as text
 )
-_ZH_NAME_CUE = re.compile(r"叫|名叫|名字|姓|《[^》]+》|“[^”]+”")
-_DECISION = re.compile(
-    r"(?i:\b(?:decid\w*|agree[ds]?|plan(?:s|ned|ning)?|will|going to|let'?s|must|need(?:s)? to|have to"
+_ZH_NAME_CUE = re.compile(r"叫|名叫|名字|姓|《[^》]+》|“[^”]+”")  # nothing ASCII
+_DECISION_WORDS = (
+    r"decid\w*|agree[ds]?|plan(?:s|ned|ning)?|will|going to|let'?s|must|need(?:s)? to|have to"
     r"|should|deadline|due|schedul\w*|book(?:ed)?|remind\w*|todo|to-do|confirm\w*|promis\w*"
-    r"|appointment|meeting|budget|cancel\w*|order(?:ed)?|reserv\w*|choose|chose|pick(?:ed)?)\b)"
+    r"|appointment|meeting|budget|cancel\w*|order(?:ed)?|reserv\w*|choose|chose|pick(?:ed)?"
+)
+_DECISION = re.compile(
+    rf"(?i:\b(?:{_DECISION_WORDS})\b)"
     r"|决定|确定|定了|同意|计划|打算|准备|安排|预约|预订|订了|约了|会议|截止|期限|提醒|记得|必须|需要|一定要"
     r"|待办|任务|答应|承诺|取消|预算|下单|选了|选择"
 )
-_FACT_CUE = re.compile(
-    r"(?i:\b(?:name[sd]?|live[sd]?|moved?|(?:i|we|don't|do not)\s+(?:really\s+)?(?:like|love|prefer|hate|enjoy)"
+_ASCII_DECISION = re.compile(rf"\b(?:{_DECISION_WORDS})\b")
+_FACT_WORDS = (
+    r"name[sd]?|live[sd]?|moved?|(?:i|we|don't|do not)\s+(?:really\s+)?(?:like|love|prefer|hate|enjoy)"
     r"|allerg\w*|work(?:s|ed|ing)?|job|born|birthday|years old|married|wife|husband|son|daughter|kids?"
-    r"|children|dog|cat|pets?|vegetarian|vegan|favou?rite|address|email|phone)\b)"
+    r"|children|dog|cat|pets?|vegetarian|vegan|favou?rite|address|email|phone"
+)
+_FACT_CUE = re.compile(
+    rf"(?i:\b(?:{_FACT_WORDS})\b)"
     r"|叫|名字|住|搬|来自|喜欢|爱|讨厌|过敏|工作|职业|出生|生日|岁|结婚|老婆|老公|妻子|丈夫|儿子|女儿"
     r"|孩子|狗|猫|宠物|养了|柯基|金毛|泰迪|柴犬|素食|最爱|地址|电话|邮箱"
 )
-_SELF = re.compile(r"(?i:\b(?:i|i'm|i've|i'd|i'll|my|me|mine|we|our)\b)|我")
+_ASCII_FACT_CUE = re.compile(rf"\b(?:{_FACT_WORDS})\b")
+_SELF_WORDS = r"i|i'm|i've|i'd|i'll|my|me|mine|we|our"
+_SELF = re.compile(rf"(?i:\b(?:{_SELF_WORDS})\b)|我")
+_ASCII_SELF = re.compile(rf"\b(?:{_SELF_WORDS})\b")
 _QUESTION = re.compile(r"[?？]\W*$|[吗呢么]\W*$")
 _LATIN_WORDS = re.compile(r"[A-Za-z0-9]+")
 
@@ -279,12 +311,38 @@ def information_value(sentence: str, role: Role | None) -> float:
     decisions and tasks, and what the user says about themselves. Users'
     sentences weigh more than the assistant's, which often restate or explain.
     """
-    if is_filler(sentence):
-        return 0.0
+    return 0.0 if is_filler(sentence) else cue_value(sentence, role)
+
+
+def cue_value(sentence: str, role: Role | None) -> float:
+    """`information_value` of `sentence` as if it were not small talk: what its cues
+    are worth. A caller that keeps only sentences worth more than some value asks this
+    first, and `is_filler` only of the sentences that pass."""
+    if sentence.isascii():
+        lowered = sentence.lower()
+        number = _ASCII_NUMBER.search(sentence) is not None
+        date = (
+            _ASCII_DATE_WORD.search(lowered) is not None
+            or (number and _ASCII_NUMERIC_DATE.search(sentence) is not None)
+            or ("Ma" in sentence and _ASCII_CASED_DATE.search(sentence) is not None)
+        )
+        name_cue = False
+        decision = _ASCII_DECISION.search(lowered) is not None
+        about_facts = _ASCII_FACT_CUE.search(lowered) is not None
+        about_self = role is Role.USER and _ASCII_SELF.search(lowered) is not None
+        han = 0
+    else:
+        number = _NUMBER.search(sentence) is not None
+        date = _DATE.search(sentence) is not None
+        name_cue = _ZH_NAME_CUE.search(sentence) is not None
+        decision = _DECISION.search(sentence) is not None
+        about_facts = _FACT_CUE.search(sentence) is not None
+        about_self = role is Role.USER and _SELF.search(sentence) is not None
+        han = len(HAN.findall(sentence))
     value = 0.0
-    if _NUMBER.search(sentence):
+    if number:
         value += 2.0
-    if _DATE.search(sentence):
+    if date:
         value += 2.0
     opening = len(sentence) - len(sentence.lstrip(_OPENING_MARKS))
     names = [
@@ -293,20 +351,19 @@ def information_value(sentence: str, role: Role | None) -> float:
         if match.start() > opening and match.group() not in _NOT_NAMES
     ]
     value += 1.5 * min(len(names), 3)
-    if _ZH_NAME_CUE.search(sentence):
+    if name_cue:
         value += 1.5
-    if _DECISION.search(sentence):
+    if decision:
         value += 2.0
-    about_facts = bool(_FACT_CUE.search(sentence))
     if about_facts:
         value += 2.0
-    if role is Role.USER and _SELF.search(sentence):
+    if about_self:
         # What users say about themselves (name, home, pets, allergies) stays
         # true for the whole session; it outranks any one-off detail.
         value += 4.0 if about_facts else 2.0
     if role is Role.USER and _QUESTION.search(sentence):
         value += 1.0
-    content_units = len(_LATIN_WORDS.findall(sentence)) + len(HAN.findall(sentence)) / 2
+    content_units = len(_LATIN_WORDS.findall(sentence)) + han / 2
     value += min(content_units / 20, 1.0)
     weight = _ROLE_WEIGHT.get(role, _UNKNOWN_ROLE_WEIGHT) if role is not None else _UNKNOWN_ROLE_WEIGHT
     return value * weight

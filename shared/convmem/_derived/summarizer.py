@@ -20,6 +20,7 @@ by cutting one.
 from __future__ import annotations
 
 import dataclasses
+import heapq
 import math
 import re
 import unicodedata
@@ -40,7 +41,7 @@ from .._language import (
     split_sentences,
 )
 from .._models import Message, Role
-from .._salience import check_messages, conversation_messages, information_value
+from .._salience import check_messages, conversation_messages, cue_value, information_value, is_filler
 from .._tokens import TokenCounter, default_counter
 
 __all__ = ["ExtractiveSummarizer", "Summarizer"]
@@ -156,8 +157,31 @@ def _join_sentences(sentences: Sequence[str]) -> str:
     return out
 
 
+# A sentence of a summary line: its text, role, speaker's name and information value.
+_LineSentence = tuple[str, Role | None, str | None, float]
+
+
+def _sentences_of_line(line: str) -> tuple[_LineSentence, ...]:
+    """The sentences of one line of a summary, with the speaker its label names."""
+    line = line.strip()
+    role: Role | None = None
+    name: str | None = None
+    match = _LABEL_PREFIX.match(line)
+    if match:
+        role = _ROLE_BY_LABEL[match.group(1)]
+        line = line[match.end() :]
+    elif named := _NAME_PREFIX.match(line):
+        # A line this summarizer wrote for a named speaker: the name stays with
+        # the line's sentences whichever of them are kept.
+        name = named.group(1)
+        line = line[named.end() :]
+    return tuple(
+        (sentence, role, name, information_value(sentence, role)) for sentence in split_sentences(line)
+    )
+
+
 def _dedupe_key(text: str) -> str:
-    return "".join(c for c in text.lower() if c.isalnum())
+    return "".join(filter(str.isalnum, text.lower()))
 
 
 class ExtractiveSummarizer:
@@ -206,6 +230,10 @@ class ExtractiveSummarizer:
         # The last summary `condense` split and scored, with its language and sentences: a
         # memory condenses one summary to the room each question leaves, which differs.
         self._condensing: tuple[str, str, list[_Unit]] | None = None
+        # The sentences of each line of the summary read last. A summary keeps most of its
+        # lines from one update to the next, so each line is split and scored once while it
+        # lasts, not at every update; a line's sentences depend on nothing but its text.
+        self._summary_lines: dict[str, tuple[_LineSentence, ...]] = {}
 
     @property
     def counter(self) -> TokenCounter:
@@ -273,33 +301,34 @@ class ExtractiveSummarizer:
         return detect_language(text)
 
     def _units_of_summary(self, summary: str) -> list[_Unit]:
+        known = self._summary_lines
+        lines: dict[str, tuple[_LineSentence, ...]] = {}
         units: list[_Unit] = []
         for line_number, line in enumerate(summary.splitlines()):
-            line = line.strip()
-            role: Role | None = None
-            name: str | None = None
-            match = _LABEL_PREFIX.match(line)
-            if match:
-                role = _ROLE_BY_LABEL[match.group(1)]
-                line = line[match.end() :]
-            elif named := _NAME_PREFIX.match(line):
-                # A line this summarizer wrote for a named speaker: the name stays with
-                # the line's sentences whichever of them are kept.
-                name = named.group(1)
-                line = line[named.end() :]
-            for sentence in split_sentences(line):
-                value = information_value(sentence, role)
-                units.append(_Unit(sentence, role, name, ("summary", line_number), len(units), value))
+            sentences = known.get(line)
+            if sentences is None:
+                sentences = _sentences_of_line(line)
+            lines[line] = sentences
+            for text, role, name, value in sentences:
+                units.append(_Unit(text, role, name, ("summary", line_number), len(units), value))
+        self._summary_lines = lines  # one assignment: safe across threads
         return units
 
     def _units_of_messages(self, conversation: Sequence[Message], *, first_order: int) -> list[_Unit]:
         units: list[_Unit] = []
         order = first_order
+        kept = self.max_sentences_per_message
         for index, message in enumerate(conversation):
-            scored = []
+            scored: list[_Unit] = []
+            # What a later sentence must beat to be among the best `kept` so far: ties go to
+            # the earlier one, and the length discount only lowers a value, so a sentence
+            # worth no more than this before it is not counted.
+            floor = -math.inf
             for sentence in split_sentences(message.text):
-                value = information_value(sentence, message.role)
-                if value <= 0 or value < self.min_value:
+                # `information_value`, with the small-talk test (which gives 0) left to
+                # the few sentences worth enough to be kept otherwise.
+                value = cue_value(sentence, message.role)
+                if value <= 0 or value < self.min_value or value <= floor or is_filler(sentence):
                     order += 1
                     continue
                 tokens = self.counter.count_text(sentence)
@@ -307,8 +336,10 @@ class ExtractiveSummarizer:
                 unit = _Unit(sentence, message.role, speaker_name(message), ("message", index), order, value)
                 scored.append(unit)
                 order += 1
+                if len(scored) >= kept:
+                    floor = heapq.nlargest(kept, (earlier.value for earlier in scored))[-1]
             best = sorted(scored, key=lambda unit: (-unit.value, unit.order))
-            units.extend(sorted(best[: self.max_sentences_per_message], key=lambda unit: unit.order))
+            units.extend(sorted(best[:kept], key=lambda unit: unit.order))
         return units
 
     @staticmethod
