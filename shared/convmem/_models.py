@@ -57,17 +57,19 @@ class Role(str, Enum):
         if isinstance(value, Role):
             return value
         if isinstance(value, str):
-            key = value.strip().lower()
-            key = _ROLE_ALIASES.get(key, key)
-            for role in cls:
-                if role.value == key:
-                    return role
+            role = _ROLES_BY_NAME.get(value.strip().lower())
+            if role is not None:
+                return role
         raise InvalidMessageError(
             f"role must be one of {[r.value for r in cls]} (or 'human'/'ai'), got {value!r}"
         )
 
 
 _ROLE_ALIASES = {"human": "user", "ai": "assistant", "function": "tool"}
+# Every message written parses its role: one lookup, aliases included.
+_ROLES_BY_NAME = {role.value: role for role in Role} | {
+    alias: Role(value) for alias, value in _ROLE_ALIASES.items()
+}
 
 
 class TurnStatus(str, Enum):
