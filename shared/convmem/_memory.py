@@ -23,7 +23,7 @@ from ._derived.state import DerivedState
 from ._derived.summarizer import ExtractiveSummarizer, Summarizer
 from ._derived.user_scope import UserFacts
 from ._errors import ConfigError
-from ._models import Message, Role, Turn, TurnStatus, group_turns
+from ._models import Message, Role, Turn, TurnStatus, group_turns, normalized_message
 from ._operations import OverflowStatus, SessionOperations, arun_operation, run_operation
 from ._sansio import Flow
 from ._stores.base import SessionStats, Store, check_owner, require_sync_store, validate_id
@@ -238,7 +238,8 @@ class ConversationMemory:
 
         ``reply_to_seq`` pairs an answer with the question stored earlier under that
         seq, when other turns may have been stored in between (see `Message`)."""
-        message = Message.create(
+        # Checked once, with the memory's limits, where the message is stored.
+        message = normalized_message(
             role,
             content,
             name=name,
@@ -423,7 +424,8 @@ class ConversationMemory:
         reply_to_seq: int | None = None,
     ) -> Message:
         """Async `add`."""
-        message = Message.create(
+        # Checked once, with the memory's limits, where the message is stored.
+        message = normalized_message(
             role,
             content,
             name=name,
@@ -531,13 +533,16 @@ def _turn_messages(
     timestamp: float | datetime | None,
     metadata: Mapping[str, Any] | None,
 ) -> list[Message]:
+    # Checked once, with the memory's limits, where they are stored.
     parsed = TurnStatus.parse(status)
     messages = [
-        Message.create("user", user, name=user_name, timestamp=timestamp, metadata=metadata, status=parsed)
+        normalized_message(
+            "user", user, name=user_name, timestamp=timestamp, metadata=metadata, status=parsed
+        )
     ]
     if assistant is not None or parsed is not TurnStatus.RUNNING:
         messages.append(
-            Message.create(
+            normalized_message(
                 "assistant",
                 assistant if assistant is not None else "",
                 name=assistant_name,

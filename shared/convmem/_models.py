@@ -3,9 +3,10 @@
 A `Message` is immutable. `Message.create` normalizes and validates its
 fields; `validate_message` holds the rules themselves, and every store runs it
 again on append, because a `Message` built with its constructor or changed with
-`dataclasses.replace` never went through `create`. The store only adds `seq`
-(its position in the session's log); the memory adds `token_count` (counted
-once, on write).
+`dataclasses.replace` never went through `create` (the memory checks a message
+once, where it comes in, and vouches for it on its way to the store: see
+`convmem._message_json`). The store only adds `seq` (its position in the
+session's log); the memory adds `token_count` (counted once, on write).
 """
 
 from __future__ import annotations
@@ -18,9 +19,11 @@ import time
 from collections.abc import Iterable, Mapping, Sequence
 from datetime import datetime, timezone
 from enum import Enum
-from typing import Any
+from typing import Any, cast
 
 from ._errors import InvalidMessageError
+from ._message_json import MAX_CONTENT_DEPTH as MAX_CONTENT_DEPTH
+from ._message_json import MessageJSON, encoded, scan_size, too_large, utf8_size
 
 __all__ = [
     "Content",
@@ -38,10 +41,6 @@ ContentPart = str | dict[str, Any]
 Content = str | list[ContentPart]
 ToolCall = dict[str, Any]
 
-# Deeper nesting than this is not a chat message; refusing it keeps JSON
-# encoding and decoding far away from the interpreter's recursion limit.
-MAX_CONTENT_DEPTH = 32
-
 
 class Role(str, Enum):
     """Who wrote a message. Parsed from the enum or its name, case-insensitively."""
@@ -58,17 +57,19 @@ class Role(str, Enum):
         if isinstance(value, Role):
             return value
         if isinstance(value, str):
-            key = value.strip().lower()
-            key = _ROLE_ALIASES.get(key, key)
-            for role in cls:
-                if role.value == key:
-                    return role
+            role = _ROLES_BY_NAME.get(value.strip().lower())
+            if role is not None:
+                return role
         raise InvalidMessageError(
             f"role must be one of {[r.value for r in cls]} (or 'human'/'ai'), got {value!r}"
         )
 
 
 _ROLE_ALIASES = {"human": "user", "ai": "assistant", "function": "tool"}
+# Every message written parses its role: one lookup, aliases included.
+_ROLES_BY_NAME = {role.value: role for role in Role} | {
+    alias: Role(value) for alias, value in _ROLE_ALIASES.items()
+}
 
 
 class TurnStatus(str, Enum):
@@ -217,31 +218,17 @@ class Message:
         needs ``tool_call_id``. Raises :class:`InvalidMessageError` naming the
         field that is wrong.
         """
-        parsed_role = Role.parse(role)
-        parsed_status = TurnStatus.parse(status)
-        if tool_calls is not None and not isinstance(tool_calls, (list, tuple)):
-            raise InvalidMessageError(f"tool_calls must be a list of dicts, got {type(tool_calls).__name__}")
-        calls = tuple(_normalize_tool_call(c, i) for i, c in enumerate(tool_calls or ()))
-        if content is None:
-            if not (parsed_role is Role.ASSISTANT and (calls or parsed_status is not TurnStatus.COMPLETED)):
-                raise InvalidMessageError(
-                    f'content of a {parsed_role.value} message must not be None; use "" for an empty '
-                    "message (None stands for no content only on an assistant message with tool_calls, "
-                    "or an unfinished one)"
-                )
-            content = ""
-        if metadata is not None and not isinstance(metadata, Mapping):
-            raise InvalidMessageError(f"metadata must be a dict or None, got {type(metadata).__name__}")
         return validate_message(
-            cls(
-                role=parsed_role,
-                content=_normalize_content(content),
+            _normalized(
+                cls,
+                role,
+                content,
                 name=name,
-                tool_calls=calls,
+                tool_calls=tool_calls,
                 tool_call_id=tool_call_id,
-                metadata=dict(metadata or {}),
-                timestamp=_timestamp(timestamp),
-                status=parsed_status,
+                metadata=metadata,
+                timestamp=timestamp,
+                status=status,
                 reply_to_seq=reply_to_seq,
             )
         )
@@ -266,6 +253,53 @@ class Message:
         if self.tool_call_id is not None:
             out["tool_call_id"] = self.tool_call_id
         return out
+
+
+def normalized_message(role: Role | str, content: Any, **fields: Any) -> Message:
+    """A `Message` built as `Message.create` builds it, but not yet checked by
+    `validate_message`: for a caller that checks it next, with its limits."""
+    return _normalized(Message, role, content, **fields)
+
+
+def _normalized(
+    cls: type[Message],
+    role: Role | str,
+    content: Any,
+    *,
+    name: str | None = None,
+    tool_calls: Iterable[Mapping[str, Any]] | None = None,
+    tool_call_id: str | None = None,
+    metadata: Mapping[str, Any] | None = None,
+    timestamp: float | int | datetime | None = None,
+    status: TurnStatus | str = TurnStatus.COMPLETED,
+    reply_to_seq: int | None = None,
+) -> Message:
+    parsed_role = Role.parse(role)
+    parsed_status = TurnStatus.parse(status)
+    if tool_calls is not None and not isinstance(tool_calls, (list, tuple)):
+        raise InvalidMessageError(f"tool_calls must be a list of dicts, got {type(tool_calls).__name__}")
+    calls = tuple(_normalize_tool_call(c, i) for i, c in enumerate(tool_calls or ()))
+    if content is None:
+        if not (parsed_role is Role.ASSISTANT and (calls or parsed_status is not TurnStatus.COMPLETED)):
+            raise InvalidMessageError(
+                f'content of a {parsed_role.value} message must not be None; use "" for an empty '
+                "message (None stands for no content only on an assistant message with tool_calls, "
+                "or an unfinished one)"
+            )
+        content = ""
+    if metadata is not None and not isinstance(metadata, Mapping):
+        raise InvalidMessageError(f"metadata must be a dict or None, got {type(metadata).__name__}")
+    return cls(
+        role=parsed_role,
+        content=_normalize_content(content),
+        name=name,
+        tool_calls=calls,
+        tool_call_id=tool_call_id,
+        metadata=dict(metadata or {}),
+        timestamp=_timestamp(timestamp),
+        status=parsed_status,
+        reply_to_seq=reply_to_seq,
+    )
 
 
 def content_text(content: Content) -> str:
@@ -313,6 +347,14 @@ def validate_message(
 
         validate_message(Message.create("user", "hi"))  # returns the message
     """
+    check_message(message, max_chars=max_chars, max_bytes=max_bytes)
+    return cast(Message, message)  # check_message refuses anything else
+
+
+def check_message(
+    message: object, *, max_chars: int | None = None, max_bytes: int | None = None
+) -> MessageJSON:
+    """`validate_message`, returning the JSON it encoded the message's fields into."""
     if not isinstance(message, Message):
         raise InvalidMessageError(
             f"expected a convmem Message, got {type(message).__name__}: {message!r:.80}"
@@ -395,58 +437,36 @@ def validate_message(
                 f"{max_chars} (raise it in MemoryConfig, or store large documents elsewhere and "
                 "keep a reference)"
             )
-    fields: tuple[tuple[str, Any], ...] = (
-        ("content", content),
-        ("tool_calls", list(calls)),
-        ("metadata", message.metadata),
-        ("name", message.name),
-        ("tool_call_id", message.tool_call_id),
-    )
     # Every character takes at least one byte, so the characters counted while
     # checking the nesting refuse a huge message before any JSON is built.
-    size = sum(_scan(value, what, depth=0) for what, value in fields)
-    if max_bytes is not None and size > max_bytes:
-        raise _too_large(role, f"at least {size}", max_bytes)
-    size = sum(_encoded_size(value, what) for what, value in fields)
-    if max_bytes is not None and size > max_bytes:
-        raise _too_large(role, str(size), max_bytes)
-    return message
-
-
-def _scan(value: Any, what: str, depth: int) -> int:
-    """Characters in `value`'s strings and keys; refuses nesting deeper than `MAX_CONTENT_DEPTH`."""
-    if isinstance(value, str):
-        return len(value)
-    if depth > MAX_CONTENT_DEPTH:
-        raise InvalidMessageError(
-            f"{what} is nested more than {MAX_CONTENT_DEPTH} levels deep; flatten the parts"
-        )
-    if isinstance(value, dict):
-        return sum(len(str(key)) + _scan(item, what, depth + 1) for key, item in value.items())
-    if isinstance(value, (list, tuple)):
-        return sum(_scan(item, what, depth + 1) for item in value)
-    return 1
-
-
-def _encoded_size(value: Any, what: str) -> int:
-    """Bytes of `value` as a store writes it (UTF-8 JSON); refuses what could not be read back."""
-    try:
-        return len(json.dumps(value, ensure_ascii=False, allow_nan=False).encode("utf-8"))
-    except UnicodeEncodeError as exc:
-        raise InvalidMessageError(
-            f"{what} contains text that is not valid UTF-8 (a lone UTF-16 surrogate at "
-            f"position {exc.start}); decode the source with errors='replace' first"
-        ) from None
-    except (TypeError, ValueError, RecursionError) as exc:
-        raise InvalidMessageError(f"{what} must be JSON-serializable: {exc}") from None
-
-
-def _too_large(role: str, size: str, max_bytes: int) -> InvalidMessageError:
-    return InvalidMessageError(
-        f"a {role} message is {size} bytes serialized (content, tool calls and metadata); the limit "
-        f"is max_message_bytes={max_bytes}. Raise it in MemoryConfig, or store large files "
-        "elsewhere and keep a reference (a URL or an id) in the message"
+    size = (
+        scan_size(content, "content", depth=0)
+        + scan_size(calls, "tool_calls", depth=0)
+        + scan_size(message.metadata, "metadata", depth=0)
+        + scan_size(message.name, "name", depth=0)
+        + scan_size(message.tool_call_id, "tool_call_id", depth=0)
     )
+    if max_bytes is not None and size > max_bytes:
+        raise too_large(role, f"at least {size}", max_bytes)
+    # Empty tool calls and metadata are "[]" and "{}", and None is "null": only what
+    # holds text is encoded, and the JSON is kept for the store that writes it next.
+    content_json = encoded(content, "content")
+    size = utf8_size(content_json, "content")
+    calls_json = encoded(list(calls), "tool_calls") if calls else "[]"
+    size += utf8_size(calls_json, "tool_calls")
+    metadata_json = encoded(message.metadata, "metadata") if message.metadata else "{}"
+    size += utf8_size(metadata_json, "metadata")
+    if message.name is not None:
+        size += utf8_size(encoded(message.name, "name"), "name")
+    else:
+        size += 4  # null
+    if message.tool_call_id is not None:
+        size += utf8_size(encoded(message.tool_call_id, "tool_call_id"), "tool_call_id")
+    else:
+        size += 4
+    if max_bytes is not None and size > max_bytes:
+        raise too_large(role, str(size), max_bytes)
+    return MessageJSON(content_json, calls_json, metadata_json)
 
 
 @dataclasses.dataclass(frozen=True)

@@ -31,7 +31,8 @@ from ._derived.state import DerivedState
 from ._derived.user_scope import UserFacts
 from ._errors import BudgetError, InvalidMessageError
 from ._language import chat_api_message
-from ._models import Message, Role, Turn, TurnStatus, validate_message
+from ._message_json import MessageJSON, checked_messages
+from ._models import Message, Role, Turn, TurnStatus, check_message, normalized_message
 from ._sansio import Blocking, Flow, arun, run
 from ._stores.base import SessionStats, Store, check_owner, check_seq, validate_seqs
 from ._tokens import REPLY_PRIMING_TOKENS, TokenCounter
@@ -187,6 +188,11 @@ class SessionOperations:
 
     def prepare(self, item: Message | Mapping[str, Any]) -> Message:
         """`item` as a `Message` to store: checked, and counted once."""
+        return self.prepare_checked(item)[0]
+
+    def prepare_checked(self, item: Message | Mapping[str, Any]) -> tuple[Message, MessageJSON | None]:
+        """`prepare`, with the JSON the check encoded the message into (None when the
+        count is not one a store would accept, so that the store refuses it)."""
         if isinstance(item, Message):
             message = item
         elif isinstance(item, Mapping):
@@ -199,18 +205,22 @@ class SessionOperations:
                 raise InvalidMessageError(
                     f"a message dict needs 'role' and 'content', got keys {sorted(item)}"
                 )
-            message = Message.create(**item)
+            # Built as `Message.create` builds it, and checked once, just below, with the limits.
+            message = normalized_message(**item)
         else:
             raise InvalidMessageError(
                 f"expected a Message or a dict with 'role' and 'content', got {type(item).__name__}"
             )
         # Before counting, which is the slow part for a huge message.
-        validate_message(
+        checked = check_message(
             message, max_chars=self.config.max_message_chars, max_bytes=self.config.max_message_bytes
         )
         # Counted as a chat API receives it (see `chat_api_message`), so a context costs what it says.
         tokens = self.counter.count_message(chat_api_message(message))
-        return dataclasses.replace(message, seq=None, token_count=tokens)
+        prepared = dataclasses.replace(message, seq=None, token_count=tokens)
+        if isinstance(tokens, bool) or not isinstance(tokens, int) or tokens < 0:
+            return prepared, None
+        return prepared, checked
 
     def add_messages(
         self, messages: Iterable[Message | Mapping[str, Any]], progress: bool | ProgressCallback | None = None
@@ -232,15 +242,21 @@ class SessionOperations:
         self, messages: list[Message | Mapping[str, Any]], reporter: ProgressReporter | None = None
     ) -> list[Message]:
         prepared = []
+        checked = []
         for message in messages:
-            prepared.append(self.prepare(message))
+            message, json_fields = self.prepare_checked(message)
+            prepared.append(message)
+            if json_fields is not None:
+                checked.append((message, json_fields))
             if reporter is not None:
                 reporter.step("counting", len(prepared))
         if not prepared:
             return []
         self._check_replies(prepared)
         self._check_tool_results(prepared)
-        stored = self.store.append(self.session_id, prepared, user_id=self.user_id)
+        # Checked and encoded above: the store neither checks nor encodes them again.
+        with checked_messages(checked):
+            stored = self.store.append(self.session_id, prepared, user_id=self.user_id)
         # The store refuses another user's session, so this user owns it now.
         self.owner_seen = self.user_id is not None
         if reporter is not None:

@@ -32,6 +32,7 @@ from collections.abc import Mapping, Sequence
 from typing import Protocol, TypeGuard, runtime_checkable
 
 from .._errors import ConfigError, InvalidMessageError, InvalidSessionIdError, SessionOwnerError
+from .._message_json import checked_json
 from .._models import Message, TurnStatus, validate_message
 from .._tool_sequence import check_tool_calls
 
@@ -109,7 +110,8 @@ def validate_messages(messages: object) -> list[Message]:
     `InvalidMessageError` and leaves the log as it was, instead of being stored
     and breaking every later read of its session. So does a tool call chat APIs
     could never pair with its result (no id, or an id two calls of one message
-    share; see `check_tool_calls`).
+    share; see `check_tool_calls`). A message the memory checked as it came in,
+    and vouches for while it writes it (`checked_messages`), is not checked again.
     """
     if isinstance(messages, (Message, str, bytes)) or not isinstance(messages, Sequence):
         raise InvalidMessageError(
@@ -117,6 +119,9 @@ def validate_messages(messages: object) -> list[Message]:
         )
     checked: list[Message] = []
     for index, message in enumerate(messages):
+        if checked_json(message) is not None:  # checked where it came in (see `checked_messages`)
+            checked.append(message)
+            continue
         try:
             checked.append(validate_message(message))
         except InvalidMessageError as exc:

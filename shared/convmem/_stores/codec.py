@@ -11,22 +11,33 @@ import json
 from typing import Any
 
 from .._errors import StoreError
+from .._message_json import checked_json
 from .._models import Message, Role, TurnStatus
 
 __all__ = ["message_from_record", "message_to_record"]
 
 
-def message_to_record(message: Message) -> dict[str, Any]:
+def message_to_record(message: Message, *, seq: int | None = None) -> dict[str, Any]:
+    """`message` as a row: JSON text for content, tool calls and metadata (NULL when
+    there are none). `seq` replaces ``message.seq`` when given. A message the memory
+    checked (see `checked_messages`) is not encoded again: the check kept its JSON."""
+    checked = checked_json(message)
+    if checked is not None:
+        content = checked.content
+        tool_calls = checked.tool_calls if message.tool_calls else None
+        metadata = checked.metadata if message.metadata else None
+    else:
+        content = json.dumps(message.content, ensure_ascii=False)
+        tool_calls = json.dumps(list(message.tool_calls), ensure_ascii=False) if message.tool_calls else None
+        metadata = json.dumps(message.metadata, ensure_ascii=False) if message.metadata else None
     return {
-        "seq": message.seq,
+        "seq": message.seq if seq is None else seq,
         "role": message.role.value,
-        "content": json.dumps(message.content, ensure_ascii=False),
+        "content": content,
         "name": message.name,
-        "tool_calls": json.dumps(list(message.tool_calls), ensure_ascii=False)
-        if message.tool_calls
-        else None,
+        "tool_calls": tool_calls,
         "tool_call_id": message.tool_call_id,
-        "metadata": json.dumps(message.metadata, ensure_ascii=False) if message.metadata else None,
+        "metadata": metadata,
         "status": message.status.value,
         "ts": message.timestamp,
         "token_count": message.token_count,

@@ -221,11 +221,16 @@ class SQLiteStore(Store, ReadsStates, ListsUserSessions, PagesSessions, HostsHis
                 ).fetchone()
                 check_owner(session_id, owner, user_id)
                 first = last_seq - len(messages)
-                stored = [dataclasses.replace(m, seq=first + i + 1) for i, m in enumerate(messages)]
+                # Rows from the messages given, not from their copies with a seq: a message the
+                # memory checked keeps the JSON its check encoded (see `checked_messages`).
+                rows = [
+                    (session_id, *message_to_record(m, seq=first + i + 1).values())
+                    for i, m in enumerate(messages)
+                ]
                 conn.executemany(
-                    f"INSERT INTO messages(session_id, {_COLUMNS}) VALUES ({_PLACEHOLDERS})",
-                    [(session_id, *message_to_record(m).values()) for m in stored],
+                    f"INSERT INTO messages(session_id, {_COLUMNS}) VALUES ({_PLACEHOLDERS})", rows
                 )
+                stored = [dataclasses.replace(m, seq=first + i + 1) for i, m in enumerate(messages)]
         except sqlite3.Error as exc:
             raise StoreError(f"append to session {session_id!r} in {self.path} failed: {exc}") from exc
         except UnicodeEncodeError as exc:
