@@ -165,11 +165,10 @@ NO_MEMORY_REQUESTS_HELD_OUT = (
     "二的十次方是多少？",
     "帮我想一个生日派对的主题。",
     "早上好！今天有什么好玩的事吗？",
-)
-
-# Twenty more, written after every change above and measured as they are, never looked
-# at to tune: whether those changes are rules or fits to the requests they were made for.
-NO_MEMORY_REQUESTS_FRESH = (
+    # Twenty more, written after the changes above and measured as they were (98 / 199 /
+    # 391 tokens). Never looked at one by one, but the change after them (a polite wish,
+    # "I'd love/appreciate a ...", frames a request) was written by their author, who
+    # knew how one of them is worded: 52 / 102 / 201 after it.
     "What's the best way to learn touch typing?",
     "Write a two-line slogan for a recycling campaign.",
     "How far is the moon from Earth?",
@@ -190,6 +189,31 @@ NO_MEMORY_REQUESTS_FRESH = (
     "什么是光合作用？",
     "推荐一个适合初学者的编程语言。",
     "周末愉快！",
+)
+
+# Twenty more, written after every change above and measured as they are, never looked
+# at to tune: whether those changes are rules or fits to the requests they were made for.
+NO_MEMORY_REQUESTS_FRESH = (
+    "How does a refrigerator keep things cold?",
+    "Write a haiku about a city at dawn.",
+    "What's 48 divided by 6?",
+    "Could you give me a good comeback for when someone calls me slow?",
+    "What is the difference between weather and climate?",
+    "Make up a name for a fantasy kingdom.",
+    "Explain what inflation means in simple terms.",
+    "I have a job interview tomorrow, any general tips?",
+    "What's the longest river in the world?",
+    "Write a regex that matches a US phone number.",
+    "Can you recommend a classic movie from the 1950s?",
+    "Good night, talk to you tomorrow!",
+    "What does the acronym NASA stand for?",
+    "Help me come up with a catchy name for a lemonade stand.",
+    "Give me an easy recipe for pancakes.",
+    "怎么用英语说“生日快乐”？",
+    "世界上最高的山是哪座？",
+    "帮我写一句鼓励同事的话。",
+    "解释一下什么是通货膨胀。",
+    "讲一个冷笑话吧。",
 )
 
 
