@@ -84,6 +84,22 @@ def test_a_question_about_the_user_is_recalled_on_either_scale() -> None:
     assert judge(*candidates(*WORDS_HERE_MEANING_THERE), CONFIG, personal=True).passed
 
 
+def test_a_query_about_the_user_only_by_its_first_person_needs_more_of_its_words() -> None:
+    # "I have a job interview tomorrow, any tips?" against a message sharing "tomorrow":
+    # what the user says of themselves in passing is weaker evidence than a question about them.
+    ranking, evidence = candidates([0.2], [0.10])
+    assert judge(ranking, evidence, CONFIG, personal=True).passed
+    verdict = judge(ranking, evidence, CONFIG, personal=True, first_person_only=True)
+    assert not verdict.passed
+    assert "(needs 30%)" in verdict.reason
+    # meaning still counts, and so does a message holding most of its words
+    assert judge(*candidates([0.2], [0.55]), CONFIG, personal=True, first_person_only=True).passed
+    assert judge(*candidates([0.35], [0.10]), CONFIG, personal=True, first_person_only=True).passed
+    # a configured bar above it wins
+    strict = RecallConfig(min_coverage=0.4)
+    assert not judge(*candidates([0.35], [0.10]), strict, personal=True, first_person_only=True).passed
+
+
 def test_without_vectors_a_standalone_request_is_judged_by_its_words_alone() -> None:
     ranking, evidence = candidates([0.84, 0.30], [0.0, 0.0])
     ranking = Ranking(tuple(r._replace(similarity=None) for r in ranking.ranked), None, 2, ())

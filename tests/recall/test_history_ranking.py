@@ -12,7 +12,7 @@ from stored_messages import COUNTER, store_messages
 
 from convmem import ConversationMemory, InMemoryStore, Recall, RecallConfig, SQLiteStore, Store
 from convmem._recall.embedder import BaseEmbedder
-from convmem._recall.intent import asks_about_user, is_small_talk, refers_to_history
+from convmem._recall.intent import asks_about_user, is_small_talk, refers_to_history, speaks_of_self_only
 from convmem._recall.language import has_cjk
 from convmem._recall.lexical import BM25Index, tokenize
 from convmem._recall.passages import LONG_MESSAGE_CHARS, PASSAGE_CHARS, excerpt_text, passage_spans
@@ -419,6 +419,24 @@ def test_small_talk_recalls_nothing_unless_it_refers_to_the_history() -> None:
 )
 def test_small_talk_is_told_from_a_request(query: str, small_talk: bool) -> None:
     assert is_small_talk(query) is small_talk
+
+
+@pytest.mark.parametrize(
+    ("query", "only"),
+    [
+        ("I have a job interview tomorrow, any general tips?", True),
+        ("I love hiking.", True),
+        ("我喜欢猫。", True),
+        ("What food do I like best?", False),  # a question about the user
+        ("Where is my passport?", False),
+        ("I went to Paris last year, what should I see now?", False),  # points at the history
+        ("Did Caroline like the book I lent her?", False),  # names a speaker
+        ("我明天要面试，有什么建议吗？", False),  # a Chinese question with 我 is read as about the user
+        ("Translate 'good morning' into French.", False),  # not about the user at all
+    ],
+)
+def test_a_query_about_the_user_only_by_its_first_person_is_told_apart(query: str, only: bool) -> None:
+    assert speaks_of_self_only(query, ["caroline"]) is only
 
 
 def test_the_gate_can_be_turned_off() -> None:

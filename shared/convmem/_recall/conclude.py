@@ -19,6 +19,7 @@ from .intent import (
     is_small_talk,
     past_cue,
     refers_to_history,
+    speaks_of_self_only,
 )
 from .joined import GROUP_SHIFT, SEQ_MASK
 from .language import SECTION_HEADERS, choose_language
@@ -64,13 +65,16 @@ def conclude(
     """Rank the candidates of a history, judge whether they are evidence for the query at
     all, and render the best into `max_tokens` (`evidence` keyed as `Shown`)."""
     ranking = rank(evidence, config, several=asks_for_several(query), about_user=asks_about_user(query))
-    personal = refers_to_history(query, speakers) or _names_someone_known(query, collection)
+    named = _names_someone_known(query, collection)
+    personal = named or refers_to_history(query, speakers)
+    first_person_only = personal and not named and speaks_of_self_only(query, speakers)
     words, keywords = _query_words(query)
     verdict = judge(
         ranking,
         evidence,
         config,
         personal=personal,
+        first_person_only=first_person_only,
         words=words,
         keywords=keywords,
         small_talk=is_small_talk(query),

@@ -91,6 +91,13 @@ class RecallConfig:
     similar to the query than the history's typical message. This is for a query about
     the user or their history ("my", "last time", a speaker's name); a request that stands
     on its own needs `min_coverage_general`. None turns the check off."""
+    min_coverage_self: float = 0.3
+    """See `min_coverage`: the share a query needs when only its first person makes it
+    about the user ("I have a job interview tomorrow, any tips?"): it asks nothing about
+    them ("What do I...", "my") and points at nothing in the history ("last time", a
+    name of its people, something the assistant said). What the user says of themselves
+    in passing is weaker evidence that their old messages are wanted than a question
+    about them."""
     min_coverage_general: float = 0.7
     """See `min_coverage`: the share of its words a request that does not refer to the
     history ("What is 17 times 23?") must find in one message to recall anything."""
@@ -164,9 +171,8 @@ class RecallConfig:
             check_number(
                 "min_coverage", self.min_coverage, low=0, high=1, allowed="None or a number in [0, 1]"
             )
-        check_number(
-            "min_coverage_general", self.min_coverage_general, low=0, high=1, allowed="a number in [0, 1]"
-        )
+        for name in ("min_coverage_self", "min_coverage_general"):
+            check_number(name, getattr(self, name), low=0, high=1, allowed="a number in [0, 1]")
         for name in ("dense_margin", "evidence_margin", "evidence_margin_general"):
             check_number(
                 name, getattr(self, name), low=-2, high=2, allowed="a difference of cosines in [-2, 2]"

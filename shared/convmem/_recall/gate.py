@@ -91,6 +91,7 @@ def judge(
     config: RecallConfig,
     *,
     personal: bool = True,
+    first_person_only: bool = False,
     words: int | None = None,
     small_talk: bool = False,
     keywords: bool = False,
@@ -132,7 +133,10 @@ def judge(
         # An index a store keeps cannot say what a match covers: rank as before.
         return Verdict(True, "recalled: keyword matches (coverage unknown for this index)")
     if personal:
-        return _judge_either(covered, lifts, config.min_coverage, config.evidence_margin, len(rows))
+        needed = (
+            max(config.min_coverage, config.min_coverage_self) if first_person_only else config.min_coverage
+        )
+        return _judge_either(covered, lifts, needed, config.evidence_margin, len(rows))
     needed = max(config.min_coverage, config.min_coverage_general)
     margin = max(config.evidence_margin, config.evidence_margin_general)
     if words is not None and words < 2 and covered is not None:

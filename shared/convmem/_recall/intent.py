@@ -520,6 +520,44 @@ def refers_to_history(query: str, speakers: Iterable[str] = ()) -> bool:
     unframed = _without_request_frame(query)
     if _FIRST_PERSON_EN.search(unframed) or _FIRST_PERSON_ZH.search(unframed):
         return True
+    return points_at_history(query, speakers)
+
+
+# "What food do I like best?", "Where is my passport?", 我的狗叫什么？: a question about the user
+# (the first person asked about, or something of theirs), not a request that says something
+# of them in passing.
+_ABOUT_SELF_EN = re.compile(
+    r"\b(?:do|did|does|am|was|were|have|had|can|could|will|would|shall)\s+i\b|\b(?:my|mine|myself)\b",
+    re.IGNORECASE,
+)
+
+
+def speaks_of_self_only(query: str, speakers: Iterable[str] = ()) -> bool:
+    """Whether `query` is about the user only because it speaks of them in the first person
+    ("I have a job interview tomorrow, any tips?"): it asks nothing about them ("What do
+    I...", "my", a Chinese question with 我), and nothing in it points at the history
+    (`points_at_history`). Weaker evidence that their old messages are wanted.
+
+    >>> speaks_of_self_only("I have a cold, any tips?"), speaks_of_self_only("What food do I like best?")
+    (True, False)
+    """
+    unframed = _without_request_frame(query)
+    if not (_FIRST_PERSON_EN.search(unframed) or _FIRST_PERSON_ZH.search(unframed)):
+        return False
+    if _ABOUT_SELF_EN.search(unframed) or "我的" in unframed:
+        return False
+    if "我" in unframed and ("？" in query or "?" in query):
+        return False
+    return not points_at_history(query, speakers)
+
+
+def points_at_history(query: str, speakers: Iterable[str] = ()) -> bool:
+    """Whether `query` refers to the history by more than its first person: what the
+    assistant said, a past-pointing phrase, or one of `speakers` (see `refers_to_history`).
+
+    >>> points_at_history("What did you suggest last time?"), points_at_history("I have a cold, any tips?")
+    (True, False)
+    """
     if _ASSISTANT_SAID_EN.search(query) or _ASSISTANT_SAID_ZH.search(query):
         return True
     if _HISTORY_EN.search(query) or _HISTORY_ZH.search(query):
