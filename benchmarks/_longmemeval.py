@@ -189,11 +189,9 @@ NO_MEMORY_REQUESTS_HELD_OUT = (
     "什么是光合作用？",
     "推荐一个适合初学者的编程语言。",
     "周末愉快！",
-)
-
-# Twenty more, written after every change above and measured as they are, never looked
-# at to tune: whether those changes are rules or fits to the requests they were made for.
-NO_MEMORY_REQUESTS_FRESH = (
+    # Twenty more, written after the changes above and measured as they were (53 / 101 /
+    # 193 tokens). Never looked at one by one, but `RecallConfig.min_coverage_self` was
+    # chosen in runs that printed their figure: 37 / 67 / 124 after it.
     "How does a refrigerator keep things cold?",
     "Write a haiku about a city at dawn.",
     "What's 48 divided by 6?",
@@ -214,6 +212,31 @@ NO_MEMORY_REQUESTS_FRESH = (
     "帮我写一句鼓励同事的话。",
     "解释一下什么是通货膨胀。",
     "讲一个冷笑话吧。",
+)
+
+# Twenty more, written after every change above and measured as they are, never looked
+# at to tune: whether those changes are rules or fits to the requests they were made for.
+NO_MEMORY_REQUESTS_FRESH = (
+    "What's the chemical symbol for gold?",
+    "Write a short toast for a friend's wedding.",
+    "How many days are there in a leap year?",
+    "I just got a new puppy, how often should it eat?",
+    "Explain the difference between RAM and storage.",
+    "Give me three fun facts about penguins.",
+    "Can you write a SQL query to find duplicate emails?",
+    "What's a polite way to decline an invitation?",
+    "I'm going hiking this weekend, what should I pack?",
+    "Summarize the causes of World War I in a few sentences.",
+    "Suggest a name for a book club.",
+    "How do you make a paper airplane?",
+    "Hi there! Hope your day is going well.",
+    "What is the speed of light?",
+    "I feel stressed about exams, any advice?",
+    "怎么做番茄炒蛋？",
+    "一公里等于多少英里？",
+    "帮我想三个团队建设活动。",
+    "我明天要面试，有什么建议吗？",
+    "什么是人工智能？",
 )
 
 

@@ -429,6 +429,7 @@ def test_small_talk_is_told_from_a_request(query: str, small_talk: bool) -> None
         ("我喜欢猫。", True),
         ("What food do I like best?", False),  # a question about the user
         ("Where is my passport?", False),
+        ("What is the name of the playlist I created?", False),  # a question for a fact of theirs
         ("I went to Paris last year, what should I see now?", False),  # points at the history
         ("Did Caroline like the book I lent her?", False),  # names a speaker
         ("我明天要面试，有什么建议吗？", False),  # a Chinese question with 我 is read as about the user

@@ -523,19 +523,23 @@ def refers_to_history(query: str, speakers: Iterable[str] = ()) -> bool:
     return points_at_history(query, speakers)
 
 
-# "What food do I like best?", "Where is my passport?", 我的狗叫什么？: a question about the user
-# (the first person asked about, or something of theirs), not a request that says something
-# of them in passing.
+# "What food do I like best?", "Where is my passport?", "What is the playlist I made?", 我的狗
+# 叫什么？: a question about the user (the first person asked about, something of theirs, or a
+# question for a fact with the user in it), not a request that says something of them in passing.
 _ABOUT_SELF_EN = re.compile(
     r"\b(?:do|did|does|am|was|were|have|had|can|could|will|would|shall)\s+i\b|\b(?:my|mine|myself)\b",
     re.IGNORECASE,
+)
+_ASKS_FOR_A_FACT_EN = re.compile(
+    r"\b(?:what|which|who|whom|whose|where|when|how\s+(?:many|much|long|often))\b", re.IGNORECASE
 )
 
 
 def speaks_of_self_only(query: str, speakers: Iterable[str] = ()) -> bool:
     """Whether `query` is about the user only because it speaks of them in the first person
     ("I have a job interview tomorrow, any tips?"): it asks nothing about them ("What do
-    I...", "my", a Chinese question with 我), and nothing in it points at the history
+    I...", "my", "What is the playlist I made?", a Chinese question with 我), and nothing
+    in it points at the history
     (`points_at_history`). Weaker evidence that their old messages are wanted.
 
     >>> speaks_of_self_only("I have a cold, any tips?"), speaks_of_self_only("What food do I like best?")
@@ -545,6 +549,8 @@ def speaks_of_self_only(query: str, speakers: Iterable[str] = ()) -> bool:
     if not (_FIRST_PERSON_EN.search(unframed) or _FIRST_PERSON_ZH.search(unframed)):
         return False
     if _ABOUT_SELF_EN.search(unframed) or "我的" in unframed:
+        return False
+    if "?" in query and _ASKS_FOR_A_FACT_EN.search(unframed):
         return False
     if "我" in unframed and ("？" in query or "?" in query):
         return False
