@@ -351,6 +351,11 @@ def validate_message(
     return cast(Message, message)  # check_message refuses anything else
 
 
+def is_token_count(value: object) -> bool:
+    """Whether `value` is a token count a message may carry: an int >= 0 (not a bool)."""
+    return isinstance(value, int) and not isinstance(value, bool) and value >= 0
+
+
 def check_message(
     message: object, *, max_chars: int | None = None, max_bytes: int | None = None
 ) -> MessageJSON:
@@ -370,9 +375,7 @@ def check_message(
     if isinstance(timestamp, bool) or not isinstance(timestamp, (int, float)) or not math.isfinite(timestamp):
         raise InvalidMessageError(f"timestamp must be finite epoch seconds, got {timestamp!r:.80}")
     token_count = message.token_count
-    if token_count is not None and (
-        isinstance(token_count, bool) or not isinstance(token_count, int) or token_count < 0
-    ):
+    if token_count is not None and not is_token_count(token_count):
         raise InvalidMessageError(f"token_count must be None or an int >= 0, got {token_count!r:.80}")
     reply_to_seq = message.reply_to_seq
     if reply_to_seq is not None:

@@ -32,7 +32,7 @@ from ._derived.user_scope import UserFacts
 from ._errors import BudgetError, InvalidMessageError
 from ._language import chat_api_message
 from ._message_json import MessageJSON, checked_messages
-from ._models import Message, Role, Turn, TurnStatus, check_message, normalized_message
+from ._models import Message, Role, Turn, TurnStatus, check_message, is_token_count, normalized_message
 from ._sansio import Blocking, Flow, arun, run
 from ._stores.base import SessionStats, Store, check_owner, check_seq, validate_seqs
 from ._tokens import REPLY_PRIMING_TOKENS, TokenCounter
@@ -218,9 +218,7 @@ class SessionOperations:
         # Counted as a chat API receives it (see `chat_api_message`), so a context costs what it says.
         tokens = self.counter.count_message(chat_api_message(message))
         prepared = dataclasses.replace(message, seq=None, token_count=tokens)
-        if isinstance(tokens, bool) or not isinstance(tokens, int) or tokens < 0:
-            return prepared, None
-        return prepared, checked
+        return prepared, checked if is_token_count(tokens) else None
 
     def add_messages(
         self, messages: Iterable[Message | Mapping[str, Any]], progress: bool | ProgressCallback | None = None
