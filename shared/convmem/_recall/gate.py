@@ -101,7 +101,9 @@ def judge(
 
     `personal`: the query is about the user or their history (`intent.refers_to_history`):
     one message holding `RecallConfig.min_coverage` of its words, or `evidence_margin`
-    more similar to it than the history's typical message, is evidence. A request that
+    more similar to it than the history's typical message, is evidence; with
+    `first_person_only` (`intent.speaks_of_self_only`: only its first person makes it
+    about the user) it needs `min_coverage_self` of its words. A request that
     stands on its own needs one message that holds `min_coverage_general` of its words
     and, with dense search, is also `evidence_margin_general` more similar to it than
     the typical message, or that holds every one of its informative words: most of its
@@ -130,7 +132,7 @@ def judge(
         similarity = np.array([r.similarity or 0.0 for r in ranking.ranked], dtype=np.float32)
         lifts = similarity - evidence.typical[rows]
     if covered is None and lifts is None:
-        # An index a store keeps cannot say what a match covers: rank as before.
+        # An index of the user's own may not say what a match covers: rank as before.
         return Verdict(True, "recalled: keyword matches (coverage unknown for this index)")
     if personal:
         needed = (
