@@ -153,6 +153,8 @@ RECALL_FRACTIONS = [
     "min_lexical",
     "past_share",
     "followup_share",
+    "min_coverage_self",
+    "min_coverage_general",
 ]
 RECALL_WEIGHTS = ["speaker_weight", "episode_weight", "neighbour_weight", "recency_weight"]
 RECALL_DURATIONS = ["episode_gap_seconds", "recency_half_life_days"]
