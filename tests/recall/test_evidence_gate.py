@@ -100,6 +100,26 @@ def test_a_query_about_the_user_only_by_its_first_person_needs_more_of_its_words
     assert not judge(*candidates([0.35], [0.10]), strict, personal=True, first_person_only=True).passed
 
 
+def test_a_query_about_the_user_only_by_its_first_person_recalls_their_words_and_evidence() -> None:
+    # one episode: a user message that is evidence (place 10) and its answer (11), an
+    # assistant message that shares a word (30), and another thing the user said (50)
+    ranking, evidence = candidates([0.35, 0.05, 0.2, 0.1], [0.10, 0.10, 0.10, 0.10])
+    evidence = dataclasses.replace(
+        evidence,
+        episodes=[0, 0, 0, 0],
+        positions=[10, 11, 30, 50],
+        from_user=np.array([True, False, False, True]),
+    )
+
+    verdict = judge(ranking, evidence, CONFIG, personal=True, first_person_only=True)
+
+    assert verdict.passed
+    assert verdict.evidence == frozenset({1, 2, 4})
+    assert "only the user's own messages" in verdict.reason
+    # a question about the user may recall every candidate
+    assert judge(ranking, evidence, CONFIG, personal=True).evidence is None
+
+
 def test_without_vectors_a_standalone_request_is_judged_by_its_words_alone() -> None:
     ranking, evidence = candidates([0.84, 0.30], [0.0, 0.0])
     ranking = Ranking(tuple(r._replace(similarity=None) for r in ranking.ranked), None, 2, ())

@@ -432,12 +432,50 @@ def test_small_talk_is_told_from_a_request(query: str, small_talk: bool) -> None
         ("What is the name of the playlist I created?", False),  # a question for a fact of theirs
         ("I went to Paris last year, what should I see now?", False),  # points at the history
         ("Did Caroline like the book I lent her?", False),  # names a speaker
-        ("我明天要面试，有什么建议吗？", False),  # a Chinese question with 我 is read as about the user
+        ("我明天要面试，有什么建议吗？", True),  # what it asks (its last clause) has no 我 in it
+        ("我上次买的书叫什么？", False),  # a Chinese question with 我 in what it asks
+        ("I just got a new puppy, how often should it eat?", True),  # asks of the puppy
+        ("I'm going hiking this weekend, what should I pack?", True),  # asks for advice
+        ("I went hiking. Which trail did I like most?", False),  # asks about the user
+        ("Can you suggest activities that I can do in the evening?", True),
         ("Translate 'good morning' into French.", False),  # not about the user at all
     ],
 )
 def test_a_query_about_the_user_only_by_its_first_person_is_told_apart(query: str, only: bool) -> None:
     assert speaks_of_self_only(query, ["caroline"]) is only
+
+
+def test_a_request_about_the_user_only_in_passing_recalls_what_they_said_not_every_long_answer() -> None:
+    # "I'm going hiking this weekend, what should I pack?": what the user said of hiking
+    # is memory worth its tokens; an old answer about packing for a beach is not, though
+    # it shares a word, unless it holds much of the request itself.
+    store = InMemoryStore()
+    store_messages(
+        store,
+        "s1",
+        [
+            ("user", "My knees hurt on steep hiking descents last weekend."),
+            ("assistant", "Poles and shorter steps take load off the knees on the way down."),
+            ("user", "Any ideas for a beach holiday?"),
+            ("assistant", "Pack sunscreen, a hat and a book, and take a cooler for the drinks."),
+            *FILLER,
+        ],
+    )
+    query = "I'm going hiking this weekend, what should I pack?"
+    assert speaks_of_self_only(query)
+    result = Recall(config=RecallConfig(relevance_floor=0.0)).search(
+        "s1", query, store=store, max_tokens=600, counter=COUNTER
+    )
+    texts = " ".join(item.text for item in result.items)
+    assert "knees hurt on steep hiking" in texts
+    assert "Poles and shorter steps" in texts  # the answer to a message that is evidence
+    assert "sunscreen" not in texts
+    assert "only the user's own messages" in result.reason
+    # asked about the user, the same words recall every match
+    asked = Recall(config=RecallConfig(relevance_floor=0.0)).search(
+        "s1", "What should I pack, given my hiking plans?", store=store, max_tokens=600, counter=COUNTER
+    )
+    assert "sunscreen" in " ".join(item.text for item in asked.items)
 
 
 def test_the_gate_can_be_turned_off() -> None:

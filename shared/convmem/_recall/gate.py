@@ -103,7 +103,8 @@ def judge(
     one message holding `RecallConfig.min_coverage` of its words, or `evidence_margin`
     more similar to it than the history's typical message, is evidence; with
     `first_person_only` (`intent.speaks_of_self_only`: only its first person makes it
-    about the user) it needs `min_coverage_self` of its words. A request that
+    about the user) it needs `min_coverage_self` of its words, and recalls what the user
+    said and the exchanges of messages that are evidence themselves. A request that
     stands on its own needs one message that holds `min_coverage_general` of its words
     and, with dense search, is also `evidence_margin_general` more similar to it than
     the typical message, or that holds every one of its informative words: most of its
@@ -135,10 +136,22 @@ def judge(
         # An index of the user's own may not say what a match covers: rank as before.
         return Verdict(True, "recalled: keyword matches (coverage unknown for this index)")
     if personal:
-        needed = (
-            max(config.min_coverage, config.min_coverage_self) if first_person_only else config.min_coverage
-        )
-        return _judge_either(covered, lifts, needed, config.evidence_margin, len(rows))
+        if not first_person_only:
+            return _judge_either(covered, lifts, config.min_coverage, config.evidence_margin, len(rows))
+        needed = max(config.min_coverage, config.min_coverage_self)
+        verdict = _judge_either(covered, lifts, needed, config.evidence_margin, len(rows))
+        if not verdict.passed:
+            return verdict
+        # Only its first person makes it about the user ("I'm going hiking, what should I
+        # pack?"): what they said themselves, and the exchanges of messages that are
+        # evidence on their own, not every long answer that shares a word with it.
+        kept = _either_evidence(covered, lifts, needed, config.evidence_margin)
+        allowed = _with_exchanges(ranking, evidence, rows, kept)
+        if evidence.from_user is not None:
+            said = evidence.from_user[rows]
+            allowed |= {r.seq for r, own in zip(ranking.ranked, said, strict=True) if own}
+        reason = verdict.reason + "; only the user's own messages and the exchanges of such messages"
+        return dataclasses.replace(verdict, reason=reason, evidence=allowed)
     needed = max(config.min_coverage, config.min_coverage_general)
     margin = max(config.evidence_margin, config.evidence_margin_general)
     if words is not None and words < 2 and covered is not None:
@@ -155,15 +168,21 @@ def judge(
     if keywords:
         return verdict  # keywords searched for: every match is what was asked
     kept = _each_evidence(covered, lifts, needed, margin)
+    return dataclasses.replace(verdict, evidence=_with_exchanges(ranking, evidence, rows, kept))
+
+
+def _with_exchanges(
+    ranking: Ranking, evidence: Evidence, rows: np.ndarray, kept: np.ndarray
+) -> frozenset[int]:
+    """The ranked candidates (by seq) that are `kept`, with their neighbours in the log."""
     places = np.asarray(evidence.positions if evidence.positions is not None else evidence.seqs)[rows]
     episodes = np.asarray(evidence.episodes)[rows]
     evident = {(int(e), int(p)) for e, p, k in zip(episodes, places, kept, strict=True) if k}
     # a message that is evidence brings its exchange: the answer to a request asked before
     near = evident | {(e, p + step) for e, p in evident for step in (-1, 1)}
-    allowed = frozenset(
+    return frozenset(
         r.seq for r, e, p in zip(ranking.ranked, episodes, places, strict=True) if (int(e), int(p)) in near
     )
-    return dataclasses.replace(verdict, evidence=allowed)
 
 
 def _informative(words: int) -> str:
@@ -199,6 +218,18 @@ def _judge_either(
             f"typical one (needs {margin:.2f})"
         )
     return _nothing(" and ".join(said), candidates)
+
+
+def _either_evidence(
+    covered: np.ndarray | None, lifts: np.ndarray | None, needed: float, margin: float
+) -> np.ndarray:
+    """Which candidates are each evidence for a query about the user: by words or by meaning."""
+    by_words = None if covered is None else covered >= needed
+    by_meaning = None if lifts is None else lifts >= margin
+    if by_words is None:
+        assert by_meaning is not None
+        return by_meaning
+    return by_words if by_meaning is None else by_words | by_meaning
 
 
 def _each_evidence(

@@ -537,10 +537,11 @@ _ASKS_FOR_A_FACT_EN = re.compile(
 
 def speaks_of_self_only(query: str, speakers: Iterable[str] = ()) -> bool:
     """Whether `query` is about the user only because it speaks of them in the first person
-    ("I have a job interview tomorrow, any tips?"): it asks nothing about them ("What do
-    I...", "my", "What is the playlist I made?", a Chinese question with 我), and nothing
-    in it points at the history
-    (`points_at_history`). Weaker evidence that their old messages are wanted.
+    ("I have a job interview tomorrow, any tips?", "I just got a puppy, how often should it
+    eat?"): it asks nothing about them ("What do I...", "my", "What is the playlist I
+    made?", 我上次买的书叫什么？: the first person in what a question asks), and nothing in
+    it points at the history (`points_at_history`). Weaker evidence that their old
+    messages are wanted: what they said themselves is.
 
     >>> speaks_of_self_only("I have a cold, any tips?"), speaks_of_self_only("What food do I like best?")
     (True, False)
@@ -550,11 +551,28 @@ def speaks_of_self_only(query: str, speakers: Iterable[str] = ()) -> bool:
         return False
     if _ABOUT_SELF_EN.search(unframed) or "我的" in unframed:
         return False
-    if "?" in query and _ASKS_FOR_A_FACT_EN.search(unframed):
-        return False
-    if "我" in unframed and ("？" in query or "?" in query):
+    if any(_FIRST_PERSON_EN.search(clause) or "我" in clause for clause in _asked_clauses(unframed)):
         return False
     return not points_at_history(query, speakers)
+
+
+# A question sentence ("..., how often should it eat?", "……，有什么建议吗？") and its clauses.
+_QUESTION_SENTENCE = re.compile(r"[^.!?。！？]*[?？]")
+_CLAUSES = re.compile(r"[^,;:，、；：]+")
+
+
+def _asked_clauses(text: str) -> list[str]:
+    """The clauses of `text` that ask: in each question sentence, an English clause with a
+    question word, and the last clause of a Chinese one (it ends with what it asks). "I just
+    got a puppy, how often should it eat?" asks nothing of the user; "What is the playlist
+    I made?" and 我上次买的书叫什么？ do."""
+    asked = []
+    for sentence in _QUESTION_SENTENCE.findall(text):
+        clauses = [c for c in _CLAUSES.findall(sentence.rstrip("?？")) if c.strip()]
+        asked += [c for c in clauses if _ASKS_FOR_A_FACT_EN.search(c)]
+        if sentence.endswith("？") or count_cjk(sentence):
+            asked += clauses[-1:]
+    return asked
 
 
 def points_at_history(query: str, speakers: Iterable[str] = ()) -> bool:
