@@ -331,6 +331,16 @@ class TiktokenCounter(TextTokenCounter):
             total += count("".join(pieces[start:]))
         return total
 
+    def at_least(self, text: str) -> int:
+        """A lower bound of ``count_text(text)`` that encodes nothing: its words. The
+        encoding's splitting never makes one chunk of two words (a chunk is one word, its
+        leading space or punctuation, or whitespace), and every chunk is a token or more.
+        0 for encodings whose splitting has not been checked, and when counts are approximate.
+        """
+        if self._encoding is None or getattr(self._encoding, "_pat_str", None) not in _SPLITS_BEFORE_LINES:
+            return 0
+        return len(text.split())
+
     def encode(self, text: str) -> list[int]:
         """The token ids of `text`; `ConfigError` when the counter is not `is_exact`."""
         if self._encoding is None:

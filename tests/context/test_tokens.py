@@ -176,3 +176,26 @@ def test_an_encoding_whose_splitting_is_unchecked_counts_the_joined_text() -> No
     finally:
         encoding._pat_str = pattern
     assert joined == ["one two\nthree"]
+
+
+@settings(max_examples=1500, deadline=None)
+@given(st.text(alphabet=_BOUNDARY_ALPHABET + '\x1d\x1e\x1f\u2029\u200b\x0b\x0c()"#', max_size=40))
+def test_the_lower_bound_of_a_count_never_exceeds_it(text: str) -> None:
+    # recall skips a message whose bound alone is over its room, without encoding it
+    counter = TiktokenCounter()
+    assert counter.at_least(text) <= counter.count_text(text)
+
+
+def test_the_lower_bound_is_close_on_prose_and_zero_where_it_cannot_be_known() -> None:
+    counter = TiktokenCounter()
+    prose = "Poles and shorter steps take load off the knees on the way down, my friend. " * 20
+    assert 0.7 * counter.count_text(prose) <= counter.at_least(prose) <= counter.count_text(prose)
+    assert counter.at_least("") == 0
+    encoding = counter._encoding
+    assert encoding is not None
+    pattern = encoding._pat_str
+    try:
+        encoding._pat_str = pattern + "|x"  # a splitting not checked: no bound
+        assert counter.at_least(prose) == 0
+    finally:
+        encoding._pat_str = pattern

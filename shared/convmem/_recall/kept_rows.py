@@ -235,10 +235,15 @@ class Excerpts(Mapping[int, tuple[int, int]]):
     def __init__(self, fetched: Fetched, parts: Mapping[int, int]) -> None:
         self.fetched = fetched
         self.parts = parts
+        self.spans: dict[int, tuple[int, int]] = {}
 
     def __getitem__(self, key: int) -> tuple[int, int]:
-        spans = passage_spans(self.fetched[key].text.strip())
-        return spans[min(self.parts[key], len(spans) - 1)]
+        span = self.spans.get(key)
+        if span is None:
+            part = self.parts[key]  # a message shown whole has none: not read, not split
+            spans = passage_spans(self.fetched[key].text.strip())
+            span = self.spans[key] = spans[min(part, len(spans) - 1)]
+        return span
 
     def __contains__(self, key: object) -> bool:
         return key in self.parts

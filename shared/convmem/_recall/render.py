@@ -186,25 +186,59 @@ class _Section:
         self.config = config
         self.line_cache = line_cache
         self.lines: dict[int, CachedLine] = {}
+        self.texts: dict[int, tuple[str, str]] = {}
+        self.at_least: Callable[[str], int] | None = getattr(counter, "at_least", None)
 
     def _line(self, seq: int) -> CachedLine:
         line = self.lines.get(seq)
         if line is None:
-            span = self.excerpts.get(seq)
-            # An excerpt is cached apart from the whole line, per passage.
-            language = self.language if span is None else f"{self.language}@{span[0]}"
-            key = (self.counter.name, language, seq)
+            key = self._key(seq)
             line = self.line_cache.get(key)
             if line is None:
-                message = self.messages[seq]
-                if span is None:
-                    text = render_line(message, self.language)
-                else:
-                    text = render_excerpt(message, self.language, span)
-                label = date_label(message.timestamp, self.language, self.config.time_zone)
+                text, label = self._text(seq)
                 line = self.line_cache[key] = (text, label, self.counter.count_text(text))
             self.lines[seq] = line
         return line
+
+    def _key(self, seq: int) -> LineKey:
+        span = self.excerpts.get(seq)
+        # An excerpt is cached apart from the whole line, per passage.
+        return (self.counter.name, self.language if span is None else f"{self.language}@{span[0]}", seq)
+
+    def _text(self, seq: int) -> tuple[str, str]:
+        """The line of the message at `seq` and its date line, not counted."""
+        rendered = self.texts.get(seq)
+        if rendered is None:
+            message = self.messages[seq]
+            span = self.excerpts.get(seq)
+            text = (
+                render_line(message, self.language)
+                if span is None
+                else render_excerpt(message, self.language, span)
+            )
+            label = date_label(message.timestamp, self.language, self.config.time_zone)
+            rendered = self.texts[seq] = (text, label)
+        return rendered
+
+    def _at_least(self, seq: int) -> tuple[str, str, int]:
+        """The line at `seq` as `_line` gives it, with its exact count when it is known and
+        else the counter's lower bound (`TiktokenCounter.at_least`): what deciding that
+        the cap is full needs, without encoding the best candidates' long messages."""
+        line = self.lines.get(seq) or self.line_cache.get(self._key(seq))
+        if line is not None:
+            return line
+        assert self.at_least is not None
+        text, label = self._text(seq)
+        return text, label, self.at_least(text)
+
+    def _surely_over(self, seq: int, room: int) -> int:
+        """The tokens the line at `seq` costs at least (its newline included) when that is
+        already more than `room`, 0 otherwise: a long message below the last that fit is
+        not encoded only to be left out."""
+        if self.at_least is None or seq in self.lines or self._key(seq) in self.line_cache:
+            return 0
+        cost = self.at_least(self._text(seq)[0]) + 1
+        return cost if cost > room else 0
 
     def _repeats(self, seqs: Sequence[int], similar: Sequence[Sequence[int]]) -> bool:
         """Whether the messages at `seqs` add no word (stopwords included) to those of one
@@ -235,7 +269,8 @@ class _Section:
         picked_vectors: list[np.ndarray] = []
         picked_seqs: list[list[int]] = []
         line = self._line
-        smallest = min((line(s)[2] for c in ranked[:_SMALLEST_AMONG] for s in item_seqs[c.seq]), default=1)
+        size = line if self.at_least is None else self._at_least
+        smallest = min((size(s)[2] for c in ranked[:_SMALLEST_AMONG] for s in item_seqs[c.seq]), default=1)
         # Estimate: every line and date line costs its tokens plus a newline. Lines are
         # counted once per session and cached; the exact text is counted at the end.
         for candidate in ranked:
@@ -245,6 +280,11 @@ class _Section:
             if not seqs:
                 continue
             if len(seqs) == 1:  # most items are one message: no generator, no set
+                at_least = self._surely_over(seqs[0], remaining)
+                if at_least:
+                    over_budget += 1
+                    over_tokens += at_least
+                    continue
                 _, label, tokens = line(seqs[0])
                 cost = tokens + 1
                 new_labels: Collection[str] = () if label in used_labels else (label,)
