@@ -3,13 +3,22 @@
 from __future__ import annotations
 
 import asyncio
+import logging
 
 import psycopg
 import psycopg_pool
 import pytest
 from postgres_server import drop_schema, new_schema
 
-from convmem import AsyncPostgresStore, ConfigError, Message, PostgresStore, StoreError, TurnStatus
+from convmem import (
+    AsyncPostgresStore,
+    ConfigError,
+    ConversationMemory,
+    Message,
+    PostgresStore,
+    StoreError,
+    TurnStatus,
+)
 from convmem._errors import SessionOwnerError
 
 pytestmark = pytest.mark.postgres
@@ -164,6 +173,39 @@ def test_a_schema_dropped_under_a_running_store_gives_a_store_error(postgres_url
 
 
 # -- the async twin ------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "table", ["recall_postings", "recall_units", "recall_index_sessions", "recall_histories"]
+)
+async def test_async_store_forgets_a_user_whose_recall_table_was_dropped(
+    postgres_url: str, schema: str, table: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    with PostgresStore(postgres_url, schema=schema) as sync_store:
+        memory = ConversationMemory("ana-1", sync_store, user_id="ana")
+        memory.add_turn("My corgi is called Duoduo.", "Noted.")
+        asker = ConversationMemory("ana-2", sync_store, user_id="ana")
+        recalled = asker.build_context("What is my corgi called?", 1024).recalled
+        assert any("Duoduo" in item.text for item in recalled)
+    with psycopg.connect(postgres_url, autocommit=True) as conn:
+        conn.execute(f'DROP TABLE "{schema}".{table}')
+    with caplog.at_level(logging.WARNING, logger="convmem"):
+        async with AsyncPostgresStore(postgres_url, schema=schema) as store:
+            await store.forget_user("ana")
+            assert await store.messages("ana-1") == []
+            await store.append("bo-1", [user("my corgi is called Bobo")], user_id="bo")
+            await store.clear("bo-1")
+            await store.append("bo-1", [user("my corgi is called Bobo")], user_id="bo")
+        with PostgresStore(postgres_url, schema=schema) as sync_store:  # recall: sync only
+            for attempt in range(2):  # reads the logs if the table was still missing, then the table
+                asker = ConversationMemory(f"bo-{attempt + 2}", sync_store, user_id="bo")
+                recalled = asker.build_context("What is my corgi called?", 1024).recalled
+                assert [item.text for item in recalled if "corgi" in item.text]
+                assert not [item.text for item in recalled if "Duoduo" in item.text]
+    with psycopg.connect(postgres_url, autocommit=True) as conn:
+        (made,) = conn.execute("SELECT to_regclass(%s) IS NOT NULL", (f'"{schema}".{table}',)).fetchone()
+    assert made
+    assert [r for r in caplog.records if table in r.getMessage() and "made again" in r.getMessage()]
 
 
 async def test_async_store_appends_reads_and_changes_status(postgres_url: str, schema: str) -> None:

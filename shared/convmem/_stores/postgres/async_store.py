@@ -24,8 +24,10 @@ from .connection import (
     _connection_kwargs,
     _describe,
     _failure,
+    _missing_recall_table,
     _psycopg,
     _refuse_stale,
+    _remade,
     _retryable,
     _sever,
     _StaleConnection,
@@ -153,6 +155,7 @@ class AsyncPostgresStore(AsyncStore, AsyncReadsSession):
     async def _attempts(self, make: Callable[[], _Operation[_T]], action: str, *, transaction: bool) -> _T:
         deadline = time.monotonic() + self._timeout
         attempt = 0
+        remade = False
         while True:
             attempt += 1
             watch: _Watch | None = None
@@ -171,6 +174,13 @@ class AsyncPostgresStore(AsyncStore, AsyncReadsSession):
                 return result
             except self._psycopg_errors as exc:
                 severed = watch is not None and watch.severed
+                if not remade and _missing_recall_table(exc):
+                    remade = True
+                    made = await self._attempts(
+                        self._queries.remake_recall_tables, "making recall's tables again", transaction=True
+                    )
+                    _remade(self._where, action, made, exc)
+                    continue
                 if not (_retryable(exc) and attempt < _ATTEMPTS and time.monotonic() < deadline):
                     raise _failure(self._where, action, exc, self._timeout, severed) from exc
             except UnicodeEncodeError as exc:

@@ -6,18 +6,22 @@ failure tells the caller.
 from __future__ import annotations
 
 import dataclasses
+import logging
 import math
 import os
+import re
 import select
 import socket
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager, suppress
 from typing import Any
 
 from ..._errors import ConfigError, StoreError
 from ..credentials import redact, redact_url
+
+logger = logging.getLogger("convmem")
 
 
 def _psycopg() -> Any:
@@ -185,6 +189,36 @@ def _failure(where: str, action: str, exc: BaseException, timeout: float, severe
         hint = "check that the store's schema was not changed by hand"
     return StoreError(
         f"{where}: {action} failed ({reason}). Each write is applied whole or not at all; {hint}"
+    )
+
+
+_MISSING_RECALL_TABLE = re.compile(
+    r'relation "(?:[^"]*\.)?(recall_(?:histories|index_sessions|units|postings))" does not exist'
+)
+
+
+def _missing_recall_table(exc: BaseException) -> str | None:
+    """The recall table whose absence failed a statement (one dropped by hand), or None."""
+    import psycopg
+
+    if not isinstance(exc, psycopg.errors.UndefinedTable):
+        return None
+    found = _MISSING_RECALL_TABLE.search(str(exc))
+    return found[1] if found else None
+
+
+def _remade(where: str, action: str, made: Sequence[str], exc: BaseException) -> StoreError:
+    """Logged, and what a read of recall's index raises once its tables were made again:
+    this search reads the logs, the next indexes each session again."""
+    logger.warning(
+        "recall's keyword index in %s was missing %s (%s); made again: each session is indexed "
+        "again from its log when next searched",
+        where,
+        ", ".join(made) or "a table (another server made it again)",
+        exc,
+    )
+    return StoreError(
+        f"{where}: {action} failed: recall's keyword index was missing a table and was made again"
     )
 
 

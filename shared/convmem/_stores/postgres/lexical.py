@@ -46,7 +46,14 @@ class _SyncPostgres(Protocol):
 
     _queries: _Queries
 
-    def _run(self, make: Callable[[], _Operation[Any]], action: str, *, transaction: bool = False) -> Any: ...
+    def _run(
+        self,
+        make: Callable[[], _Operation[Any]],
+        action: str,
+        *,
+        transaction: bool = False,
+        retry_remade: bool = True,
+    ) -> Any: ...
 
 
 class PostgresHistoryTables:
@@ -61,7 +68,11 @@ class PostgresHistoryTables:
         return f"PostgresHistoryTables({self.store!r})"
 
     def _run(self, make: Callable[[], _Operation[_T]], action: str, *, transaction: bool = False) -> _T:
-        result: _T = self.store._run(make, f"recall's keyword index: {action}", transaction=transaction)
+        # A table made again is empty where this search's earlier reads found rows: it fails
+        # (recall reads the logs), and the next search indexes every session afresh.
+        result: _T = self.store._run(
+            make, f"recall's keyword index: {action}", transaction=transaction, retry_remade=False
+        )
         return result
 
     def indexed(self, owner: str) -> IndexedHistory:

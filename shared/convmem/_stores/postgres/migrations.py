@@ -28,11 +28,13 @@ migrations; nothing here assumes the tables have only today's columns.
 from __future__ import annotations
 
 import hashlib
+import re
+import time
 
 from ..._errors import StoreError
 from .sql import SchemaSql, _Operation, _Sql
 
-__all__ = ["SCHEMA_VERSION", "migrate"]
+__all__ = ["RECALL_TABLES", "SCHEMA_VERSION", "migrate", "remake_recall_tables"]
 
 # Frozen with migrations 6 and 7 (their tables went with migration 8): the lexeme that marked
 # one session's documents, and the documents per row of lexical_postings.
@@ -277,10 +279,7 @@ SCHEMA_VERSION = _MIGRATIONS[-1][0]
 def migrate(schema: SchemaSql) -> _Operation[int]:
     """Bring `schema` up to `SCHEMA_VERSION`; run in one transaction."""
     s = schema.s
-    # Same 64-bit key in every process: migrations of one schema never run side by side.
-    lock_key = int.from_bytes(
-        hashlib.sha256(f"convmem:{schema.schema}".encode()).digest()[:8], "big", signed=True
-    )
+    lock_key = _lock_key(schema)
     (exists,) = (yield _Sql("SELECT to_regclass(%s) IS NOT NULL", (f"{s}.schema_version",)))[0]
     if exists:
         current = yield from _version(schema)
@@ -302,6 +301,66 @@ def migrate(schema: SchemaSql) -> _Operation[int]:
                 (version, description),
             )
     return SCHEMA_VERSION
+
+
+RECALL_TABLES = ("recall_histories", "recall_index_sessions", "recall_units", "recall_postings")
+
+
+def _recall_statements() -> list[str]:
+    """Migration 8's statements for recall's tables, each safe to run when its object is
+    there: what makes a dropped table again as that migration made it. (A later migration
+    that changes these tables changes what they are made as here.)"""
+    (statements,) = [statements for version, _, statements in _MIGRATIONS if version == 8]
+    made = []
+    for statement in statements:
+        if statement.startswith("DROP TABLE"):
+            continue  # the per-session tables that migration 8 replaced
+        trigger = re.match(r"CREATE TRIGGER (\w+) AFTER DELETE ON (\S+) ", statement)
+        if trigger:
+            made.append(f"DROP TRIGGER IF EXISTS {trigger[1]} ON {trigger[2]}")
+        made.append(
+            statement.replace("CREATE TABLE ", "CREATE TABLE IF NOT EXISTS ", 1)
+            .replace("CREATE INDEX ", "CREATE INDEX IF NOT EXISTS ", 1)
+            .replace("CREATE FUNCTION ", "CREATE OR REPLACE FUNCTION ", 1)
+        )
+    return made
+
+
+def remake_recall_tables(schema: SchemaSql) -> _Operation[list[str]]:
+    """Make again recall's tables that are missing (dropped by hand), as migration 8 made
+    them, and return their names; run in one transaction. When some were left, their rows
+    go too: they no longer agree with the ones made empty (history numbers start again), so
+    recall indexes each session again from its log. Nothing of the logs is touched."""
+    s = schema.s
+    yield _Sql("SELECT pg_advisory_xact_lock(%s)", (_lock_key(schema),))
+    present = []
+    for table in RECALL_TABLES:
+        (exists,) = (yield _Sql("SELECT to_regclass(%s) IS NOT NULL", (f"{s}.{table}",)))[0]
+        if exists:
+            present.append(table)
+    made = [table for table in RECALL_TABLES if table not in present]
+    if not made:
+        return []  # another server made them meanwhile
+    for statement in _recall_statements():
+        yield _Sql(statement.format(s=s))
+    if present:
+        yield _Sql(f"TRUNCATE {', '.join(f'{s}.{table}' for table in present)}")
+    if "recall_histories" in made:
+        # A running process may keep lines rendered under the old numbers: new ones are above
+        # (milliseconds since 1970; the old table numbered its histories from 1).
+        yield _Sql(
+            "SELECT setval(pg_get_serial_sequence(%s, 'number'), %s)",
+            (f"{s}.recall_histories", int(time.time() * 1000)),
+        )
+    return made
+
+
+def _lock_key(schema: SchemaSql) -> int:
+    """One 64-bit key per schema, the same in every process: its migrations (and repairs)
+    never run side by side."""
+    return int.from_bytes(
+        hashlib.sha256(f"convmem:{schema.schema}".encode()).digest()[:8], "big", signed=True
+    )
 
 
 def _version(schema: SchemaSql) -> _Operation[int]:

@@ -40,7 +40,7 @@ from ..base import (
 )
 from ..codec import message_from_record
 from .lexical_queries import LexicalQueries
-from .migrations import migrate
+from .migrations import migrate, remake_recall_tables
 from .sql import _COLUMNS, _NOW, _check_id, _check_text, _Operation, _RollBack, _row_values, _Sql
 from .vector_queries import VectorQueries
 
@@ -102,6 +102,10 @@ class _Queries(VectorQueries, LexicalQueries):
     def migrate(self) -> _Operation[int]:
         """Bring the schema up to date (see `convmem._stores.postgres.migrations`); run in one transaction."""
         return migrate(self)
+
+    def remake_recall_tables(self) -> _Operation[list[str]]:
+        """Make recall's missing tables again (see `migrations.remake_recall_tables`); one transaction."""
+        return remake_recall_tables(self)
 
     # -- messages ------------------------------------------------------------------------
 

@@ -36,8 +36,10 @@ from .connection import (
     _connection_kwargs,
     _describe,
     _failure,
+    _missing_recall_table,
     _psycopg,
     _refuse_stale,
+    _remade,
     _retryable,
     _StaleConnection,
     _Watch,
@@ -201,9 +203,20 @@ class PostgresStore(
 
         return run(operation, perform)
 
-    def _run(self, make: Callable[[], _Operation[_T]], action: str, *, transaction: bool = False) -> _T:
+    def _run(
+        self,
+        make: Callable[[], _Operation[_T]],
+        action: str,
+        *,
+        transaction: bool = False,
+        retry_remade: bool = True,
+    ) -> _T:
+        """Run an operation on a pooled connection, retrying what may be retried. A table of
+        recall's index that is missing (dropped by hand) is made again, and the operation
+        run again (with `retry_remade`) or failed (a read of that index: recall reads the logs)."""
         deadline = time.monotonic() + self._timeout
         attempt = 0
+        remade = False
         while True:
             attempt += 1
             watch: _Watch | None = None
@@ -223,6 +236,15 @@ class PostgresStore(
                 return result
             except self._psycopg_errors as exc:
                 severed = watch is not None and watch.severed
+                if not remade and _missing_recall_table(exc):
+                    remade = True
+                    made = self._run(
+                        self._queries.remake_recall_tables, "making recall's tables again", transaction=True
+                    )
+                    error = _remade(self._where, action, made, exc)
+                    if retry_remade:
+                        continue
+                    raise error from exc
                 if not (_retryable(exc) and attempt < _ATTEMPTS and time.monotonic() < deadline):
                     raise _failure(self._where, action, exc, self._timeout, severed) from exc
             except UnicodeEncodeError as exc:

@@ -44,6 +44,7 @@ from __future__ import annotations
 
 import logging
 import sqlite3
+import time
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, Protocol
@@ -115,7 +116,8 @@ def create_history_schema(conn: sqlite3.Connection) -> list[str]:
     When some tables are left, their rows no longer agree with the ones made empty (a cursor
     would claim postings that are gone): every session's rows are reset, so that recall
     indexes each session again from its log. Histories keep their numbers, and sessions
-    get new slots, so nothing rendered from the old rows is taken for the new ones."""
+    get new slots, so nothing rendered from the old rows is taken for the new ones; a
+    history table made again numbers its histories above the old ones."""
     present = {
         row[0]
         for row in conn.execute(
@@ -129,8 +131,26 @@ def create_history_schema(conn: sqlite3.Connection) -> list[str]:
     if made and present:
         conn.execute("DELETE FROM recall_units")
         conn.execute("DELETE FROM recall_postings")
-        conn.execute("UPDATE recall_index_sessions SET generation = NULL, cursor = ''")
+        if "recall_histories" in made:
+            # Its numbers start again: index rows carrying the old ones would be read as
+            # another history's.
+            conn.execute("DELETE FROM recall_index_sessions")
+        else:
+            conn.execute("UPDATE recall_index_sessions SET generation = NULL, cursor = ''")
+    if "recall_histories" in made and (present or conn.execute("SELECT 1 FROM messages LIMIT 1").fetchone()):
+        # A running process may keep lines rendered under the old numbers: new ones are above.
+        conn.execute("DELETE FROM sqlite_sequence WHERE name = 'recall_histories'")
+        conn.execute(
+            "INSERT INTO sqlite_sequence (name, seq) VALUES ('recall_histories', ?)",
+            (unused_history_number(),),
+        )
     return made
+
+
+def unused_history_number() -> int:
+    """Where the numbers of a history table made again start: above those of the table it
+    replaces (milliseconds since 1970; such tables number their histories from 1)."""
+    return int(time.time() * 1000)
 
 
 def _slot_range(slot: int) -> tuple[int, int]:
