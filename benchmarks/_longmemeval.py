@@ -212,11 +212,11 @@ NO_MEMORY_REQUESTS_HELD_OUT = (
     "帮我写一句鼓励同事的话。",
     "解释一下什么是通货膨胀。",
     "讲一个冷笑话吧。",
-)
-
-# Twenty more, written after every change above and measured as they are, never looked
-# at to tune: whether those changes are rules or fits to the requests they were made for.
-NO_MEMORY_REQUESTS_FRESH = (
+    # Twenty more, written before `min_coverage_self` was measured on them: 168 / 332 / 631
+    # at first sight, 187 / 372 / 712 once it was narrowed for a question for a fact of
+    # the user. Never looked at one by one; the rules after them (a request about the user
+    # only in passing recalls what they said; the clause that asks decides whether a
+    # question is about them) were measured on them (167 / 309 / 432 after).
     "What's the chemical symbol for gold?",
     "Write a short toast for a friend's wedding.",
     "How many days are there in a leap year?",
@@ -237,6 +237,32 @@ NO_MEMORY_REQUESTS_FRESH = (
     "帮我想三个团队建设活动。",
     "我明天要面试，有什么建议吗？",
     "什么是人工智能？",
+)
+
+# Twenty more, written before the last change to recall for the others and measured as
+# they are, never looked at to tune: whether those changes are rules or fits to the
+# requests they were made for. 166 / 325 / 593 tokens on the code before that change.
+NO_MEMORY_REQUESTS_FRESH = (
+    "What's the capital of Australia?",
+    "Write a limerick about a cat who loves naps.",
+    "How do I convert Celsius to Fahrenheit?",
+    "I'm hosting a dinner party on Saturday, can you suggest an easy dessert?",
+    "Explain recursion to a ten-year-old.",
+    "What's the difference between a virus and a bacterium?",
+    "Can you write a bash one-liner that counts lines in all .py files?",
+    "I can't sleep, tell me a calming fact about the ocean.",
+    "What year did the Berlin Wall fall?",
+    "Proofread this sentence: 'Their going to the park tomorow.'",
+    "Thanks, have a great evening!",
+    "I'm learning to cook, what's a good first knife to buy?",
+    "How many ounces are in a pound?",
+    "北京到上海有多远？",
+    "帮我写一首关于春天的短诗。",
+    "什么是区块链？",
+    "我最近总是失眠，有什么办法吗？",
+    "早上好！",
+    "怎么计算圆的面积？",
+    "给我讲一个关于月亮的故事。",
 )
 
 
