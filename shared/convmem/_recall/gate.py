@@ -145,7 +145,7 @@ def judge(
         # Only its first person makes it about the user ("I'm going hiking, what should I
         # pack?"): what they said themselves, and the exchanges of messages that are
         # evidence on their own, not every long answer that shares a word with it.
-        kept = _either_evidence(covered, lifts, needed, config.evidence_margin)
+        kept = _either_evidence(covered, lifts, needed, config.evidence_margin, len(rows))
         allowed = _with_exchanges(ranking, evidence, rows, kept)
         if evidence.from_user is not None:
             said = evidence.from_user[rows]
@@ -221,15 +221,15 @@ def _judge_either(
 
 
 def _either_evidence(
-    covered: np.ndarray | None, lifts: np.ndarray | None, needed: float, margin: float
+    covered: np.ndarray | None, lifts: np.ndarray | None, needed: float, margin: float, candidates: int
 ) -> np.ndarray:
     """Which candidates are each evidence for a query about the user: by words or by meaning."""
-    by_words = None if covered is None else covered >= needed
-    by_meaning = None if lifts is None else lifts >= margin
-    if by_words is None:
-        assert by_meaning is not None
-        return by_meaning
-    return by_words if by_meaning is None else by_words | by_meaning
+    kept = np.zeros(candidates, dtype=bool)
+    if covered is not None:
+        kept |= covered >= needed
+    if lifts is not None:
+        kept |= lifts >= margin
+    return kept
 
 
 def _each_evidence(

@@ -25,6 +25,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import json
+import time
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, Protocol
@@ -50,6 +51,7 @@ __all__ = [
     "UnitRow",
     "default_rules",
     "derive",
+    "first_number_of_a_remade_history_table",
     "joined_terms",
     "owner_key",
 ]
@@ -347,6 +349,13 @@ UNIT_COLUMNS = (
     "last",
 )
 """The columns of a unit row as `HistoryTables.units` returns them (see `UnitRow`)."""
+
+
+def first_number_of_a_remade_history_table() -> int:
+    """Where a store numbers histories when their table was made again (dropped by hand):
+    above the old numbers, under which a running process may still keep rendered lines
+    (a table numbers its histories from 1; this is milliseconds since 1970)."""
+    return int(time.time() * 1000)
 
 
 class HistoryTables(Protocol):

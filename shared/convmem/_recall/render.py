@@ -220,11 +220,15 @@ class _Section:
             rendered = self.texts[seq] = (text, label)
         return rendered
 
-    def _at_least(self, seq: int) -> tuple[str, str, int]:
+    def _known(self, seq: int) -> CachedLine | None:
+        """The line at `seq` with its exact count, when this render or the cache has it."""
+        return self.lines.get(seq) or self.line_cache.get(self._key(seq))
+
+    def _bounded_line(self, seq: int) -> tuple[str, str, int]:
         """The line at `seq` as `_line` gives it, with its exact count when it is known and
         else the counter's lower bound (`TiktokenCounter.at_least`): what deciding that
         the cap is full needs, without encoding the best candidates' long messages."""
-        line = self.lines.get(seq) or self.line_cache.get(self._key(seq))
+        line = self._known(seq)
         if line is not None:
             return line
         assert self.at_least is not None
@@ -235,7 +239,7 @@ class _Section:
         """The tokens the line at `seq` costs at least (its newline included) when that is
         already more than `room`, 0 otherwise: a long message below the last that fit is
         not encoded only to be left out."""
-        if self.at_least is None or seq in self.lines or self._key(seq) in self.line_cache:
+        if self.at_least is None or self._known(seq) is not None:
             return 0
         cost = self.at_least(self._text(seq)[0]) + 1
         return cost if cost > room else 0
@@ -269,7 +273,7 @@ class _Section:
         picked_vectors: list[np.ndarray] = []
         picked_seqs: list[list[int]] = []
         line = self._line
-        size = line if self.at_least is None else self._at_least
+        size = line if self.at_least is None else self._bounded_line
         smallest = min((size(s)[2] for c in ranked[:_SMALLEST_AMONG] for s in item_seqs[c.seq]), default=1)
         # Estimate: every line and date line costs its tokens plus a newline. Lines are
         # counted once per session and cached; the exact text is counted at the end.

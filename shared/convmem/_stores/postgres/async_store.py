@@ -27,10 +27,10 @@ from .connection import (
     _missing_recall_table,
     _psycopg,
     _refuse_stale,
-    _remade,
     _retryable,
     _sever,
     _StaleConnection,
+    _warn_remade,
     _Watch,
 )
 from .queries import _Queries
@@ -179,7 +179,7 @@ class AsyncPostgresStore(AsyncStore, AsyncReadsSession):
                     made = await self._attempts(
                         self._queries.remake_recall_tables, "making recall's tables again", transaction=True
                     )
-                    _remade(self._where, action, made, exc)
+                    _warn_remade(self._where, made, exc)
                     continue
                 if not (_retryable(exc) and attempt < _ATTEMPTS and time.monotonic() < deadline):
                     raise _failure(self._where, action, exc, self._timeout, severed) from exc

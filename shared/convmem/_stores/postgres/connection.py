@@ -20,6 +20,7 @@ from typing import Any
 
 from ..._errors import ConfigError, StoreError
 from ..credentials import redact, redact_url
+from .migrations import RECALL_TABLES
 
 logger = logging.getLogger("convmem")
 
@@ -192,9 +193,7 @@ def _failure(where: str, action: str, exc: BaseException, timeout: float, severe
     )
 
 
-_MISSING_RECALL_TABLE = re.compile(
-    r'relation "(?:[^"]*\.)?(recall_(?:histories|index_sessions|units|postings))" does not exist'
-)
+_MISSING_RECALL_TABLE = re.compile(rf'relation "(?:[^"]*\.)?({"|".join(RECALL_TABLES)})" does not exist')
 
 
 def _missing_recall_table(exc: BaseException) -> str | None:
@@ -207,18 +206,13 @@ def _missing_recall_table(exc: BaseException) -> str | None:
     return found[1] if found else None
 
 
-def _remade(where: str, action: str, made: Sequence[str], exc: BaseException) -> StoreError:
-    """Logged, and what a read of recall's index raises once its tables were made again:
-    this search reads the logs, the next indexes each session again."""
+def _warn_remade(where: str, made: Sequence[str], exc: BaseException) -> None:
     logger.warning(
         "recall's keyword index in %s was missing %s (%s); made again: each session is indexed "
         "again from its log when next searched",
         where,
         ", ".join(made) or "a table (another server made it again)",
         exc,
-    )
-    return StoreError(
-        f"{where}: {action} failed: recall's keyword index was missing a table and was made again"
     )
 
 

@@ -29,9 +29,9 @@ from __future__ import annotations
 
 import hashlib
 import re
-import time
 
 from ..._errors import StoreError
+from ..._recall.index_rows import first_number_of_a_remade_history_table
 from .sql import SchemaSql, _Operation, _Sql
 
 __all__ = ["RECALL_TABLES", "SCHEMA_VERSION", "migrate", "remake_recall_tables"]
@@ -346,11 +346,9 @@ def remake_recall_tables(schema: SchemaSql) -> _Operation[list[str]]:
     if present:
         yield _Sql(f"TRUNCATE {', '.join(f'{s}.{table}' for table in present)}")
     if "recall_histories" in made:
-        # A running process may keep lines rendered under the old numbers: new ones are above
-        # (milliseconds since 1970; the old table numbered its histories from 1).
         yield _Sql(
             "SELECT setval(pg_get_serial_sequence(%s, 'number'), %s)",
-            (f"{s}.recall_histories", int(time.time() * 1000)),
+            (f"{s}.recall_histories", first_number_of_a_remade_history_table()),
         )
     return made
 

@@ -19,7 +19,7 @@ import time
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from ..._errors import ConfigError
+from ..._errors import ConfigError, StoreError
 from ..._models import Message, TurnStatus
 from ..._options import check_number
 from ..._sansio import run
@@ -39,9 +39,9 @@ from .connection import (
     _missing_recall_table,
     _psycopg,
     _refuse_stale,
-    _remade,
     _retryable,
     _StaleConnection,
+    _warn_remade,
     _Watch,
     _Watchdog,
 )
@@ -241,10 +241,14 @@ class PostgresStore(
                     made = self._run(
                         self._queries.remake_recall_tables, "making recall's tables again", transaction=True
                     )
-                    error = _remade(self._where, action, made, exc)
+                    _warn_remade(self._where, made, exc)
                     if retry_remade:
                         continue
-                    raise error from exc
+                    # this search reads the logs; the next indexes each session again
+                    raise StoreError(
+                        f"{self._where}: {action} failed: recall's keyword index was missing a "
+                        "table and was made again"
+                    ) from exc
                 if not (_retryable(exc) and attempt < _ATTEMPTS and time.monotonic() < deadline):
                     raise _failure(self._where, action, exc, self._timeout, severed) from exc
             except UnicodeEncodeError as exc:

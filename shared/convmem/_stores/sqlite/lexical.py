@@ -44,7 +44,6 @@ from __future__ import annotations
 
 import logging
 import sqlite3
-import time
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, Protocol
@@ -58,6 +57,7 @@ from ..._recall.index_rows import (
     IndexBatch,
     IndexedHistory,
     IndexedSession,
+    first_number_of_a_remade_history_table,
 )
 
 __all__ = ["SQLiteHistoryTables", "create_history_schema", "forget_indexed", "reset_indexed"]
@@ -138,19 +138,12 @@ def create_history_schema(conn: sqlite3.Connection) -> list[str]:
         else:
             conn.execute("UPDATE recall_index_sessions SET generation = NULL, cursor = ''")
     if "recall_histories" in made and (present or conn.execute("SELECT 1 FROM messages LIMIT 1").fetchone()):
-        # A running process may keep lines rendered under the old numbers: new ones are above.
         conn.execute("DELETE FROM sqlite_sequence WHERE name = 'recall_histories'")
         conn.execute(
             "INSERT INTO sqlite_sequence (name, seq) VALUES ('recall_histories', ?)",
-            (unused_history_number(),),
+            (first_number_of_a_remade_history_table(),),
         )
     return made
-
-
-def unused_history_number() -> int:
-    """Where the numbers of a history table made again start: above those of the table it
-    replaces (milliseconds since 1970; such tables number their histories from 1)."""
-    return int(time.time() * 1000)
 
 
 def _slot_range(slot: int) -> tuple[int, int]:
