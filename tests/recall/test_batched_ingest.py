@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 from convmem import ConversationMemory, HashingEmbedder, InMemoryStore, MemoryConfig
-from convmem._recall import units
+from convmem._recall import embed_queue
 
 # Alternating user and assistant: every message is a unit, and so is every (user, assistant) pair.
 HISTORY = [
@@ -62,7 +62,7 @@ def records(history: Sequence[tuple[str, str]]) -> list[dict[str, str]]:
 
 @pytest.fixture
 def small_batches(monkeypatch: pytest.MonkeyPatch) -> int:
-    monkeypatch.setattr(units, "EMBED_BATCH_UNITS", 4)
+    monkeypatch.setattr(embed_queue, "EMBED_BATCH_UNITS", 4)
     return 4
 
 

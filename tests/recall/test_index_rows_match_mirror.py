@@ -26,6 +26,7 @@ from convmem._recall.index_rows import (
 )
 from convmem._recall.lexical import BM25TextIndex
 from convmem._recall.passages import PART_BITS
+from convmem._recall.terms import tokenize
 from convmem._recall.units import SessionMirror
 
 CONFIG = RecallConfig()
@@ -271,3 +272,37 @@ def test_a_log_with_holes_is_derived_whole_but_a_batch_must_continue_its_cursor(
     later = [m for m in log if (m.seq or 0) > cursor.seq + 1]
     with pytest.raises(IndexGap):
         derive(cursor, later, CONFIG, session_id="s", generation="g", reset=False)
+
+
+def texts_documents(mirror: SessionMirror) -> tuple[dict[int, Counter[str]], dict[int, Counter[str]]]:
+    """What the mirror's passage and exchange documents must hold, tokenized from their
+    texts: each passage's ``name: `` and span, each exchange's lines joined."""
+    passages: dict[int, Counter[str]] = {}
+    for seq in mirror.order:
+        if seq in mirror.small_talk:
+            continue
+        message = mirror.messages[seq]
+        prefix = f"{message.name}: " if message.name else ""
+        text = message.text.strip()
+        for part, (start, end) in enumerate(mirror.passages.get(seq, [(0, len(text))])):
+            passages[seq << PART_BITS | part] = Counter(tokenize(prefix + text[start:end]))
+    exchanges = {first: Counter(tokenize(mirror.exchange_text(first))) for first in mirror.exchanges}
+    return passages, exchanges
+
+
+@pytest.mark.parametrize("size", [1, 2, 3, 7])
+def test_a_mirror_fed_a_few_messages_at_a_time_indexes_what_the_texts_say(size: int) -> None:
+    """The mirror tokenizes each line once and makes an exchange's terms of its lines'
+    (kept for the open exchange only): an exchange that gains a message in a later ingest
+    still holds exactly the terms of its text."""
+    log = synthetic_log()
+    mirror = SessionMirror("s", embeds=False)
+    for start in range(0, len(log), size):
+        with mirror.lock:
+            mirror.ingest(log[start : start + size], CONFIG)
+        assert set(mirror.line_terms) <= set(mirror.exchanges[mirror.open_exchange or 0])
+    passages, exchanges = texts_documents(mirror)
+    assert {doc: counts for doc, (counts, _) in documents(mirror.lexical_messages).items()} == passages
+    assert {doc: counts for doc, (counts, _) in documents(mirror.lexical_exchanges).items()} == exchanges
+    assert any(len(members) > 1 for members in mirror.exchanges.values())
+    assert len(mirror.passages) == 2

@@ -41,6 +41,7 @@ from .._stores.base import SessionStats, Store
 from .._tokens import TokenCounter
 from .append_batching import rows_can_wait
 from .config import RecallConfig, RecallFilters
+from .embed_queue import embed_queued
 from .embedder import Embedder
 from .index_scope import (
     IndexScope,
@@ -55,10 +56,10 @@ from .kept_route import KeptRoute
 from .mirrors import MirrorTable, query_to_embed
 from .plan import Blocking, EmbedQuery, Plan, arun_plan, run_plan
 from .render import RecalledItem, RecallResult
-from .saved import known_generation, load_saved, save_mirror
+from .saved import SavedVectors, known_generation
 from .search import answer_sessions, check_search_arguments
 from .units import UNKNOWN, SessionMirror
-from .vector_index import FaissIndex, IndexFiles, VectorIndex
+from .vector_index import FaissIndex, VectorIndex
 
 __all__ = [
     "Recall",
@@ -171,7 +172,11 @@ class Recall:
         self.config = config or RecallConfig()
         self.index_dir = None if index_dir is None else Path(index_dir)
         self.index_factory = index_factory
-        self._files = None if self.index_dir is None else IndexFiles(self.index_dir)
+        self._saved = (
+            None
+            if self.index_dir is None or embedder is None
+            else SavedVectors(self.index_dir, embedder, lambda: self.config)
+        )
         self.max_sessions = max_sessions
         self._mirrors = MirrorTable(max_sessions, embeds=embedder is not None)
         # Stores that keep the keyword index of their users' histories are searched there.
@@ -192,36 +197,18 @@ class Recall:
         The name depends on the log's generation: read from `store` when given, else
         from what this engine mirrors of the session.
         """
-        if self._files is None:
+        if self._saved is None:
             return None
         if store is not None:
             generation = store.stats(session_id).generation
         else:
             state = self._mirrors.find(session_id)
             generation = None if state is None else known_generation(state.generation)
-        return self._files.path(session_id, generation)
-
-    def _identity(self, dimension: int) -> dict[str, Any]:
-        """What a saved index must have been made with to be adopted."""
-        return {
-            "embedder": self.embedder.name if self.embedder is not None else None,
-            "dimension": dimension,
-            "granularity": self.config.granularity,
-        }
-
-    def _load_saved(self, state: SessionMirror, generation: str | None) -> None:
-        if self._files is not None and self.embedder is not None:
-            load_saved(
-                self._files,
-                state,
-                generation,
-                self._identity(self.embedder.dimension),
-                hnsw_threshold=self.config.hnsw_threshold,
-            )
+        return self._saved.files.path(session_id, generation)
 
     def _save(self, state: SessionMirror) -> None:
-        if self._files is not None:
-            save_mirror(self._files, state, self._identity)
+        if self._saved is not None:
+            self._saved.save(state)
 
     def save(self, session_id: str | None = None) -> None:
         """Write unsaved vectors to disk (one session, or all). Does nothing without `index_dir`."""
@@ -286,8 +273,8 @@ class Recall:
                 # First sight: vectors saved for this very log, or held in a shared store.
                 if self.index_factory is not None and self.embedder is not None:
                     state.index = self.index_factory(self._scope(state.session_id, store, stats))
-                else:
-                    self._load_saved(state, generation)
+                elif self._saved is not None:
+                    self._saved.load(state, generation)
                 state.generation, first_sight = generation, True
             elif state.generation != generation:
                 changed, retired = True, state.generation
@@ -312,10 +299,10 @@ class Recall:
                 )
         # What add() ingested while the log was read is newer than the log read: read it again.
         state.read_newer(store, self.config)
-        if changed and self._files is not None:
+        if changed and self._saved is not None:
             # Vectors of a log that is gone: the kept ones are saved under the new generation.
             if retired is not UNKNOWN:
-                self._files.delete(state.session_id, known_generation(retired))
+                self._saved.files.delete(state.session_id, known_generation(retired))
             with state.lock:
                 state.unsaved += 1
         return True
@@ -328,7 +315,7 @@ class Recall:
                 return
             yield Blocking(functools.partial(skip_stored, state))
         new_index = functools.partial(self._new_index, state.session_id)
-        if (yield from state.embed_queued(self.config, new_index)):
+        if (yield from embed_queued(state, self.config, new_index)):
             yield Blocking(functools.partial(self._save, state))
 
     # -- writing -------------------------------------------------------------------------
@@ -434,8 +421,8 @@ class Recall:
                     index.remove(index.ids())
                 else:
                     clear()
-        if self._files is not None:
-            self._files.delete_all(session_id)
+        if self._saved is not None:
+            self._saved.files.delete_all(session_id)
 
     def _tenant(self, store: Store) -> str | None:
         """The namespace `store` declares or this engine gives it; None when it has none."""

@@ -288,6 +288,10 @@ class SlotView:
     def add(self, doc_id: int, text: str) -> None:
         self.history._add(self.kind, self.slot, self.lease, doc_id, tokenize(text))
 
+    def add_terms(self, doc_id: int, terms: Sequence[str]) -> None:
+        """`add` of a text whose terms (``tokenize(text)``) are known."""
+        self.history._add(self.kind, self.slot, self.lease, doc_id, terms)
+
     def remove(self, doc_id: int) -> None:
         self.history._remove(self.kind, self.slot, self.lease, doc_id)
 

@@ -453,6 +453,10 @@ class BM25TextIndex:
     def add(self, doc_id: int, text: str) -> None:
         self.bm25.add(doc_id, tokenize(text))
 
+    def add_terms(self, doc_id: int, terms: Sequence[str]) -> None:
+        """`add` of a text whose terms (``tokenize(text)``) are known."""
+        self.bm25.add(doc_id, terms)
+
     def remove(self, doc_id: int) -> None:
         self.bm25.remove(doc_id)
 

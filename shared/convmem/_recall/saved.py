@@ -6,13 +6,16 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 from .columns import is_exchange_unit
+from .config import RecallConfig
+from .embedder import Embedder
 from .units import UNKNOWN, SessionMirror
 from .vector_index import FaissIndex, IndexFiles
 
-__all__ = ["known_generation", "load_saved", "save_mirror"]
+__all__ = ["SavedVectors", "known_generation", "load_saved", "save_mirror"]
 
 logger = logging.getLogger("convmem")
 
@@ -71,3 +74,31 @@ def save_mirror(files: IndexFiles, state: SessionMirror, identity: Callable[[int
                 files.path(state.session_id, generation),
                 exc,
             )
+
+
+class SavedVectors:
+    """The index files of a `Recall` with an ``index_dir``: each session's vectors, saved
+    under its log's generation with what made them (the embedder, the dimension, the
+    granularity), adopted at first sight when those match."""
+
+    def __init__(self, index_dir: Path, embedder: Embedder, config: Callable[[], RecallConfig]) -> None:
+        self.files = IndexFiles(index_dir)
+        self.embedder = embedder
+        self.config = config
+
+    def identity(self, dimension: int) -> dict[str, Any]:
+        """What a saved index must have been made with to be adopted."""
+        return {
+            "embedder": self.embedder.name,
+            "dimension": dimension,
+            "granularity": self.config().granularity,
+        }
+
+    def load(self, state: SessionMirror, generation: str | None) -> None:
+        """`load_saved` of the session's file for `generation`."""
+        identity = self.identity(self.embedder.dimension)
+        load_saved(self.files, state, generation, identity, hnsw_threshold=self.config().hnsw_threshold)
+
+    def save(self, state: SessionMirror) -> None:
+        """`save_mirror` to the session's file."""
+        save_mirror(self.files, state, self.identity)

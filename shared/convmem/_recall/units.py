@@ -14,7 +14,7 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 
@@ -29,6 +29,7 @@ from .columns import (
 )
 from .config import RecallConfig, indexed_text
 from .history_index import SlotView
+from .index_rows import joined_terms
 from .language import is_cjk_text
 from .lexical import (
     BM25TextIndex,
@@ -40,8 +41,8 @@ from .lexical import (
     no_scores,
 )
 from .passages import best_of_each_message, passage_id, passage_spans
-from .plan import EmbedDocuments, Plan
 from .render import CachedLine, LineKey
+from .terms import tokenize
 from .vector_index import VectorIndex
 
 __all__ = ["UNKNOWN", "SessionMirror"]
@@ -51,13 +52,14 @@ logger = logging.getLogger("convmem")
 # Indexes that hold exactly this mirror's documents, passages of long messages apart.
 _OWN_INDEXES = (BM25TextIndex, SlotView)
 
+
+def _own(index: LexicalIndex) -> BM25TextIndex | SlotView | None:
+    """`index` when it is one of recall's own (that takes known terms), else None."""
+    return cast("BM25TextIndex | SlotView", index) if type(index) in _OWN_INDEXES else None
+
+
 # A long run of messages without a question must not become one giant unit.
 _MAX_EXCHANGE_MESSAGES = 16
-
-# Units per embedder call: large enough that a model batches and pads well (and a
-# bulk import of 512 texts or more still shows the embedder's progress bar), small
-# enough that a failure or a crash midway keeps what was embedded before it.
-EMBED_BATCH_UNITS = 1024
 
 
 class _Unknown:
@@ -132,6 +134,9 @@ class SessionMirror:
         self.small_talk: set[int] = set()  # seqs that say nothing ("thanks", "ok", "😊"): never recalled
         # Long messages (seq -> passage spans over the stripped text): searched and shown by passage.
         self.passages: dict[int, list[tuple[int, int]]] = {}
+        # The terms of the lines of the exchanges an ingest is indexing (then of the open
+        # exchange only): an exchange's terms are its lines', each line tokenized once.
+        self.line_terms: dict[int, list[str]] = {}
         # Sum and count of the message vectors per language (CJK or not), or None until asked.
         self._dense_sums: dict[bool, tuple[np.ndarray, int]] | None = None
         self.columns = LogColumns()  # what ranking reads of each message, in log order
@@ -180,6 +185,7 @@ class SessionMirror:
         self.speakers.clear()
         self.small_talk.clear()
         self.passages.clear()
+        self.line_terms.clear()
         self._dense_sums = None
         self.columns.clear()
         self.line_cache.clear()
@@ -214,6 +220,9 @@ class SessionMirror:
             # read whole does not index each exchange again for every message that joins it.
             for first in grown:
                 self._index_exchange(first, config, removed)
+            # Only the open exchange may gain messages in a later ingest.
+            members = self.exchanges.get(self.open_exchange, ()) if self.open_exchange is not None else ()
+            self.line_terms = {seq: self.line_terms[seq] for seq in members if seq in self.line_terms}
         return removed
 
     def _ingest(self, messages: Sequence[Message], config: RecallConfig, grown: dict[int, None]) -> None:
@@ -270,7 +279,9 @@ class SessionMirror:
             # Kept for its exchange's text, never a candidate of its own.
             self.small_talk.add(seq)
         else:
-            self._index_message(self.lexical_messages, seq)
+            terms = self._index_message(self.lexical_messages, seq)
+            if terms is not None:
+                self.line_terms[seq] = terms
             if config.granularity != "exchange" and self.embeds:
                 self.pending[seq] = line[: config.max_unit_chars]
         # Exchanges: a user message opens one; what follows joins it, up to a cap.
@@ -297,25 +308,45 @@ class SessionMirror:
         or one given by the caller, holds whole messages under their seqs."""
         return type(self.lexical_messages) in _OWN_INDEXES
 
-    def _index_message(self, index: LexicalIndex, seq: int) -> None:
-        """Give `index` the message at `seq`: its passages, or its line whole."""
+    def _index_message(self, index: LexicalIndex, seq: int) -> list[str] | None:
+        """Give `index` the message at `seq`: its passages, or its line whole. Returns the
+        terms of its line when they were found on the way (recall's own indexes)."""
         line = self.lines[seq]
         spans = self.passages.get(seq)
-        if not self.passage_docs:
+        own = _own(index)
+        if own is None:
             index.add(seq, line)
-        elif spans is None:
-            index.add(passage_id(seq, 0), line)
-        else:
-            name = self.messages[seq].name
-            text = self.messages[seq].text.strip()
-            prefix = f"{name}: " if name else ""
-            for part, (start, end) in enumerate(spans):
-                index.add(passage_id(seq, part), prefix + text[start:end])
+            return None
+        if spans is None:
+            terms = tokenize(line)
+            own.add_terms(passage_id(seq, 0), terms)
+            return terms
+        name = self.messages[seq].name
+        text = self.messages[seq].text.strip()
+        prefix = f"{name}: " if name else ""
+        parts = [tokenize(prefix + text[start:end]) for start, end in spans]
+        for part, terms in enumerate(parts):
+            own.add_terms(passage_id(seq, part), terms)
+        return joined_terms(prefix, text, spans, parts)
+
+    def _exchange_terms(self, first: int) -> list[str]:
+        """``tokenize(self.exchange_text(first))``, from the terms of its lines."""
+        terms: list[str] = []
+        for seq in self.exchanges[first]:
+            line = self.line_terms.get(seq)
+            if line is None:
+                line = self.line_terms[seq] = tokenize(self.lines[seq])
+            terms.extend(line)
+        return terms
 
     def _index_exchange(self, first: int, config: RecallConfig, removed: list[int]) -> None:
         """Index the exchange opening at `first` as it stands, and queue its unit."""
         members = self.exchanges[first]
-        self.lexical_exchanges.add(first, self.exchange_text(first))
+        own = _own(self.lexical_exchanges)
+        if own is not None:
+            own.add_terms(first, self._exchange_terms(first))
+        else:
+            self.lexical_exchanges.add(first, self.exchange_text(first))
         if config.granularity == "message" or not self.embeds:
             return
         old_unit = self.exchange_units.get(first)
@@ -503,78 +534,6 @@ class SessionMirror:
             return joint.scores(query, collection)
         return index.scores(query)
 
-    # -- the embedding queue ------------------------------------------------------------
-
-    def embed_queued(self, config: RecallConfig, new_index: Callable[[int], VectorIndex]) -> Plan[bool]:
-        """Embed the queued units; embedding, the slow part, runs outside the lock.
-
-        Units go to the embedder `EMBED_BATCH_UNITS` at a time, each batch stored as
-        soon as it is embedded, and a text several units share (a message said twice)
-        is embedded once. Returns whether the index file is due a rewrite.
-        `new_index(dimension)` makes the index when the first vectors arrive. If the
-        embedder fails, the batches already embedded are kept and the rest stay
-        queued (logged) for a later attempt: a failure never loses a turn.
-        """
-        with self.lock:
-            todo = {u: t for u, t in self.pending.items() if u not in self.inflight}
-            self.inflight.update(todo)
-        ids = list(todo)
-        due = False
-        for start in range(0, len(ids), EMBED_BATCH_UNITS):
-            if self.forgotten:  # nothing embedded now would be kept
-                with self.lock:
-                    self.inflight.difference_update(ids[start:])
-                return due
-            batch = ids[start : start + EMBED_BATCH_UNITS]
-            texts = list(dict.fromkeys(todo[u] for u in batch))
-            try:
-                vectors = yield EmbedDocuments(texts)
-            except Exception as exc:
-                left = ids[start:]
-                logger.warning(
-                    "embedding %d recall units of session %r failed (%s: %s); they stay queued and "
-                    "are found by keywords until a later add() embeds them",
-                    len(left),
-                    self.session_id,
-                    type(exc).__name__,
-                    exc,
-                )
-                with self.lock:
-                    self.inflight.difference_update(left)
-                return due
-            row = {text: i for i, text in enumerate(texts)}
-            rows = vectors[[row[todo[u]] for u in batch]] if len(texts) < len(batch) else vectors
-            due = self._commit(batch, rows, todo, config, new_index) or due
-        return due
-
-    def _commit(
-        self,
-        ids: list[int],
-        vectors: np.ndarray,
-        todo: dict[int, str],
-        config: RecallConfig,
-        new_index: Callable[[int], VectorIndex],
-    ) -> bool:
-        with self.lock:
-            self.inflight.difference_update(ids)
-            if self.forgotten:
-                return False
-            # Only what is still wanted: the log may have moved on while we embedded.
-            keep = [i for i, unit in enumerate(ids) if self.pending.get(unit) == todo[unit]]
-            if not keep:
-                return False
-            if self.index is None:
-                self.index = new_index(int(vectors.shape[1]))
-            self.index.add([ids[i] for i in keep], vectors[keep])
-            if self._dense_sums is not None:
-                self._add_to_sums([ids[i] for i in keep], vectors[keep])
-            for i in keep:
-                self.pending.pop(ids[i], None)
-            self.unsaved += len(keep)
-            # Rewriting the file costs O(index): wait for a tenth of it to be new, so saving
-            # stays O(1) per vector however long the session (catching up re-embeds anything lost).
-            return self.unsaved >= max(config.persist_every, len(self.index) // 10)
-
     # -- the typical vector ---------------------------------------------------------------
 
     def dense_sums(self) -> dict[bool, tuple[np.ndarray, int]]:
@@ -588,6 +547,11 @@ class SessionMirror:
                 if held:
                     self._add_to_sums(list(held), np.stack(list(held.values())))
         return self._dense_sums
+
+    def count_vectors(self, units: Sequence[int], vectors: np.ndarray) -> None:
+        """Keep the typical vector up to date with vectors just added (lock held)."""
+        if self._dense_sums is not None:
+            self._add_to_sums(units, vectors)
 
     def _add_to_sums(self, units: Sequence[int], vectors: np.ndarray) -> None:
         sums = self._dense_sums
