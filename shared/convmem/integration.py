@@ -5,7 +5,7 @@ An application needs only `convmem`. A wrapper for another framework needs a few
 pieces: building memories from one set of options, the id and option checks every entry
 point makes, token counting over plain text, the transcript views, the seams a
 framework's own embeddings and vector stores plug into, and the capabilities a store
-declares beyond the `Store` contract (`ReadsSession`, `ReadsStates`, `ListsUserSessions`,
+declares beyond the `Store` contract (`ReadsSession`, `ReadsStates`, `ReadsLogs`, `ListsUserSessions`,
 `ReadsUserScope`, `HostsHistoryIndex`, `HostsVectors`, `HasFileLocation`; see `convmem.testing`)::
 
     from convmem.integration import memory_from_options, validate_id
@@ -46,6 +46,8 @@ from ._stores.capabilities import (
     HostsHistoryIndex,
     HostsVectors,
     ListsUserSessions,
+    LogRead,
+    ReadsLogs,
     ReadsSession,
     ReadsStates,
     ReadsUserScope,
@@ -126,6 +128,8 @@ __all__ = [
     "IndexedHistory",
     "IndexedSession",
     "ListsUserSessions",
+    "LogRead",
+    "ReadsLogs",
     "ReadsSession",
     "ReadsStates",
     "ReadsUserScope",

@@ -11,7 +11,7 @@ import psycopg
 import pytest
 from shared_stores import SERVER_KINDS, location_for
 
-from convmem import ConversationMemory, Store
+from convmem import ConversationMemory, Recall, Store
 
 QUERIES = ("Which bike do I ride to work?", "Write a haiku about autumn rain.")
 MOST_ROUND_TRIPS = 2
@@ -78,3 +78,45 @@ def test_a_warm_build_makes_as_many_round_trips_for_many_sessions_as_for_few(
     many = _round_trips(store, memory, monkeypatch)
     assert many == few
     assert max(many) <= MOST_ROUND_TRIPS
+
+
+def _first_build_round_trips(store: Store, user: str, monkeypatch: pytest.MonkeyPatch) -> int:
+    """Round trips of the first build of a new chat of `user` by a recall that has read
+    none of their sessions, as in a new process (Redis: recall reads their logs;
+    PostgreSQL: its index rows)."""
+    memory = ConversationMemory(f"{user}-new", store, user_id=user, recall=Recall())
+    counted = [0]
+    if hasattr(store, "_perform"):
+        perform = store._perform
+
+        def counting(request: Any) -> Any:
+            counted[0] += 1
+            return perform(request)
+
+        monkeypatch.setattr(store, "_perform", counting)
+    else:
+        execute = psycopg.Cursor.execute
+
+        def counting_execute(self: psycopg.Cursor[Any], *args: Any, **kwargs: Any) -> Any:
+            counted[0] += 1
+            return execute(self, *args, **kwargs)
+
+        monkeypatch.setattr(psycopg.Cursor, "execute", counting_execute)
+    context = memory.build_context(query="Which bike do I ride to work?", budget=1500)
+    monkeypatch.undo()
+    assert "bike number" in context.memory_text, context.memory_text
+    return counted[0]
+
+
+def test_a_returning_users_first_build_reads_many_sessions_in_as_many_round_trips_as_few(
+    store: Store, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    _add_sessions(store, 0, 2)  # user "u"
+    for number in range(12):
+        earlier = ConversationMemory(f"many-{number}", store, user_id="many")
+        earlier.add_turn(f"I rode bike number {number} to work today.", "Sounds like a good ride.")
+        earlier.flush()
+        earlier.close()
+    few = _first_build_round_trips(store, "u", monkeypatch)
+    many = _first_build_round_trips(store, "many", monkeypatch)
+    assert many == few

@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import json
+import logging
 import re
 import threading
 import time
@@ -22,8 +23,10 @@ from redis_server import delete_prefix, free_port, new_prefix
 from convmem import (
     AsyncRedisStore,
     ConfigError,
+    ConversationMemory,
     InvalidMessageError,
     Message,
+    Recall,
     RedisStore,
     StoreError,
     TurnStatus,
@@ -663,3 +666,42 @@ def test_counters_stay_integers_at_any_size(store: RedisStore, client: Any, pref
     record = store.put_state("s", "summary", "v2", expected_version=big)
     assert record is not None and record.version == big + 1
     assert store.get_state("s", "summary") == record
+
+
+# -- a returning user's logs, read at once --------------------------------------------------------
+
+
+def _returning_user(store: RedisStore) -> None:
+    for number, place in enumerate(["Bergen", "Lyon", "Osaka"]):
+        earlier = ConversationMemory(f"trip-{number}", store, user_id="ana")
+        earlier.add_turn(f"My trip number {number} was to {place}.", "Lovely!")
+        earlier.flush()
+        earlier.close()
+
+
+def test_a_returning_users_logs_read_at_once_are_recalled_as_logs_read_one_by_one(
+    store: RedisStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    _returning_user(store)
+    query = "Where did my trips take me?"
+    at_once = ConversationMemory("new", store, user_id="ana", recall=Recall()).build_context(query=query)
+    monkeypatch.setattr(RedisStore, "read_logs", lambda self, session_ids: {})  # each read on its own
+    one_by_one = ConversationMemory("new", store, user_id="ana", recall=Recall()).build_context(query=query)
+    assert at_once.memory_text == one_by_one.memory_text
+    assert all(place in at_once.memory_text for place in ("Bergen", "Lyon", "Osaka"))
+
+
+def test_a_damaged_record_in_one_log_does_not_keep_the_users_other_sessions_from_recall(
+    store: RedisStore, client: Any, prefix: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The logs read at once fail as a whole on one damaged record: each is then read on
+    its own, and only the damaged session is left out."""
+    _returning_user(store)
+    client.hset(session_key(prefix, "trip-1", "log"), "1", "not json")
+    memory = ConversationMemory("new", store, user_id="ana", recall=Recall())
+    with caplog.at_level(logging.WARNING, logger="convmem"):
+        context = memory.build_context(query="Where did my trips take me?")
+    assert "Bergen" in context.memory_text and "Osaka" in context.memory_text
+    assert "Lyon" not in context.memory_text
+    assert "could not read 4 session logs at once" in caplog.text
+    assert "trip-1" in caplog.text

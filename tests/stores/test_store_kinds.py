@@ -79,6 +79,7 @@ def test_the_capabilities_are_offered_to_store_authors() -> None:
     names = [
         "ReadsSession",
         "ReadsStates",
+        "ReadsLogs",
         "ListsUserSessions",
         "ReadsUserScope",
         "HostsHistoryIndex",
@@ -93,7 +94,7 @@ def test_the_capabilities_are_offered_to_store_authors() -> None:
     [
         (InMemoryStore, {"ReadsStates", "ListsUserSessions"}),
         (SQLiteStore, {"ReadsStates", "ListsUserSessions", "HostsHistoryIndex", "HasFileLocation"}),
-        (RedisStore, {"ReadsSession", "ReadsStates", "ListsUserSessions", "ReadsUserScope"}),
+        (RedisStore, {"ReadsSession", "ReadsStates", "ReadsLogs", "ListsUserSessions", "ReadsUserScope"}),
         (
             PostgresStore,
             {

@@ -38,6 +38,7 @@ import numpy as np
 from .._errors import ConfigError
 from .._models import Message
 from .._stores.base import SessionStats, Store
+from .._stores.capabilities import LogRead
 from .._tokens import TokenCounter
 from .append_batching import rows_can_wait
 from .config import RecallConfig, RecallFilters
@@ -244,12 +245,14 @@ class Recall:
         store: Store,
         known_stats: SessionStats | None = None,
         appended: Sequence[Message] = (),
+        read: LogRead | None = None,
     ) -> bool:
         """Bring the mirror in step with the log; True when the whole log was read.
 
         One ``store.stats`` call when nothing changed (none with `known_stats`). A new
         mirror, a gap, or a log of another generation (forgotten, cleared, edited, or
-        never checked) is read whole; `appended` (see `catch_up`) is not read back.
+        never checked) is read whole, from `read` when given (the log read with others,
+        see `MirrorTable.read_logs`); `appended` (see `catch_up`) is not read back.
         """
         if not state.needs_full_read:
             state.read_newer(store, self.config, known_stats, appended)
@@ -260,11 +263,13 @@ class Recall:
                 state.read_newer(store, self.config)
                 if not state.needs_full_read:
                     return False
-            return self._read_log(state, store)
+            return self._read_log(state, store, read)
 
-    def _read_log(self, state: SessionMirror, store: Store) -> bool:
-        """Read the whole log into the mirror (``state.read_lock`` held); True."""
-        stats = store.stats(state.session_id)  # before the log: see adopt_log
+    def _read_log(self, state: SessionMirror, store: Store, read: LogRead | None = None) -> bool:
+        """Read the whole log into the mirror (``state.read_lock`` held), or take it from
+        `read`; True."""
+        # The stats before the log: see adopt_log.
+        stats = store.stats(state.session_id) if read is None else read.stats
         generation = stats.generation
         changed, retired, first_sight = False, state.generation, False
         self._mirrors.attach(state, stats.user_id)
@@ -278,12 +283,14 @@ class Recall:
                 state.generation, first_sight = generation, True
             elif state.generation != generation:
                 changed, retired = True, state.generation
-        log = store.messages(state.session_id)
+        log = store.messages(state.session_id) if read is None else read.messages
+
+        def stats_after() -> SessionStats:
+            return store.stats(state.session_id) if read is None else read.stats_after
+
         # Vectors loaded at first sight are trusted to match the log only if no edit came
         # between the two reads (generations never repeat); otherwise all are embedded again.
-        trusted = (
-            not first_sight or state.index is None or store.stats(state.session_id).generation == generation
-        )
+        trusted = not first_sight or state.index is None or stats_after().generation == generation
         state.adopt_log(log, generation, self.config, trust_index=trusted)
         follow = getattr(state.index, "follow_generation", None)
         if follow is not None:
@@ -298,7 +305,7 @@ class Recall:
                     exc,
                 )
         # What add() ingested while the log was read is newer than the log read: read it again.
-        state.read_newer(store, self.config)
+        state.read_newer(store, self.config, None if read is None else read.stats_after)
         if changed and self._saved is not None:
             # Vectors of a log that is gone: the kept ones are saved under the new generation.
             if retired is not UNKNOWN:
@@ -535,14 +542,14 @@ class Recall:
         )
         if kept is not None:
             return kept
-        state = yield from self._ready(session_id, store, session_stats)
-        mirrors = [state]
-        seen = {session_id}
+        known = {session_id: session_stats}
         for other in other_sessions:
             other_id, stats = (other, None) if isinstance(other, str) else (other.session_id, other)
-            if other_id not in seen:
-                seen.add(other_id)
-                mirrors.append((yield from self._ready(other_id, store, stats)))
+            known.setdefault(other_id, stats)
+        reads = yield Blocking(functools.partial(self._mirrors.read_logs, store, list(known)))
+        mirrors = []
+        for each, stats in known.items():
+            mirrors.append((yield from self._ready(each, store, stats, reads.get(each))))
         vector: np.ndarray | None = None
         problem = None
         try:
@@ -569,13 +576,18 @@ class Recall:
         )
 
     def _ready(
-        self, session_id: str, store: Store, known_stats: SessionStats | None = None
+        self,
+        session_id: str,
+        store: Store,
+        known_stats: SessionStats | None = None,
+        read: LogRead | None = None,
     ) -> Plan[SessionMirror]:
         state: SessionMirror = yield Blocking(functools.partial(self._state, session_id, store))
         try:
             # Newer messages are found lexically at once; embedding is left to add() and
             # catch_up(), except when the whole log was read (first sight, another generation).
-            if (yield Blocking(functools.partial(self._follow_log, state, store, known_stats))):
+            follow = functools.partial(self._follow_log, state, store, known_stats, read=read)
+            if (yield Blocking(follow)):
                 yield from self._embed_queued(state)
                 if state.unsaved:
                     yield Blocking(functools.partial(self._save, state))

@@ -14,6 +14,7 @@ saved again by a call that started before it was forgotten.
 from __future__ import annotations
 
 import functools
+import logging
 import threading
 import weakref
 from collections import OrderedDict
@@ -22,6 +23,7 @@ from typing import Any
 
 from .._errors import ConfigError
 from .._stores.base import Store
+from .._stores.capabilities import LogRead, ReadsLogs
 from .config import RecallConfig
 from .history_index import HistoryIndex, SlotView
 from .lexical import BM25TextIndex
@@ -30,6 +32,8 @@ from .rank import without_speakers
 from .units import SessionMirror
 
 __all__ = ["MirrorKey", "MirrorTable", "query_to_embed", "speakers_of"]
+
+logger = logging.getLogger("convmem")
 
 # (the store's number, or None for messages given without a store; the session id)
 MirrorKey = tuple[int | None, str]
@@ -98,6 +102,27 @@ class MirrorTable:
             if store is None:
                 return self.resolve(session_id)
             return self._sessions.get((self.store_key(store), session_id))
+
+    def read_logs(self, store: Store, session_ids: Sequence[str]) -> dict[str, LogRead]:
+        """The whole logs of those of `session_ids` with no mirror here (or one that must
+        read its log again), in one call where the store `ReadsLogs`: a returning user's
+        first search in a process reads each of their sessions, three round trips each
+        otherwise. Empty when there is no such store, fewer than two logs to read, or
+        the read fails (logged: each log is then read on its own)."""
+        if not isinstance(store, ReadsLogs):
+            return {}
+        unread = [
+            session_id
+            for session_id in session_ids
+            if (state := self.find(session_id, store)) is None or state.needs_full_read
+        ]
+        if len(unread) < 2:
+            return {}
+        try:
+            return store.read_logs(unread)
+        except Exception as exc:  # each session's own read may still succeed
+            logger.warning("recall could not read %d session logs at once: %s", len(unread), exc)
+            return {}
 
     def get(self, session_id: str, store: Store | None = None) -> tuple[SessionMirror, list[SessionMirror]]:
         """The mirror of a session of `store`, made (or taken from what `add` fed without a

@@ -22,6 +22,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
+from .._models import Message
 from .base import SessionSnapshot, SessionStats, StateRecord, Store
 
 if TYPE_CHECKING:
@@ -36,6 +37,8 @@ __all__ = [
     "HostsHistoryIndex",
     "HostsVectors",
     "ListsUserSessions",
+    "LogRead",
+    "ReadsLogs",
     "ReadsSession",
     "ReadsStates",
     "ReadsUserScope",
@@ -93,6 +96,32 @@ class ReadsUserScope(Protocol):
         """`read_session(session_id, keys)` with `SessionSnapshot.user_sessions` (as
         `user_session_stats(user_id)`) and `SessionSnapshot.user_states` (the `user_key`
         records of `session_id` and of the user's sessions, as `get_states`) filled."""
+        ...
+
+
+@dataclasses.dataclass(frozen=True)
+class LogRead:
+    """A session's whole log as one read gave it, between two reads of its stats.
+
+    ``stats`` were read before the messages and ``stats_after`` after them: when
+    their ``generation`` is the same, ``messages`` are that generation's log (later
+    appends may be in it too); when it differs, the log changed while it was read.
+    """
+
+    stats: SessionStats
+    messages: list[Message]
+    stats_after: SessionStats
+
+
+@runtime_checkable
+class ReadsLogs(Protocol):
+    """Reads the whole logs of many sessions in one call (one round trip): what the first
+    search of a returning user reads where recall indexes in the process (Redis), one
+    log per session of the user."""
+
+    def read_logs(self, session_ids: Sequence[str]) -> dict[str, LogRead]:
+        """The `LogRead` of each of `session_ids` (each id once; a session never written
+        reads as empty): its stats, ``messages(session_id)`` and its stats again."""
         ...
 
 

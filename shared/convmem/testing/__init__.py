@@ -4,7 +4,7 @@ to run against your store on a real server.
 A store is done when the contract passes. The base checks apply to every `Store`
 (appending and reading the log, owners, state records with compare-and-set,
 deleting, retention, hostile ids, generations); each capability a store
-declares among its bases (`convmem.integration`: `ReadsSession`, `ReadsStates`,
+declares among its bases (`convmem.integration`: `ReadsSession`, `ReadsStates`, `ReadsLogs`,
 `ListsUserSessions`, `ReadsUserScope`, `HostsHistoryIndex`, `HostsVectors`, `HasFileLocation`)
 adds its own. Nothing here needs pytest; with pytest, run one test per check::
 
@@ -45,6 +45,7 @@ from .._stores.capabilities import (
     HostsHistoryIndex,
     HostsVectors,
     ListsUserSessions,
+    ReadsLogs,
     ReadsSession,
     ReadsStates,
     ReadsUserScope,
@@ -69,6 +70,7 @@ _REGISTERED = (_log_checks, _state_checks, _lifecycle_checks, _edits_checks, _ca
 CAPABILITIES: tuple[type, ...] = (
     ReadsSession,
     ReadsStates,
+    ReadsLogs,
     ListsUserSessions,
     ReadsUserScope,
     HostsHistoryIndex,

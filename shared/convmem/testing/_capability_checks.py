@@ -10,6 +10,7 @@ from .._stores.capabilities import (
     HostsHistoryIndex,
     HostsVectors,
     ListsUserSessions,
+    ReadsLogs,
     ReadsSession,
     ReadsStates,
     ReadsUserScope,
@@ -94,6 +95,29 @@ def one_state_of_many_sessions_is_what_each_session_holds(store: Store) -> None:
     assert found == {s: r for s in ids if (r := store.get_state(s, "facts")) is not None}
     assert len(found) == len(ids[::2])
     assert store.get_states([], "facts") == {}
+
+
+# -- ReadsLogs ---------------------------------------------------------------------------------
+
+
+@check(capability=ReadsLogs)
+def many_logs_read_at_once_are_what_each_sessions_reads_give(store: Store) -> None:
+    assert isinstance(store, ReadsLogs)
+    ids = HOSTILE_IDS[::3]
+    for number, session_id in enumerate(ids):
+        store.append(
+            session_id, [user(f"m{number}-{n}", n + 1) for n in range(number % 4 + 1)], user_id="ana"
+        )
+    store.delete_messages(ids[-1], [2])  # a hole in a log
+    store.put_state(ids[0], "summary", "not a message")
+    found = store.read_logs([*ids, "never-written", ids[0]])
+    assert list(found) == [*ids, "never-written"]
+    for session_id, read in found.items():
+        assert read.stats == read.stats_after == store.stats(session_id)
+        assert read.messages == store.messages(session_id)
+    assert [m.seq for m in found[ids[-1]].messages] == [1, 3, 4]
+    assert (found["never-written"].messages, found["never-written"].stats.last_seq) == ([], 0)
+    assert store.read_logs([]) == {}
 
 
 # -- ListsUserSessions ---------------------------------------------------------------------------

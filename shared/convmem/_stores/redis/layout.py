@@ -62,6 +62,7 @@ from ..base import (
     validate_messages,
     validate_seqs,
 )
+from ..capabilities import LogRead
 from .records import (
     _decode_record,
     _encode_record,
@@ -234,6 +235,35 @@ class _RedisLayout:
             return []
         window = ("tail", str(int(limit)), "" if before_seq is None else str(seq_bound(before_seq)))
         return (yield from self.read_log(session_id, window))
+
+    def read_logs(self, session_ids: Sequence[str]) -> _Operation[dict[str, LogRead]]:
+        """Each session's counters, whole log and counters again, in one pipeline: a
+        session's keys share a slot, so a Cluster pipeline sends each node its part."""
+        ids = list(dict.fromkeys(session_ids))
+        if not ids:
+            return {}
+        keys = [self.session_keys(s) for s in ids]
+        replies = yield _Pipeline(
+            tuple(
+                command
+                for meta, log, _ in keys
+                for command in (("HGETALL", meta), ("HGETALL", log), ("HGETALL", meta))
+            )
+        )
+        found = {}
+        for number, (session_id, (meta, _, _)) in enumerate(zip(ids, keys, strict=True)):
+            before, log, after = replies[3 * number : 3 * number + 3]
+            records = sorted(
+                (int(field), raw)
+                for field, raw in dict(log or {}).items()
+                if _text(field).isdecimal() and _text(field).isascii()
+            )
+            found[session_id] = LogRead(
+                _stats_of(session_id, meta, before),
+                [_decode_record(raw, seq, session_id) for seq, raw in records if seq >= 1],
+                _stats_of(session_id, meta, after),
+            )
+        return found
 
     def get(self, session_id: str, seqs: Sequence[int]) -> _Operation[list[Message]]:
         wanted = readable_seqs(seqs)

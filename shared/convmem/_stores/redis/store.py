@@ -25,7 +25,15 @@ from ..._errors import ConfigError
 from ..._models import Message, TurnStatus
 from ..._sansio import arun, run
 from ..base import AsyncStore, SessionSnapshot, SessionStats, StateRecord, Store
-from ..capabilities import AsyncReadsSession, ListsUserSessions, ReadsSession, ReadsStates, ReadsUserScope
+from ..capabilities import (
+    AsyncReadsSession,
+    ListsUserSessions,
+    LogRead,
+    ReadsLogs,
+    ReadsSession,
+    ReadsStates,
+    ReadsUserScope,
+)
 from .connection import (
     DEFAULT_URL,
     _check_pool_size,
@@ -55,7 +63,7 @@ _T = TypeVar("_T")
 _SCAN_COUNT = 1000
 
 
-class RedisStore(Store, ReadsSession, ReadsStates, ListsUserSessions, ReadsUserScope):
+class RedisStore(Store, ReadsSession, ReadsStates, ReadsLogs, ListsUserSessions, ReadsUserScope):
     """A store in Redis (one node or a Cluster), shared by every process and server that uses
     the same URL and prefix.
 
@@ -246,6 +254,11 @@ class RedisStore(Store, ReadsSession, ReadsStates, ListsUserSessions, ReadsUserS
         """The `key` record of each of `session_ids` that has one, in one pipeline (a user's
         facts are read from all their sessions for each build)."""
         return self._run(self._layout.get_states(session_ids, key), f"read of state {key!r}")
+
+    def read_logs(self, session_ids: Sequence[str]) -> dict[str, LogRead]:
+        """Each session's stats, whole log and stats again, in one pipeline (see
+        `ReadsLogs`): a new process's first search of a user reads all their logs."""
+        return self._run(self._layout.read_logs(session_ids), f"read of {len(session_ids)} session logs")
 
     def read_user_scope(
         self, session_id: str, keys: Sequence[str], user_id: str, user_key: str
