@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+import string
 from random import Random
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from convmem._recall.lexical import BM25Index, LexicalScores, tokenize
+from convmem._recall.terms import _terms_of_pieces
 
 
 def test_latin_words_are_lowercased_and_stopwords_dropped() -> None:
@@ -160,3 +164,18 @@ def test_cached_postings_cannot_be_changed_through_the_scores_handed_out() -> No
     with pytest.raises(ValueError):
         scores.ids[0] = 12345
     assert index.scores(["tea"]).ids[0] == 0
+
+
+@settings(max_examples=1500, deadline=None)
+@given(st.text(alphabet=string.printable + "'’_", max_size=80))
+def test_ascii_text_gives_the_terms_of_the_rules_for_every_script(text: str) -> None:
+    """ASCII text takes a faster path (no CJK, one regex group): the same terms."""
+    assert tokenize(text) == _terms_of_pieces(text.lower())
+
+
+@pytest.mark.parametrize(
+    "text",
+    ["Caroline's dogs weren't running", "x'y'z _a_ b__c 42nd", "'quoted' it's", "K\u212a is ascii lowered"],
+)
+def test_ascii_text_of_apostrophes_underscores_and_digits_gives_the_same_terms(text: str) -> None:
+    assert tokenize(text) == _terms_of_pieces(text.lower())

@@ -38,10 +38,12 @@ def _add_sessions(store: Store, first: int, count: int) -> None:
         earlier.close()
 
 
-def _round_trips(store: Store, memory: ConversationMemory, monkeypatch: pytest.MonkeyPatch) -> list[int]:
-    """Round trips of each build of `QUERIES`, after one build of each to warm up."""
+def _count_round_trips(store: Store, monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """A counter (``[n]``) of the round trips to `store`'s server from now until
+    ``monkeypatch.undo()``: Redis requests (a command, a pipeline or a script each),
+    PostgreSQL statements."""
     counted = [0]
-    if hasattr(store, "_perform"):  # Redis: one request, one command, pipeline or script
+    if hasattr(store, "_perform"):
         perform = store._perform
 
         def counting(request: Any) -> Any:
@@ -57,6 +59,12 @@ def _round_trips(store: Store, memory: ConversationMemory, monkeypatch: pytest.M
             return execute(self, *args, **kwargs)
 
         monkeypatch.setattr(psycopg.Cursor, "execute", counting_execute)
+    return counted
+
+
+def _round_trips(store: Store, memory: ConversationMemory, monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """Round trips of each build of `QUERIES`, after one build of each to warm up."""
+    counted = _count_round_trips(store, monkeypatch)
     for query in QUERIES:
         memory.build_context(query=query, budget=1500)
     trips = []
@@ -85,23 +93,7 @@ def _first_build_round_trips(store: Store, user: str, monkeypatch: pytest.Monkey
     none of their sessions, as in a new process (Redis: recall reads their logs;
     PostgreSQL: its index rows)."""
     memory = ConversationMemory(f"{user}-new", store, user_id=user, recall=Recall())
-    counted = [0]
-    if hasattr(store, "_perform"):
-        perform = store._perform
-
-        def counting(request: Any) -> Any:
-            counted[0] += 1
-            return perform(request)
-
-        monkeypatch.setattr(store, "_perform", counting)
-    else:
-        execute = psycopg.Cursor.execute
-
-        def counting_execute(self: psycopg.Cursor[Any], *args: Any, **kwargs: Any) -> Any:
-            counted[0] += 1
-            return execute(self, *args, **kwargs)
-
-        monkeypatch.setattr(psycopg.Cursor, "execute", counting_execute)
+    counted = _count_round_trips(store, monkeypatch)
     context = memory.build_context(query="Which bike do I ride to work?", budget=1500)
     monkeypatch.undo()
     assert "bike number" in context.memory_text, context.memory_text

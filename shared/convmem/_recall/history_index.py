@@ -24,7 +24,7 @@ from collections.abc import Collection, Iterable, Mapping, Sequence
 
 import numpy as np
 
-from .lexical import CollectionStats, LexicalScores, no_scores, query_terms, tokenize
+from .lexical import CollectionStats, LexicalScores, add_posting, no_scores, query_terms, tokenize
 from .scoring import TermPostings, bm25, collection_of, coverage, full_match
 
 __all__ = ["MAX_SLOTS", "SLOT_SHIFT", "HistoryIndex", "SlotView", "slot_of"]
@@ -56,9 +56,7 @@ class _Postings:
         if doc_id in self.lengths:
             self.remove(doc_id)
         counts = Counter(tokens)
-        for term, count in counts.items():
-            self.postings.setdefault(term, {})[doc_id] = count
-            self._arrays.pop(term, None)
+        add_posting(self.postings, self._arrays, doc_id, counts)
         self.terms[doc_id] = tuple(counts)
         self.lengths[doc_id] = len(tokens)
         slot = doc_id >> SLOT_SHIFT

@@ -20,7 +20,7 @@ import logging
 import math
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from typing import TYPE_CHECKING, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 if TYPE_CHECKING:
     import numpy as np
@@ -194,6 +194,23 @@ class CollectionStats:
         return math.log(1.0 + (self.documents - frequency + 0.5) / (frequency + 0.5))
 
 
+def add_posting(
+    postings: dict[str, dict[int, int]], arrays: dict[str, Any], doc_id: int, counts: Mapping[str, int]
+) -> None:
+    """Enter a document's term `counts` in `postings` (term -> doc id -> count) and drop the
+    `arrays` made of the postings it changes. The hot loop of indexing a history in a new
+    process: no empty dict is made for a term that has one, nor a lookup in empty `arrays`."""
+    for term, count in counts.items():
+        docs = postings.get(term)
+        if docs is None:
+            postings[term] = {doc_id: count}
+        else:
+            docs[doc_id] = count
+    if arrays:
+        for term in counts:
+            arrays.pop(term, None)
+
+
 class BM25Index:
     """Okapi BM25 over documents keyed by int ids, updated in place.
 
@@ -230,9 +247,7 @@ class BM25Index:
         if doc_id in self._lengths:
             self.remove(doc_id)
         counts = Counter(tokens)
-        for term, frequency in counts.items():
-            self._postings.setdefault(term, {})[doc_id] = frequency
-            self._arrays.pop(term, None)
+        add_posting(self._postings, self._arrays, doc_id, counts)
         self._terms[doc_id] = tuple(counts)
         self._lengths[doc_id] = len(tokens)
         self._total_length += len(tokens)
