@@ -32,6 +32,7 @@ from convmem import (
     TurnStatus,
 )
 from convmem._errors import SessionOwnerError
+from convmem._stores.redis.layout import LOGS_PER_PIPELINE
 from convmem._stores.redis.records import _escape
 
 pytestmark = pytest.mark.redis
@@ -705,3 +706,27 @@ def test_a_damaged_record_in_one_log_does_not_keep_the_users_other_sessions_from
     assert "Lyon" not in context.memory_text
     assert "could not read 4 session logs at once" in caplog.text
     assert "trip-1" in caplog.text
+
+
+def test_many_logs_are_read_a_bounded_pipeline_at_a_time(
+    store: RedisStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    ids = [f"s{number}" for number in range(LOGS_PER_PIPELINE * 2 + 3)]
+    for number, session_id in enumerate(ids):
+        store.append(session_id, [user(f"message {number}.{n}") for n in range(number % 3 + 1)])
+    perform = store._perform
+    requests: list[Any] = []
+
+    def counting(request: Any) -> Any:
+        requests.append(request)
+        return perform(request)
+
+    monkeypatch.setattr(store, "_perform", counting)
+    found = store.read_logs(ids)
+    monkeypatch.undo()
+    assert len(requests) == 3
+    assert all(len(request.commands) <= 3 * LOGS_PER_PIPELINE for request in requests)
+    assert list(found) == ids
+    for session_id in ids:
+        assert found[session_id].messages == store.messages(session_id)
+        assert found[session_id].stats == found[session_id].stats_after == store.stats(session_id)

@@ -115,6 +115,24 @@ _Request = _Script | _Command | _Pipeline | _Scan
 # returns its result. The sync and async stores only differ in how they drive it.
 _Operation = Flow[_Request, _T]
 
+# Sessions whose logs `read_logs` reads in one pipeline: a returning user's first search
+# in a process takes one round trip for up to this many sessions.
+LOGS_PER_PIPELINE = 64
+
+
+def _log_read(session_id: str, meta: str, before: Any, log: Any, after: Any) -> LogRead:
+    """The `LogRead` of a session from its HGETALL replies (counters, log, counters)."""
+    records = sorted(
+        (int(field), raw)
+        for field, raw in dict(log or {}).items()
+        if _text(field).isdecimal() and _text(field).isascii()
+    )
+    return LogRead(
+        _stats_of(session_id, meta, before),
+        [_decode_record(raw, seq, session_id) for seq, raw in records if seq >= 1],
+        _stats_of(session_id, meta, after),
+    )
+
 
 def _check_prefix(prefix: object) -> str:
     if not isinstance(prefix, str) or not prefix:
@@ -237,32 +255,24 @@ class _RedisLayout:
         return (yield from self.read_log(session_id, window))
 
     def read_logs(self, session_ids: Sequence[str]) -> _Operation[dict[str, LogRead]]:
-        """Each session's counters, whole log and counters again, in one pipeline: a
-        session's keys share a slot, so a Cluster pipeline sends each node its part."""
+        """Each session's counters, whole log and counters again, in a pipeline of at most
+        `LOGS_PER_PIPELINE` sessions (what one reply holds stays bounded): a session's
+        keys share a slot, so a Cluster pipeline sends each node its part."""
         ids = list(dict.fromkeys(session_ids))
-        if not ids:
-            return {}
-        keys = [self.session_keys(s) for s in ids]
-        replies = yield _Pipeline(
-            tuple(
-                command
-                for meta, log, _ in keys
-                for command in (("HGETALL", meta), ("HGETALL", log), ("HGETALL", meta))
-            )
-        )
         found = {}
-        for number, (session_id, (meta, _, _)) in enumerate(zip(ids, keys, strict=True)):
-            before, log, after = replies[3 * number : 3 * number + 3]
-            records = sorted(
-                (int(field), raw)
-                for field, raw in dict(log or {}).items()
-                if _text(field).isdecimal() and _text(field).isascii()
+        for start in range(0, len(ids), LOGS_PER_PIPELINE):
+            chunk = ids[start : start + LOGS_PER_PIPELINE]
+            keys = [self.session_keys(s) for s in chunk]
+            replies = yield _Pipeline(
+                tuple(
+                    command
+                    for meta, log, _ in keys
+                    for command in (("HGETALL", meta), ("HGETALL", log), ("HGETALL", meta))
+                )
             )
-            found[session_id] = LogRead(
-                _stats_of(session_id, meta, before),
-                [_decode_record(raw, seq, session_id) for seq, raw in records if seq >= 1],
-                _stats_of(session_id, meta, after),
-            )
+            for number, (session_id, (meta, _, _)) in enumerate(zip(chunk, keys, strict=True)):
+                before, log, after = replies[3 * number : 3 * number + 3]
+                found[session_id] = _log_read(session_id, meta, before, log, after)
         return found
 
     def get(self, session_id: str, seqs: Sequence[int]) -> _Operation[list[Message]]:

@@ -256,8 +256,9 @@ class RedisStore(Store, ReadsSession, ReadsStates, ReadsLogs, ListsUserSessions,
         return self._run(self._layout.get_states(session_ids, key), f"read of state {key!r}")
 
     def read_logs(self, session_ids: Sequence[str]) -> dict[str, LogRead]:
-        """Each session's stats, whole log and stats again, in one pipeline (see
-        `ReadsLogs`): a new process's first search of a user reads all their logs."""
+        """Each session's stats, whole log and stats again, in one pipeline per 64
+        sessions (see `ReadsLogs`): a new process's first search of a user reads all
+        their logs."""
         return self._run(self._layout.read_logs(session_ids), f"read of {len(session_ids)} session logs")
 
     def read_user_scope(
