@@ -14,10 +14,10 @@ from shared_stores import SERVER_KINDS, location_for
 from convmem import ConversationMemory, Recall, Store
 
 QUERIES = ("Which bike do I ride to work?", "Write a haiku about autumn rain.")
-MOST_ROUND_TRIPS = 2
+MOST_ROUND_TRIPS = {"redis": 1, "postgres": 2}
 """The session's stats and summary with the user's sessions and their facts (one
-statement on PostgreSQL; the session and the user's set, then every session's stats and
-facts, on Redis), and the keyword index's rows where the store keeps them."""
+statement on PostgreSQL; one pipeline on Redis, holding every session of the user the
+store saw last time), and the keyword index's rows where the store keeps them."""
 
 
 @pytest.fixture(params=SERVER_KINDS)
@@ -85,7 +85,7 @@ def test_a_warm_build_makes_as_many_round_trips_for_many_sessions_as_for_few(
     _add_sessions(store, 2, 10)
     many = _round_trips(store, memory, monkeypatch)
     assert many == few
-    assert max(many) <= MOST_ROUND_TRIPS
+    assert max(many) <= MOST_ROUND_TRIPS["redis" if hasattr(store, "_perform") else "postgres"]
 
 
 def _first_build_round_trips(store: Store, user: str, monkeypatch: pytest.MonkeyPatch) -> int:

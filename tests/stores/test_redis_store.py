@@ -708,20 +708,27 @@ def test_a_damaged_record_in_one_log_does_not_keep_the_users_other_sessions_from
     assert "trip-1" in caplog.text
 
 
+def requests_sent(store: RedisStore, monkeypatch: pytest.MonkeyPatch) -> list[Any]:
+    """The requests `store` sends from now on (a command, a pipeline or a script each: a
+    round trip each), until ``monkeypatch.undo()``."""
+    perform = store._perform
+    sent: list[Any] = []
+
+    def recording(request: Any) -> Any:
+        sent.append(request)
+        return perform(request)
+
+    monkeypatch.setattr(store, "_perform", recording)
+    return sent
+
+
 def test_many_logs_are_read_a_bounded_pipeline_at_a_time(
     store: RedisStore, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     ids = [f"s{number}" for number in range(LOGS_PER_PIPELINE * 2 + 3)]
     for number, session_id in enumerate(ids):
         store.append(session_id, [user(f"message {number}.{n}") for n in range(number % 3 + 1)])
-    perform = store._perform
-    requests: list[Any] = []
-
-    def counting(request: Any) -> Any:
-        requests.append(request)
-        return perform(request)
-
-    monkeypatch.setattr(store, "_perform", counting)
+    requests = requests_sent(store, monkeypatch)
     found = store.read_logs(ids)
     monkeypatch.undo()
     assert len(requests) == 3
@@ -730,3 +737,36 @@ def test_many_logs_are_read_a_bounded_pipeline_at_a_time(
     for session_id in ids:
         assert found[session_id].messages == store.messages(session_id)
         assert found[session_id].stats == found[session_id].stats_after == store.stats(session_id)
+
+
+# -- a user's scope in one round trip -------------------------------------------------------------
+
+
+def test_a_users_scope_read_again_takes_one_round_trip_and_sees_what_other_stores_changed(
+    target: Target, store: RedisStore, prefix: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The store guesses the user's sessions from its last read: one round trip while they
+    stay the same, a second one for sessions another process added, none kept that it
+    forgot."""
+    other = RedisStore(target.url, cluster=target.cluster, prefix=prefix)
+    for number in range(3):
+        store.append(f"s{number}", [user(f"message {number}")], user_id="ana")
+        store.put_state(f"s{number}", "facts", f"facts {number}")
+    trips = requests_sent(store, monkeypatch)
+
+    def scope_trips() -> tuple[list[str], set[str], int]:
+        trips.clear()
+        scope = store.read_user_scope("new", ["summary"], "ana", "facts")
+        assert scope.user_sessions == other.user_session_stats("ana")
+        return [s.session_id for s in scope.user_sessions], set(scope.user_states), len(trips)
+
+    assert scope_trips() == (["s0", "s1", "s2"], {"s0", "s1", "s2"}, 2)  # nothing to guess from
+    assert scope_trips() == (["s0", "s1", "s2"], {"s0", "s1", "s2"}, 1)
+    other.append("s3", [user("added elsewhere")], user_id="ana")
+    other.delete_state("s1", "facts")
+    assert scope_trips() == (["s0", "s1", "s2", "s3"], {"s0", "s2"}, 2)
+    assert scope_trips() == (["s0", "s1", "s2", "s3"], {"s0", "s2"}, 1)
+    other.clear("s0")
+    other.append("s0", [user("now bob's")], user_id="bob")
+    assert scope_trips() == (["s1", "s2", "s3"], {"s2"}, 1)  # s0 is bob's now
+    other.close()

@@ -68,6 +68,7 @@ from .records import (
     _encode_record,
     _escape,
     _glob_escape,
+    _log_read,
     _state_of,
     _stats_of,
     _text,
@@ -118,20 +119,6 @@ _Operation = Flow[_Request, _T]
 # Sessions whose logs `read_logs` reads in one pipeline: a returning user's first search
 # in a process takes one round trip for up to this many sessions.
 LOGS_PER_PIPELINE = 64
-
-
-def _log_read(session_id: str, meta: str, before: Any, log: Any, after: Any) -> LogRead:
-    """The `LogRead` of a session from its HGETALL replies (counters, log, counters)."""
-    records = sorted(
-        (int(field), raw)
-        for field, raw in dict(log or {}).items()
-        if _text(field).isdecimal() and _text(field).isascii()
-    )
-    return LogRead(
-        _stats_of(session_id, meta, before),
-        [_decode_record(raw, seq, session_id) for seq, raw in records if seq >= 1],
-        _stats_of(session_id, meta, after),
-    )
 
 
 def _check_prefix(prefix: object) -> str:
@@ -384,41 +371,64 @@ class _RedisLayout:
         return sorted(found, key=lambda stats: stats.session_id)
 
     def read_user_scope(
-        self, session_id: str, keys: Sequence[str], user_id: str, user_key: str
-    ) -> _Operation[SessionSnapshot]:
-        """`read_session`, `user_session_stats` and the user's `get_states` of `user_key` in
-        two round trips: the session's counters and records with the user's set, then every
-        member's counters and `user_key` record in one pipeline."""
+        self,
+        session_id: str,
+        keys: Sequence[str],
+        user_id: str,
+        user_key: str,
+        guess: Sequence[str] = (),
+    ) -> _Operation[tuple[SessionSnapshot, list[str]]]:
+        """`read_session`, `user_session_stats` and the user's `get_states` of `user_key`,
+        and the members of the user's set (escaped ids), in one round trip when `guess`
+        (escaped ids) holds every member: the session's counters and records, the user's
+        set and the guessed members' counters and `user_key` records in one pipeline;
+        the members the guess missed in a second."""
         meta, _, state = self.session_keys(session_id)
         wanted = list(dict.fromkeys([*keys, user_key]))
         user_set = self.user_key(user_id)
-        raw, values, members = yield _Pipeline(
-            (("HGETALL", meta), ("HMGET", state, *_record_fields(wanted)), ("SMEMBERS", user_set))
+        guessed = sorted(set(guess))
+        replies = yield _Pipeline(
+            (
+                ("HGETALL", meta),
+                ("HMGET", state, *_record_fields(wanted)),
+                ("SMEMBERS", user_set),
+                *self._member_reads(guessed, user_key),
+            )
         )
+        raw, values, members = replies[:3]
+        read = dict(zip(guessed, zip(replies[3::2], replies[4::2], strict=True), strict=True))
+        escaped = sorted(_text(member) for member in members or ())
+        missed = [member for member in escaped if member not in read]
+        if missed:
+            more = yield _Pipeline(self._member_reads(missed, user_key))
+            read.update(zip(missed, zip(more[::2], more[1::2], strict=True), strict=True))
         own = _records_of(session_id, wanted, values)
         states = {key: record for key, record in own.items() if key in keys}
         user_states = {session_id: own[user_key]} if user_key in own else {}
-        escaped = sorted(_text(member) for member in members or ())
         sessions = []
-        if escaped:
-            commands: list[tuple[str, ...]] = []
-            for member in escaped:
-                member_meta, _, member_state = self.escaped_session_keys(member)
-                commands += [("HGETALL", member_meta), ("HMGET", member_state, *_record_fields([user_key]))]
-            replies = yield _Pipeline(tuple(commands))
-            for index, member in enumerate(escaped):
-                member_id = _unescape(member, f"set {user_set}")
-                stats = _stats_of(member_id, commands[2 * index][1], replies[2 * index])
-                # The set may still name sessions that are gone or were given to another user.
-                if stats.user_id != user_id:
-                    continue
-                sessions.append(stats)
-                value, version = replies[2 * index + 1]
-                record = _state_of(member_id, user_key, value, version)
-                if record is not None:
-                    user_states[member_id] = record
+        for member in escaped:
+            member_id = _unescape(member, f"set {user_set}")
+            member_meta = self.escaped_session_keys(member)[0]
+            counters, (value, version) = read[member]
+            stats = _stats_of(member_id, member_meta, counters)
+            # The set may still name sessions that are gone or were given to another user.
+            if stats.user_id != user_id:
+                continue
+            sessions.append(stats)
+            record = _state_of(member_id, user_key, value, version)
+            if record is not None:
+                user_states[member_id] = record
         sessions.sort(key=lambda stats: stats.session_id)
-        return SessionSnapshot(_stats_of(session_id, meta, raw), states, sessions, user_states)
+        snapshot = SessionSnapshot(_stats_of(session_id, meta, raw), states, sessions, user_states)
+        return snapshot, escaped
+
+    def _member_reads(self, escaped: Sequence[str], user_key: str) -> tuple[tuple[str, ...], ...]:
+        """Each member's counters and `user_key` record (two commands a member)."""
+        commands: list[tuple[str, ...]] = []
+        for member in escaped:
+            member_meta, _, member_state = self.escaped_session_keys(member)
+            commands += [("HGETALL", member_meta), ("HMGET", member_state, *_record_fields([user_key]))]
+        return tuple(commands)
 
     def get_state(self, session_id: str, key: str) -> _Operation[StateRecord | None]:
         _, _, state = self.session_keys(session_id)

@@ -15,6 +15,7 @@ from urllib.parse import quote, unquote_to_bytes
 from ..._errors import InvalidMessageError, StoreError
 from ..._models import Message
 from ..base import SessionStats, StateRecord
+from ..capabilities import LogRead
 from ..codec import message_from_record, message_to_record
 
 
@@ -106,3 +107,17 @@ def _decode_record(raw: str | bytes, seq: int, session_id: str) -> Message:
         ) from None
     record["seq"] = seq
     return message_from_record(record, session_id)
+
+
+def _log_read(session_id: str, meta: str, before: Any, log: Any, after: Any) -> LogRead:
+    """The `LogRead` of a session from its HGETALL replies (counters, log, counters)."""
+    records = sorted(
+        (int(field), raw)
+        for field, raw in dict(log or {}).items()
+        if _text(field).isdecimal() and _text(field).isascii()
+    )
+    return LogRead(
+        _stats_of(session_id, meta, before),
+        [_decode_record(raw, seq, session_id) for seq, raw in records if seq >= 1],
+        _stats_of(session_id, meta, after),
+    )

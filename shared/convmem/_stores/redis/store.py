@@ -18,6 +18,8 @@ place), then, to move into a Cluster, ``redis-cli --cluster import``.
 from __future__ import annotations
 
 import asyncio
+import threading
+from collections import OrderedDict
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -61,6 +63,8 @@ __all__ = ["AsyncRedisStore", "RedisStore"]
 _T = TypeVar("_T")
 # Keys asked for per SCAN step.
 _SCAN_COUNT = 1000
+# Users whose sessions a store remembers between builds (see `RedisStore.read_user_scope`).
+_USERS_REMEMBERED = 4096
 
 
 class RedisStore(Store, ReadsSession, ReadsStates, ReadsLogs, ListsUserSessions, ReadsUserScope):
@@ -140,6 +144,10 @@ class RedisStore(Store, ReadsSession, ReadsStates, ReadsLogs, ListsUserSessions,
         self._client: Any = client
         self._where = _describe_client(client)
         self._scripts_loaded = False
+        # The members of the users' sets read last (escaped ids), least recently used
+        # first: the guess that lets `read_user_scope` read a user's scope in one round trip.
+        self._members: OrderedDict[str, list[str]] = OrderedDict()
+        self._members_lock = threading.Lock()
 
     def __repr__(self) -> str:
         return f"RedisStore({self._where!r}, prefix={self._layout.prefix!r})"
@@ -265,11 +273,21 @@ class RedisStore(Store, ReadsSession, ReadsStates, ReadsLogs, ListsUserSessions,
         self, session_id: str, keys: Sequence[str], user_id: str, user_key: str
     ) -> SessionSnapshot:
         """`read_session` with the stats of `user_id`'s sessions and their `user_key`
-        records, in two round trips (see `ReadsUserScope`)."""
-        return self._run(
-            self._layout.read_user_scope(session_id, keys, user_id, user_key),
+        records (see `ReadsUserScope`): one round trip when the user's sessions are the
+        ones this store saw last time (it remembers the last members of a bounded number
+        of users), two when they changed."""
+        with self._members_lock:
+            guess = self._members.get(user_id, ())
+        snapshot, members = self._run(
+            self._layout.read_user_scope(session_id, keys, user_id, user_key, guess),
             f"read of session {session_id!r:.80} and the sessions of {user_id!r:.80}",
         )
+        with self._members_lock:
+            self._members[user_id] = members
+            self._members.move_to_end(user_id)
+            while len(self._members) > _USERS_REMEMBERED:
+                self._members.popitem(last=False)
+        return snapshot
 
     def user_session_stats(self, user_id: str) -> list[SessionStats]:
         """`stats` of every session of `user_id`, sorted by id, in two round trips."""
