@@ -11,7 +11,7 @@ import psycopg
 import pytest
 from shared_stores import SERVER_KINDS, location_for
 
-from convmem import ConversationMemory, Recall, Store
+from convmem import ConversationMemory, HashingEmbedder, Recall, Store
 
 QUERIES = ("Which bike do I ride to work?", "Write a haiku about autumn rain.")
 MOST_ROUND_TRIPS = {"redis": 1, "postgres": 2}
@@ -88,11 +88,12 @@ def test_a_warm_build_makes_as_many_round_trips_for_many_sessions_as_for_few(
     assert max(many) <= MOST_ROUND_TRIPS["redis" if hasattr(store, "_perform") else "postgres"]
 
 
-def _first_build_round_trips(store: Store, user: str, monkeypatch: pytest.MonkeyPatch) -> int:
+def _first_build_round_trips(store: Store, user: str, embeds: bool, monkeypatch: pytest.MonkeyPatch) -> int:
     """Round trips of the first build of a new chat of `user` by a recall that has read
-    none of their sessions, as in a new process (Redis: recall reads their logs;
-    PostgreSQL: its index rows)."""
-    memory = ConversationMemory(f"{user}-new", store, user_id=user, recall=Recall())
+    none of their sessions, as in a new process (Redis, or with an embedder: recall reads
+    their logs; PostgreSQL with keywords only: its index rows)."""
+    recall = Recall(HashingEmbedder()) if embeds else Recall()
+    memory = ConversationMemory(f"{user}-new", store, user_id=user, recall=recall)
     counted = _count_round_trips(store, monkeypatch)
     context = memory.build_context(query="Which bike do I ride to work?", budget=1500)
     monkeypatch.undo()
@@ -100,8 +101,9 @@ def _first_build_round_trips(store: Store, user: str, monkeypatch: pytest.Monkey
     return counted[0]
 
 
+@pytest.mark.parametrize("embeds", [False, True], ids=["keywords", "embedder"])
 def test_a_returning_users_first_build_reads_many_sessions_in_as_many_round_trips_as_few(
-    store: Store, monkeypatch: pytest.MonkeyPatch
+    store: Store, embeds: bool, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     _add_sessions(store, 0, 2)  # user "u"
     for number in range(12):
@@ -109,6 +111,6 @@ def test_a_returning_users_first_build_reads_many_sessions_in_as_many_round_trip
         earlier.add_turn(f"I rode bike number {number} to work today.", "Sounds like a good ride.")
         earlier.flush()
         earlier.close()
-    few = _first_build_round_trips(store, "u", monkeypatch)
-    many = _first_build_round_trips(store, "many", monkeypatch)
+    few = _first_build_round_trips(store, "u", embeds, monkeypatch)
+    many = _first_build_round_trips(store, "many", embeds, monkeypatch)
     assert many == few

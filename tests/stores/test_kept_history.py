@@ -24,6 +24,7 @@ from convmem._recall.config import RecallConfig
 from convmem._recall.index_rows import KEY_SHIFT, IndexCursor, IndexedSession, derive
 from convmem._recall.kept_history import WRITE_EVERY
 from convmem._recall.terms import tokenize
+from convmem.integration import LogRead
 
 FALLBACK = "could not search the keyword index"
 
@@ -86,6 +87,10 @@ class CountingPostgresStore(_CountsReads, PostgresStore):
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         self.reads = []
         super().__init__(*args, **kwargs)
+
+    def read_logs(self, session_ids: Sequence[str]) -> dict[str, LogRead]:
+        self.reads.extend(("read_logs", session_id) for session_id in session_ids)
+        return super().read_logs(session_ids)
 
 
 Counting = CountingSQLiteStore | CountingPostgresStore

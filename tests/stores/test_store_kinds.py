@@ -100,6 +100,7 @@ def test_the_capabilities_are_offered_to_store_authors() -> None:
             {
                 "ReadsSession",
                 "ReadsStates",
+                "ReadsLogs",
                 "ListsUserSessions",
                 "ReadsUserScope",
                 "HostsHistoryIndex",

@@ -38,12 +38,15 @@ from ..base import (
     validate_messages,
     validate_seqs,
 )
+from ..capabilities import LogRead
 from ..codec import message_from_record
 from .lexical_queries import LexicalQueries
 from .migrations import migrate, remake_recall_tables
 from .sql import _COLUMNS, _NOW, _check_id, _check_text, _Operation, _RollBack, _row_values, _Sql
 from .vector_queries import VectorQueries
 
+# Sessions whose logs `read_logs` reads in one statement (what one reply holds stays bounded).
+LOGS_PER_STATEMENT = 64
 # Sessions deleted per statement by expire_idle: one sweep never holds many row locks at once.
 _SWEEP_BATCH = 500
 
@@ -71,6 +74,7 @@ class _Queries(VectorQueries, LexicalQueries):
         s = self.s
         columns = ", ".join(_COLUMNS)
         self.select_messages = f"SELECT {columns} FROM {s}.messages WHERE session_id = %s"
+        self.select_logs = f"SELECT session_id, {columns} FROM {s}.messages WHERE session_id = ANY(%s) ORDER BY session_id, seq"
         self.append_sql = f"""
             WITH clock AS (SELECT {_NOW} AS now),
             session AS (
@@ -203,6 +207,29 @@ class _Queries(VectorQueries, LexicalQueries):
         if not rows:
             raise InvalidMessageError(f"session {session_id!r:.80} has no message with seq={seq}")
         return self._decode(rows, session_id)[0]
+
+    def read_logs(self, session_ids: Sequence[str]) -> _Operation[dict[str, LogRead]]:
+        """Each session's stats, whole log and stats again: three statements per
+        `LOGS_PER_STATEMENT` sessions, whatever their number of messages."""
+        ids = list(dict.fromkeys(session_ids))
+        for session_id in ids:
+            _check_id(session_id, "session_id")
+        stats_sql = f"SELECT session_id, {_STATS_COLUMNS} FROM {self.s}.sessions WHERE session_id = ANY(%s)"
+        found = {}
+        for start in range(0, len(ids), LOGS_PER_STATEMENT):
+            chunk = ids[start : start + LOGS_PER_STATEMENT]
+            before = {row[0]: row[1:] for row in (yield _Sql(stats_sql, (chunk,)))}
+            logs: dict[str, list[tuple[Any, ...]]] = {session_id: [] for session_id in chunk}
+            for row in (yield _Sql(self.select_logs, (chunk,))):
+                logs[row[0]].append(row[1:])
+            after = {row[0]: row[1:] for row in (yield _Sql(stats_sql, (chunk,)))}
+            for session_id in chunk:
+                found[session_id] = LogRead(
+                    _stats_of(session_id, before.get(session_id)),
+                    self._decode(logs[session_id], session_id),
+                    _stats_of(session_id, after.get(session_id)),
+                )
+        return found
 
     def stats(self, session_id: str) -> _Operation[SessionStats]:
         _check_id(session_id, "session_id")

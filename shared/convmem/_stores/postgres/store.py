@@ -28,6 +28,8 @@ from ..capabilities import (
     HostsHistoryIndex,
     HostsVectors,
     ListsUserSessions,
+    LogRead,
+    ReadsLogs,
     ReadsSession,
     ReadsStates,
     ReadsUserScope,
@@ -96,7 +98,14 @@ def _check_pool_size(max_connections: object) -> int:
 
 
 class PostgresStore(
-    Store, ReadsSession, ReadsStates, ListsUserSessions, ReadsUserScope, HostsHistoryIndex, HostsVectors
+    Store,
+    ReadsSession,
+    ReadsStates,
+    ReadsLogs,
+    ListsUserSessions,
+    ReadsUserScope,
+    HostsHistoryIndex,
+    HostsVectors,
 ):
     """A store in PostgreSQL, shared by every process and server that uses the same database and schema.
 
@@ -292,6 +301,14 @@ class PostgresStore(
         statement (see `ReadsSession`)."""
         return self._run(
             lambda: self._queries.read_session(session_id, keys), f"read of session {session_id!r:.80}"
+        )
+
+    def read_logs(self, session_ids: Sequence[str]) -> dict[str, LogRead]:
+        """Each session's stats, whole log and stats again, three statements per 64
+        sessions (see `ReadsLogs`): what recall with an embedder reads of a returning
+        user in a new process."""
+        return self._run(
+            lambda: self._queries.read_logs(session_ids), f"read of {len(session_ids)} session logs"
         )
 
     def read_user_scope(
