@@ -57,7 +57,8 @@ QUERIES = {
 
 
 class _CountsReads:
-    """Records every read of a session's messages (`messages`, `tail`, `get`) by session id."""
+    """Records every read of a session's messages (`messages`, `tail`, `get`, `read_logs`)
+    by session id."""
 
     reads: list[tuple[str, str]]
 
@@ -73,6 +74,10 @@ class _CountsReads:
         self.reads.append(("get", session_id))
         return super().get(session_id, seqs)  # type: ignore[misc, no-any-return]
 
+    def read_logs(self, session_ids: Sequence[str]) -> dict[str, LogRead]:
+        self.reads.extend(("read_logs", session_id) for session_id in session_ids)
+        return super().read_logs(session_ids)  # type: ignore[misc, no-any-return]
+
     def logs_read(self, session_ids: Sequence[str]) -> list[tuple[str, str]]:
         return [read for read in self.reads if read[1] in session_ids]
 
@@ -87,10 +92,6 @@ class CountingPostgresStore(_CountsReads, PostgresStore):
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         self.reads = []
         super().__init__(*args, **kwargs)
-
-    def read_logs(self, session_ids: Sequence[str]) -> dict[str, LogRead]:
-        self.reads.extend(("read_logs", session_id) for session_id in session_ids)
-        return super().read_logs(session_ids)
 
 
 Counting = CountingSQLiteStore | CountingPostgresStore

@@ -105,6 +105,7 @@ def test_capability_checks_apply_only_to_stores_that_declare_them() -> None:
     assert capabilities(store_checks(STORE_TYPES["postgres"])) == {
         "ReadsSession",
         "ReadsStates",
+        "ReadsLogs",
         "ListsUserSessions",
         "ReadsUserScope",
         "HostsHistoryIndex",

@@ -93,7 +93,10 @@ def test_the_capabilities_are_offered_to_store_authors() -> None:
     ("store_class", "declared"),
     [
         (InMemoryStore, {"ReadsStates", "ListsUserSessions"}),
-        (SQLiteStore, {"ReadsStates", "ListsUserSessions", "HostsHistoryIndex", "HasFileLocation"}),
+        (
+            SQLiteStore,
+            {"ReadsStates", "ReadsLogs", "ListsUserSessions", "HostsHistoryIndex", "HasFileLocation"},
+        ),
         (RedisStore, {"ReadsSession", "ReadsStates", "ReadsLogs", "ListsUserSessions", "ReadsUserScope"}),
         (
             PostgresStore,

@@ -51,7 +51,9 @@ from ..capabilities import (
     HasFileLocation,
     HostsHistoryIndex,
     ListsUserSessions,
+    LogRead,
     PagesSessions,
+    ReadsLogs,
     ReadsStates,
     UserTotals,
 )
@@ -68,7 +70,9 @@ _COLUMNS = (
 _PLACEHOLDERS = ", ".join("?" * (1 + len(_COLUMNS.split(", "))))
 
 
-class SQLiteStore(Store, ReadsStates, ListsUserSessions, PagesSessions, HostsHistoryIndex, HasFileLocation):
+class SQLiteStore(
+    Store, ReadsStates, ReadsLogs, ListsUserSessions, PagesSessions, HostsHistoryIndex, HasFileLocation
+):
     """A store in one SQLite file, safe for many threads and processes.
 
     Args:
@@ -300,6 +304,40 @@ class SQLiteStore(Store, ReadsStates, ListsUserSessions, PagesSessions, HostsHis
             return SessionStats(session_id, 0, 0, 0)
         count, last_seq, tokens, user_id, created, updated, generation = rows[0]
         return SessionStats(session_id, count, last_seq, tokens, user_id, created, updated, generation)
+
+    def read_logs(self, session_ids: Sequence[str]) -> dict[str, LogRead]:
+        """Each session's stats, whole log and stats again, three queries per 500 sessions
+        (see `ReadsLogs`): what recall reads of a returning user when it indexes in the
+        process (with an embedder, or ``lexical_index="process"``)."""
+        ids = list(dict.fromkeys(session_ids))
+        found: dict[str, LogRead] = {}
+        for start in range(0, len(ids), 500):
+            chunk = ids[start : start + 500]
+            marks = ",".join("?" * len(chunk))
+            before = self._stats_of_many(chunk, marks)
+            logs: dict[str, list[tuple[Any, ...]]] = {session_id: [] for session_id in chunk}
+            for row in self._read(
+                f"SELECT session_id, {_COLUMNS} FROM messages WHERE session_id IN ({marks}) "
+                "ORDER BY session_id, seq",
+                chunk,
+            ):
+                logs[row[0]].append(row[1:])
+            after = self._stats_of_many(chunk, marks)
+            for session_id in chunk:
+                found[session_id] = LogRead(
+                    before[session_id], self._decode(logs[session_id], session_id), after[session_id]
+                )
+        return found
+
+    def _stats_of_many(self, session_ids: Sequence[str], marks: str) -> dict[str, SessionStats]:
+        rows = self._read(
+            "SELECT session_id, message_count, last_seq, total_tokens, user_id, created_at, updated_at, "
+            f"generation FROM sessions WHERE session_id IN ({marks})",
+            session_ids,
+        )
+        found = {session_id: SessionStats(session_id, 0, 0, 0) for session_id in session_ids}
+        found.update((row[0], SessionStats(*row)) for row in rows)
+        return found
 
     def delete_messages(self, session_id: str, seqs: Sequence[int]) -> list[Message]:
         wanted = validate_seqs(seqs)
