@@ -12,7 +12,7 @@ from stored_messages import COUNTER, store_messages
 
 from convmem import ConversationMemory, InMemoryStore, Recall, RecallConfig, SQLiteStore, Store
 from convmem._recall.embedder import BaseEmbedder
-from convmem._recall.intent import asks_about_user, is_small_talk, refers_to_history, speaks_of_self_only
+from convmem._recall.intent import asks_about_user, is_small_talk, personal_reading, refers_to_history
 from convmem._recall.language import has_cjk
 from convmem._recall.lexical import BM25Index, tokenize
 from convmem._recall.passages import LONG_MESSAGE_CHARS, PASSAGE_CHARS, excerpt_text, passage_spans
@@ -442,7 +442,7 @@ def test_small_talk_is_told_from_a_request(query: str, small_talk: bool) -> None
     ],
 )
 def test_a_query_about_the_user_only_by_its_first_person_is_told_apart(query: str, only: bool) -> None:
-    assert speaks_of_self_only(query, ["caroline"]) is only
+    assert personal_reading(query, ["caroline"])[1] is only
 
 
 def test_a_request_about_the_user_only_in_passing_recalls_what_they_said_not_every_long_answer() -> None:
@@ -462,7 +462,7 @@ def test_a_request_about_the_user_only_in_passing_recalls_what_they_said_not_eve
         ],
     )
     query = "I'm going hiking this weekend, what should I pack?"
-    assert speaks_of_self_only(query)
+    assert personal_reading(query)[1]
     result = Recall(config=RecallConfig(relevance_floor=0.0)).search(
         "s1", query, store=store, max_tokens=600, counter=COUNTER
     )

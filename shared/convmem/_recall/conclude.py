@@ -18,8 +18,7 @@ from .intent import (
     asks_for_several,
     is_small_talk,
     past_cue,
-    refers_to_history,
-    speaks_of_self_only,
+    personal_reading,
 )
 from .joined import GROUP_SHIFT, SEQ_MASK
 from .language import SECTION_HEADERS, choose_language
@@ -66,8 +65,9 @@ def conclude(
     all, and render the best into `max_tokens` (`evidence` keyed as `Shown`)."""
     ranking = rank(evidence, config, several=asks_for_several(query), about_user=asks_about_user(query))
     named = _names_someone_known(query, collection)
-    personal = named or refers_to_history(query, speakers)
-    first_person_only = personal and not named and speaks_of_self_only(query, speakers)
+    about_user, self_only = personal_reading(query, speakers)
+    personal = named or about_user
+    first_person_only = self_only and not named
     words, keywords = _query_words(query)
     verdict = judge(
         ranking,

@@ -102,7 +102,7 @@ def judge(
     `personal`: the query is about the user or their history (`intent.refers_to_history`):
     one message holding `RecallConfig.min_coverage` of its words, or `evidence_margin`
     more similar to it than the history's typical message, is evidence; with
-    `first_person_only` (`intent.speaks_of_self_only`: only its first person makes it
+    `first_person_only` (`intent.personal_reading`: only its first person makes it
     about the user) it needs `min_coverage_self` of its words, and recalls what the user
     said and the exchanges of messages that are evidence themselves. A request that
     stands on its own needs one message that holds `min_coverage_general` of its words

@@ -49,6 +49,7 @@ __all__ = [
     "choose_recall_share",
     "is_small_talk",
     "past_cue",
+    "personal_reading",
     "points_to_past",
     "refers_to_history",
     "speaks_for_us",
@@ -517,10 +518,7 @@ def refers_to_history(query: str, speakers: Iterable[str] = ()) -> bool:
     >>> refers_to_history("How many bikes do I own?"), refers_to_history("What is the capital of Peru?")
     (True, False)
     """
-    unframed = _without_request_frame(query)
-    if _FIRST_PERSON_EN.search(unframed) or _FIRST_PERSON_ZH.search(unframed):
-        return True
-    return points_at_history(query, speakers)
+    return personal_reading(query, speakers)[0]
 
 
 # "What food do I like best?", "Where is my passport?", "What is the playlist I made?", 我的狗
@@ -535,25 +533,26 @@ _ASKS_FOR_A_FACT_EN = re.compile(
 )
 
 
-def speaks_of_self_only(query: str, speakers: Iterable[str] = ()) -> bool:
-    """Whether `query` is about the user only because it speaks of them in the first person
-    ("I have a job interview tomorrow, any tips?", "I just got a puppy, how often should it
-    eat?"): it asks nothing about them ("What do I...", "my", "What is the playlist I
-    made?", 我上次买的书叫什么？: the first person in what a question asks), and nothing in
-    it points at the history (`points_at_history`). Weaker evidence that their old
-    messages are wanted: what they said themselves is.
+def personal_reading(query: str, speakers: Iterable[str] = ()) -> tuple[bool, bool]:
+    """`refers_to_history(query, speakers)`, and whether `query` is about the user only
+    because it speaks of them in the first person ("I have a job interview tomorrow, any
+    tips?", "I just got a puppy, how often should it eat?"): it asks nothing about them
+    ("What do I...", "my", "What is the playlist I made?", 我上次买的书叫什么？: the first
+    person in what a question asks), and nothing in it points at the history
+    (`points_at_history`). Weaker evidence that their old messages are wanted: what they
+    said themselves is. One unframing of the query, at most one `points_at_history`.
 
-    >>> speaks_of_self_only("I have a cold, any tips?"), speaks_of_self_only("What food do I like best?")
-    (True, False)
+    >>> personal_reading("I have a cold, any tips?"), personal_reading("What food do I like best?")
+    ((True, True), (True, False))
     """
     unframed = _without_request_frame(query)
     if not (_FIRST_PERSON_EN.search(unframed) or _FIRST_PERSON_ZH.search(unframed)):
-        return False
+        return points_at_history(query, speakers), False
     if _ABOUT_SELF_EN.search(unframed) or "我的" in unframed:
-        return False
+        return True, False
     if any(_FIRST_PERSON_EN.search(clause) or "我" in clause for clause in _asked_clauses(unframed)):
-        return False
-    return not points_at_history(query, speakers)
+        return True, False
+    return True, not points_at_history(query, speakers)
 
 
 # A question sentence ("..., how often should it eat?", "……，有什么建议吗？") and its clauses.
