@@ -67,6 +67,11 @@ __all__ = ["SQLiteStore"]
 _COLUMNS = (
     "seq, role, content, name, tool_calls, tool_call_id, metadata, status, ts, token_count, reply_to_seq"
 )
+# A session's `SessionStats`, in their order (what ``SessionStats(*row)`` takes).
+_SESSION_STATS = (
+    "SELECT session_id, message_count, last_seq, total_tokens, user_id, created_at, updated_at, "
+    "generation FROM sessions"
+)
 _PLACEHOLDERS = ", ".join("?" * (1 + len(_COLUMNS.split(", "))))
 
 
@@ -295,15 +300,8 @@ class SQLiteStore(
         return self.get(session_id, [seq])[0]
 
     def stats(self, session_id: str) -> SessionStats:
-        rows = self._read(
-            "SELECT message_count, last_seq, total_tokens, user_id, created_at, updated_at, generation "
-            "FROM sessions WHERE session_id = ?",
-            (session_id,),
-        )
-        if not rows:
-            return SessionStats(session_id, 0, 0, 0)
-        count, last_seq, tokens, user_id, created, updated, generation = rows[0]
-        return SessionStats(session_id, count, last_seq, tokens, user_id, created, updated, generation)
+        rows = self._read(f"{_SESSION_STATS} WHERE session_id = ?", (session_id,))
+        return SessionStats(*rows[0]) if rows else SessionStats(session_id, 0, 0, 0)
 
     def read_logs(self, session_ids: Sequence[str]) -> dict[str, LogRead]:
         """Each session's stats, whole log and stats again, three queries per 500 sessions
@@ -330,11 +328,7 @@ class SQLiteStore(
         return found
 
     def _stats_of_many(self, session_ids: Sequence[str], marks: str) -> dict[str, SessionStats]:
-        rows = self._read(
-            "SELECT session_id, message_count, last_seq, total_tokens, user_id, created_at, updated_at, "
-            f"generation FROM sessions WHERE session_id IN ({marks})",
-            session_ids,
-        )
+        rows = self._read(f"{_SESSION_STATS} WHERE session_id IN ({marks})", session_ids)
         found = {session_id: SessionStats(session_id, 0, 0, 0) for session_id in session_ids}
         found.update((row[0], SessionStats(*row)) for row in rows)
         return found
@@ -492,9 +486,7 @@ class SQLiteStore(
         where = "user_id IS NULL" if user_id is None else "user_id = ?"
         params: tuple[object, ...] = () if user_id is None else (user_id,)
         rows = self._read(
-            "SELECT session_id, message_count, last_seq, total_tokens, user_id, created_at, updated_at, "
-            f"generation FROM sessions WHERE {where} ORDER BY session_id LIMIT ? OFFSET ?",
-            (*params, limit, offset),
+            f"{_SESSION_STATS} WHERE {where} ORDER BY session_id LIMIT ? OFFSET ?", (*params, limit, offset)
         )
         ((total,),) = self._read(f"SELECT count(*) FROM sessions WHERE {where}", params)
         return [SessionStats(*row) for row in rows], int(total)
@@ -502,11 +494,7 @@ class SQLiteStore(
     def user_session_stats(self, user_id: str) -> list[SessionStats]:
         """`stats` of every session of `user_id`, sorted by id, in one query (what a memory
         that shares across the user's sessions reads for each build)."""
-        rows = self._read(
-            "SELECT session_id, message_count, last_seq, total_tokens, user_id, created_at, updated_at, "
-            "generation FROM sessions WHERE user_id = ? ORDER BY session_id",
-            (user_id,),
-        )
+        rows = self._read(f"{_SESSION_STATS} WHERE user_id = ? ORDER BY session_id", (user_id,))
         return [SessionStats(*row) for row in rows]
 
     def sessions(self, *, user_id: str | None = None) -> list[str]:
