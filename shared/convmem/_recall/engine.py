@@ -54,7 +54,7 @@ from .index_scope import (
 )
 from .intent import choose_recall_share
 from .kept_route import KeptRoute
-from .mirrors import MirrorTable, query_to_embed
+from .mirrors import MirrorTable, query_to_embed, read_logs
 from .plan import Blocking, EmbedQuery, Plan, arun_plan, run_plan
 from .render import RecalledItem, RecallResult
 from .saved import SavedVectors, known_generation
@@ -252,7 +252,7 @@ class Recall:
         One ``store.stats`` call when nothing changed (none with `known_stats`). A new
         mirror, a gap, or a log of another generation (forgotten, cleared, edited, or
         never checked) is read whole, from `read` when given (the log read with others,
-        see `MirrorTable.read_logs`); `appended` (see `catch_up`) is not read back.
+        see `MirrorTable.unread`); `appended` (see `catch_up`) is not read back.
         """
         if not state.needs_full_read:
             state.read_newer(store, self.config, known_stats, appended)
@@ -546,7 +546,8 @@ class Recall:
         for other in other_sessions:
             other_id, stats = (other, None) if isinstance(other, str) else (other.session_id, other)
             known.setdefault(other_id, stats)
-        reads = yield Blocking(functools.partial(self._mirrors.read_logs, store, list(known)))
+        unread = self._mirrors.unread(store, list(known))
+        reads = (yield Blocking(functools.partial(read_logs, store, unread))) if unread else {}
         mirrors = []
         for each, stats in known.items():
             mirrors.append((yield from self._ready(each, store, stats, reads.get(each))))

@@ -31,7 +31,7 @@ from .plan import Blocking, Plan
 from .rank import without_speakers
 from .units import SessionMirror
 
-__all__ = ["MirrorKey", "MirrorTable", "query_to_embed", "speakers_of"]
+__all__ = ["MirrorKey", "MirrorTable", "query_to_embed", "read_logs", "speakers_of"]
 
 logger = logging.getLogger("convmem")
 
@@ -103,26 +103,21 @@ class MirrorTable:
                 return self.resolve(session_id)
             return self._sessions.get((self.store_key(store), session_id))
 
-    def read_logs(self, store: Store, session_ids: Sequence[str]) -> dict[str, LogRead]:
-        """The whole logs of those of `session_ids` with no mirror here (or one that must
-        read its log again), in one call where the store `ReadsLogs`: a returning user's
-        first search in a process reads each of their sessions, three round trips each
-        otherwise. Empty when there is no such store, fewer than two logs to read, or
-        the read fails (logged: each log is then read on its own)."""
+    def unread(self, store: Store, session_ids: Sequence[str]) -> list[str]:
+        """Those of `session_ids` with no mirror here (or one that must read its log again),
+        when the store `ReadsLogs` and there are at least two: what `read_logs` reads in
+        one call (a returning user's first search in a process; three round trips per
+        session otherwise). Empty otherwise, as on every search after the first."""
         if not isinstance(store, ReadsLogs):
-            return {}
-        unread = [
-            session_id
-            for session_id in session_ids
-            if (state := self.find(session_id, store)) is None or state.needs_full_read
-        ]
-        if len(unread) < 2:
-            return {}
-        try:
-            return store.read_logs(unread)
-        except Exception as exc:  # each session's own read may still succeed
-            logger.warning("recall could not read %d session logs at once: %s", len(unread), exc)
-            return {}
+            return []
+        with self.lock:
+            key = self.store_key(store)
+            unread = [
+                session_id
+                for session_id in session_ids
+                if (state := self._sessions.get((key, session_id))) is None or state.needs_full_read
+            ]
+        return unread if len(unread) > 1 else []
 
     def get(self, session_id: str, store: Store | None = None) -> tuple[SessionMirror, list[SessionMirror]]:
         """The mirror of a session of `store`, made (or taken from what `add` fed without a
@@ -285,3 +280,14 @@ def query_to_embed(query: str, mirrors: Sequence[SessionMirror], config: RecallC
         return query
     speakers: dict[str, str] = yield Blocking(functools.partial(speakers_of, mirrors))
     return without_speakers(query, speakers) if speakers else query
+
+
+def read_logs(store: Store, session_ids: Sequence[str]) -> dict[str, LogRead]:
+    """``store.read_logs(session_ids)`` (see `MirrorTable.unread`), or nothing when it fails
+    (logged: each log is then read on its own, and only a damaged one is left out)."""
+    assert isinstance(store, ReadsLogs)
+    try:
+        return store.read_logs(session_ids)
+    except Exception as exc:  # each session's own read may still succeed
+        logger.warning("recall could not read %d session logs at once: %s", len(session_ids), exc)
+        return {}
