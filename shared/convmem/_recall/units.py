@@ -306,7 +306,7 @@ class SessionMirror:
         """Whether the messages' lexical index holds passages (``seq << 8 | part``), not
         whole messages: recall's own index in this process does; an index a store keeps,
         or one given by the caller, holds whole messages under their seqs."""
-        return type(self.lexical_messages) in _OWN_INDEXES
+        return _own(self.lexical_messages) is not None
 
     def _index_message(self, index: LexicalIndex, seq: int) -> list[str] | None:
         """Give `index` the message at `seq`: its passages, or its line whole. Returns the
@@ -516,7 +516,7 @@ class SessionMirror:
         parts: dict[int, int] = {}
         if units == "messages" and self.passage_docs:
             scores, parts = best_of_each_message(scores, self.passages)
-        if type(index) in _OWN_INDEXES:  # holds exactly this mirror's documents
+        if _own(index) is not None:  # holds exactly this mirror's documents
             return scores, parts
         if units == "messages":
             return scores.only(lambda seq: seq in self.lines and seq not in self.small_talk), parts

@@ -112,9 +112,9 @@ def _decode_record(raw: str | bytes, seq: int, session_id: str) -> Message:
 def _log_read(session_id: str, meta: str, before: Any, log: Any, after: Any) -> LogRead:
     """The `LogRead` of a session from its HGETALL replies (counters, log, counters)."""
     records = sorted(
-        (int(field), raw)
+        (int(name), raw)
         for field, raw in dict(log or {}).items()
-        if _text(field).isdecimal() and _text(field).isascii()
+        if (name := _text(field)).isdecimal() and name.isascii()
     )
     return LogRead(
         _stats_of(session_id, meta, before),
