@@ -25,7 +25,7 @@ from .._models import Message
 from .._tokens import TokenCounter, count_pieces, line_pieces
 from .config import RecallConfig
 from .language import ROLE_LABELS, date_label, render_line
-from .passages import excerpt_text
+from .passages import excerpt_text, passage_spans
 from .rank import Ranked
 
 __all__ = ["RecallResult", "RecalledItem", "Rendered", "render", "render_excerpt"]
@@ -145,6 +145,7 @@ def render(
     line_cache: MutableMapping[LineKey, CachedLine] | None = None,
     group_of: Callable[[int], int] | None = None,
     excerpts: Mapping[int, tuple[int, int]] | None = None,
+    widen: int = 0,
 ) -> Rendered:
     """Fill `max_tokens` with the best of `ranked`; items come back in log order.
 
@@ -155,14 +156,16 @@ def render(
     log it renders changes). With `group_of` (seq -> group, e.g. the session),
     the first item of each group opens with its date line even on the same day.
     ``excerpts`` (seq -> character span of the message's stripped text) are long
-    messages shown by their passage that matched, marked as excerpts.
+    messages shown by their passage that matched, marked as excerpts; the excerpts of
+    the `widen` best items picked also show the passage on either side (all of a
+    message of two or three passages) while the room the picked items left allows.
     """
     if max_tokens <= 0 or not ranked:
         return _NOTHING
     section = _Section(
         messages, language, counter, config, {} if line_cache is None else line_cache, group_of, excerpts
     )
-    return section.fill(ranked, item_seqs, vectors, max_tokens)
+    return section.fill(ranked, item_seqs, vectors, max_tokens, widen)
 
 
 class _Section:
@@ -180,6 +183,8 @@ class _Section:
     ) -> None:
         self.group_of = group_of
         self.excerpts = excerpts or {}
+        # Excerpts shown wider than the passage that matched (None: the whole message).
+        self.widened: dict[int, tuple[int, int] | None] = {}
         self.messages = messages
         self.language = language
         self.counter = counter
@@ -200,17 +205,25 @@ class _Section:
             self.lines[seq] = line
         return line
 
+    def _span(self, seq: int) -> tuple[int, int] | None:
+        """The part of the message at `seq` shown (None: all of it)."""
+        return self.widened[seq] if seq in self.widened else self.excerpts.get(seq)
+
     def _key(self, seq: int) -> LineKey:
-        span = self.excerpts.get(seq)
-        # An excerpt is cached apart from the whole line, per passage.
-        return (self.counter.name, self.language if span is None else f"{self.language}@{span[0]}", seq)
+        span = self._span(seq)
+        # An excerpt is cached apart from the whole line, per span.
+        return (
+            self.counter.name,
+            self.language if span is None else f"{self.language}@{span[0]}-{span[1]}",
+            seq,
+        )
 
     def _text(self, seq: int) -> tuple[str, str]:
         """The line of the message at `seq` and its date line, not counted."""
         rendered = self.texts.get(seq)
         if rendered is None:
             message = self.messages[seq]
-            span = self.excerpts.get(seq)
+            span = self._span(seq)
             text = (
                 render_line(message, self.language)
                 if span is None
@@ -261,6 +274,7 @@ class _Section:
         item_seqs: Mapping[int, Sequence[int]],
         vectors: Mapping[int, np.ndarray],
         max_tokens: int,
+        widen: int = 0,
     ) -> Rendered:
         counter = self.counter
         dropped: list[Dropped] = []
@@ -316,6 +330,8 @@ class _Section:
             covered.update(seqs)
             used_labels.update(new_labels)
             picked.append((candidate, seqs))
+        if widen and self.excerpts and remaining > 0:
+            self._widen(picked[:widen], remaining)
         if over_budget:
             dropped.append(
                 Dropped("recall", f"{over_budget} ranked passages", over_tokens, "over the recall token cap")
@@ -335,6 +351,44 @@ class _Section:
             _, seqs = picked.pop(weakest)
             dropped.append(Dropped("recall", f"seqs {list(seqs)}", 0, "over the recall token cap"))
         return Rendered((), "", 0, tuple(dropped))
+
+    def _widen(self, picked: Sequence[tuple[Ranked, list[int]]], remaining: int) -> None:
+        """Show the excerpts of `picked` (the best items, best first) with the passage on
+        either side of the one that matched (all of a message of two or three passages),
+        while the room the picked items left allows: a question often matches the start of
+        a list or of an answer whose next passage holds what was asked ("the fifth bottle
+        you recommended"). Only room no candidate could use is taken; what was picked stays."""
+        for _, seqs in picked:
+            for seq in seqs:
+                span = self.excerpts.get(seq)
+                if span is None:
+                    continue
+                message = self.messages[seq]
+                spans = passage_spans(message.text.strip())
+                if span not in spans:
+                    continue
+                at = spans.index(span)
+                wider = (spans[max(at - 1, 0)][0], spans[min(at + 1, len(spans) - 1)][1])
+                shown = None if wider == (spans[0][0], spans[-1][1]) else wider
+                text = (
+                    render_line(message, self.language)
+                    if shown is None
+                    else render_excerpt(message, self.language, shown)
+                )
+                _, label, old_tokens = self.lines[seq]
+                if self.at_least is not None and self.at_least(text) - old_tokens > remaining:
+                    continue
+                self.widened[seq] = shown
+                key = self._key(seq)
+                line = self.line_cache.get(key)
+                if line is None:
+                    line = self.line_cache[key] = (text, label, self.counter.count_text(text))
+                if line[2] - old_tokens > remaining:
+                    del self.widened[seq]
+                    continue
+                remaining -= line[2] - old_tokens
+                self.lines[seq] = line
+                self.texts[seq] = (text, label)
 
     def _items(self, picked: Sequence[tuple[Ranked, list[int]]]) -> tuple[RecalledItem, ...]:
         """Items in log order; an item that starts a new day opens with its date line."""
@@ -361,7 +415,7 @@ class _Section:
                     timestamp=self.messages[seqs[0]].timestamp,
                     score=candidate.score,
                     token_count=self.counter.count_text(text) if tokens is None else tokens,
-                    excerpt=any(s in self.excerpts for s in seqs),
+                    excerpt=any(self._span(s) is not None for s in seqs),
                 )
             )
         return tuple(items)

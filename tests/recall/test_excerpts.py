@@ -1,0 +1,117 @@
+"""How much of a long message recall shows: the passage that matched, and its neighbours
+when the room the other candidates left allows."""
+
+from __future__ import annotations
+
+import pytest
+from stored_messages import COUNTER, store_messages
+
+from convmem import InMemoryStore, Recall, SQLiteStore, Store
+from convmem._recall.passages import LONG_MESSAGE_CHARS, passage_spans
+
+FILLER = [
+    ("user", "Can you explain how compound interest works?"),
+    ("assistant", "Compound interest adds the interest back to the principal each period."),
+    ("user", "What is a good stretch for a stiff neck?"),
+    ("assistant", "Try slow neck rolls and a chin tuck held for a few seconds."),
+]
+
+# Two passages: the question matches the opening one, the answer sits in the other.
+BOTTLES = (
+    "To make the widest variety of gin cocktails, I recommend these five bottles:\n"
+    "1. Sweet vermouth: a fortified wine that goes into the Negroni and the Manhattan. It adds a sweet, "
+    "herbal note and keeps for a month in the fridge once opened.\n"
+    "2. Dry vermouth: also a fortified wine, for the Martini and the Gibson. It is dry and crisp, and a "
+    "half bottle is plenty if you only mix now and then.\n"
+    "3. Campari: a bitter aperitif of the Negroni and the Americano. It is bright red and bitter, and it "
+    "keeps for years on the shelf.\n\n"
+    "4. Elderflower liqueur: sweet and floral, lovely with tonic, sparkling wine and fresh cucumber in "
+    "the summer months, and a splash brightens a glass of lemonade for guests who skip alcohol.\n"
+    "5. Absinthe: strong and herbal, rinsed through the glass for a Sazerac or a Corpse Reviver; a small "
+    "bottle lasts a very long time.\n"
+    "With these on the shelf you can make most classics, and you can add more later as your taste grows, "
+    "perhaps a maraschino liqueur, an orange curacao or a good dry sherry for lighter drinks. Keep the "
+    "vermouths cold, buy small bottles at first, and note which drinks your friends ask for again. A "
+    "jigger, a long spoon, a shaker and a strainer are all the tools you need to begin."
+)
+QUESTION = "Which five bottles did you recommend for the widest variety of gin cocktails? The fifth one?"
+
+
+def _recall(store: Store, max_tokens: int, query: str = QUESTION):  # type: ignore[no-untyped-def]
+    return Recall().search("s1", query, store=store, max_tokens=max_tokens, counter=COUNTER)
+
+
+def _bottles_store(store: Store) -> Store:
+    assert len(passage_spans(BOTTLES.strip())) == 2 and len(BOTTLES) > LONG_MESSAGE_CHARS
+    store_messages(store, "s1", [("user", "Help me stock a home bar."), ("assistant", BOTTLES), *FILLER])
+    return store
+
+
+@pytest.mark.parametrize("kind", ["memory", "sqlite"])
+def test_an_excerpt_is_shown_whole_when_the_room_left_holds_the_rest(kind: str, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    store = _bottles_store(InMemoryStore() if kind == "memory" else SQLiteStore(tmp_path / "m.db"))
+    roomy = _recall(store, 1000)
+    (answer,) = [item for item in roomy.items if "widest variety" in item.text]
+    assert "Absinthe" in answer.text and not answer.excerpt
+    assert "(excerpt)" not in answer.text
+    tight = _recall(store, answer.token_count - 40)
+    (part,) = [item for item in tight.items if "widest variety" in item.text]
+    assert part.excerpt and "Absinthe" not in part.text and "Assistant (excerpt): " in part.text
+
+
+def long_answer(topic_sentence: str) -> str:
+    paragraphs = [
+        f"Paragraph {n} is about unrelated planning details, schedules and general advice number {n}. " * 4
+        for n in range(12)
+    ]
+    paragraphs.insert(6, topic_sentence)
+    return "\n\n".join(paragraphs)
+
+
+def test_an_excerpt_of_many_passages_widens_to_one_passage_on_each_side() -> None:
+    answer = long_answer("For your cocktail bar, add a bottle of absinthe for the Sazerac rinse.")
+    text = answer.strip()
+    spans = passage_spans(text)
+    (at,) = [i for i, (start, end) in enumerate(spans) if "absinthe" in text[start:end]]
+    assert 1 <= at <= len(spans) - 2  # neighbours on both sides, and more beyond them
+    store = InMemoryStore()
+    store_messages(store, "s1", [("user", "Help me stock a cocktail bar."), ("assistant", answer), *FILLER])
+    result = _recall(store, 3000, "Which bottle did you say the Sazerac rinse needs?")
+    (item,) = [item for item in result.items if "absinthe" in item.text]
+    assert item.excerpt
+    shown = text[spans[at - 1][0] : spans[at + 1][1]].strip()
+    assert f"Assistant (excerpt): …{shown}…" in item.text
+    outside = [text[s:e].strip() for i, (s, e) in enumerate(spans) if abs(i - at) > 1]
+    assert outside and not any(part in item.text for part in outside)
+
+
+def test_widened_excerpts_keep_the_section_within_its_cap_at_every_size() -> None:
+    store = _bottles_store(InMemoryStore())
+    store_messages(
+        store,
+        "s1",
+        [("assistant", long_answer("The gin cocktails want a bottle of absinthe for the rinse."))],
+    )
+    shown_whole = 0
+    for max_tokens in range(40, 900, 13):
+        result = _recall(store, max_tokens)
+        assert result.tokens <= max_tokens
+        assert sum(item.token_count + 1 for item in result.items) <= max_tokens
+        assert all(COUNTER.count_text(item.text) == item.token_count for item in result.items)
+        assert result.tokens == COUNTER.count_text(result.text)
+        shown_whole += any("Absinthe" in item.text and not item.excerpt for item in result.items)
+    assert shown_whole  # the larger caps show the list whole
+
+
+@pytest.mark.parametrize(
+    "request_",
+    [
+        "Which five bottles give the widest variety of gin cocktails?",  # stands on its own
+        "I'm throwing a party tonight, which five bottles give the widest variety of gin cocktails?",
+    ],
+)
+def test_a_request_that_does_not_ask_about_the_history_keeps_the_excerpt(request_: str) -> None:
+    store = _bottles_store(InMemoryStore())
+    result = _recall(store, 1000, request_)
+    (part,) = [item for item in result.items if "widest variety" in item.text]
+    assert part.excerpt and "Absinthe" not in part.text
