@@ -115,3 +115,29 @@ def test_a_request_that_does_not_ask_about_the_history_keeps_the_excerpt(request
     result = _recall(store, 1000, request_)
     (part,) = [item for item in result.items if "widest variety" in item.text]
     assert part.excerpt and "Absinthe" not in part.text
+
+
+def test_the_best_item_may_take_the_room_of_the_weakest_to_be_shown_whole() -> None:
+    store = _bottles_store(InMemoryStore())
+    store_messages(
+        store,
+        "s1",
+        [
+            ("user", "I mostly drink gin cocktails with tonic in the summer."),
+            ("assistant", "A gin and tonic with cucumber is a lovely summer drink."),
+            ("user", "My friend likes bitter gin cocktails best."),
+            ("assistant", "Then a Negroni or a Jungle Bird would suit your friend."),
+        ],
+    )
+    evictions = 0
+    for max_tokens in range(60, 700, 7):
+        result = _recall(store, max_tokens)
+        assert result.tokens <= max_tokens
+        assert sum(item.token_count + 1 for item in result.items) <= max_tokens
+        given = [d for d in result.dropped if d.reason == "room given to more of the best item"]
+        best = max(result.items, key=lambda item: item.score)
+        if given:
+            evictions += 1
+            assert "widest variety" in best.text and "Absinthe" in best.text and not best.excerpt
+            assert all(d.tokens > 0 for d in given)
+    assert evictions  # some caps hold the whole list only by leaving a weaker item out

@@ -70,3 +70,35 @@ def test_a_long_message_that_fits_is_counted_and_recalled() -> None:
     assert "committee" in str(text)
     assert tokens == TiktokenCounter().count_text(str(text))
     assert len(items) == 4  # type: ignore[arg-type]
+
+
+def test_what_is_recalled_does_not_depend_on_what_earlier_searches_counted() -> None:
+    # Fifty lines of few words and many tokens, then a short one: whether the section is
+    # full is decided on bounds of their tokens, whichever exact counts a cache holds.
+    texts = {seq: "/".join(f"path{seq}x{part}" for part in range(6)) for seq in range(1, 51)}
+    texts[51] = "We like the tram."
+    shown = {
+        seq: dataclasses.replace(Message.create("user", text, timestamp=1_700_000_000 + seq), seq=seq)
+        for seq, text in texts.items()
+    }
+    ranked = [Ranked(seq, 1.0 - seq / 100, None) for seq in shown]
+
+    def section(max_tokens: int, cache: dict) -> tuple[object, ...]:  # type: ignore[type-arg]
+        rendered = render(
+            ranked,
+            item_seqs={seq: (seq,) for seq in shown},
+            messages=shown,
+            vectors={},
+            language="en",
+            max_tokens=max_tokens,
+            counter=TiktokenCounter(),
+            config=RecallConfig(),
+            line_cache=cache,
+        )
+        return rendered.items, rendered.text, rendered.tokens
+
+    counted: dict = {}  # type: ignore[type-arg]
+    section(100_000, counted)  # an earlier search counted every line exactly
+    assert len(counted) == 51
+    for max_tokens in range(20, 400, 3):
+        assert section(max_tokens, {}) == section(max_tokens, dict(counted)), max_tokens

@@ -158,7 +158,8 @@ def render(
     ``excerpts`` (seq -> character span of the message's stripped text) are long
     messages shown by their passage that matched, marked as excerpts; the excerpts of
     the `widen` best items picked also show the passage on either side (all of a
-    message of two or three passages) while the room the picked items left allows.
+    message of two or three passages), the best one with the room of the weakest items
+    picked if need be, the others with the room left.
     """
     if max_tokens <= 0 or not ranked:
         return _NOTHING
@@ -237,16 +238,14 @@ class _Section:
         """The line at `seq` with its exact count, when this render or the cache has it."""
         return self.lines.get(seq) or self.line_cache.get(self._key(seq))
 
-    def _bounded_line(self, seq: int) -> tuple[str, str, int]:
-        """The line at `seq` as `_line` gives it, with its exact count when it is known and
-        else the counter's lower bound (`TiktokenCounter.at_least`): what deciding that
-        the cap is full needs, without encoding the best candidates' long messages."""
-        line = self._known(seq)
-        if line is not None:
-            return line
+    def _size_at_least(self, seq: int) -> int:
+        """The counter's lower bound of the line at `seq` (`TiktokenCounter.at_least`), the
+        same whether or not its exact count is known yet: what deciding that the cap is full
+        needs, without encoding the best candidates' long messages, and without making the
+        decision depend on what earlier searches happened to count."""
         assert self.at_least is not None
-        text, label = self._text(seq)
-        return text, label, self.at_least(text)
+        known = self._known(seq)
+        return self.at_least(known[0] if known is not None else self._text(seq)[0])
 
     def _surely_over(self, seq: int, room: int) -> int:
         """The tokens the line at `seq` costs at least (its newline included) when that is
@@ -287,8 +286,8 @@ class _Section:
         picked_vectors: list[np.ndarray] = []
         picked_seqs: list[list[int]] = []
         line = self._line
-        size = line if self.at_least is None else self._bounded_line
-        smallest = min((size(s)[2] for c in ranked[:_SMALLEST_AMONG] for s in item_seqs[c.seq]), default=1)
+        size = (lambda seq: line(seq)[2]) if self.at_least is None else self._size_at_least
+        smallest = min((size(s) for c in ranked[:_SMALLEST_AMONG] for s in item_seqs[c.seq]), default=1)
         # Estimate: every line and date line costs its tokens plus a newline. Lines are
         # counted once per session and cached; the exact text is counted at the end.
         for candidate in ranked:
@@ -330,8 +329,8 @@ class _Section:
             covered.update(seqs)
             used_labels.update(new_labels)
             picked.append((candidate, seqs))
-        if widen and self.excerpts and remaining > 0:
-            self._widen(picked[:widen], remaining)
+        if widen and self.excerpts:
+            dropped += self._widen(picked, widen, remaining)
         if over_budget:
             dropped.append(
                 Dropped("recall", f"{over_budget} ranked passages", over_tokens, "over the recall token cap")
@@ -352,43 +351,71 @@ class _Section:
             dropped.append(Dropped("recall", f"seqs {list(seqs)}", 0, "over the recall token cap"))
         return Rendered((), "", 0, tuple(dropped))
 
-    def _widen(self, picked: Sequence[tuple[Ranked, list[int]]], remaining: int) -> None:
-        """Show the excerpts of `picked` (the best items, best first) with the passage on
-        either side of the one that matched (all of a message of two or three passages),
-        while the room the picked items left allows: a question often matches the start of
-        a list or of an answer whose next passage holds what was asked ("the fifth bottle
-        you recommended"). Only room no candidate could use is taken; what was picked stays."""
-        for _, seqs in picked:
-            for seq in seqs:
-                span = self.excerpts.get(seq)
-                if span is None:
+    def _widen(self, picked: list[tuple[Ranked, list[int]]], widen: int, remaining: int) -> list[Dropped]:
+        """Show the excerpts of the `widen` best items of `picked` (best first) with the
+        passage on either side of the one that matched (all of a message of two or three
+        passages): a question often matches the start of a list or of an answer whose next
+        passage holds what was asked ("the fifth bottle you recommended"). The best item
+        may take the room of the weakest items picked; the others take only the room left.
+        Returns the items left out for it (`picked` loses them)."""
+        dropped: list[Dropped] = []
+        at = 0
+        while at < min(widen, len(picked)):
+            for seq in picked[at][1]:
+                wider = self._wider(seq)
+                if wider is None:
                     continue
-                message = self.messages[seq]
-                spans = passage_spans(message.text.strip())
-                if span not in spans:
-                    continue
-                at = spans.index(span)
-                wider = (spans[max(at - 1, 0)][0], spans[min(at + 1, len(spans) - 1)][1])
-                shown = None if wider == (spans[0][0], spans[-1][1]) else wider
-                text = (
-                    render_line(message, self.language)
-                    if shown is None
-                    else render_excerpt(message, self.language, shown)
-                )
+                text, shown = wider
                 _, label, old_tokens = self.lines[seq]
-                if self.at_least is not None and self.at_least(text) - old_tokens > remaining:
+                # The room this item may take: the weakest items' too, for the best one.
+                weaker = (
+                    [sum(self.lines[s][2] + 1 for s in seqs) for _, seqs in picked[at + 1 :]]
+                    if at == 0
+                    else []
+                )
+                room = remaining + sum(weaker)
+                if self.at_least is not None and self.at_least(text) - old_tokens > room:
                     continue
                 self.widened[seq] = shown
                 key = self._key(seq)
                 line = self.line_cache.get(key)
                 if line is None:
                     line = self.line_cache[key] = (text, label, self.counter.count_text(text))
-                if line[2] - old_tokens > remaining:
+                if line[2] - old_tokens > room:
                     del self.widened[seq]
                     continue
+                while line[2] - old_tokens > remaining:
+                    _, gone = picked.pop()
+                    freed = weaker.pop()
+                    remaining += freed
+                    dropped.append(
+                        Dropped("recall", f"seqs {gone}", freed, "room given to more of the best item")
+                    )
                 remaining -= line[2] - old_tokens
                 self.lines[seq] = line
                 self.texts[seq] = (text, label)
+            at += 1
+        return dropped
+
+    def _wider(self, seq: int) -> tuple[str, tuple[int, int] | None] | None:
+        """The line of the message at `seq` showing the passages on either side of its
+        excerpt, and the span shown (None: all of it); None when it is no excerpt."""
+        span = self.excerpts.get(seq)
+        if span is None:
+            return None
+        message = self.messages[seq]
+        spans = passage_spans(message.text.strip())
+        if span not in spans:
+            return None
+        at = spans.index(span)
+        wider = (spans[max(at - 1, 0)][0], spans[min(at + 1, len(spans) - 1)][1])
+        shown = None if wider == (spans[0][0], spans[-1][1]) else wider
+        text = (
+            render_line(message, self.language)
+            if shown is None
+            else render_excerpt(message, self.language, shown)
+        )
+        return text, shown
 
     def _items(self, picked: Sequence[tuple[Ranked, list[int]]]) -> tuple[RecalledItem, ...]:
         """Items in log order; an item that starts a new day opens with its date line."""
