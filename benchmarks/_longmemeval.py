@@ -237,21 +237,16 @@ NO_MEMORY_REQUESTS_HELD_OUT = (
     "帮我想三个团队建设活动。",
     "我明天要面试，有什么建议吗？",
     "什么是人工智能？",
-)
-
-# Twenty more, written before the last change to recall for the others and measured as
-# they are, never looked at to tune: whether those changes are rules or fits to the
-# requests they were made for. 166 / 325 / 593 tokens on the code before that change.
-NO_MEMORY_REQUESTS_FRESH = (
-    "What's the capital of Australia?",
+    # Twenty more, written before a change to recall for the others (a request about the
+    # user only in passing recalls what they said) and kept as the blind check until a new
+    # set replaced it: 166 / 325 / 593 on the code before that change, 155 / 289 / 464
+    # after it, 155 / 290 / 467 once excerpts widened. Never looked at one by one.
     "Write a limerick about a cat who loves naps.",
     "How do I convert Celsius to Fahrenheit?",
     "I'm hosting a dinner party on Saturday, can you suggest an easy dessert?",
     "Explain recursion to a ten-year-old.",
-    "What's the difference between a virus and a bacterium?",
     "Can you write a bash one-liner that counts lines in all .py files?",
     "I can't sleep, tell me a calming fact about the ocean.",
-    "What year did the Berlin Wall fall?",
     "Proofread this sentence: 'Their going to the park tomorow.'",
     "Thanks, have a great evening!",
     "I'm learning to cook, what's a good first knife to buy?",
@@ -263,6 +258,27 @@ NO_MEMORY_REQUESTS_FRESH = (
     "早上好！",
     "怎么计算圆的面积？",
     "给我讲一个关于月亮的故事。",
+)
+
+# Fourteen more, written after recall's last change and measured once, as they are,
+# never looked at one by one or tuned on: whether the rules hold for requests nobody
+# had in mind (206 / 421 / 839 tokens at first sight; written with six more that
+# repeated requests of the lists above, nearly or exactly: 145 / 296 / 588 for the 20).
+NO_MEMORY_REQUESTS_FRESH = (
+    "Can you explain what an API is in simple terms?",
+    "I'm flying to Tokyo next month, what are some polite phrases I should learn?",
+    "Give me three tips for writing a clear email subject line.",
+    "Convert 250 grams to ounces.",
+    "What causes a rainbow?",
+    "My kid has a science fair project due Friday, any easy experiment ideas?",
+    "Write a Python one-liner to reverse a list.",
+    "Who painted the Mona Lisa?",
+    "Good morning! Ready to help me today?",
+    "I'm redecorating my living room, what colors go well with grey?",
+    "请解释一下什么是光合作用。",
+    "我下周要去爬山，需要准备什么？",
+    "用一句话介绍一下长城。",
+    "谢谢你的帮助，再见！",
 )
 
 
