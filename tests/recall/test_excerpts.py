@@ -3,11 +3,17 @@ when the room the other candidates left allows."""
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from stored_messages import COUNTER, store_messages
 
-from convmem import InMemoryStore, Recall, SQLiteStore, Store
+from convmem import InMemoryStore, Message, Recall, RecallConfig, SQLiteStore, Store
 from convmem._recall.passages import LONG_MESSAGE_CHARS, passage_spans
+from convmem._recall.rank import Ranked
+from convmem._recall.render import render
 
 FILLER = [
     ("user", "Can you explain how compound interest works?"),
@@ -141,3 +147,63 @@ def test_the_best_item_may_take_the_room_of_the_weakest_to_be_shown_whole() -> N
             assert "widest variety" in best.text and "Absinthe" in best.text and not best.excerpt
             assert all(d.tokens > 0 for d in given)
     assert evictions  # some caps hold the whole list only by leaving a weaker item out
+
+
+# -- the section's rules, whatever the candidates ----------------------------------------------
+
+_WORDS = st.sampled_from(["gin", "tonic", "bottle", "the", "Negroni", "lime", "ice", "bar", "5.", "—", "酒"])
+
+
+@st.composite
+def _section_case(
+    draw: st.DrawFn,
+) -> tuple[dict[int, Message], list[int], dict[int, tuple[int, int]], int, int]:
+    count = draw(st.integers(1, 8))
+    shown: dict[int, Message] = {}
+    excerpts: dict[int, tuple[int, int]] = {}
+    for seq in range(1, count + 1):
+        words = draw(st.integers(3, 700))
+        text = " ".join(draw(st.lists(_WORDS, min_size=words, max_size=words)))
+        if draw(st.booleans()):
+            text = text.replace(" the ", "\n\n", 3)
+        role = draw(st.sampled_from(["user", "assistant"]))
+        message = Message.create(role, text, timestamp=1_700_000_000 + seq * 50_000)
+        shown[seq] = dataclasses.replace(message, seq=seq)
+        spans = passage_spans(text.strip())
+        if len(spans) > 1:
+            excerpts[seq] = spans[draw(st.integers(0, len(spans) - 1))]
+    order = draw(st.permutations(sorted(shown)))
+    return shown, list(order), excerpts, draw(st.integers(0, 3)), draw(st.integers(1, 1500))
+
+
+@settings(max_examples=300, deadline=None)
+@given(_section_case())
+def test_widened_excerpts_keep_every_rule_of_the_section(case) -> None:  # type: ignore[no-untyped-def]
+    shown, order, excerpts, widen, max_tokens = case
+    rendered = render(
+        [Ranked(seq, 1.0 - at / 100, None) for at, seq in enumerate(order)],
+        item_seqs={seq: (seq,) for seq in shown},
+        messages=shown,
+        vectors={},
+        language="en",
+        max_tokens=max_tokens,
+        counter=COUNTER,
+        config=RecallConfig(),
+        excerpts=excerpts,
+        widen=widen,
+    )
+    assert rendered.tokens <= max_tokens and rendered.tokens == COUNTER.count_text(rendered.text)
+    assert sum(item.token_count + 1 for item in rendered.items) <= max_tokens
+    seqs = [item.seqs[0] for item in rendered.items]
+    assert seqs == sorted(set(seqs))  # log order, each message once
+    for item in rendered.items:
+        (seq,) = item.seqs
+        assert item.token_count == COUNTER.count_text(item.text)
+        text = shown[seq].text.strip()
+        if seq not in excerpts:
+            assert not item.excerpt and text in item.text
+            continue
+        start, end = excerpts[seq]
+        assert text[start:end].strip() in item.text  # the passage that matched is always shown
+        assert item.excerpt == (text not in item.text)
+        assert widen or item.excerpt  # nothing widens when nothing may
