@@ -180,6 +180,30 @@ def test_the_fact_rules_compile_with_the_first_extractor_not_with_convmem() -> N
     assert result.stdout.split() == ["False", "True"]
 
 
+@pytest.mark.parametrize("lexical_index", ["store", "process"])
+def test_a_first_search_loads_no_module_it_does_not_use(lexical_index: str, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    # `np.unique` asks whether its array is masked, which imports numpy.ma: 15-25 ms of a
+    # returning user's first message in every new process, for nothing recall uses.
+    path = str(tmp_path / "m.db")
+    result = run_python(
+        "import sys\n"
+        "from convmem import ConversationMemory, SQLiteStore\n"
+        f"store = SQLiteStore({path!r}, lexical_index={lexical_index!r})\n"
+        "for n in range(3):\n"
+        "    old = ConversationMemory(f'old-{n}', store, user_id='u')\n"
+        "    old.add('user', f'My bike number {n} is a red road bike I ride to work.')\n"
+        "    old.add('assistant', 'A road bike is quick on the way to work.')\n"
+        "    old.flush()\n"
+        "new = ConversationMemory('new', store, user_id='u')\n"
+        "before = set(sys.modules)\n"
+        "context = new.build_context(query='Which bikes do I ride to work?', budget=1000)\n"
+        "print(len(context.recalled) > 0)\n"
+        "print(sorted(m for m in set(sys.modules) - before if m.startswith('numpy')))"
+    )
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.splitlines() == ["True", "[]"]
+
+
 @pytest.fixture(scope="module")
 def core_without_frameworks() -> dict[str, Any]:
     result = run_python(blocking(FRAMEWORK_PREFIXES, USE_EVERY_CORE_FEATURE))
