@@ -182,7 +182,7 @@ def test_the_fact_rules_compile_with_the_first_extractor_not_with_convmem() -> N
 
 @pytest.mark.parametrize("lexical_index", ["store", "process"])
 def test_a_first_search_loads_no_module_it_does_not_use(lexical_index: str, tmp_path) -> None:  # type: ignore[no-untyped-def]
-    # `np.unique` asks whether its array is masked, which imports numpy.ma: 15-25 ms of a
+    # `np.unique` asks whether its array is masked, which imports numpy.ma: about 7 ms of a
     # returning user's first message in every new process, for nothing recall uses.
     path = str(tmp_path / "m.db")
     result = run_python(
