@@ -192,8 +192,9 @@ def test_recall_counts_must_be_positive_32_bit_ints(option: str, value: object) 
 
 
 @pytest.mark.parametrize("value", [NAN, -1, 1.5, "1", True, None, 2**64], ids=repr)
-def test_recall_neighbour_radius_must_be_an_int_from_zero(value: object) -> None:
-    assert_recall_refuses("neighbour_radius", value, "an int from 0 to 2147483647")
+@pytest.mark.parametrize("option", ["neighbour_radius", "widened_excerpts"])
+def test_recall_counts_from_zero_must_be_ints_from_zero(option: str, value: object) -> None:
+    assert_recall_refuses(option, value, "an int from 0 to 2147483647")
 
 
 @pytest.mark.parametrize("value", [NAN, INF, -1.5, 1.5, "0.1", True, None], ids=repr)

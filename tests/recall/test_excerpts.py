@@ -43,8 +43,8 @@ BOTTLES = (
 QUESTION = "Which five bottles did you recommend for the widest variety of gin cocktails? The fifth one?"
 
 
-def _recall(store: Store, max_tokens: int, query: str = QUESTION):  # type: ignore[no-untyped-def]
-    return Recall().search("s1", query, store=store, max_tokens=max_tokens, counter=COUNTER)
+def _recall(store: Store, max_tokens: int, query: str = QUESTION, config: RecallConfig | None = None):  # type: ignore[no-untyped-def]
+    return Recall(config=config).search("s1", query, store=store, max_tokens=max_tokens, counter=COUNTER)
 
 
 def _bottles_store(store: Store) -> Store:
@@ -107,6 +107,14 @@ def test_widened_excerpts_keep_the_section_within_its_cap_at_every_size() -> Non
         assert result.tokens == COUNTER.count_text(result.text)
         shown_whole += any("Absinthe" in item.text and not item.excerpt for item in result.items)
     assert shown_whole  # the larger caps show the list whole
+
+
+def test_widened_excerpts_can_be_turned_off() -> None:
+    store = _bottles_store(InMemoryStore())
+    result = _recall(store, 1000, config=RecallConfig(widened_excerpts=0))
+    (part,) = [item for item in result.items if "widest variety" in item.text]
+    assert part.excerpt and "Absinthe" not in part.text
+    assert not any(d.reason == "room given to more of the best item" for d in result.dropped)
 
 
 @pytest.mark.parametrize(

@@ -100,7 +100,7 @@ def conclude(
         excerpts=shown.excerpts,
         # A question about the history is answered by what its best items hold, often past
         # the passage it matched; a request that only mentions the user is not widened.
-        widen=_WIDENED if personal and not first_person_only else 0,
+        widen=config.widened_excerpts if personal and not first_person_only else 0,
     )
     asker = max(shown.sessions, default=0)
     items = tuple(
@@ -128,9 +128,6 @@ def conclude(
 
 
 _WORD = re.compile(r"[^\W_]+")
-
-# The best items whose excerpts may widen to their neighbouring passages, room allowing.
-_WIDENED = 3
 
 
 # "the password", "that recipe": a thing the asker takes as known, from the history or the world.

@@ -122,6 +122,12 @@ class RecallConfig:
     """Candidates each retriever (dense, lexical) contributes before fusion. The episode
     and neighbour boosts lift only candidates: more of them lets a good episode's quieter
     turns rank."""
+    widened_excerpts: int = 3
+    """A long message is shown by the passage the query matched, marked as an excerpt. For a
+    question about the user or their history, the excerpts of this many of the best items
+    also show the passage on either side (all of a message of two or three passages): the
+    best one even when that leaves out the weakest items, the others with the room left.
+    0 shows only the passages that matched (fewer tokens)."""
     indexed_roles: tuple[str, ...] = ("user", "assistant")
     max_unit_chars: int = 2000
     """Text beyond this is not embedded (most models read 256-512 tokens anyway)."""
@@ -150,6 +156,7 @@ class RecallConfig:
         if self.language not in ("auto", "zh", "en"):
             raise ConfigError(f"language must be 'auto', 'zh' or 'en', got {self.language!r}")
         check_int("neighbour_radius", self.neighbour_radius, low=0)
+        check_int("widened_excerpts", self.widened_excerpts, low=0)
         for name in ("rrf_k", "candidates", "max_unit_chars", "hnsw_threshold", "persist_every"):
             check_int(name, getattr(self, name), low=1)
         for name in (
