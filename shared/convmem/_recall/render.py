@@ -224,15 +224,18 @@ class _Section:
         rendered = self.texts.get(seq)
         if rendered is None:
             message = self.messages[seq]
-            span = self._span(seq)
-            text = (
-                render_line(message, self.language)
-                if span is None
-                else render_excerpt(message, self.language, span)
-            )
+            text = self._render(message, self._span(seq))
             label = date_label(message.timestamp, self.language, self.config.time_zone)
             rendered = self.texts[seq] = (text, label)
         return rendered
+
+    def _render(self, message: Message, span: tuple[int, int] | None) -> str:
+        """The line of `message`: whole, or the part at `span` marked as an excerpt."""
+        return (
+            render_line(message, self.language)
+            if span is None
+            else render_excerpt(message, self.language, span)
+        )
 
     def _known(self, seq: int) -> CachedLine | None:
         """The line at `seq` with its exact count, when this render or the cache has it."""
@@ -410,12 +413,7 @@ class _Section:
         at = spans.index(span)
         wider = (spans[max(at - 1, 0)][0], spans[min(at + 1, len(spans) - 1)][1])
         shown = None if wider == (spans[0][0], spans[-1][1]) else wider
-        text = (
-            render_line(message, self.language)
-            if shown is None
-            else render_excerpt(message, self.language, shown)
-        )
-        return text, shown
+        return self._render(message, shown), shown
 
     def _items(self, picked: Sequence[tuple[Ranked, list[int]]]) -> tuple[RecalledItem, ...]:
         """Items in log order; an item that starts a new day opens with its date line."""
