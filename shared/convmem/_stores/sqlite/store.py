@@ -73,6 +73,8 @@ _SESSION_STATS = (
     "generation FROM sessions"
 )
 _PLACEHOLDERS = ", ".join("?" * (1 + len(_COLUMNS.split(", "))))
+# Values bound in one ``IN (...)`` list (SQLite before 3.32 binds at most 999 per query).
+_IDS_PER_QUERY = 500
 
 
 class SQLiteStore(
@@ -273,8 +275,8 @@ class SQLiteStore(
     def get(self, session_id: str, seqs: Sequence[int]) -> list[Message]:
         wanted = readable_seqs(seqs)
         found: list[Message] = []
-        for start in range(0, len(wanted), 500):
-            chunk = wanted[start : start + 500]
+        for start in range(0, len(wanted), _IDS_PER_QUERY):
+            chunk = wanted[start : start + _IDS_PER_QUERY]
             placeholders = ",".join("?" * len(chunk))
             rows = self._read(
                 f"SELECT {_COLUMNS} FROM messages "
@@ -309,8 +311,8 @@ class SQLiteStore(
         process (with an embedder, or ``lexical_index="process"``)."""
         ids = list(dict.fromkeys(session_ids))
         found: dict[str, LogRead] = {}
-        for start in range(0, len(ids), 500):
-            chunk = ids[start : start + 500]
+        for start in range(0, len(ids), _IDS_PER_QUERY):
+            chunk = ids[start : start + _IDS_PER_QUERY]
             marks = ",".join("?" * len(chunk))
             before = self._stats_of_many(chunk, marks)
             logs: dict[str, list[tuple[Any, ...]]] = {session_id: [] for session_id in chunk}
@@ -373,8 +375,8 @@ class SQLiteStore(
     def _locked_messages(self, conn: sqlite3.Connection, session_id: str, seqs: list[int]) -> list[Message]:
         """The messages `seqs` inside a write transaction; every one must exist."""
         found: list[Message] = []
-        for start in range(0, len(seqs), 500):
-            chunk = seqs[start : start + 500]
+        for start in range(0, len(seqs), _IDS_PER_QUERY):
+            chunk = seqs[start : start + _IDS_PER_QUERY]
             rows = conn.execute(
                 f"SELECT {_COLUMNS} FROM messages WHERE session_id = ? "
                 f"AND seq IN ({','.join('?' * len(chunk))}) ORDER BY seq",
@@ -405,8 +407,8 @@ class SQLiteStore(
         (a user's facts are read from all their sessions for each build)."""
         found: dict[str, StateRecord] = {}
         ids = list(dict.fromkeys(session_ids))
-        for start in range(0, len(ids), 500):
-            chunk = ids[start : start + 500]
+        for start in range(0, len(ids), _IDS_PER_QUERY):
+            chunk = ids[start : start + _IDS_PER_QUERY]
             rows = self._read(
                 f"SELECT session_id, value, version FROM state WHERE key = ? AND session_id IN "
                 f"({','.join('?' * len(chunk))})",
