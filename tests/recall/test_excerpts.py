@@ -8,19 +8,12 @@ import dataclasses
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from stored_messages import COUNTER, store_messages
+from stored_messages import COUNTER, FILLER, long_answer, store_messages
 
 from convmem import InMemoryStore, Message, Recall, RecallConfig, SQLiteStore, Store
 from convmem._recall.passages import LONG_MESSAGE_CHARS, passage_spans
 from convmem._recall.rank import Ranked
 from convmem._recall.render import render
-
-FILLER = [
-    ("user", "Can you explain how compound interest works?"),
-    ("assistant", "Compound interest adds the interest back to the principal each period."),
-    ("user", "What is a good stretch for a stiff neck?"),
-    ("assistant", "Try slow neck rolls and a chin tuck held for a few seconds."),
-]
 
 # Two passages: the question matches the opening one, the answer sits in the other.
 BOTTLES = (
@@ -65,17 +58,8 @@ def test_an_excerpt_is_shown_whole_when_the_room_left_holds_the_rest(kind: str, 
     assert part.excerpt and "Absinthe" not in part.text and "Assistant (excerpt): " in part.text
 
 
-def long_answer(topic_sentence: str) -> str:
-    paragraphs = [
-        f"Paragraph {n} is about unrelated planning details, schedules and general advice number {n}. " * 4
-        for n in range(12)
-    ]
-    paragraphs.insert(6, topic_sentence)
-    return "\n\n".join(paragraphs)
-
-
 def test_an_excerpt_of_many_passages_widens_to_one_passage_on_each_side() -> None:
-    answer = long_answer("For your cocktail bar, add a bottle of absinthe for the Sazerac rinse.")
+    answer = long_answer("For your cocktail bar, add a bottle of absinthe for the Sazerac rinse.", 12, 6)
     text = answer.strip()
     spans = passage_spans(text)
     (at,) = [i for i, (start, end) in enumerate(spans) if "absinthe" in text[start:end]]
@@ -96,7 +80,7 @@ def test_widened_excerpts_keep_the_section_within_its_cap_at_every_size() -> Non
     store_messages(
         store,
         "s1",
-        [("assistant", long_answer("The gin cocktails want a bottle of absinthe for the rinse."))],
+        [("assistant", long_answer("The gin cocktails want a bottle of absinthe for the rinse.", 12, 6))],
     )
     shown_whole = 0
     for max_tokens in range(40, 900, 13):

@@ -8,7 +8,7 @@ import random
 
 import numpy as np
 import pytest
-from stored_messages import COUNTER, store_messages
+from stored_messages import COUNTER, FILLER, long_answer, store_messages
 
 from convmem import ConversationMemory, InMemoryStore, Recall, RecallConfig, SQLiteStore, Store
 from convmem._recall.embedder import BaseEmbedder
@@ -16,15 +16,6 @@ from convmem._recall.intent import asks_about_user, is_small_talk, personal_read
 from convmem._recall.language import has_cjk
 from convmem._recall.lexical import BM25Index, tokenize
 from convmem._recall.passages import LONG_MESSAGE_CHARS, PASSAGE_CHARS, excerpt_text, passage_spans
-
-FILLER = [
-    ("user", "Can you explain how compound interest works?"),
-    ("assistant", "Compound interest adds the interest back to the principal each period."),
-    ("user", "What is a good stretch for a stiff neck?"),
-    ("assistant", "Try slow neck rolls and a chin tuck held for a few seconds."),
-    ("user", "How many ounces are in a cup?"),
-    ("assistant", "There are eight fluid ounces in a US cup."),
-]
 
 
 def user_history(store: Store, sessions: dict[str, list[tuple[str, str]]]) -> list[str]:
@@ -115,15 +106,6 @@ def test_an_excerpt_says_where_it_was_cut() -> None:
     assert excerpt_text(text, (12, 24)) == "…Middle part.…"
     assert excerpt_text(text, (0, 11)) == "First part.…"
     assert excerpt_text(text, (0, len(text))) == text
-
-
-def long_answer(topic_sentence: str) -> str:
-    paragraphs = [
-        f"Paragraph {n} is about unrelated planning details, schedules and general advice number {n}. " * 4
-        for n in range(8)
-    ]
-    paragraphs.insert(5, topic_sentence)
-    return "\n\n".join(paragraphs)
 
 
 def test_a_long_message_is_recalled_by_the_passage_that_matched_marked_as_an_excerpt() -> None:
