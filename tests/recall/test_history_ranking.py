@@ -12,10 +12,10 @@ from stored_messages import COUNTER, FILLER, long_answer, store_messages
 
 from convmem import ConversationMemory, InMemoryStore, Recall, RecallConfig, SQLiteStore, Store
 from convmem._recall.embedder import BaseEmbedder
-from convmem._recall.intent import asks_about_user, is_small_talk, personal_reading, refers_to_history
 from convmem._recall.language import has_cjk
 from convmem._recall.lexical import BM25Index, tokenize
 from convmem._recall.passages import LONG_MESSAGE_CHARS, PASSAGE_CHARS, excerpt_text, passage_spans
+from convmem._recall.reading import asks_about_user, is_small_talk, personal_reading, refers_to_history
 
 
 def user_history(store: Store, sessions: dict[str, list[tuple[str, str]]]) -> list[str]:

@@ -34,13 +34,8 @@ from .._derived.summarizer import ExtractiveSummarizer, Summarizer
 from .._derived.user_scope import UserFacts, other_session_stats, owned_others
 from .._language import detect_language
 from .._models import Turn
-from .._recall.intent import (
-    asks_for_advice,
-    choose_recall_share,
-    points_to_past,
-    refers_to_history,
-    speaks_for_us,
-)
+from .._recall.intent import choose_recall_share, points_to_past
+from .._recall.reading import asks_for_advice, refers_to_history, speaks_for_us
 from .._recall.terms import query_terms, tokenize
 from .._salience import is_filler
 from .._sansio import Blocking, Flow

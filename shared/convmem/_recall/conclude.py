@@ -12,18 +12,12 @@ from .._models import Message
 from .._tokens import TokenCounter
 from .config import RecallConfig
 from .gate import judge
-from .intent import (
-    ASKS_ABOUT_A_PERSON,
-    asks_about_user,
-    asks_for_several,
-    is_small_talk,
-    past_cue,
-    personal_reading,
-)
+from .intent import ASKS_ABOUT_A_PERSON, asks_for_several, past_cue
 from .joined import GROUP_SHIFT, SEQ_MASK
 from .language import SECTION_HEADERS, choose_language
 from .lexical import CollectionStats, tokenize
 from .rank import Evidence, rank
+from .reading import asks_about_user, is_small_talk, personal_reading
 from .render import CachedLine, LineKey, RecallResult, render
 from .terms import query_terms
 

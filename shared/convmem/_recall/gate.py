@@ -99,10 +99,10 @@ def judge(
     """Whether the ranked candidates hold evidence for the query on an absolute scale (see
     the module docstring); `RecallConfig.min_coverage` None turns the judgement off.
 
-    `personal`: the query is about the user or their history (`intent.refers_to_history`):
+    `personal`: the query is about the user or their history (`reading.refers_to_history`):
     one message holding `RecallConfig.min_coverage` of its words, or `evidence_margin`
     more similar to it than the history's typical message, is evidence; with
-    `first_person_only` (`intent.personal_reading`: only its first person makes it
+    `first_person_only` (`reading.personal_reading`: only its first person makes it
     about the user) it needs `min_coverage_self` of its words, and recalls what the user
     said and the exchanges of messages that are evidence themselves. A request that
     stands on its own needs one message that holds `min_coverage_general` of its words
@@ -110,7 +110,7 @@ def judge(
     the typical message, or that holds every one of its informative words: most of its
     words in common, or a request of the same kind, is chance, not memory. `words`: how
     many distinct informative words the query has; a request with fewer than two is
-    evidence by meaning only. `small_talk` (`intent.is_small_talk`): a greeting or a
+    evidence by meaning only. `small_talk` (`reading.is_small_talk`): a greeting or a
     polite question that does not refer to the history recalls nothing. Such a request
     recalls only the candidates that are each evidence (and their exchanges), unless it
     is `keywords` (every word of it informative): then every match is what it asks for.

@@ -264,7 +264,7 @@ def rank(
     less the episode boost that every candidate got): what falls short is not
     recalled however much room is left. `several`: the query asks for several
     things (`_intent.asks_for_several`), which lowers the floor that ranking picks.
-    `about_user`: the query asks about the user (`_intent.asks_about_user`), so what
+    `about_user`: the query asks about the user (`reading.asks_about_user`), so what
     the user said weighs more than what the assistant explained (`user_weight`).
     With `Evidence.typical`, a candidate passes by meaning only when it is at least
     `RecallConfig.dense_margin` more similar to the query than the history's typical
