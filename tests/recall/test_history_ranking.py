@@ -421,6 +421,16 @@ def test_small_talk_is_told_from_a_request(query: str, small_talk: bool) -> None
         ("I went hiking. Which trail did I like most?", False),  # asks about the user
         ("Can you suggest activities that I can do in the evening?", True),
         ("Translate 'good morning' into French.", False),  # not about the user at all
+        # "my" in the situation it tells, not in what it asks
+        ("My sister is turning 30, what's a fun party theme?", True),
+        ("I've been stuck with my paintings lately. Any ideas?", True),
+        ("我的电脑很慢，有什么办法吗？", True),
+        ("My sister is turning 30, what did I get her last year?", False),  # asked about the user
+        ("Can you suggest a gift for my sister?", False),  # "my" in what it asks
+        ("What brand are my running shoes?", False),
+        # the first person as the one who will act on the answer, not a fact of theirs
+        ("I'm flying to Tokyo, what are some phrases I should learn?", True),
+        ("What is the phrase I learned in Tokyo?", False),
     ],
 )
 def test_a_query_about_the_user_only_by_its_first_person_is_told_apart(query: str, only: bool) -> None:

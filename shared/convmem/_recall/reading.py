@@ -203,6 +203,11 @@ _ABOUT_SELF_EN = re.compile(
     r"\b(?:do|did|does|am|was|were|have|had|can|could|will|would|shall)\s+i\b|\b(?:my|mine|myself)\b",
     re.IGNORECASE,
 )
+# "...phrases I should learn", "...what I can do": the one who will act on the answer, not a fact
+# about them asked for (as "...the playlist I made" is).
+_MODAL_SUBJECT_EN = re.compile(
+    r"\bi\s+(?:should|can|could|might|may|ought\s+to|need\s+to|want\s+to|would\s+like\s+to)\b", re.IGNORECASE
+)
 _ASKS_FOR_A_FACT_EN = re.compile(
     r"\b(?:what|which|who|whom|whose|where|when|how\s+(?:many|much|long|often))\b", re.IGNORECASE
 )
@@ -211,11 +216,13 @@ _ASKS_FOR_A_FACT_EN = re.compile(
 def personal_reading(query: str, speakers: Iterable[str] = ()) -> tuple[bool, bool]:
     """`refers_to_history(query, speakers)`, and whether `query` is about the user only
     because it speaks of them in the first person ("I have a job interview tomorrow, any
-    tips?", "I just got a puppy, how often should it eat?"): it asks nothing about them
-    ("What do I...", "my", "What is the playlist I made?", 我上次买的书叫什么？: the first
-    person in what a question asks), and nothing in it points at the history
-    (`points_at_history`). Weaker evidence that their old messages are wanted: what they
-    said themselves is. One unframing of the query, at most one `points_at_history`.
+    tips?", "I just got a puppy, how often should it eat?", "My sister turns 30, what's a
+    fun party theme?"): it asks nothing about them ("What do I...", "my", "What is the
+    playlist I made?", 我上次买的书叫什么？: the first person in what a question asks, not in
+    the situation it tells first, nor as the one who will act on the answer: "...phrases I
+    should learn?"), and nothing in it points at the history (`points_at_history`). Weaker
+    evidence that their old messages are wanted: what they said themselves is. One
+    unframing of the query, at most one `points_at_history`.
 
     >>> personal_reading("I have a cold, any tips?"), personal_reading("What food do I like best?")
     ((True, True), (True, False))
@@ -223,11 +230,45 @@ def personal_reading(query: str, speakers: Iterable[str] = ()) -> tuple[bool, bo
     unframed = _without_request_frame(query)
     if not (_FIRST_PERSON_EN.search(unframed) or _FIRST_PERSON_ZH.search(unframed)):
         return points_at_history(query, speakers), False
-    if _ABOUT_SELF_EN.search(unframed) or "我的" in unframed:
+    asking = _asking_part(unframed)
+    if _ABOUT_SELF_EN.search(asking) or "我的" in asking:
         return True, False
-    if any(_FIRST_PERSON_EN.search(clause) or "我" in clause for clause in _asked_clauses(unframed)):
+    if any(
+        _FIRST_PERSON_EN.search(_MODAL_SUBJECT_EN.sub(" ", clause)) or "我" in clause
+        for clause in _asked_clauses(unframed)
+    ):
         return True, False
     return True, not points_at_history(query, speakers)
+
+
+# A clause that opens a question or a request: "what's a fun party theme", "any tips",
+# "do you have ideas", "can you suggest".
+_ASKING_OPENER_EN = re.compile(
+    r"^\s*(?:what|which|who|whom|whose|where|when|why|how|any|can|could|would|will|should|shall"
+    r"|do|does|did|is|are|was|were|am|have|has|had|may|might)\b",
+    re.IGNORECASE,
+)
+
+
+def _asking_part(text: str) -> str:
+    """What `text` asks, without the situation it first tells: in each question sentence,
+    the clauses from the first that opens a question ("My sister is turning 30, what's a fun
+    party theme?": "what's a fun party theme"; the whole sentence when none opens one; a
+    Chinese one's last clause), and nothing of the sentences that only tell ("I've been
+    stuck with my paintings. Any ideas?": "Any ideas"). Text without a question sentence is
+    all asked ("Suggest something for my commute.")."""
+    sentences = _QUESTION_SENTENCE.findall(text)
+    if not sentences:
+        return text
+    asked = []
+    for sentence in sentences:
+        clauses = [c for c in _CLAUSES.findall(sentence) if c.strip()]
+        if sentence.rstrip().endswith("？") or count_cjk(sentence):
+            asked += clauses[-1:]
+            continue
+        opens = next((i for i, c in enumerate(clauses) if _ASKING_OPENER_EN.search(c)), 0)
+        asked += clauses[opens:]
+    return " ".join(asked)
 
 
 # A question sentence ("..., how often should it eat?", "……，有什么建议吗？") and its clauses.
