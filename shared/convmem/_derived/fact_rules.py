@@ -1650,10 +1650,14 @@ class RuleTable:
                 index for cue, indexes in self._other_cues.items() if cue in lowered for index in indexes
             )
         found: list[tuple[int, Said]] = []
+        # Where the first condition, plan, story or reported speech ends: a match after it
+        # is not asserted. Found once, not searched for again before every match.
+        unasserted = _NOT_ASSERTED.search(sentence)
+        asserted_before = len(sentence) + 1 if unasserted is None else unasserted.end()
         for index in sorted(chosen):
             negated, (pattern, handle, _) = self._rules[index]
             for match in pattern.finditer(sentence):
-                if _NOT_ASSERTED.search(sentence, 0, match.start()):
+                if match.start() >= asserted_before:
                     continue
                 found.extend((match.start(), (key, value, negated)) for key, value in handle(match))
         found.sort(key=lambda item: item[0])  # stable: a negation precedes a statement at the same place

@@ -130,9 +130,10 @@ _EN_KNOWN_THING = re.compile(
 # A finished event asked about by a definite, common noun ("What did the charity race
 # raise?", "What was discussed in the workshop?"): something the conversation told,
 # where a capitalized name after "the" is the world's ("When did the Berlin Wall fall?").
-_EN_FINISHED_EVENT = re.compile(
-    r"(?i:\b(?:did|was|were|had|happened)\b).*?\b(?i:the)\s+(?P<thing>(?:[A-Z0-9+]{2,}\s+)?[a-z][a-z-]*"
-    r"(?:\s+[a-z][a-z-]*)?)"
+_EN_FINISHED_VERB = re.compile(r"(?i:\b(?:did|was|were|had|happened)\b)")
+_EN_THE = re.compile(r"\b(?i:the)\b")
+_EN_THE_THING = re.compile(
+    r"\b(?i:the)\s+(?P<thing>(?:[A-Z0-9+]{2,}\s+)?[a-z][a-z-]*(?:\s+[a-z][a-z-]*)?)"
 )
 _FOLLOWUP_EN = re.compile(
     r"^(?:and|but|so|why|how come|really|then|what about|how about|ok(?:ay)?|or|huh|wait|go on|more)\b",
@@ -240,8 +241,26 @@ def _english_cue(query: str) -> PastCue | None:
     time = _EN_PAST_TIME.search(question)
     if time:
         return PastCue("names a time gone by", time.group(0))
-    event = _EN_FINISHED_EVENT.search(question)
-    return PastCue("asks about a finished event", "the " + event.group("thing")) if event else None
+    event = _finished_event(question)
+    return PastCue("asks about a finished event", "the " + event) if event else None
+
+
+def _finished_event(question: str) -> str | None:
+    """The thing of the first line with a past verb followed by "the" and a common noun
+    (which may go on past the line's end): each "the" of the line after its first past
+    verb is tried once, where "did .*? the" rescans the rest of a long line from every
+    "did" of it."""
+    start = 0
+    for line in question.split("\n"):
+        end = start + len(line)
+        verb = _EN_FINISHED_VERB.search(question, start, end)
+        if verb:
+            for the in _EN_THE.finditer(question, verb.end(), end):
+                thing = _EN_THE_THING.match(question, the.start())
+                if thing:
+                    return thing.group("thing")
+        start = end + 1
+    return None
 
 
 def _chinese_cue(query: str) -> PastCue | None:

@@ -67,14 +67,23 @@ _REQUEST_FRAME_ZH = re.compile(
 # quoted, or after the colon of a request to translate, correct or rewrite it.
 _QUOTED = re.compile(r"(?<!\w)'[^']+'(?!\w)|\"[^\"]*\"|“[^”]*”|‘[^’]*’|「[^」]*」|『[^』]*』")
 _MATERIAL = re.compile(
-    r"(?i:\b(?:translate|proofread|correct|rewrite|rephrase|paraphrase|summari[sz]e|fix)\b[^:：]*)[:：].*"
-    r"|(?:翻译|润色|改写|修改|纠正|校对|总结|改一下)[^:：]*[:：].*",
-    re.DOTALL,
+    r"(?i:\b(?:translate|proofread|correct|rewrite|rephrase|paraphrase|summari[sz]e|fix)\b)"
+    r"|翻译|润色|改写|修改|纠正|校对|总结|改一下"
 )
 
 
+def _without_material(text: str) -> str:
+    """`text` without the material of a request to work on it: from the first such verb
+    that a colon follows, to the end. One search, where "translate[^:]*:" rescans the rest
+    of a long text from every "translate" of it when no colon follows."""
+    verb = _MATERIAL.search(text)
+    if verb is None or max(text.rfind(":"), text.rfind("：")) < verb.end():
+        return text
+    return text[: verb.start()] + " "
+
+
 def _without_request_frame(query: str) -> str:
-    unquoted = _MATERIAL.sub(" ", _QUOTED.sub(" ", query))
+    unquoted = _without_material(_QUOTED.sub(" ", query))
     return _REQUEST_FRAME_ZH.sub(" ", _REQUEST_FRAME_EN.sub(" ", unquoted))
 
 
@@ -257,7 +266,7 @@ def _asking_part(text: str) -> str:
     Chinese one's last clause), and nothing of the sentences that only tell ("I've been
     stuck with my paintings. Any ideas?": "Any ideas"). Text without a question sentence is
     all asked ("Suggest something for my commute.")."""
-    sentences = _QUESTION_SENTENCE.findall(text)
+    sentences = _question_sentences(text)
     if not sentences:
         return text
     asked = []
@@ -271,9 +280,16 @@ def _asking_part(text: str) -> str:
     return " ".join(asked)
 
 
-# A question sentence ("..., how often should it eat?", "……，有什么建议吗？") and its clauses.
-_QUESTION_SENTENCE = re.compile(r"[^.!?。！？]*[?？]")
+# A sentence and its end, and a sentence's clauses. Question sentences ("..., how often
+# should it eat?", "……，有什么建议吗？") are the sentences that end with a question mark:
+# one pass over the text, where a search for "[^.!?]*[?]" rescans a long run of text
+# without a question mark from each of its characters.
+_SENTENCE = re.compile(r"[^.!?。！？]*[.!?。！？]?")
 _CLAUSES = re.compile(r"[^,;:，、；：]+")
+
+
+def _question_sentences(text: str) -> list[str]:
+    return [sentence for sentence in _SENTENCE.findall(text) if sentence.endswith(("?", "？"))]
 
 
 def _asked_clauses(text: str) -> list[str]:
@@ -282,7 +298,7 @@ def _asked_clauses(text: str) -> list[str]:
     got a puppy, how often should it eat?" asks nothing of the user; "What is the playlist
     I made?" and 我上次买的书叫什么？ do."""
     asked = []
-    for sentence in _QUESTION_SENTENCE.findall(text):
+    for sentence in _question_sentences(text):
         clauses = [c for c in _CLAUSES.findall(sentence.rstrip("?？")) if c.strip()]
         asked += [c for c in clauses if _ASKS_FOR_A_FACT_EN.search(c)]
         if sentence.endswith("？") or count_cjk(sentence):
