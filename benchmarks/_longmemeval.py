@@ -258,13 +258,13 @@ NO_MEMORY_REQUESTS_HELD_OUT = (
     "早上好！",
     "怎么计算圆的面积？",
     "给我讲一个关于月亮的故事。",
-)
-
-# Fourteen more, written after recall's last change and measured once, as they are,
-# never looked at one by one or tuned on: whether the rules hold for requests nobody
-# had in mind (206 / 421 / 839 tokens at first sight; written with six more that
-# repeated requests of the lists above, nearly or exactly: 145 / 296 / 588 for the 20).
-NO_MEMORY_REQUESTS_FRESH = (
+    # Fourteen more, written after excerpts widened and kept as the blind check until a new
+    # set replaced it: 206 / 421 / 839 at first sight (written with six more that repeated
+    # requests of the lists above, nearly or exactly: 145 / 296 / 588 for the 20). Then
+    # what recall did with three of them was looked at: a request that tells the user's
+    # situation and asks for ideas ("My kid has...", "I'm redecorating my living room,
+    # what colors...?", "...phrases I should learn?") was read as about the user; it is
+    # read as about them only in passing since (179 / 355 / 656, then 126 / 242 / 409).
     "Can you explain what an API is in simple terms?",
     "I'm flying to Tokyo next month, what are some polite phrases I should learn?",
     "Give me three tips for writing a clear email subject line.",
@@ -279,6 +279,35 @@ NO_MEMORY_REQUESTS_FRESH = (
     "我下周要去爬山，需要准备什么？",
     "用一句话介绍一下长城。",
     "谢谢你的帮助，再见！",
+)
+
+
+# Twenty more, written before the change told above was made, then measured once as they
+# are, never looked at one by one or tuned on: whether the rules hold for requests nobody
+# had in mind (162 / 304 / 537 tokens on the code before that change, 99 / 170 / 221
+# after it). Checked against the lists above for requests repeated nearly or exactly:
+# eleven of the first drafts were, and were replaced before any measurement.
+NO_MEMORY_REQUESTS_FRESH = (
+    "What's the difference between a crocodile and an alligator?",
+    "Write a haiku about fog rolling over a harbor.",
+    "What does a notary public do?",
+    "My printer keeps jamming, what usually causes that?",
+    "Give me a one-paragraph summary of the French Revolution.",
+    "Why do onions make people cry?",
+    "What are the main causes of inflation?",
+    "Can you explain recursion with a simple example?",
+    "My sister is turning 30, what's a fun party theme?",
+    "How do I remove a red wine stain from carpet?",
+    "Which planet has the most moons?",
+    "Write a bash loop that renames every .txt file to .md.",
+    "I'm learning guitar, which chords should a beginner start with?",
+    'What\'s an antonym for "generous"?',
+    "How does compound interest work?",
+    "My laptop fan is really loud, how can I fix it?",
+    "Who painted The Night Watch?",
+    "Rewrite this sentence to be more formal: gonna be late, sorry.",
+    "What are some exercises that strengthen the core?",
+    "How do bees make honey?",
 )
 
 
