@@ -264,7 +264,8 @@ NO_MEMORY_REQUESTS_HELD_OUT = (
     # what recall did with three of them was looked at: a request that tells the user's
     # situation and asks for ideas ("My kid has...", "I'm redecorating my living room,
     # what colors...?", "...phrases I should learn?") was read as about the user; it is
-    # read as about them only in passing since (179 / 355 / 656, then 126 / 242 / 409).
+    # read as about them only in passing since (179 / 355 / 656, then 126 / 242 / 409),
+    # and a day to come ("due Friday") no longer points at the history (71 / 128 / 163).
     "Can you explain what an API is in simple terms?",
     "I'm flying to Tokyo next month, what are some polite phrases I should learn?",
     "Give me three tips for writing a clear email subject line.",

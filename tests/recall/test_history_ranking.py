@@ -431,6 +431,10 @@ def test_small_talk_is_told_from_a_request(query: str, small_talk: bool) -> None
         # the first person as the one who will act on the answer, not a fact of theirs
         ("I'm flying to Tokyo, what are some phrases I should learn?", True),
         ("What is the phrase I learned in Tokyo?", False),
+        # a day or a month to come is not the history's; one gone by is
+        ("I have an exam next Monday, any study tips?", True),
+        ("My essay is due Friday, any tips on structure?", True),
+        ("I ran a race on Sunday, any tips for recovery?", False),
     ],
 )
 def test_a_query_about_the_user_only_by_its_first_person_is_told_apart(query: str, only: bool) -> None:

@@ -137,7 +137,8 @@ def asks_about_user(query: str) -> bool:
 
 # How questions about a history are put, more broadly than the past-pointing cues: which
 # questions the evidence gate reads as about the history (`refers_to_history`), where
-# a question phrased in the past tense is worth a looser dense margin.
+# a question phrased in the past tense is worth a looser dense margin. A month or a day
+# named as one to come ("next Friday", "due Monday", "by June") is not the history's.
 _HISTORY_EN = re.compile(
     r"\b(?:when (?:did|was|were|is|have|had|do)|what (?:was|were|did|had)|who (?:was|did|were)"
     r"|where (?:did|was|were)|how (?:did|long ago)|which \w+ did"
@@ -145,8 +146,9 @@ _HISTORY_EN = re.compile(
     r"|ago|yesterday|back then|the other day|you (?:said|told|mentioned|suggested)"
     r"|i (?:said|told|mentioned|asked)|(?:did|have|had) (?:i|you|we) (?:ever )?"
     r"(?:say|tell|mention|talk|ask|discuss|told|said|mentioned|talked)"
-    r"|january|february|march|april|june|july|august|september|october|november|december"
-    r"|monday|tuesday|wednesday|thursday|friday|saturday|sunday|(?:19|20)\d\d)\b",
+    r"|(?<!next\s)(?<!this\s)(?<!coming\s)(?<!upcoming\s)(?<!due\s)(?<!by\s)(?<!until\s)(?<!till\s)"
+    r"(?:january|february|march|april|june|july|august|september|october|november|december"
+    r"|monday|tuesday|wednesday|thursday|friday|saturday|sunday)|(?:19|20)\d\d)\b",
     re.IGNORECASE,
 )
 _HISTORY_ZH = re.compile(
