@@ -132,9 +132,7 @@ _EN_KNOWN_THING = re.compile(
 # where a capitalized name after "the" is the world's ("When did the Berlin Wall fall?").
 _EN_FINISHED_VERB = re.compile(r"(?i:\b(?:did|was|were|had|happened)\b)")
 _EN_THE = re.compile(r"\b(?i:the)\b")
-_EN_THE_THING = re.compile(
-    r"\b(?i:the)\s+(?P<thing>(?:[A-Z0-9+]{2,}\s+)?[a-z][a-z-]*(?:\s+[a-z][a-z-]*)?)"
-)
+_EN_THE_THING = re.compile(r"\b(?i:the)\s+(?P<thing>(?:[A-Z0-9+]{2,}\s+)?[a-z][a-z-]*(?:\s+[a-z][a-z-]*)?)")
 _FOLLOWUP_EN = re.compile(
     r"^(?:and|but|so|why|how come|really|then|what about|how about|ok(?:ay)?|or|huh|wait|go on|more)\b",
     re.IGNORECASE,
