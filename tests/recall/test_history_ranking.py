@@ -241,6 +241,11 @@ def test_a_question_about_the_user_ranks_their_own_statement_first() -> None:
         ("How do I get to my office from here?", True),
         ("我想知道我的快递到哪了。", True),
         ("那次你帮我写的简历还在吗？", True),
+        # a numeral after a noun that numbers things is not the user; the pronoun after it is
+        ("Summarize the causes of World War I in a few sentences.", False),
+        ("What are the symptoms of Type I diabetes?", False),
+        ("What did I say after the war I fought in?", True),
+        ("I finished Part I of the course, what is in Part II?", True),
     ],
 )
 def test_requests_that_refer_to_the_history_are_told_apart(query: str, refers: bool) -> None:

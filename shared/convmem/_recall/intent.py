@@ -106,7 +106,16 @@ _EN_ADVICE = re.compile(
     re.IGNORECASE,
 )
 _EN_CLAUSE_BREAK = re.compile(r"[,;:—–]|\s-\s")
-_EN_FIRST_PERSON = re.compile(r"\b(?:i|i'm|i've|i'd|my|me|mine|myself)\b", re.IGNORECASE)
+# "World War I", "Type I diabetes", "Part I": a numeral after a noun that numbers things,
+# not the user (lookbehinds before the first person, case-sensitive in an IGNORECASE pattern).
+ROMAN_ONE_NOT_AFTER = "".join(
+    rf"(?-i:(?<!{noun}\s))"
+    for noun in ("War", "Type", "Part", "Phase", "Chapter", "Act", "Class", "Level", "Stage", "Grade", "Title",
+                 "Article", "Section", "Volume", "Book", "Season", "Round", "Schedule", "Appendix")
+)  # fmt: skip
+_EN_FIRST_PERSON = re.compile(
+    ROMAN_ONE_NOT_AFTER + r"\b(?:i|i'm|i've|i'd|my|me|mine|myself)\b", re.IGNORECASE
+)
 # A person's name in a question ("When did Caroline go...", "What did Jon's brother
 # say?", "What was grandma's gift to Caroline?"), or he/she after its verb ("what did
 # she paint?"). A capitalized word after "the", a/an or a preposition of place names a

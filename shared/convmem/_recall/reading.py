@@ -12,6 +12,7 @@ import re
 from collections.abc import Iterable
 
 from .._salience import is_filler
+from .intent import ROMAN_ONE_NOT_AFTER
 from .language import count_cjk
 
 __all__ = [
@@ -26,7 +27,7 @@ __all__ = [
 
 
 # "How many bikes do I own?", "my", 我的: the question is about the user.
-_FIRST_PERSON_EN = re.compile(r"\b(?:i|i'm|i've|i'd|my|mine|myself)\b", re.IGNORECASE)
+_FIRST_PERSON_EN = re.compile(ROMAN_ONE_NOT_AFTER + r"\b(?:i|i'm|i've|i'd|my|mine|myself)\b", re.IGNORECASE)
 _FIRST_PERSON_ZH = re.compile(r"我")
 # "You suggested...", "what did you recommend", 你说过: about what the assistant said.
 _ASSISTANT_SAID_EN = re.compile(
