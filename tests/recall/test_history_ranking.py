@@ -479,6 +479,41 @@ def test_a_request_about_the_user_only_in_passing_recalls_what_they_said_not_eve
     assert "sunscreen" in " ".join(item.text for item in asked.items)
 
 
+def test_a_request_about_the_user_in_passing_recalls_their_messages_only_when_one_is_evidence() -> None:
+    # Only an old answer holds the request's words: the user has not spoken of its
+    # subject, so their messages that share one word with it are not memory.
+    store = InMemoryStore()
+    dialogue = [
+        ("user", "Tell me about dog nutrition."),
+        (
+            "assistant",
+            "A puppy should eat three or four small meals a day until it is six months old; "
+            "how often after that depends on the breed.",
+        ),
+        *FILLER,
+        ("user", "The new parking spot at work is great."),
+        ("assistant", "Congratulations, that will save you time every morning."),
+    ]
+    store_messages(store, "s1", dialogue)
+    query = "I just got a new puppy, how often should it eat?"
+    assert personal_reading(query) == (True, True)
+    recall = Recall(config=RecallConfig(relevance_floor=0.0))
+    result = recall.search("s1", query, store=store, max_tokens=600, counter=COUNTER)
+    texts = " ".join(item.text for item in result.items)
+    assert "three or four small meals" in texts
+    assert "Tell me about dog nutrition" in texts  # the exchange of the answer
+    assert "parking spot" not in texts
+    assert "none of them the user's" in result.reason
+    # once the user has said something that is evidence, what they said is recalled
+    store_messages(
+        store, "s1", [("user", "My new puppy is a beagle, she eats so fast."), ("assistant", "Cute!")]
+    )
+    again = recall.search("s1", query, store=store, max_tokens=600, counter=COUNTER)
+    shown = " ".join(item.text for item in again.items)
+    assert "beagle" in shown and "parking spot" in shown
+    assert "only the user's own messages" in again.reason
+
+
 def test_the_gate_can_be_turned_off() -> None:
     store = InMemoryStore()
     store_messages(store, "s1", [("user", "I took French lessons in the morning before work."), *FILLER])

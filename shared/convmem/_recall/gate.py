@@ -103,8 +103,9 @@ def judge(
     one message holding `RecallConfig.min_coverage` of its words, or `evidence_margin`
     more similar to it than the history's typical message, is evidence; with
     `first_person_only` (`reading.personal_reading`: only its first person makes it
-    about the user) it needs `min_coverage_self` of its words, and recalls what the user
-    said and the exchanges of messages that are evidence themselves. A request that
+    about the user) it needs `min_coverage_self` of its words, and recalls the exchanges
+    of messages that are evidence themselves, and what the user said when one of their
+    own messages is evidence. A request that
     stands on its own needs one message that holds `min_coverage_general` of its words
     and, with dense search, is also `evidence_margin_general` more similar to it than
     the typical message, or that holds every one of its informative words: most of its
@@ -143,14 +144,20 @@ def judge(
         if not verdict.passed:
             return verdict
         # Only its first person makes it about the user ("I'm going hiking, what should I
-        # pack?"): what they said themselves, and the exchanges of messages that are
-        # evidence on their own, not every long answer that shares a word with it.
+        # pack?"): the exchanges of messages that are evidence on their own, not every long
+        # answer that shares a word with it, and what the user said themselves when one
+        # thing they said is evidence: then they have spoken of its subject.
         kept = _either_evidence(covered, lifts, needed, config.evidence_margin, len(rows))
         allowed = _with_exchanges(ranking, evidence, rows, kept)
-        if evidence.from_user is not None:
-            said = evidence.from_user[rows]
+        said = None if evidence.from_user is None else evidence.from_user[rows]
+        if said is not None and (said & kept).any():
             allowed |= {r.seq for r, own in zip(ranking.ranked, said, strict=True) if own}
-        reason = verdict.reason + "; only the user's own messages and the exchanges of such messages"
+            reason = verdict.reason + "; only the user's own messages and the exchanges of such messages"
+        else:
+            reason = (
+                verdict.reason
+                + "; only messages that are evidence and their exchanges, none of them the user's"
+            )
         return dataclasses.replace(verdict, reason=reason, evidence=allowed)
     needed = max(config.min_coverage, config.min_coverage_general)
     margin = max(config.evidence_margin, config.evidence_margin_general)
