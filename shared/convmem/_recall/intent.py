@@ -40,6 +40,7 @@ from .language import count_cjk
 
 __all__ = [
     "ASKS_ABOUT_A_PERSON",
+    "ROMAN_ONE_NOT_AFTER",
     "PastCue",
     "asks_for_several",
     "choose_recall_share",
