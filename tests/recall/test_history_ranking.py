@@ -514,6 +514,28 @@ def test_a_request_about_the_user_in_passing_recalls_their_messages_only_when_on
     assert "only the user's own messages" in again.reason
 
 
+def test_an_answer_that_is_evidence_brings_its_request_not_the_next_message() -> None:
+    store = InMemoryStore()
+    dialogue = [
+        ("user", "Tell me about dog nutrition."),
+        (
+            "assistant",
+            "A puppy should eat three or four small meals a day until it is six months old; "
+            "how often after that depends on the breed.",
+        ),
+        ("user", "The new parking spot at work is great."),
+        ("assistant", "Congratulations, that will save you time every morning."),
+        *FILLER,
+    ]
+    store_messages(store, "s1", dialogue)
+    result = Recall(config=RecallConfig(relevance_floor=0.0)).search(
+        "s1", "I just got a new puppy, how often should it eat?", store=store, max_tokens=600, counter=COUNTER
+    )
+    texts = " ".join(item.text for item in result.items)
+    assert "Tell me about dog nutrition" in texts and "three or four small meals" in texts
+    assert "parking spot" not in texts  # the next message asks something else
+
+
 def test_the_gate_can_be_turned_off() -> None:
     store = InMemoryStore()
     store_messages(store, "s1", [("user", "I took French lessons in the morning before work."), *FILLER])

@@ -181,12 +181,17 @@ def judge(
 def _with_exchanges(
     ranking: Ranking, evidence: Evidence, rows: np.ndarray, kept: np.ndarray
 ) -> frozenset[int]:
-    """The ranked candidates (by seq) that are `kept`, with their neighbours in the log."""
+    """The ranked candidates (by seq) that are `kept`, with their exchanges: the message
+    after a message of the user (its answer), the one before any other (its request);
+    both neighbours where who said a message is not known."""
     places = np.asarray(evidence.positions if evidence.positions is not None else evidence.seqs)[rows]
     episodes = np.asarray(evidence.episodes)[rows]
-    evident = {(int(e), int(p)) for e, p, k in zip(episodes, places, kept, strict=True) if k}
-    # a message that is evidence brings its exchange: the answer to a request asked before
-    near = evident | {(e, p + step) for e, p in evident for step in (-1, 1)}
+    users = None if evidence.from_user is None else np.asarray(evidence.from_user)[rows]
+    near: set[tuple[int, int]] = set()
+    for index in np.flatnonzero(kept):
+        episode, place = int(episodes[index]), int(places[index])
+        steps = (-1, 1) if users is None else ((1,) if users[index] else (-1,))
+        near |= {(episode, place), *((episode, place + step) for step in steps)}
     return frozenset(
         r.seq for r, e, p in zip(ranking.ranked, episodes, places, strict=True) if (int(e), int(p)) in near
     )
