@@ -265,7 +265,9 @@ NO_MEMORY_REQUESTS_HELD_OUT = (
     # situation and asks for ideas ("My kid has...", "I'm redecorating my living room,
     # what colors...?", "...phrases I should learn?") was read as about the user; it is
     # read as about them only in passing since (179 / 355 / 656, then 126 / 242 / 409),
-    # and a day to come ("due Friday") no longer points at the history (71 / 128 / 163).
+    # and a day to come ("due Friday") no longer points at the history (71 / 128 / 163),
+    # and the user's messages come only when one of them is evidence and an evidence's
+    # exchange is its request or answer, not both neighbours (49 / 70 / 84).
     "Can you explain what an API is in simple terms?",
     "I'm flying to Tokyo next month, what are some polite phrases I should learn?",
     "Give me three tips for writing a clear email subject line.",
@@ -286,8 +288,9 @@ NO_MEMORY_REQUESTS_HELD_OUT = (
 # Twenty more, written before the change told above was made, then measured once as they
 # are, never looked at one by one or tuned on: whether the rules hold for requests nobody
 # had in mind (162 / 304 / 537 tokens on the code before that change, 99 / 170 / 221
-# after it). Checked against the lists above for requests repeated nearly or exactly:
-# eleven of the first drafts were, and were replaced before any measurement.
+# after it; 79 / 107 / 127 and 74 / 100 / 119 after two later ones, made for the
+# requests above and measured on these after each). Checked against the lists above for requests repeated nearly
+# or exactly: eleven of the first drafts were, and were replaced before any measurement.
 NO_MEMORY_REQUESTS_FRESH = (
     "What's the difference between a crocodile and an alligator?",
     "Write a haiku about fog rolling over a harbor.",
