@@ -479,59 +479,53 @@ def test_a_request_about_the_user_only_in_passing_recalls_what_they_said_not_eve
     assert "sunscreen" in " ".join(item.text for item in asked.items)
 
 
+# An old exchange that holds a request's words, and a message of the user sharing one word.
+PUPPY_EXCHANGE = [
+    ("user", "Tell me about dog nutrition."),
+    (
+        "assistant",
+        "A puppy should eat three or four small meals a day until it is six months old; "
+        "how often after that depends on the breed.",
+    ),
+]
+PARKING = [
+    ("user", "The new parking spot at work is great."),
+    ("assistant", "Congratulations, that will save you time every morning."),
+]
+PUPPY_REQUEST = "I just got a new puppy, how often should it eat?"
+
+
+def _recalled(store: InMemoryStore) -> tuple[str, str]:
+    result = Recall(config=RecallConfig(relevance_floor=0.0)).search(
+        "s1", PUPPY_REQUEST, store=store, max_tokens=600, counter=COUNTER
+    )
+    return " ".join(item.text for item in result.items), result.reason
+
+
 def test_a_request_about_the_user_in_passing_recalls_their_messages_only_when_one_is_evidence() -> None:
     # Only an old answer holds the request's words: the user has not spoken of its
     # subject, so their messages that share one word with it are not memory.
     store = InMemoryStore()
-    dialogue = [
-        ("user", "Tell me about dog nutrition."),
-        (
-            "assistant",
-            "A puppy should eat three or four small meals a day until it is six months old; "
-            "how often after that depends on the breed.",
-        ),
-        *FILLER,
-        ("user", "The new parking spot at work is great."),
-        ("assistant", "Congratulations, that will save you time every morning."),
-    ]
-    store_messages(store, "s1", dialogue)
-    query = "I just got a new puppy, how often should it eat?"
-    assert personal_reading(query) == (True, True)
-    recall = Recall(config=RecallConfig(relevance_floor=0.0))
-    result = recall.search("s1", query, store=store, max_tokens=600, counter=COUNTER)
-    texts = " ".join(item.text for item in result.items)
+    store_messages(store, "s1", [*PUPPY_EXCHANGE, *FILLER, *PARKING])
+    assert personal_reading(PUPPY_REQUEST) == (True, True)
+    texts, reason = _recalled(store)
     assert "three or four small meals" in texts
     assert "Tell me about dog nutrition" in texts  # the exchange of the answer
     assert "parking spot" not in texts
-    assert "none of them the user's" in result.reason
+    assert "none of them the user's" in reason
     # once the user has said something that is evidence, what they said is recalled
     store_messages(
         store, "s1", [("user", "My new puppy is a beagle, she eats so fast."), ("assistant", "Cute!")]
     )
-    again = recall.search("s1", query, store=store, max_tokens=600, counter=COUNTER)
-    shown = " ".join(item.text for item in again.items)
-    assert "beagle" in shown and "parking spot" in shown
-    assert "only the user's own messages" in again.reason
+    texts, reason = _recalled(store)
+    assert "beagle" in texts and "parking spot" in texts
+    assert "only the user's own messages" in reason
 
 
 def test_an_answer_that_is_evidence_brings_its_request_not_the_next_message() -> None:
     store = InMemoryStore()
-    dialogue = [
-        ("user", "Tell me about dog nutrition."),
-        (
-            "assistant",
-            "A puppy should eat three or four small meals a day until it is six months old; "
-            "how often after that depends on the breed.",
-        ),
-        ("user", "The new parking spot at work is great."),
-        ("assistant", "Congratulations, that will save you time every morning."),
-        *FILLER,
-    ]
-    store_messages(store, "s1", dialogue)
-    result = Recall(config=RecallConfig(relevance_floor=0.0)).search(
-        "s1", "I just got a new puppy, how often should it eat?", store=store, max_tokens=600, counter=COUNTER
-    )
-    texts = " ".join(item.text for item in result.items)
+    store_messages(store, "s1", [*PUPPY_EXCHANGE, *PARKING, *FILLER])
+    texts, _ = _recalled(store)
     assert "Tell me about dog nutrition" in texts and "three or four small meals" in texts
     assert "parking spot" not in texts  # the next message asks something else
 
