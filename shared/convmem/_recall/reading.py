@@ -242,12 +242,13 @@ def personal_reading(query: str, speakers: Iterable[str] = ()) -> tuple[bool, bo
     unframed = _without_request_frame(query)
     if not (_FIRST_PERSON_EN.search(unframed) or _FIRST_PERSON_ZH.search(unframed)):
         return points_at_history(query, speakers), False
-    asking = _asking_part(unframed)
+    questions = _question_clauses(unframed)
+    asking = _asking_part(unframed, questions)
     if _ABOUT_SELF_EN.search(asking) or "我的" in asking:
         return True, False
     if any(
         _FIRST_PERSON_EN.search(_MODAL_SUBJECT_EN.sub(" ", clause)) or "我" in clause
-        for clause in _asked_clauses(unframed)
+        for clause in _asked_clauses(questions)
     ):
         return True, False
     return True, not points_at_history(query, speakers)
@@ -262,20 +263,19 @@ _ASKING_OPENER_EN = re.compile(
 )
 
 
-def _asking_part(text: str) -> str:
-    """What `text` asks, without the situation it first tells: in each question sentence,
-    the clauses from the first that opens a question ("My sister is turning 30, what's a fun
-    party theme?": "what's a fun party theme"; the whole sentence when none opens one; a
-    Chinese one's last clause), and nothing of the sentences that only tell ("I've been
-    stuck with my paintings. Any ideas?": "Any ideas"). Text without a question sentence is
-    all asked ("Suggest something for my commute.")."""
-    sentences = _question_sentences(text)
-    if not sentences:
+def _asking_part(text: str, questions: list[tuple[list[str], bool]]) -> str:
+    """What `text` asks, without the situation it first tells: in each of its question
+    sentences (`questions`, `_question_clauses`), the clauses from the first that opens a
+    question ("My sister is turning 30, what's a fun party theme?": "what's a fun party
+    theme"; the whole sentence when none opens one; a Chinese one's last clause), and
+    nothing of the sentences that only tell ("I've been stuck with my paintings. Any
+    ideas?": "Any ideas"). Text without a question sentence is all asked ("Suggest
+    something for my commute.")."""
+    if not questions:
         return text
     asked = []
-    for sentence in sentences:
-        clauses = [c for c in _CLAUSES.findall(sentence) if c.strip()]
-        if sentence.rstrip().endswith("？") or count_cjk(sentence):
+    for clauses, chinese in questions:
+        if chinese:
             asked += clauses[-1:]
             continue
         opens = next((i for i, c in enumerate(clauses) if _ASKING_OPENER_EN.search(c)), 0)
@@ -295,16 +295,29 @@ def _question_sentences(text: str) -> list[str]:
     return [sentence for sentence in _SENTENCE.findall(text) if sentence.endswith(("?", "？"))]
 
 
-def _asked_clauses(text: str) -> list[str]:
-    """The clauses of `text` that ask: in each question sentence, an English clause with a
-    question word, and the last clause of a Chinese one (it ends with what it asks). "I just
-    got a puppy, how often should it eat?" asks nothing of the user; "What is the playlist
-    I made?" and 我上次买的书叫什么？ do."""
+def _question_clauses(text: str) -> list[tuple[list[str], bool]]:
+    """Each question sentence of `text` as its clauses (the last keeps the question mark),
+    and whether it is Chinese (it ends with what it asks)."""
+    return [
+        (
+            [c for c in _CLAUSES.findall(sentence) if c.strip()],
+            sentence.endswith("？") or bool(count_cjk(sentence)),
+        )
+        for sentence in _question_sentences(text)
+    ]
+
+
+def _asked_clauses(questions: list[tuple[list[str], bool]]) -> list[str]:
+    """The clauses that ask, of question sentences' clauses (`_question_clauses`), without
+    the question mark: an English clause with a question word, and the last clause of a
+    Chinese sentence. "I just got a puppy, how often should it eat?" asks nothing of the
+    user; "What is the playlist I made?" and 我上次买的书叫什么？ do."""
     asked = []
-    for sentence in _question_sentences(text):
-        clauses = [c for c in _CLAUSES.findall(sentence.rstrip("?？")) if c.strip()]
+    for marked, chinese in questions:
+        last = marked[-1].rstrip("?？")
+        clauses = [*marked[:-1], last] if last.strip() else marked[:-1]
         asked += [c for c in clauses if _ASKS_FOR_A_FACT_EN.search(c)]
-        if sentence.endswith("？") or count_cjk(sentence):
+        if chinese:
             asked += clauses[-1:]
     return asked
 
