@@ -21,11 +21,18 @@ import threading
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager, suppress
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from ..._errors import StoreError
 
-__all__ = ["DEFAULT_POOL_SIZE", "MAX_POOL_SIZE", "MAX_TIMEOUT_SECONDS", "SYNCHRONOUS", "ConnectionPool"]
+__all__ = [
+    "DEFAULT_POOL_SIZE",
+    "MAX_POOL_SIZE",
+    "MAX_TIMEOUT_SECONDS",
+    "SYNCHRONOUS",
+    "ConnectionPool",
+    "in_lists",
+]
 
 logger = logging.getLogger("convmem")
 
@@ -40,6 +47,17 @@ _CHECKPOINT_WAIT_SECONDS = 5.0
 # Connections a forked child inherited: used by the parent, so the child neither uses
 # nor closes them (closing could checkpoint or unlink the parent's WAL under it).
 _inherited_from_parent: list[object] = []
+
+
+_T = TypeVar("_T")
+
+
+def in_lists(values: Sequence[_T], size: int) -> Iterator[tuple[list[_T], str]]:
+    """`values` in lists of at most `size`, what one ``IN (...)`` list binds (SQLite before
+    3.32 binds at most 999 values per statement), each with its placeholders ``?,?,...``."""
+    for start in range(0, len(values), size):
+        chunk = list(values[start : start + size])
+        yield chunk, ",".join("?" * len(chunk))
 
 
 @dataclasses.dataclass(eq=False)

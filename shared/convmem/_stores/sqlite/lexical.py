@@ -59,6 +59,7 @@ from ..._recall.index_rows import (
     IndexedSession,
     first_number_of_a_remade_history_table,
 )
+from .connection import in_lists
 
 __all__ = ["SQLiteHistoryTables", "create_history_schema", "forget_indexed", "reset_indexed"]
 
@@ -160,12 +161,10 @@ def _drop_rows(conn: sqlite3.Connection, history: int, slot: int) -> None:
 
 def _indexed_rows(conn: sqlite3.Connection, session_ids: Sequence[str]) -> list[tuple[str, int, int]]:
     found: list[tuple[str, int, int]] = []
-    for start in range(0, len(session_ids), _IN_CHUNK):
-        chunk = list(session_ids[start : start + _IN_CHUNK])
+    for chunk, marks in in_lists(session_ids, _IN_CHUNK):
         found.extend(
             conn.execute(
-                "SELECT session_id, history, slot FROM recall_index_sessions "
-                f"WHERE session_id IN ({','.join('?' * len(chunk))})",
+                f"SELECT session_id, history, slot FROM recall_index_sessions WHERE session_id IN ({marks})",
                 chunk,
             ).fetchall()
         )
@@ -276,12 +275,10 @@ class SQLiteHistoryTables:
 
     def postings(self, history: int, terms: Sequence[str]) -> list[tuple[Any, ...]]:
         found: list[tuple[Any, ...]] = []
-        for start in range(0, len(terms), _IN_CHUNK):
-            chunk = list(terms[start : start + _IN_CHUNK])
+        for chunk, marks in in_lists(terms, _IN_CHUNK):
             found.extend(
                 self._read(
-                    "SELECT kind, term, key, count, length FROM recall_postings "
-                    f"WHERE history = ? AND term IN ({','.join('?' * len(chunk))})",
+                    f"SELECT kind, term, key, count, length FROM recall_postings WHERE history = ? AND term IN ({marks})",
                     (history, *chunk),
                 )
             )
@@ -289,24 +286,22 @@ class SQLiteHistoryTables:
 
     def units(self, history: int, keys: Sequence[int], exchanges: Sequence[int]) -> list[tuple[Any, ...]]:
         found: list[tuple[Any, ...]] = []
-        for start in range(0, len(keys), _IN_CHUNK):
-            chunk = list(keys[start : start + _IN_CHUNK])
+        for chunk, marks in in_lists(keys, _IN_CHUNK):
             found.extend(
                 self._read(
                     f"SELECT {_UNIT_SELECT.format(u='u')} FROM recall_units AS u WHERE u.history = ? "
-                    f"AND u.key IN ({','.join('?' * len(chunk))})",
+                    f"AND u.key IN ({marks})",
                     (history, *chunk),
                 )
             )
-        for start in range(0, len(exchanges), _IN_CHUNK):
-            chunk = list(exchanges[start : start + _IN_CHUNK])
+        for chunk, marks in in_lists(exchanges, _IN_CHUNK):
             # An exchange's members are the rows from its first message's key to its last's.
             found.extend(
                 self._read(
                     f"SELECT {_UNIT_SELECT.format(u='u')} FROM recall_units AS head "
                     "JOIN recall_units AS u ON u.history = head.history "
                     "AND u.key BETWEEN head.key AND head.key + head.last - head.exchange "
-                    f"WHERE head.history = ? AND head.key IN ({','.join('?' * len(chunk))})",
+                    f"WHERE head.history = ? AND head.key IN ({marks})",
                     (history, *chunk),
                 )
             )
@@ -314,8 +309,7 @@ class SQLiteHistoryTables:
 
     def messages(self, history: int, keys: Sequence[int]) -> dict[int, Message]:
         found: dict[int, Message] = {}
-        for start in range(0, len(keys), _IN_CHUNK):
-            chunk = list(keys[start : start + _IN_CHUNK])
+        for chunk, _ in in_lists(keys, _IN_CHUNK):
             values = ",".join("(?, ?)" for _ in chunk)
             rows = self._read(
                 f"WITH wanted(slot, seq) AS (VALUES {values}) "

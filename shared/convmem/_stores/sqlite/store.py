@@ -58,7 +58,14 @@ from ..capabilities import (
     UserTotals,
 )
 from ..codec import message_from_record, message_to_record
-from .connection import DEFAULT_POOL_SIZE, MAX_POOL_SIZE, MAX_TIMEOUT_SECONDS, SYNCHRONOUS, ConnectionPool
+from .connection import (
+    DEFAULT_POOL_SIZE,
+    MAX_POOL_SIZE,
+    MAX_TIMEOUT_SECONDS,
+    SYNCHRONOUS,
+    ConnectionPool,
+    in_lists,
+)
 from .lexical import SQLiteHistoryTables, forget_indexed, reset_indexed
 from .migrations import NEW_GENERATION, migrate
 
@@ -275,9 +282,7 @@ class SQLiteStore(
     def get(self, session_id: str, seqs: Sequence[int]) -> list[Message]:
         wanted = readable_seqs(seqs)
         found: list[Message] = []
-        for start in range(0, len(wanted), _IDS_PER_QUERY):
-            chunk = wanted[start : start + _IDS_PER_QUERY]
-            placeholders = ",".join("?" * len(chunk))
+        for chunk, placeholders in in_lists(wanted, _IDS_PER_QUERY):
             rows = self._read(
                 f"SELECT {_COLUMNS} FROM messages "
                 f"WHERE session_id = ? AND seq IN ({placeholders}) ORDER BY seq",
@@ -311,9 +316,7 @@ class SQLiteStore(
         process (with an embedder, or ``lexical_index="process"``)."""
         ids = list(dict.fromkeys(session_ids))
         found: dict[str, LogRead] = {}
-        for start in range(0, len(ids), _IDS_PER_QUERY):
-            chunk = ids[start : start + _IDS_PER_QUERY]
-            marks = ",".join("?" * len(chunk))
+        for chunk, marks in in_lists(ids, _IDS_PER_QUERY):
             before = self._stats_of_many(chunk, marks)
             logs: dict[str, list[tuple[Any, ...]]] = {session_id: [] for session_id in chunk}
             for row in self._read(
@@ -375,11 +378,9 @@ class SQLiteStore(
     def _locked_messages(self, conn: sqlite3.Connection, session_id: str, seqs: list[int]) -> list[Message]:
         """The messages `seqs` inside a write transaction; every one must exist."""
         found: list[Message] = []
-        for start in range(0, len(seqs), _IDS_PER_QUERY):
-            chunk = seqs[start : start + _IDS_PER_QUERY]
+        for chunk, marks in in_lists(seqs, _IDS_PER_QUERY):
             rows = conn.execute(
-                f"SELECT {_COLUMNS} FROM messages WHERE session_id = ? "
-                f"AND seq IN ({','.join('?' * len(chunk))}) ORDER BY seq",
+                f"SELECT {_COLUMNS} FROM messages WHERE session_id = ? AND seq IN ({marks}) ORDER BY seq",
                 (session_id, *chunk),
             ).fetchall()
             found.extend(self._decode(rows, session_id))
@@ -407,11 +408,9 @@ class SQLiteStore(
         (a user's facts are read from all their sessions for each build)."""
         found: dict[str, StateRecord] = {}
         ids = list(dict.fromkeys(session_ids))
-        for start in range(0, len(ids), _IDS_PER_QUERY):
-            chunk = ids[start : start + _IDS_PER_QUERY]
+        for chunk, marks in in_lists(ids, _IDS_PER_QUERY):
             rows = self._read(
-                f"SELECT session_id, value, version FROM state WHERE key = ? AND session_id IN "
-                f"({','.join('?' * len(chunk))})",
+                f"SELECT session_id, value, version FROM state WHERE key = ? AND session_id IN ({marks})",
                 (key, *chunk),
             )
             found.update((row[0], StateRecord(row[1], row[2])) for row in rows)
