@@ -440,6 +440,13 @@ def test_small_talk_is_told_from_a_request(query: str, small_talk: bool) -> None
         ("I have an exam next Monday, any study tips?", True),
         ("My essay is due Friday, any tips on structure?", True),
         ("I ran a race on Sunday, any tips for recovery?", False),
+        # the cause of what a thing of theirs does, asked of what the model knows
+        ("I'm baking bread for the first time, why didn't my dough rise?", True),
+        ("How come my phone battery drains so fast?", True),
+        ("Why did I quit my old job?", False),  # why the user did something: theirs to have told
+        # "when" that tells the situation is not a question for a fact
+        ("My car makes a squeaking noise when I brake, is that serious?", True),
+        ("My car makes a noise, when did I last service it?", False),
     ],
 )
 def test_a_query_about_the_user_only_by_its_first_person_is_told_apart(query: str, only: bool) -> None:

@@ -700,6 +700,40 @@ def test_an_ordinary_query_keeps_the_base_share() -> None:
 @pytest.mark.parametrize(
     "query",
     [
+        "My car makes a squeaking noise when I brake, is that serious?",
+        "The rash is red and itchy. Is that bad?",
+        "It sleeps twenty hours a day, so is that normal?",
+    ],
+)
+def test_that_as_the_subject_of_a_yes_no_question_is_what_was_just_said(query: str) -> None:
+    # "is that serious?" asks about the sentence before it, not about "that serious" thing of
+    # an earlier conversation.
+    assert choose_recall_share(query, base_share=0.25)[0] == 0.25
+
+
+@pytest.mark.parametrize(
+    ("query", "past"),
+    [
+        ("I'm baking bread for the first time, why didn't my dough rise?", False),
+        ("Why is my laptop so slow?", False),
+        ("Why did I quit my old job?", True),
+        ("What did my dog eat for breakfast?", True),
+    ],
+)
+def test_why_a_thing_of_the_users_does_something_does_not_point_to_the_past(query: str, past: bool) -> None:
+    share, reason = choose_recall_share(query, base_share=0.25)
+    assert (share == RecallConfig().past_share) is past, reason
+
+
+@pytest.mark.parametrize("query", ["Where is that restaurant?", "Tell me, where was that bakery?"])
+def test_that_before_a_known_thing_still_points_to_the_past(query: str) -> None:
+    share, reason = choose_recall_share(query, base_share=0.25)
+    assert share == RecallConfig().past_share, reason
+
+
+@pytest.mark.parametrize(
+    "query",
+    [
         "What books has Tim read?",
         "Which cities have Jon and Gina visited?",
         "What LGBTQ+ events has Caroline participated in?",

@@ -41,6 +41,7 @@ from .language import count_cjk
 __all__ = [
     "ASKS_ABOUT_A_PERSON",
     "ROMAN_ONE_NOT_AFTER",
+    "WHY_MY_EN",
     "PastCue",
     "asks_for_several",
     "choose_recall_share",
@@ -116,6 +117,14 @@ ROMAN_ONE_NOT_AFTER = "".join(
 )  # fmt: skip
 _EN_FIRST_PERSON = re.compile(
     ROMAN_ONE_NOT_AFTER + r"\b(?:i|i'm|i've|i'd|my|me|mine|myself)\b", re.IGNORECASE
+)
+# "Why didn't my dough rise?", "How come my laptop is so slow?": the cause of what a thing of
+# the user's does, asked of what the model knows, not a fact about the user ("Why did I
+# quit?" is). The words up to "my", taken out before the first person is looked for.
+WHY_MY_EN = re.compile(
+    r"\b(?:why|how\s+come)\s+(?:(?:is|are|was|were|does|do|did|has|have|had|would|will|won't|can|can't"
+    r"|could)(?:n't|\s+not)?\s+)?my\b",
+    re.IGNORECASE,
 )
 # A person's name in a question ("When did Caroline go...", "What did Jon's brother
 # say?", "What was grandma's gift to Caroline?"), or he/she after its verb ("what did
@@ -237,13 +246,13 @@ def _english_cue(query: str) -> PastCue | None:
     question = query[start:]
     if _EN_ADVICE.search(question):
         return None
-    self_ = _EN_FIRST_PERSON.search(question)
+    self_ = _EN_FIRST_PERSON.search(WHY_MY_EN.sub(" ", question))
     if self_:
         return PastCue("asks about the user", self_.group(0))
     person = _person_named(query, start)
     if person:
         return PastCue(ASKS_ABOUT_A_PERSON, person)
-    known = _EN_KNOWN_THING.search(question)
+    known = _known_thing(question)
     if known:
         return PastCue("refers to earlier conversation", known.group(0))
     time = _EN_PAST_TIME.search(question)
@@ -251,6 +260,28 @@ def _english_cue(query: str) -> PastCue | None:
         return PastCue("names a time gone by", time.group(0))
     event = _finished_event(question)
     return PastCue("asks about a finished event", "the " + event) if event else None
+
+
+# "Is that serious?", "..., was that normal?": a yes-no question that opens with a copula has
+# "that" as its subject, the sentence just said, and the word after it says what is asked.
+_COPULAS = frozenset(["is", "was", "are", "were", "isn't", "wasn't", "aren't", "weren't"])
+_CLAUSE_JOINERS = frozenset(["and", "but", "so", "or"])
+
+
+def _known_thing(question: str) -> re.Match[str] | None:
+    """The first "that restaurant?"-like phrase of `question` (`_EN_KNOWN_THING`) that is not
+    the subject of a yes-no question ("is that serious?")."""
+    for known in _EN_KNOWN_THING.finditer(question):
+        words = question[max(0, known.start() - 40) : known.start()].split()
+        if not words or words[-1].lower() not in _COPULAS:
+            return known
+        if len(words) == 1:
+            if known.start() <= 40:
+                continue  # the copula opens the question
+            return known
+        if not (words[-2].endswith((",", ";", ":", ".", "!", "?")) or words[-2].lower() in _CLAUSE_JOINERS):
+            return known
+    return None
 
 
 def _finished_event(question: str) -> str | None:

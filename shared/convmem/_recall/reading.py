@@ -12,7 +12,7 @@ import re
 from collections.abc import Iterable
 
 from .._salience import is_filler
-from .intent import ROMAN_ONE_NOT_AFTER
+from .intent import ROMAN_ONE_NOT_AFTER, WHY_MY_EN
 from .language import count_cjk
 
 __all__ = [
@@ -243,7 +243,7 @@ def personal_reading(query: str, speakers: Iterable[str] = ()) -> tuple[bool, bo
     if not (_FIRST_PERSON_EN.search(unframed) or _FIRST_PERSON_ZH.search(unframed)):
         return points_at_history(query, speakers), False
     questions = _question_clauses(unframed)
-    asking = _asking_part(unframed, questions)
+    asking = WHY_MY_EN.sub(" ", _asking_part(unframed, questions))
     if _ABOUT_SELF_EN.search(asking) or "我的" in asking:
         return True, False
     if any(
@@ -278,9 +278,14 @@ def _asking_part(text: str, questions: list[tuple[list[str], bool]]) -> str:
         if chinese:
             asked += clauses[-1:]
             continue
-        opens = next((i for i, c in enumerate(clauses) if _ASKING_OPENER_EN.search(c)), 0)
-        asked += clauses[opens:]
+        asked += clauses[_opening(clauses) :]
     return " ".join(asked)
+
+
+def _opening(clauses: list[str]) -> int:
+    """Where an English question sentence's question opens: its first clause that opens one,
+    or its first clause."""
+    return next((i for i, c in enumerate(clauses) if _ASKING_OPENER_EN.search(c)), 0)
 
 
 # A sentence and its end, and a sentence's clauses. Question sentences ("..., how often
@@ -309,14 +314,15 @@ def _question_clauses(text: str) -> list[tuple[list[str], bool]]:
 
 def _asked_clauses(questions: list[tuple[list[str], bool]]) -> list[str]:
     """The clauses that ask, of question sentences' clauses (`_question_clauses`), without
-    the question mark: an English clause with a question word, and the last clause of a
-    Chinese sentence. "I just got a puppy, how often should it eat?" asks nothing of the
-    user; "What is the playlist I made?" and 我上次买的书叫什么？ do."""
+    the question mark: an English clause with a question word, from where the question
+    opens (`_opening`: "My car squeaks when I brake, is that serious?" tells its "when"),
+    and the last clause of a Chinese sentence. "I just got a puppy, how often should it
+    eat?" asks nothing of the user; "What is the playlist I made?" and 我上次买的书叫什么？ do."""
     asked = []
     for marked, chinese in questions:
         last = marked[-1].rstrip("?？")
         clauses = [*marked[:-1], last] if last.strip() else marked[:-1]
-        asked += [c for c in clauses if _ASKS_FOR_A_FACT_EN.search(c)]
+        asked += [c for c in clauses[_opening(clauses) :] if _ASKS_FOR_A_FACT_EN.search(c)]
         if chinese:
             asked += clauses[-1:]
     return asked
