@@ -102,14 +102,21 @@ def test_widened_excerpts_can_be_turned_off() -> None:
 
 
 @pytest.mark.parametrize(
-    "request_",
+    ("request_", "told"),
     [
-        "Which five bottles give the widest variety of gin cocktails?",  # stands on its own
-        "I'm throwing a party tonight, which five bottles give the widest variety of gin cocktails?",
+        ("Which five bottles give the widest variety of gin cocktails?", []),  # stands on its own
+        # speaks of the user in passing, who has spoken of the party before
+        (
+            "I'm throwing a party tonight, which five bottles give the widest variety of gin cocktails?",
+            [("user", "I'm throwing a party tonight for friends who love gin."), ("assistant", "Fun!")],
+        ),
     ],
 )
-def test_a_request_that_does_not_ask_about_the_history_keeps_the_excerpt(request_: str) -> None:
+def test_a_request_that_does_not_ask_about_the_history_keeps_the_excerpt(
+    request_: str, told: list[tuple[str, str]]
+) -> None:
     store = _bottles_store(InMemoryStore())
+    store_messages(store, "s1", told)
     result = _recall(store, 1000, request_)
     (part,) = [item for item in result.items if "widest variety" in item.text]
     assert part.excerpt and "Absinthe" not in part.text

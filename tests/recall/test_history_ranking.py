@@ -510,31 +510,39 @@ def _recalled(store: InMemoryStore) -> tuple[str, str]:
 
 
 def test_a_request_about_the_user_in_passing_recalls_their_messages_only_when_one_is_evidence() -> None:
-    # Only an old answer holds the request's words: the user has not spoken of its
-    # subject, so their messages that share one word with it are not memory.
+    # Only an old answer holds some of the request's words: the user has not spoken of its
+    # subject, and what the answer said is knowledge the model has anyway.
     store = InMemoryStore()
     store_messages(store, "s1", [*PUPPY_EXCHANGE, *FILLER, *PARKING])
     assert personal_reading(PUPPY_REQUEST) == (True, True)
     texts, reason = _recalled(store)
-    assert "three or four small meals" in texts
-    assert "Tell me about dog nutrition" in texts  # the exchange of the answer
-    assert "parking spot" not in texts
-    assert "none of them the user's" in reason
-    # once the user has said something that is evidence, what they said is recalled
+    assert texts == ""
+    assert "the evidence is only the assistant's" in reason
+    # once the user has said something that is evidence, what they said is recalled, and
+    # the answer that is evidence with its request
     store_messages(
         store, "s1", [("user", "My new puppy is a beagle, she eats so fast."), ("assistant", "Cute!")]
     )
     texts, reason = _recalled(store)
     assert "beagle" in texts and "parking spot" in texts
+    assert "three or four small meals" in texts and "Tell me about dog nutrition" in texts
     assert "only the user's own messages" in reason
 
 
 def test_an_answer_that_is_evidence_brings_its_request_not_the_next_message() -> None:
+    # An old answer holding every word of the request answered it before: it is recalled,
+    # with the message that asked for it.
+    answered = (
+        "assistant",
+        "You just got a new puppy? It should eat three or four small meals a day; how often "
+        "after six months depends on the breed.",
+    )
     store = InMemoryStore()
-    store_messages(store, "s1", [*PUPPY_EXCHANGE, *PARKING, *FILLER])
-    texts, _ = _recalled(store)
+    store_messages(store, "s1", [PUPPY_EXCHANGE[0], answered, *PARKING, *FILLER])
+    texts, reason = _recalled(store)
     assert "Tell me about dog nutrition" in texts and "three or four small meals" in texts
     assert "parking spot" not in texts  # the next message asks something else
+    assert "none of them the user's" in reason
 
 
 def test_the_gate_can_be_turned_off() -> None:

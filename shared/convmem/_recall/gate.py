@@ -148,10 +148,23 @@ def judge(
         # answer that shares a word with it, and what the user said themselves when one
         # thing they said is evidence: then they have spoken of its subject.
         kept = _either_evidence(covered, lifts, needed, config.evidence_margin, len(rows))
-        allowed = _with_exchanges(ranking, evidence, rows, kept)
         said = None if evidence.from_user is None else evidence.from_user[rows]
-        if said is not None and (said & kept).any():
-            allowed |= {r.seq for r, own in zip(ranking.ranked, said, strict=True) if own}
+        own = said is not None and bool((said & kept).any())
+        if said is not None and not own:
+            # What it needs of the history is what the user told of it. An old answer that
+            # only shares some of its words is knowledge the model has anyway; one that holds
+            # every word of it answered the same request before.
+            kept = kept & (covered >= _EVERY_WORD) if covered is not None else np.zeros_like(kept)
+            if not kept.any():
+                return _nothing(
+                    "a request that speaks of the user only in passing needs something the user "
+                    "said that is evidence for it, or an answer holding every one of its "
+                    "informative words, and the evidence is only the assistant's",
+                    len(rows),
+                )
+        allowed = _with_exchanges(ranking, evidence, rows, kept)
+        if own and said is not None:
+            allowed |= {r.seq for r, mine in zip(ranking.ranked, said, strict=True) if mine}
             reason = verdict.reason + "; only the user's own messages and the exchanges of such messages"
         else:
             reason = (
