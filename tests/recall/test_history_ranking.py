@@ -246,6 +246,11 @@ def test_a_question_about_the_user_ranks_their_own_statement_first() -> None:
         ("What are the symptoms of Type I diabetes?", False),
         ("What did I say after the war I fought in?", True),
         ("I finished Part I of the course, what is in Part II?", True),
+        # "before" that orders two things is not "earlier"
+        ("Give me a quick warm-up routine before lifting weights.", False),
+        ("What should I eat before a long run?", False),
+        ("Have we talked about this before?", True),
+        ("As I said before, which wine goes with fish?", True),
     ],
 )
 def test_requests_that_refer_to_the_history_are_told_apart(query: str, refers: bool) -> None:
@@ -389,6 +394,9 @@ def test_small_talk_recalls_nothing_unless_it_refers_to_the_history() -> None:
     [
         ("Hi! How are you today?", True),
         ("Good evening! Hope you're doing well.", True),
+        ("Hi there! Hope your day is going well.", True),
+        ("Thanks, have a great evening!", True),
+        ("Have a great day at the conference. What should I wear?", False),
         ("Hey, how's it going?", True),
         ("Thanks so much!", True),
         ("你好，最近怎么样？", True),
@@ -440,6 +448,8 @@ def test_small_talk_is_told_from_a_request(query: str, small_talk: bool) -> None
         ("I have an exam next Monday, any study tips?", True),
         ("My essay is due Friday, any tips on structure?", True),
         ("I ran a race on Sunday, any tips for recovery?", False),
+        ("I'm hosting a dinner party on Saturday, can you suggest an easy dessert?", True),  # a plan
+        ("I hosted a dinner party on Saturday, any tips for the leftovers?", False),
         # the cause of what a thing of theirs does, asked of what the model knows
         ("I'm baking bread for the first time, why didn't my dough rise?", True),
         ("How come my phone battery drains so fast?", True),

@@ -89,12 +89,14 @@ def _without_request_frame(query: str) -> str:
 
 
 # What people say to open a chat or to acknowledge an answer, beyond greetings and thanks
-# (`is_filler`): "How are you today?", "Hope you're doing well.", "That was really helpful",
-# 最近怎么样？, 好久不见, 很有帮助.
+# (`is_filler`): "How are you today?", "Hope you're doing well.", "Have a great evening!",
+# "That was really helpful", 最近怎么样？, 好久不见, 很有帮助.
 _PHATIC_EN = re.compile(
     r"(?:how\s+(?:are|r)\s+(?:you|u|ya)(?:\s+doing)?|how(?:'s|\s+is)\s+(?:it\s+going|your\s+day|everything|life)"
-    r"|how\s+have\s+you\s+been|what'?s\s+up|(?:i\s+)?hope\s+(?:you(?:'re|\s+are)|all\s+is|everything\s+is)"
+    r"|how\s+have\s+you\s+been|what'?s\s+up|(?:i\s+)?hope\s+(?:you(?:'re|\s+are)|all\s+is|everything\s+is"
+    r"|your\s+(?:day|week|weekend|morning|afternoon|evening)\s+is)"
     r"(?:\s+(?:doing|going))?\s+(?:well|good|great|fine|ok|okay)|nice\s+to\s+(?:meet|see)\s+you"
+    r"|have\s+a\s+(?:great|good|nice|lovely|wonderful)\s+(?:day|morning|afternoon|evening|night|weekend|one)"
     r"|long\s+time\s+no\s+see|(?:are\s+)?you\s+there"
     r"|(?:that|this|it)(?:\s+was|'s|\s+is)\s+(?:(?:really|very|so|super)\s+)?(?:helpful|useful|great|perfect)"
     r"|(?:that|this)\s+helps(?:\s+a\s+lot)?|(?:that\s+)?makes\s+sense|sounds\s+good|got\s+it)"
@@ -138,20 +140,48 @@ def asks_about_user(query: str) -> bool:
 
 # How questions about a history are put, more broadly than the past-pointing cues: which
 # questions the evidence gate reads as about the history (`refers_to_history`), where
-# a question phrased in the past tense is worth a looser dense margin. A month or a day
-# named as one to come ("next Friday", "due Monday", "by June") is not the history's.
+# a question phrased in the past tense is worth a looser dense margin. "before" that
+# orders two things ("a warm-up before lifting weights", "before the exam") is not
+# "earlier".
 _HISTORY_EN = re.compile(
     r"\b(?:when (?:did|was|were|is|have|had|do)|what (?:was|were|did|had)|who (?:was|did|were)"
     r"|where (?:did|was|were)|how (?:did|long ago)|which \w+ did"
-    r"|remember|recall|remind me|earlier|previously|before|last (?:time|week|month|year|night|session)"
+    r"|remember|recall|remind me|earlier|previously"
+    r"|before(?!\s+(?:[a-z]+ing|a|an|the|my|your|his|her|its|our|their|bed|work|school|class|lunch|dinner"
+    r"|breakfast)\b)|last (?:time|week|month|year|night|session)"
     r"|ago|yesterday|back then|the other day|you (?:said|told|mentioned|suggested)"
     r"|i (?:said|told|mentioned|asked)|(?:did|have|had) (?:i|you|we) (?:ever )?"
-    r"(?:say|tell|mention|talk|ask|discuss|told|said|mentioned|talked)"
-    r"|(?<!next\s)(?<!this\s)(?<!coming\s)(?<!upcoming\s)(?<!due\s)(?<!by\s)(?<!until\s)(?<!till\s)"
-    r"(?:january|february|march|april|june|july|august|september|october|november|december"
-    r"|monday|tuesday|wednesday|thursday|friday|saturday|sunday)|(?:19|20)\d\d)\b",
+    r"(?:say|tell|mention|talk|ask|discuss|told|said|mentioned|talked)|(?:19|20)\d\d)\b",
     re.IGNORECASE,
 )
+# A month or a day named, unless as one to come: "next Friday", "due Monday", "by June", or
+# in a clause that tells a plan ("I'm hosting a dinner party on Saturday", "we'll fly in
+# June"); "I ran a race on Sunday" names one gone by.
+_NAMED_DAY_EN = re.compile(
+    r"(?<!next\s)(?<!this\s)(?<!coming\s)(?<!upcoming\s)(?<!due\s)(?<!by\s)(?<!until\s)(?<!till\s)"
+    r"\b(?:january|february|march|april|june|july|august|september|october|november|december"
+    r"|monday|tuesday|wednesday|thursday|friday|saturday|sunday)\b",
+    re.IGNORECASE,
+)
+_PLAN_EN = re.compile(
+    r"\b(?:(?:i'm|i\s+am|we're|we\s+are|they're|they\s+are|he's|she's)\s+(?:\w+\s+)?\w+ing"
+    r"|will|i'll|we'll|going\s+to|gonna|planning\s+to|about\s+to)\b",
+    re.IGNORECASE,
+)
+_CLAUSE_END = re.compile(r"[,;:.!?，。！？；：]")
+
+
+def _names_a_day_gone_by(query: str) -> bool:
+    """Whether `query` names a month or a day (`_NAMED_DAY_EN`) outside a clause that tells a
+    plan (`_PLAN_EN`, read from the clause's start to the day)."""
+    for day in _NAMED_DAY_EN.finditer(query):
+        ends = [end.end() for end in _CLAUSE_END.finditer(query, max(0, day.start() - 200), day.start())]
+        start = ends[-1] if ends else max(0, day.start() - 200)
+        if not _PLAN_EN.search(query, start, day.start()):
+            return True
+    return False
+
+
 _HISTORY_ZH = re.compile(
     r"之前|以前|上次|上回|那次|还记得|记得|刚才|那天|当时|曾经|说过|提过|提到过|讲过|告诉过|聊过"
     r"|什么时候|哪天|哪一天|几号|几月|去年|上个月|上周|上星期|昨天|前天|叫什么|是谁"
@@ -337,7 +367,7 @@ def points_at_history(query: str, speakers: Iterable[str] = ()) -> bool:
     """
     if _ASSISTANT_SAID_EN.search(query) or _ASSISTANT_SAID_ZH.search(query):
         return True
-    if _HISTORY_EN.search(query) or _HISTORY_ZH.search(query):
+    if _HISTORY_EN.search(query) or _HISTORY_ZH.search(query) or _names_a_day_gone_by(query):
         return True
     lowered = query.lower()
     names = [name for name in speakers if name]
