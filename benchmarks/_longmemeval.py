@@ -282,16 +282,10 @@ NO_MEMORY_REQUESTS_HELD_OUT = (
     "我下周要去爬山，需要准备什么？",
     "用一句话介绍一下长城。",
     "谢谢你的帮助，再见！",
-)
-
-
-# Twenty more, written before the change told above was made, then measured once as they
-# are, never looked at one by one or tuned on: whether the rules hold for requests nobody
-# had in mind (162 / 304 / 537 tokens on the code before that change, 99 / 170 / 221
-# after it; 79 / 107 / 127 and 74 / 100 / 119 after two later ones, made for the
-# requests above and measured on these after each). Checked against the lists above for requests repeated nearly
-# or exactly: eleven of the first drafts were, and were replaced before any measurement.
-NO_MEMORY_REQUESTS_FRESH = (
+    # Twenty kept as the blind check until the next set replaced it, written before the
+    # first-person rules were changed and measured after each change, in aggregate only:
+    # 162 / 304 / 537 tokens on the code before, then 99 / 170 / 221, 79 / 107 / 127 and
+    # 74 / 100 / 119. Looked at since, one by one, with the twenty after them.
     "What's the difference between a crocodile and an alligator?",
     "Write a haiku about fog rolling over a harbor.",
     "What does a notary public do?",
@@ -312,6 +306,61 @@ NO_MEMORY_REQUESTS_FRESH = (
     "Rewrite this sentence to be more formal: gonna be late, sorry.",
     "What are some exercises that strengthen the core?",
     "How do bees make honey?",
+    # Twenty written after them and measured once, as the blind check, on the code that
+    # had got 74 / 100 / 119 for those: 117 / 222 / 410. Then looked at one by one: "Is
+    # that serious?" was read as naming a thing of an earlier conversation, "why didn't my
+    # dough rise?" as asking about the user, and a request that speaks of the user in
+    # passing recalled old answers that share some of its words ("My tomato plants have
+    # yellow leaves..."): the rules of `reading`, `intent` and the evidence gate changed
+    # for them (33 / 49 / 59 for the forty after it).
+    "How deep is the Mariana Trench?",
+    "Write a Rust function that reverses a linked list.",
+    "Which country has the longest coastline?",
+    "How does public key cryptography work, in simple terms?",
+    "My tomato plants have yellow leaves, what could be wrong?",
+    "What's the origin of the word 'salary'?",
+    "Compose a short toast for a colleague's retirement.",
+    "我的猫总是半夜叫，怎么办？",
+    "解释一下量子纠缠是什么意思。",
+    "List five fun facts about axolotls.",
+    "Is it safe to eat raw cookie dough?",
+    "I'm baking bread for the first time, why didn't my dough rise?",
+    "What makes sourdough bread sour?",
+    "Write a two-line poem about the first snow.",
+    "What does the Python walrus operator do?",
+    "把'谢谢你的耐心'翻译成法语。",
+    "What breed of dog is best for apartments?",
+    "Why is the sky red at sunset?",
+    "My car makes a squeaking noise when I brake, is that serious?",
+    "北京有哪些值得去的博物馆？",
+)
+
+
+# Twenty more, written before the changes told above were made, then measured once as
+# they are, never looked at one by one or tuned on: whether the rules hold for requests
+# nobody had in mind. Checked against the lists above for requests repeated nearly or
+# exactly: eight of the first drafts were, and were replaced before any measurement.
+NO_MEMORY_REQUESTS_FRESH = (
+    "What's the tallest mountain in Africa?",
+    "Write a JavaScript function that debounces another function.",
+    "How do I convert a string to an integer in Go?",
+    "My basil keeps wilting even though I water it daily, why?",
+    "Who wrote the novel One Hundred Years of Solitude?",
+    "Describe how a bill becomes a law in the US.",
+    "请推荐几本适合初学者的科幻小说。",
+    "如何在Word里插入页码？",
+    "Why do leaves change color in the fall?",
+    "I'm moving into my first apartment, what kitchen basics should I buy?",
+    "When should I use a semicolon instead of a comma?",
+    "Write a thank-you note to a neighbor who watered my plants.",
+    "How do noise-cancelling headphones work?",
+    "What is Ohm's law?",
+    "My toddler won't sleep through the night, any advice?",
+    "How do you say 'good luck' in Japanese?",
+    "Give me a quick stretching routine for lower back pain.",
+    "What can I use instead of eggs in brownies?",
+    "地铁和高铁有什么区别？",
+    "Explain what a mutex is in multithreading.",
 )
 
 

@@ -154,6 +154,10 @@ _HISTORY_EN = re.compile(
     r"(?:say|tell|mention|talk|ask|discuss|told|said|mentioned|talked)|(?:19|20)\d\d)\b",
     re.IGNORECASE,
 )
+_HISTORY_ZH = re.compile(
+    r"之前|以前|上次|上回|那次|还记得|记得|刚才|那天|当时|曾经|说过|提过|提到过|讲过|告诉过|聊过"
+    r"|什么时候|哪天|哪一天|几号|几月|去年|上个月|上周|上星期|昨天|前天|叫什么|是谁"
+)
 # A month or a day named, unless as one to come: "next Friday", "due Monday", "by June", or
 # in a clause that tells a plan ("I'm hosting a dinner party on Saturday", "we'll fly in
 # June"); "I ran a race on Sunday" names one gone by.
@@ -180,12 +184,6 @@ def _names_a_day_gone_by(query: str) -> bool:
         if not _PLAN_EN.search(query, start, day.start()):
             return True
     return False
-
-
-_HISTORY_ZH = re.compile(
-    r"之前|以前|上次|上回|那次|还记得|记得|刚才|那天|当时|曾经|说过|提过|提到过|讲过|告诉过|聊过"
-    r"|什么时候|哪天|哪一天|几号|几月|去年|上个月|上周|上星期|昨天|前天|叫什么|是谁"
-)
 
 
 _WE_EN = re.compile(r"\b(?:we|us|our|ours|ourselves|let's)\b", re.IGNORECASE)
