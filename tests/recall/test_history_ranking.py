@@ -539,6 +539,32 @@ def test_a_request_about_the_user_in_passing_recalls_their_messages_only_when_on
     assert "only the user's own messages" in reason
 
 
+@pytest.mark.parametrize("lexical_index", ["store", "process"])
+def test_a_returning_users_request_in_passing_wants_what_they_said_not_old_answers(
+    tmp_path,
+    lexical_index: str,  # type: ignore[no-untyped-def]
+) -> None:
+    # Across the sessions of a user in a SQLite file, through the index the file keeps
+    # and through BM25 in the process: an old recipe that lists yellow peppers and cherry
+    # tomatoes is not memory for the state of the user's tomato plants; once they have said
+    # something of their plants, recall brings it.
+    store = SQLiteStore(tmp_path / "chat.db", lexical_index=lexical_index)
+    old = ConversationMemory("old", store, user_id="u")
+    old.add_turn(
+        "Give me a pasta recipe.",
+        "Spaghetti with cherry tomatoes, a yellow bell pepper, basil leaves and garlic.",
+    )
+    for i in range(20):
+        old.add_turn(f"Tell me about topic {i} in history.", f"Topic {i} is about kings and wars.")
+    new = ConversationMemory("new", store, user_id="u")
+    request = "My tomato plants have yellow leaves, what could be wrong?"
+    recall = new.build_context(query=request, budget=2048).section("recall")
+    assert recall.tokens == 0 and "the evidence is only the assistant's" in recall.note
+    old.add_turn("My tomato plants are in pots on a north-facing balcony.", "Not much sun for tomatoes.")
+    built = new.build_context(query=request, budget=2048)
+    assert "north-facing balcony" in str(built.messages)
+
+
 def test_an_answer_that_is_evidence_brings_its_request_not_the_next_message() -> None:
     # An old answer holding every word of the request answered it before: it is recalled,
     # with the message that asked for it.
