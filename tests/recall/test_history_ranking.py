@@ -457,6 +457,11 @@ def test_small_talk_is_told_from_a_request(query: str, small_talk: bool) -> None
         # "when" that tells the situation is not a question for a fact
         ("My car makes a squeaking noise when I brake, is that serious?", True),
         ("My car makes a noise, when did I last service it?", False),
+        # a piece of writing asked for: its first person is in the brief
+        ("Write a thank-you note to a neighbor who watered my plants.", True),
+        ("Can you draft a toast for my sister's wedding?", True),
+        ("Write a summary of what I told you last session.", False),  # points at the history
+        ("Suggest something for my commute.", False),  # "my" in what it asks
     ],
 )
 def test_a_query_about_the_user_only_by_its_first_person_is_told_apart(query: str, only: bool) -> None:
