@@ -333,14 +333,13 @@ NO_MEMORY_REQUESTS_HELD_OUT = (
     "Why is the sky red at sunset?",
     "My car makes a squeaking noise when I brake, is that serious?",
     "北京有哪些值得去的博物馆？",
-)
-
-
-# Twenty more, written before the changes told above were made, then measured once as
-# they are, never looked at one by one or tuned on: whether the rules hold for requests
-# nobody had in mind. Checked against the lists above for requests repeated nearly or
-# exactly: eight of the first drafts were, and were replaced before any measurement.
-NO_MEMORY_REQUESTS_FRESH = (
+    # Twenty written before those changes and measured once as the blind check after them:
+    # 95 / 180 / 296 tokens (114 / 201 / 316 on the code before them). Then looked at one
+    # by one: "Write a thank-you note to a neighbor who watered my plants." was read as
+    # asking about the user; the first person in the brief of a piece of writing speaks of
+    # them in passing since (64 / 115 / 145). What is left is requests that tell the
+    # user's situation ("My toddler won't sleep through the night...") from users who
+    # have said something that is evidence for them.
     "What's the tallest mountain in Africa?",
     "Write a JavaScript function that debounces another function.",
     "How do I convert a string to an integer in Go?",
@@ -361,6 +360,34 @@ NO_MEMORY_REQUESTS_FRESH = (
     "What can I use instead of eggs in brownies?",
     "地铁和高铁有什么区别？",
     "Explain what a mutex is in multithreading.",
+)
+
+
+# Twenty more, written before the change told last above was made, then measured once as
+# they are, never looked at one by one or tuned on: whether the rules hold for requests
+# nobody had in mind. Checked against the lists above for requests repeated nearly or
+# exactly: four of the first drafts were, and were replaced before any measurement.
+NO_MEMORY_REQUESTS_FRESH = (
+    "What's the chemical formula for table salt?",
+    "Write a CSS rule that centers a div horizontally.",
+    "How many bones are in the adult human body?",
+    "My sourdough starter smells like nail polish remover, is it ruined?",
+    "Draft a short bio for a freelance photographer's website.",
+    "为什么猫喜欢晒太阳？",
+    "文艺复兴对欧洲艺术有什么影响？",
+    "What's the difference between baking soda and baking powder?",
+    "I'm starting a vegetable garden, which plants are easiest for beginners?",
+    "Explain the offside rule in soccer.",
+    "Write a cover letter opening line for a marketing job.",
+    "How do solar panels generate electricity?",
+    "My phone screen cracked, should I repair it or buy a new one?",
+    "What are the symptoms of dehydration?",
+    "Why do flamingos stand on one leg?",
+    "Which is bigger, a megabyte or a gigabyte?",
+    "Help me name my new sourdough bakery.",
+    "JavaScript里let和const有什么区别？",
+    "What's the meaning of the idiom 'break the ice'?",
+    "My neighbor's dog barks all night, how do I bring it up politely?",
 )
 
 
