@@ -461,7 +461,12 @@ def test_small_talk_is_told_from_a_request(query: str, small_talk: bool) -> None
         ("Write a thank-you note to a neighbor who watered my plants.", True),
         ("Can you draft a toast for my sister's wedding?", True),
         ("Write a summary of what I told you last session.", False),  # points at the history
-        ("Suggest something for my commute.", False),  # "my" in what it asks
+        # a request's first person is in the brief of what it asks for, unless it asks for
+        # what was said
+        ("Help me name my new sourdough bakery.", True),
+        ("Fix the grammar in my cover letter.", True),
+        ("Tell me again what my sister's name is.", False),
+        ("Recommend a restaurant I'd like, based on what you know about me.", False),
     ],
 )
 def test_a_query_about_the_user_only_by_its_first_person_is_told_apart(query: str, only: bool) -> None:

@@ -718,9 +718,14 @@ def test_that_as_the_subject_of_a_yes_no_question_is_what_was_just_said(query: s
         ("Why is my laptop so slow?", False),
         ("Why did I quit my old job?", True),
         ("What did my dog eat for breakfast?", True),
+        # a piece of writing asked for: its first person is in the brief
+        ("Can you draft a toast for my sister's wedding?", False),
+        ("Can you write down what I told you about my diet?", True),
     ],
 )
-def test_why_a_thing_of_the_users_does_something_does_not_point_to_the_past(query: str, past: bool) -> None:
+def test_the_cause_of_a_thing_of_the_users_or_a_brief_does_not_point_to_the_past(
+    query: str, past: bool
+) -> None:
     share, reason = choose_recall_share(query, base_share=0.25)
     assert (share == RecallConfig().past_share) is past, reason
 

@@ -42,6 +42,7 @@ __all__ = [
     "ASKS_ABOUT_A_PERSON",
     "ROMAN_ONE_NOT_AFTER",
     "WHY_MY_EN",
+    "WRITING_TASK_ASKED_EN",
     "PastCue",
     "asks_for_several",
     "choose_recall_share",
@@ -117,6 +118,12 @@ ROMAN_ONE_NOT_AFTER = "".join(
 )  # fmt: skip
 _EN_FIRST_PERSON = re.compile(
     ROMAN_ONE_NOT_AFTER + r"\b(?:i|i'm|i've|i'd|my|me|mine|myself)\b", re.IGNORECASE
+)
+# "Can you draft a toast for my sister's wedding?": a piece of writing asked for as a question,
+# whose first person is in the brief of what it is to say.
+WRITING_TASK_ASKED_EN = re.compile(
+    r"^\s*(?:can|could|would|will)\s+you\s+(?:please\s+)?(?:help\s+me\s+)?(?:write|draft|compose)\b",
+    re.IGNORECASE,
 )
 # "Why didn't my dough rise?", "How come my laptop is so slow?": the cause of what a thing of
 # the user's does, asked of what the model knows, not a fact about the user ("Why did I
@@ -246,7 +253,11 @@ def _english_cue(query: str) -> PastCue | None:
     question = query[start:]
     if _EN_ADVICE.search(question):
         return None
-    self_ = _EN_FIRST_PERSON.search(WHY_MY_EN.sub(" ", question))
+    self_ = (
+        None
+        if WRITING_TASK_ASKED_EN.search(question)
+        else _EN_FIRST_PERSON.search(WHY_MY_EN.sub(" ", question))
+    )
     if self_:
         return PastCue("asks about the user", self_.group(0))
     person = _person_named(query, start)

@@ -12,7 +12,7 @@ import re
 from collections.abc import Iterable
 
 from .._salience import is_filler
-from .intent import ROMAN_ONE_NOT_AFTER, WHY_MY_EN
+from .intent import ROMAN_ONE_NOT_AFTER, WHY_MY_EN, WRITING_TASK_ASKED_EN, past_cue
 from .language import count_cjk
 
 __all__ = [
@@ -248,13 +248,6 @@ _ABOUT_SELF_EN = re.compile(
 _MODAL_SUBJECT_EN = re.compile(
     r"\bi\s+(?:should|can|could|might|may|ought\s+to|need\s+to|want\s+to|would\s+like\s+to)\b", re.IGNORECASE
 )
-# "Write a thank-you note to a neighbor who watered my plants.", "Can you draft a toast for my
-# sister?", 写一封感谢信给我的邻居: a piece of writing asked for, whose first person is in the brief
-# of what it is to say.
-_WRITING_TASK = re.compile(
-    r"^\s*(?i:(?:(?:can|could|would|will)\s+you\s+)?(?:please\s+)?(?:help\s+me\s+)?(?:write|draft|compose)\b)"
-    r"|^\s*请?写",
-)
 _ASKS_FOR_A_FACT_EN = re.compile(
     r"\b(?:what|which|who|whom|whose|where|when|how\s+(?:many|much|long|often))\b", re.IGNORECASE
 )
@@ -267,11 +260,12 @@ def personal_reading(query: str, speakers: Iterable[str] = ()) -> tuple[bool, bo
     fun party theme?"): it asks nothing about them ("What do I...", "my", "What is the
     playlist I made?", 我上次买的书叫什么？: the first person in what a question asks, not in
     the situation it tells first, nor as the one who will act on the answer: "...phrases I
-    should learn?", nor in the brief of a piece of writing it asks for: "Write a thank-you
-    note to a neighbor who watered my plants."), and nothing in it points at the history
-    (`points_at_history`). Weaker
-    evidence that their old messages are wanted: what they said themselves is. One
-    unframing of the query, at most one `points_at_history`.
+    should learn?", nor in the brief of what a request asks for: "Help me name my new
+    bakery.", "Can you draft a toast for my sister's wedding?"), and nothing in it points
+    at the history (`points_at_history`; for a request, `intent.past_cue` too: "Tell me
+    again what my sister's name is."). Weaker evidence that their old messages are
+    wanted: what they said themselves is. One unframing of the query, at most one
+    `points_at_history`.
 
     >>> personal_reading("I have a cold, any tips?"), personal_reading("What food do I like best?")
     ((True, True), (True, False))
@@ -279,9 +273,9 @@ def personal_reading(query: str, speakers: Iterable[str] = ()) -> tuple[bool, bo
     unframed = _without_request_frame(query)
     if not (_FIRST_PERSON_EN.search(unframed) or _FIRST_PERSON_ZH.search(unframed)):
         return points_at_history(query, speakers), False
-    if _WRITING_TASK.search(unframed):
-        return True, not points_at_history(query, speakers)
     questions = _question_clauses(unframed)
+    if not questions or WRITING_TASK_ASKED_EN.search(unframed):
+        return True, not (points_at_history(query, speakers) or past_cue(query) is not None)
     asking = WHY_MY_EN.sub(" ", _asking_part(unframed, questions))
     if _ABOUT_SELF_EN.search(asking) or "我的" in asking:
         return True, False
