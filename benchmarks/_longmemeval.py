@@ -360,14 +360,11 @@ NO_MEMORY_REQUESTS_HELD_OUT = (
     "What can I use instead of eggs in brownies?",
     "地铁和高铁有什么区别？",
     "Explain what a mutex is in multithreading.",
-)
-
-
-# Twenty more, written before the change told last above was made, then measured once as
-# they are, never looked at one by one or tuned on: whether the rules hold for requests
-# nobody had in mind. Checked against the lists above for requests repeated nearly or
-# exactly: four of the first drafts were, and were replaced before any measurement.
-NO_MEMORY_REQUESTS_FRESH = (
+    # Twenty written before that rule and measured once as the blind check after it: 75 /
+    # 143 / 252 tokens (90 / 158 / 267 on the code before the rules of the last three
+    # sets). Looked at: "Help me name my new sourdough bakery." was read as asking about
+    # the user; a request that is not a question has its first person in the brief of
+    # what it asks for since, unless it asks for what was said (36 / 63 / 81).
     "What's the chemical formula for table salt?",
     "Write a CSS rule that centers a div horizontally.",
     "How many bones are in the adult human body?",
@@ -388,6 +385,34 @@ NO_MEMORY_REQUESTS_FRESH = (
     "JavaScript里let和const有什么区别？",
     "What's the meaning of the idiom 'break the ice'?",
     "My neighbor's dog barks all night, how do I bring it up politely?",
+)
+
+
+# Twenty more, written before the change told last above was made, then measured once as
+# they are, never looked at one by one or tuned on: whether the rules hold for requests
+# nobody had in mind. Checked against the lists above for requests repeated nearly or
+# exactly: five of the first drafts were, and were replaced before any measurement.
+NO_MEMORY_REQUESTS_FRESH = (
+    "What's the freezing point of seawater?",
+    "Write a Python script that counts words in a text file.",
+    "Who invented the telephone?",
+    "My bike chain keeps slipping, what should I check?",
+    "Recommend a good podcast about space exploration.",
+    "为什么飞机能在天上飞？",
+    "请帮我写一段婚礼致辞的开头。",
+    "How do I calculate a 15% tip on $48?",
+    "I'm nervous about my first marathon, how should I pace myself?",
+    "What causes earthquakes?",
+    "Plan a simple three-course menu for a dinner party.",
+    "Explain what a black hole is to a child.",
+    "My dishwasher leaves a white film on glasses, how do I fix that?",
+    "When was the printing press invented?",
+    "Suggest a team name for an office trivia night.",
+    "How does a credit score work?",
+    "Give me a riddle with a clever answer.",
+    "哪些水果富含维生素C？",
+    "My teenage son spends too much time on his phone, any tips?",
+    "What's the best way to store fresh herbs?",
 )
 
 
