@@ -103,10 +103,11 @@ def judge(
     one message holding `RecallConfig.min_coverage` of its words, or `evidence_margin`
     more similar to it than the history's typical message, is evidence; with
     `first_person_only` (`reading.personal_reading`: only its first person makes it
-    about the user) it needs `min_coverage_self` of its words, and recalls the exchanges
-    of messages that are evidence themselves, and what the user said when one of their
-    own messages is evidence. A request that
-    stands on its own needs one message that holds `min_coverage_general` of its words
+    about the user) it needs `min_coverage_self` of its words and, where the index knows
+    who said what, one of the user's own messages that is evidence or an answer holding
+    every informative word of it; it recalls the exchanges of messages that are evidence
+    themselves and, when one of the user's is, what the user said. A request that stands
+    on its own needs one message that holds `min_coverage_general` of its words
     and, with dense search, is also `evidence_margin_general` more similar to it than
     the typical message, or that holds every one of its informative words: most of its
     words in common, or a request of the same kind, is chance, not memory. `words`: how
