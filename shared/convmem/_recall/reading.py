@@ -276,7 +276,7 @@ def personal_reading(query: str, speakers: Iterable[str] = ()) -> tuple[bool, bo
     questions = _question_clauses(unframed)
     if not questions or WRITING_TASK_ASKED_EN.search(unframed):
         return True, not (points_at_history(query, speakers) or past_cue(query) is not None)
-    asking = WHY_MY_EN.sub(" ", _asking_part(unframed, questions))
+    asking = WHY_MY_EN.sub(" ", _asking_part(questions))
     if _ABOUT_SELF_EN.search(asking) or "我的" in asking:
         return True, False
     if any(
@@ -296,16 +296,13 @@ _ASKING_OPENER_EN = re.compile(
 )
 
 
-def _asking_part(text: str, questions: list[tuple[list[str], bool]]) -> str:
-    """What `text` asks, without the situation it first tells: in each of its question
+def _asking_part(questions: list[tuple[list[str], bool]]) -> str:
+    """What a text asks, without the situation it first tells: in each of its question
     sentences (`questions`, `_question_clauses`), the clauses from the first that opens a
     question ("My sister is turning 30, what's a fun party theme?": "what's a fun party
     theme"; the whole sentence when none opens one; a Chinese one's last clause), and
     nothing of the sentences that only tell ("I've been stuck with my paintings. Any
-    ideas?": "Any ideas"). Text without a question sentence is all asked ("Suggest
-    something for my commute.")."""
-    if not questions:
-        return text
+    ideas?": "Any ideas")."""
     asked = []
     for clauses, chinese in questions:
         if chinese:
