@@ -15,7 +15,13 @@ from convmem._recall.embedder import BaseEmbedder
 from convmem._recall.language import has_cjk
 from convmem._recall.lexical import BM25Index, tokenize
 from convmem._recall.passages import LONG_MESSAGE_CHARS, PASSAGE_CHARS, excerpt_text, passage_spans
-from convmem._recall.reading import asks_about_user, is_small_talk, personal_reading, refers_to_history
+from convmem._recall.reading import (
+    asks_about_user,
+    is_small_talk,
+    personal_reading,
+    points_at_history,
+    refers_to_history,
+)
 
 
 def user_history(store: Store, sessions: dict[str, list[tuple[str, str]]]) -> list[str]:
@@ -499,11 +505,54 @@ def test_a_request_about_the_user_only_in_passing_recalls_what_they_said_not_eve
     assert "Poles and shorter steps" in texts  # the answer to a message that is evidence
     assert "sunscreen" not in texts
     assert "only the user's own messages" in result.reason
-    # asked about the user, the same words recall every match
+    # asked about the user by its first person alone, the same words recall the best match
+    # and its exchange, not every message that shares one word with the question
     asked = Recall(config=RecallConfig(relevance_floor=0.0)).search(
         "s1", "What should I pack, given my hiking plans?", store=store, max_tokens=600, counter=COUNTER
     )
-    assert "sunscreen" in " ".join(item.text for item in asked.items)
+    texts = " ".join(item.text for item in asked.items)
+    assert "knees hurt on steep hiking" in texts and "Poles and shorter steps" in texts
+    assert "sunscreen" not in texts
+    assert "only the best match" in asked.reason
+
+
+NERVOUS = [
+    ("user", "I always get nervous before job interviews."),
+    ("assistant", "Practise your answers out loud the day before."),
+    ("user", "My first car was a red hatchback."),
+    ("assistant", "A classic!"),
+    ("user", "I was so nervous on my wedding day."),
+    ("assistant", "That is very common, and it went well in the end!"),
+]
+
+
+def test_a_question_about_the_user_by_its_first_person_alone_recalls_what_holds_it() -> None:
+    # "...how should I pace myself?" reads as a question about the user; messages that share
+    # one of its words are not all its memory: the best match comes with its exchange, and
+    # once the user has said something that holds much of it, what they said comes too.
+    store = InMemoryStore()
+    store_messages(store, "s1", [*NERVOUS, *FILLER])
+    query = "I'm nervous about my first marathon, how should I pace myself?"
+    assert personal_reading(query) == (True, False) and not points_at_history(query)
+    recall = Recall(config=RecallConfig(relevance_floor=0.0))
+    result = recall.search("s1", query, store=store, max_tokens=800, counter=COUNTER)
+    texts = " ".join(item.text for item in result.items)
+    assert "red hatchback" in texts and "A classic!" in texts  # the best match and its answer
+    assert "job interviews" not in texts and "wedding day" not in texts
+    assert "only the best match" in result.reason
+    store_messages(
+        store, "s1", [("user", "My first marathon is in May, I run 40 km a week."), ("assistant", "Great!")]
+    )
+    result = recall.search("s1", query, store=store, max_tokens=800, counter=COUNTER)
+    texts = " ".join(item.text for item in result.items)
+    assert "first marathon is in May" in texts
+    assert "job interviews" in texts and "wedding day" in texts  # every match of the user
+    assert "the user's own messages" in result.reason
+    # pointed at the history, the same question recalls every match as before
+    asked = "What did I tell you about being nervous before job interviews?"
+    assert points_at_history(asked)
+    pointed = recall.search("s1", asked, store=store, max_tokens=800, counter=COUNTER)
+    assert "wedding day" in " ".join(item.text for item in pointed.items)
 
 
 # An old exchange that holds a request's words, and a message of the user sharing one word.

@@ -17,7 +17,7 @@ from .joined import GROUP_SHIFT, SEQ_MASK
 from .language import SECTION_HEADERS, choose_language
 from .lexical import CollectionStats, tokenize
 from .rank import Evidence, rank
-from .reading import asks_about_user, is_small_talk, personal_reading
+from .reading import asks_about_user, is_small_talk, personal_reading, points_at_history
 from .render import CachedLine, LineKey, RecallResult, render
 from .terms import query_terms
 
@@ -62,6 +62,9 @@ def conclude(
     about_user, self_only = personal_reading(query, speakers)
     personal = named or about_user
     first_person_only = self_only and not named
+    # About the user by its first person alone ("How many bikes do I own?"), or pointed at
+    # the history ("What did you suggest last time?", someone it knows by name).
+    pointed = named or (personal and not self_only and points_at_history(query, speakers))
     words, keywords = _query_words(query)
     verdict = judge(
         ranking,
@@ -72,6 +75,7 @@ def conclude(
         words=words,
         keywords=keywords,
         small_talk=is_small_talk(query),
+        pointed=pointed,
     )
     ranked = ranking.ranked if verdict.passed else ()
     if verdict.evidence is not None:

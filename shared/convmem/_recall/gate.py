@@ -95,18 +95,23 @@ def judge(
     words: int | None = None,
     small_talk: bool = False,
     keywords: bool = False,
+    pointed: bool = True,
 ) -> Verdict:
     """Whether the ranked candidates hold evidence for the query on an absolute scale (see
     the module docstring); `RecallConfig.min_coverage` None turns the judgement off.
 
     `personal`: the query is about the user or their history (`reading.refers_to_history`):
     one message holding `RecallConfig.min_coverage` of its words, or `evidence_margin`
-    more similar to it than the history's typical message, is evidence; with
-    `first_person_only` (`reading.personal_reading`: only its first person makes it
-    about the user) it needs `min_coverage_self` of its words and, where the index knows
-    who said what, one of the user's own messages that is evidence or an answer holding
-    every informative word of it; it recalls the exchanges of messages that are evidence
-    themselves and, when one of the user's is, what the user said. A request that stands
+    more similar to it than the history's typical message, is evidence. When it is
+    `pointed` at the history (`reading.points_at_history`: "last time", something the
+    assistant said, someone the history knows by name), every ranked candidate may be
+    recalled; when only its first person makes it about the user ("How many bikes do I
+    own?"), see `_about_the_user`. With `first_person_only` (`reading.personal_reading`:
+    it speaks of the user only in passing) it needs `min_coverage_self` of its words and,
+    where the index knows who said what, one of the user's own messages that is evidence
+    or an answer holding every informative word of it; it recalls the exchanges of
+    messages that are evidence themselves and, when one of the user's is, what the user
+    said. A request that stands
     on its own needs one message that holds `min_coverage_general` of its words
     and, with dense search, is also `evidence_margin_general` more similar to it than
     the typical message, or that holds every one of its informative words: most of its
@@ -138,8 +143,10 @@ def judge(
         # An index of the user's own may not say what a match covers: rank as before.
         return Verdict(True, "recalled: keyword matches (coverage unknown for this index)")
     if personal:
-        if not first_person_only:
+        if pointed and not first_person_only:
             return _judge_either(covered, lifts, config.min_coverage, config.evidence_margin, len(rows))
+        if not first_person_only:
+            return _about_the_user(ranking, evidence, rows, covered, lifts, config.min_coverage, config)
         needed = max(config.min_coverage, config.min_coverage_self)
         verdict = _judge_either(covered, lifts, needed, config.evidence_margin, len(rows))
         if not verdict.passed:
@@ -190,6 +197,43 @@ def judge(
         return verdict  # keywords searched for: every match is what was asked
     kept = _each_evidence(covered, lifts, needed, margin)
     return dataclasses.replace(verdict, evidence=_with_exchanges(ranking, evidence, rows, kept))
+
+
+def _about_the_user(
+    ranking: Ranking,
+    evidence: Evidence,
+    rows: np.ndarray,
+    covered: np.ndarray | None,
+    lifts: np.ndarray | None,
+    min_coverage: float,
+    config: RecallConfig,
+) -> Verdict:
+    """A question about the user by its first person alone ("How many bikes do I own?",
+    "What food do I like best?"): evidence as for any question about the user, but not
+    every ranked candidate is recalled. What answers it is what the user told of its
+    subject, and a request misread as such a question ("I'm nervous about my first
+    marathon, how should I pace myself?") would otherwise fill the room with every
+    message that shares one word with it. It recalls the best ranked candidate (a
+    paraphrase the encoder ranks first), the messages that hold `min_coverage_self` of its
+    words or are `evidence_margin` more similar to it than the typical message, the
+    exchanges of those, and, when one of the user's is such a message, every ranked
+    message of the user: they have spoken of its subject."""
+    verdict = _judge_either(covered, lifts, min_coverage, config.evidence_margin, len(rows))
+    if not verdict.passed:
+        return verdict
+    needed = max(min_coverage, config.min_coverage_self)
+    strong = _either_evidence(covered, lifts, needed, config.evidence_margin, len(rows))
+    kept = strong.copy()
+    kept[0] = True
+    allowed = _with_exchanges(ranking, evidence, rows, kept)
+    said = None if evidence.from_user is None else evidence.from_user[rows]
+    if said is not None and bool((said & strong).any()):
+        allowed |= {r.seq for r, mine in zip(ranking.ranked, said, strict=True) if mine}
+        reason = f"; only the best match, messages holding {needed:.0%} of its words, their exchanges "
+        reason += "and the user's own messages"
+    else:
+        reason = f"; only the best match and messages holding {needed:.0%} of its words, with their exchanges"
+    return dataclasses.replace(verdict, reason=verdict.reason + reason, evidence=allowed)
 
 
 def _with_exchanges(
