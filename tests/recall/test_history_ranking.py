@@ -257,6 +257,12 @@ def test_a_question_about_the_user_ranks_their_own_statement_first() -> None:
         ("What should I eat before a long run?", False),
         ("Have we talked about this before?", True),
         ("As I said before, which wine goes with fish?", True),
+        # nor does "before" that a clause to come follows; one in the past does
+        ("What should a kid know before they ride a bike alone?", False),
+        ("What should a beginner check before it rains on a hike?", False),
+        ("Are the shops open before we land?", False),
+        ("Was the weather nice before we moved?", True),
+        ("Is it the same plan as before she got the job?", True),
     ],
 )
 def test_requests_that_refer_to_the_history_are_told_apart(query: str, refers: bool) -> None:
@@ -553,6 +559,63 @@ def test_a_question_about_the_user_by_its_first_person_alone_recalls_what_holds_
     assert points_at_history(asked)
     pointed = recall.search("s1", asked, store=store, max_tokens=800, counter=COUNTER)
     assert "wedding day" in " ".join(item.text for item in pointed.items)
+
+
+@pytest.mark.parametrize(
+    ("query", "pointed"),
+    [
+        ("When was the printing press invented?", False),
+        ("Who was the first emperor of Rome?", False),
+        ("How did the ancient Egyptians move such heavy stones?", False),
+        ("When did I buy my printer?", True),
+        ("What was the name of the hotel you found?", True),
+        ("Where did we leave off with the budget?", True),
+        ("What was the book about dragons? Remind me.", True),
+    ],
+)
+def test_a_question_put_in_the_past_points_at_the_history_with_someone_of_the_conversation(
+    query: str, pointed: bool
+) -> None:
+    assert points_at_history(query)  # by its tense
+    assert points_at_history(query, by_tense=False) is pointed
+
+
+def test_a_speaker_named_in_a_question_put_in_the_past_points_at_the_history() -> None:
+    query = "When did Caroline go to the support group?"
+    assert not points_at_history(query, by_tense=False)
+    assert points_at_history(query, ["caroline", "melanie"], by_tense=False)
+
+
+WORDS_IN_PASSING = [
+    ("user", "My grandfather invented a folding chair."),
+    ("assistant", "What a clever man!"),
+    ("user", "The new press at the gym is always busy."),
+    ("assistant", "Try going early."),
+    ("user", "I printed my boarding pass at the library."),
+    ("assistant", "Handy!"),
+]
+
+
+def test_a_question_about_the_world_put_in_the_past_recalls_its_best_match_not_every_match() -> None:
+    # "When was...invented?" reads as about the history by its tense alone: messages that
+    # share one of its words each are not all its memory. Asked by the user of themselves,
+    # the same words recall every match.
+    store = InMemoryStore()
+    store_messages(store, "s1", [*WORDS_IN_PASSING, *FILLER])
+    recall = Recall(config=RecallConfig(relevance_floor=0.0))
+    world = recall.search(
+        "s1",
+        "When was the first printing press invented in Europe?",
+        store=store,
+        max_tokens=800,
+        counter=COUNTER,
+    )
+    assert len(world.items) == 2 and "only the best match" in world.reason  # a message and its answer
+    own = recall.search(
+        "s1", "When did I first see a printing press in Europe?", store=store, max_tokens=800, counter=COUNTER
+    )
+    texts = " ".join(item.text for item in own.items)
+    assert "gym is always busy" in texts and "boarding pass" in texts
 
 
 # An old exchange that holds a request's words, and a message of the user sharing one word.

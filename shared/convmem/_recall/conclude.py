@@ -64,7 +64,7 @@ def conclude(
     first_person_only = self_only and not named
     # About the user by its first person alone ("How many bikes do I own?"), or pointed at
     # the history ("What did you suggest last time?", someone it knows by name).
-    pointed = named or (personal and not self_only and points_at_history(query, speakers))
+    pointed = named or (personal and not self_only and points_at_history(query, speakers, by_tense=False))
     words, keywords = _query_words(query)
     verdict = judge(
         ranking,

@@ -143,12 +143,28 @@ def asks_about_user(query: str) -> bool:
 # a question phrased in the past tense is worth a looser dense margin. "before" that
 # orders two things ("a warm-up before lifting weights", "before the exam") is not
 # "earlier".
-_HISTORY_EN = re.compile(
+_PAST_QUESTION_EN = re.compile(
     r"\b(?:when (?:did|was|were|is|have|had|do)|what (?:was|were|did|had)|who (?:was|did|were)"
-    r"|where (?:did|was|were)|how (?:did|long ago)|which \w+ did"
-    r"|remember|recall|remind me|earlier|previously"
+    r"|where (?:did|was|were)|how (?:did|long ago)|which \w+ did)\b",
+    re.IGNORECASE,
+)
+# Someone of the conversation: a question put in the past with none of them in it ("When
+# was the printing press invented?") may ask about the world.
+_CONVERSANT_EN = re.compile(
+    ROMAN_ONE_NOT_AFTER + r"\b(?:i|i'm|i've|i'd|me|my|mine|myself|we|us|our|you|your)\b", re.IGNORECASE
+)
+# "before" followed by a clause in the past ("before I moved") is earlier; by one to come
+# ("before we get one", "before I drive alone") it orders what the user will do.
+_PAST_VERB = (
+    r"\w+ed|was|were|had|did|saw|went|got|made|took|came|left|bought|began|met|found|gave|knew|thought"
+    r"|told|said|ran|wrote|felt|became|kept|heard|paid|sold|spent|lost|won|ate|drove|flew|grew|chose"
+    r"|broke|fell|forgot|threw|wore|sat|slept|stood|swam|taught|brought|caught|built|sent|meant"
+)
+_HISTORY_EN = re.compile(
+    r"\b(?:remember|recall|remind me|earlier|previously"
     r"|before(?!\s+(?:[a-z]+ing|a|an|the|my|your|his|her|its|our|their|bed|work|school|class|lunch|dinner"
-    r"|breakfast)\b)|last (?:time|week|month|year|night|session)"
+    r"|breakfast|(?:i|we|you|he|she|they|it)\s+(?!(?:" + _PAST_VERB + r")\b)[a-z]+)\b)"
+    r"|last (?:time|week|month|year|night|session)"
     r"|ago|yesterday|back then|the other day|you (?:said|told|mentioned|suggested)"
     r"|i (?:said|told|mentioned|asked)|(?:did|have|had) (?:i|you|we) (?:ever )?"
     r"(?:say|tell|mention|talk|ask|discuss|told|said|mentioned|talked)|(?:19|20)\d\d)\b",
@@ -358,9 +374,13 @@ def _asked_clauses(questions: list[tuple[list[str], bool]]) -> list[str]:
     return asked
 
 
-def points_at_history(query: str, speakers: Iterable[str] = ()) -> bool:
+def points_at_history(query: str, speakers: Iterable[str] = (), *, by_tense: bool = True) -> bool:
     """Whether `query` refers to the history by more than its first person: what the
-    assistant said, a past-pointing phrase, or one of `speakers` (see `refers_to_history`).
+    assistant said, a past-pointing phrase, a question put in the past, or one of
+    `speakers` (see `refers_to_history`). Without `by_tense`, a question put in the past
+    counts only with someone of the conversation in it ("When did I...", "What was the
+    hotel you..."): "When was the printing press invented?" asks about the world as
+    readily as about the history.
 
     >>> points_at_history("What did you suggest last time?"), points_at_history("I have a cold, any tips?")
     (True, False)
@@ -368,6 +388,8 @@ def points_at_history(query: str, speakers: Iterable[str] = ()) -> bool:
     if _ASSISTANT_SAID_EN.search(query) or _ASSISTANT_SAID_ZH.search(query):
         return True
     if _HISTORY_EN.search(query) or _HISTORY_ZH.search(query) or _names_a_day_gone_by(query):
+        return True
+    if _PAST_QUESTION_EN.search(query) and (by_tense or _CONVERSANT_EN.search(query)):
         return True
     lowered = query.lower()
     names = [name for name in speakers if name]
