@@ -261,6 +261,7 @@ def test_a_question_about_the_user_ranks_their_own_statement_first() -> None:
         ("What should a kid know before they ride a bike alone?", False),
         ("What should a beginner check before it rains on a hike?", False),
         ("Are the shops open before we land?", False),
+        ("How long can soup sit out before it's unsafe?", False),
         ("Was the weather nice before we moved?", True),
         ("Is it the same plan as before she got the job?", True),
     ],
@@ -479,6 +480,12 @@ def test_small_talk_is_told_from_a_request(query: str, small_talk: bool) -> None
         ("Fix the grammar in my cover letter.", True),
         ("Tell me again what my sister's name is.", False),
         ("Recommend a restaurant I'd like, based on what you know about me.", False),
+        # what the user will do when, before or if, is the circumstance of what is asked;
+        # what they did is what is asked
+        ("What should I eat before I go for a long swim?", True),
+        ("How much water should I drink when I run in the heat?", True),
+        ("What did I eat before I saw the doctor?", False),
+        ("Where was I when I lost my keys?", False),
     ],
 )
 def test_a_query_about_the_user_only_by_its_first_person_is_told_apart(query: str, only: bool) -> None:
@@ -611,6 +618,21 @@ def test_a_question_about_the_world_put_in_the_past_recalls_its_best_match_not_e
         counter=COUNTER,
     )
     assert len(world.items) == 2 and "only the best match" in world.reason  # a message and its answer
+    # nor does one message that holds much of it bring every message of the user: what they
+    # said does not answer a question about the world
+    store_messages(
+        store, "s1", [("user", "I saw a printing press from Europe in a museum."), ("assistant", "Fun!")]
+    )
+    world = recall.search(
+        "s1",
+        "When was the first printing press invented in Europe?",
+        store=store,
+        max_tokens=800,
+        counter=COUNTER,
+    )
+    texts = " ".join(item.text for item in world.items)
+    assert "in a museum" in texts and "Fun!" in texts
+    assert "folding chair" not in texts and "gym is always busy" not in texts
     own = recall.search(
         "s1", "When did I first see a printing press in Europe?", store=store, max_tokens=800, counter=COUNTER
     )

@@ -57,7 +57,8 @@ def conclude(
 ) -> RecallResult:
     """Rank the candidates of a history, judge whether they are evidence for the query at
     all, and render the best into `max_tokens` (`evidence` keyed as `Shown`)."""
-    ranking = rank(evidence, config, several=asks_for_several(query), about_user=asks_about_user(query))
+    about_self = asks_about_user(query)
+    ranking = rank(evidence, config, several=asks_for_several(query), about_user=about_self)
     named = _names_someone_known(query, collection)
     about_user, self_only = personal_reading(query, speakers)
     personal = named or about_user
@@ -76,6 +77,7 @@ def conclude(
         keywords=keywords,
         small_talk=is_small_talk(query),
         pointed=pointed,
+        about_user=about_self,
     )
     ranked = ranking.ranked if verdict.passed else ()
     if verdict.evidence is not None:

@@ -96,6 +96,7 @@ def judge(
     small_talk: bool = False,
     keywords: bool = False,
     pointed: bool = True,
+    about_user: bool = True,
 ) -> Verdict:
     """Whether the ranked candidates hold evidence for the query on an absolute scale (see
     the module docstring); `RecallConfig.min_coverage` None turns the judgement off.
@@ -105,8 +106,8 @@ def judge(
     more similar to it than the history's typical message, is evidence. When it is
     `pointed` at the history (`reading.points_at_history`: "last time", something the
     assistant said, someone the history knows by name), every ranked candidate may be
-    recalled; when only its first person makes it about the user ("How many bikes do I
-    own?"), see `_about_the_user`. With `first_person_only` (`reading.personal_reading`:
+    recalled; when only its first person or its tense makes it about the user or the
+    history ("How many bikes do I own?"), see `_not_pointed`. With `first_person_only` (`reading.personal_reading`:
     it speaks of the user only in passing) it needs `min_coverage_self` of its words and,
     where the index knows who said what, one of the user's own messages that is evidence
     or an answer holding every informative word of it; it recalls the exchanges of
@@ -146,7 +147,9 @@ def judge(
         if pointed and not first_person_only:
             return _judge_either(covered, lifts, config.min_coverage, config.evidence_margin, len(rows))
         if not first_person_only:
-            return _about_the_user(ranking, evidence, rows, covered, lifts, config.min_coverage, config)
+            return _not_pointed(
+                ranking, evidence, rows, covered, lifts, config.min_coverage, config, about_user
+            )
         needed = max(config.min_coverage, config.min_coverage_self)
         verdict = _judge_either(covered, lifts, needed, config.evidence_margin, len(rows))
         if not verdict.passed:
@@ -199,7 +202,7 @@ def judge(
     return dataclasses.replace(verdict, evidence=_with_exchanges(ranking, evidence, rows, kept))
 
 
-def _about_the_user(
+def _not_pointed(
     ranking: Ranking,
     evidence: Evidence,
     rows: np.ndarray,
@@ -207,17 +210,20 @@ def _about_the_user(
     lifts: np.ndarray | None,
     min_coverage: float,
     config: RecallConfig,
+    about_user: bool,
 ) -> Verdict:
-    """A question about the user by its first person alone ("How many bikes do I own?",
-    "What food do I like best?"): evidence as for any question about the user, but not
-    every ranked candidate is recalled. What answers it is what the user told of its
-    subject, and a request misread as such a question ("I'm nervous about my first
-    marathon, how should I pace myself?") would otherwise fill the room with every
-    message that shares one word with it. It recalls the best ranked candidate (a
-    paraphrase the encoder ranks first), the messages that hold `min_coverage_self` of its
-    words or are `evidence_margin` more similar to it than the typical message, the
-    exchanges of those, and, when one of the user's is such a message, every ranked
-    message of the user: they have spoken of its subject."""
+    """A question about the user or their history that nothing but its first person ("How
+    many bikes do I own?", "What food do I like best?") or its tense ("When was the
+    printing press invented?") ties to the history: evidence as for any such question, but
+    not every ranked candidate is recalled. A request misread as such a question ("I'm
+    nervous about my first marathon, how should I pace myself?") would otherwise fill the
+    room with every message that shares one word with it. It recalls the best ranked
+    candidate (a paraphrase the encoder ranks first), the messages that hold
+    `min_coverage_self` of its words or are `evidence_margin` more similar to it than the
+    typical message, and the exchanges of those; and, when it is `about_user`
+    (`reading.asks_about_user`) and one of the user's messages is such a message, every
+    ranked message of the user: they have spoken of its subject, and what they told
+    answers it."""
     verdict = _judge_either(covered, lifts, min_coverage, config.evidence_margin, len(rows))
     if not verdict.passed:
         return verdict
@@ -227,7 +233,7 @@ def _about_the_user(
     kept[0] = True
     allowed = _with_exchanges(ranking, evidence, rows, kept)
     said = None if evidence.from_user is None else evidence.from_user[rows]
-    if said is not None and bool((said & strong).any()):
+    if about_user and said is not None and bool((said & strong).any()):
         allowed |= {r.seq for r, mine in zip(ranking.ranked, said, strict=True) if mine}
         reason = f"; only the best match, messages holding {needed:.0%} of its words, their exchanges "
         reason += "and the user's own messages"

@@ -163,7 +163,8 @@ _PAST_VERB = (
 _HISTORY_EN = re.compile(
     r"\b(?:remember|recall|remind me|earlier|previously"
     r"|before(?!\s+(?:[a-z]+ing|a|an|the|my|your|his|her|its|our|their|bed|work|school|class|lunch|dinner"
-    r"|breakfast|(?:i|we|you|he|she|they|it)\s+(?!(?:" + _PAST_VERB + r")\b)[a-z]+)\b)"
+    r"|breakfast|(?:i|we|you|he|she|they|it)\s+(?!(?:" + _PAST_VERB + r")\b)[a-z]+"
+    r"|i'm|we're|you're|he's|she's|they're|it's|i'll|we'll|you'll|it'll)\b)"
     r"|last (?:time|week|month|year|night|session)"
     r"|ago|yesterday|back then|the other day|you (?:said|told|mentioned|suggested)"
     r"|i (?:said|told|mentioned|asked)|(?:did|have|had) (?:i|you|we) (?:ever )?"
@@ -264,6 +265,12 @@ _ABOUT_SELF_EN = re.compile(
 _MODAL_SUBJECT_EN = re.compile(
     r"\bi\s+(?:should|can|could|might|may|ought\s+to|need\s+to|want\s+to|would\s+like\s+to)\b", re.IGNORECASE
 )
+# "...before I go for a long ride", "...when I run": what the user will do, the circumstance
+# of what is asked, not what is asked ("...before I saw the goldfinches" is).
+_CIRCUMSTANCE_EN = re.compile(
+    r"\b(?:before|after|when|whenever|while|if|until|once)\s+i\b(?!\s+(?:" + _PAST_VERB + r")\b)[^.!?]*",
+    re.IGNORECASE,
+)
 _ASKS_FOR_A_FACT_EN = re.compile(
     r"\b(?:what|which|who|whom|whose|where|when|how\s+(?:many|much|long|often))\b", re.IGNORECASE
 )
@@ -292,11 +299,12 @@ def personal_reading(query: str, speakers: Iterable[str] = ()) -> tuple[bool, bo
     questions = _question_clauses(unframed)
     if not questions or WRITING_TASK_ASKED_EN.search(unframed):
         return True, not (points_at_history(query, speakers) or past_cue(query) is not None)
-    asking = WHY_MY_EN.sub(" ", _asking_part(questions))
+    asking = _CIRCUMSTANCE_EN.sub(" ", WHY_MY_EN.sub(" ", _asking_part(questions)))
     if _ABOUT_SELF_EN.search(asking) or "我的" in asking:
         return True, False
     if any(
-        _FIRST_PERSON_EN.search(_MODAL_SUBJECT_EN.sub(" ", clause)) or "我" in clause
+        _FIRST_PERSON_EN.search(_MODAL_SUBJECT_EN.sub(" ", _CIRCUMSTANCE_EN.sub(" ", clause)))
+        or "我" in clause
         for clause in _asked_clauses(questions)
     ):
         return True, False
