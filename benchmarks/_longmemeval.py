@@ -385,14 +385,13 @@ NO_MEMORY_REQUESTS_HELD_OUT = (
     "JavaScript里let和const有什么区别？",
     "What's the meaning of the idiom 'break the ice'?",
     "My neighbor's dog barks all night, how do I bring it up politely?",
-)
-
-
-# Twenty more, written before the change told last above was made, then measured once as
-# they are, never looked at one by one or tuned on: whether the rules hold for requests
-# nobody had in mind. Checked against the lists above for requests repeated nearly or
-# exactly: five of the first drafts were, and were replaced before any measurement.
-NO_MEMORY_REQUESTS_FRESH = (
+    # Twenty written before that rule and measured once as the blind check after it: 127 /
+    # 238 / 358 tokens (152 / 265 / 385 on the code before the rules of the last four
+    # sets); two requests read as asking about the user carried most of it. Since, a
+    # question that only its first person ties to the history recalls its best match and
+    # the messages holding much of it, not every match (108 / 174 / 214), and a question
+    # that only its tense ties to it likewise, without every message of the user (96 /
+    # 129 / 147).
     "What's the freezing point of seawater?",
     "Write a Python script that counts words in a text file.",
     "Who invented the telephone?",
@@ -413,6 +412,108 @@ NO_MEMORY_REQUESTS_FRESH = (
     "哪些水果富含维生素C？",
     "My teenage son spends too much time on his phone, any tips?",
     "What's the best way to store fresh herbs?",
+    # Twenty written before those two changes; first measured 113 / 220 / 425, then 110 /
+    # 195 / 325 after the first. Looked at: "...before we get one?" was read as pointing at
+    # the history and "Where does my password go...?" as asking about the user (82 / 135 /
+    # 200 since).
+    "How do I get candle wax out of a carpet?",
+    "Who painted the ceiling of the Sistine Chapel?",
+    "My kombucha has a white film on top. Should I throw it out?",
+    "Write a sea shanty about debugging code.",
+    "What's the half-life of carbon-14?",
+    "我的手机充电很慢，可能是什么原因？",
+    "帮我给新开的宠物美容店写一句广告语。",
+    "What vitamins are in spinach?",
+    "I want to start journaling. Any tips for beginners?",
+    "Give me three arguments for and against a four-day work week.",
+    "What does 'per diem' mean on an expense report?",
+    "My daughter wants a hamster. What do I need to buy before we get one?",
+    "Suggest a name for a fantasy tavern in my D&D campaign.",
+    "What is a race condition in multithreaded code?",
+    "如何快速去除衣服上的咖啡渍？",
+    "I finally paid off my student loans! What should I do with the extra money each month?",
+    "Can dogs eat grapes?",
+    "Write a SQL query that returns the top 5 customers by total order value.",
+    "Where does my password go when I type it into a website?",
+    "Can you give me a 10-minute morning stretching routine?",
+    # Twenty written after the first of those changes was designed and before any of its
+    # requests was looked at: 94 / 188 / 311 on the code before it, 75 / 120 / 186 after it;
+    # never looked at one by one.
+    "How do I descale an electric kettle with vinegar?",
+    "Which composer wrote 'The Four Seasons'?",
+    "My car battery died twice this week. Could it be the alternator?",
+    "Compose a short poem about a lighthouse keeper.",
+    "Why do cats purr?",
+    "我的键盘有几个键不灵了，怎么修？",
+    "帮我把这句话改得更正式一点：明天开会别迟到。",
+    "What nutrients are in lentils?",
+    "I'm thinking about learning to play the ukulele. Is it hard?",
+    "List the pros and cons of living in a tiny house.",
+    "What does 'force majeure' mean in a contract?",
+    "My son asked me why leaves change color in autumn. How do I explain it simply?",
+    "Give me a name for a pirate ship in my tabletop game.",
+    "How does public-key encryption let two strangers share a secret?",
+    "怎样去除水壶里的水垢？",
+    "I got my first paycheck! How much should I put into savings?",
+    "Are avocado pits poisonous to dogs?",
+    "Give me a git command to undo my last commit but keep the changes.",
+    "What happens to my photos when I delete them from the cloud?",
+    "Suggest a five-minute breathing exercise for stress.",
+    # Twenty written after the set before last was looked at (so holding shapes of request
+    # seen there): 179 / 364 / 677 on the code before the last two changes, 157 / 273 / 408
+    # after the tense rule; looked at, then "...before it's unsafe?", "What should I know
+    # before I drive...?" and a question about the world that a message of the user held
+    # much of were read anew (92 / 147 / 176).
+    "How long can cooked rice sit out before it's unsafe?",
+    "Who discovered penicillin?",
+    "My printer keeps saying it's offline even though it's connected. What can I try?",
+    "Write a birthday message for a coworker I don't know well.",
+    "How many calories does a 30-minute swim burn?",
+    "我家的猫最近老是掉毛，正常吗？",
+    "复利和单利有什么区别？",
+    "Why did the Roman Republic become an empire?",
+    "I'm repainting my bedroom this weekend. Which finish is best for walls?",
+    "Compare renting and buying a home in three bullet points.",
+    "Is it better to pay off a credit card in full or keep a small balance?",
+    "My son wants to learn chess. How should I teach him the basics?",
+    "Draft a flyer headline for my garage sale.",
+    "Why do some people sneeze when they look at the sun?",
+    "怎么判断西瓜熟没熟？",
+    "I passed my driving test! What should I know before I drive alone on the highway?",
+    "Is honey safe for babies under one?",
+    "Write a Go function that reverses a slice of ints.",
+    "When was the Great Wall of China built?",
+    "Suggest a stretching routine I can do at my desk.",
+)
+
+
+# Twenty more, written before the last change told above was made, then measured once on
+# the code before it and once after: whether the rules hold for requests nobody had in mind
+# (written after the set before them was looked at, so some share its shapes). Checked
+# against the lists above for requests repeated nearly or exactly: 26 of the 80 first
+# drafts of the last four sets were, and were replaced (some twice) before any
+# measurement.
+NO_MEMORY_REQUESTS_FRESH = (
+    "How do I keep avocados from turning brown after cutting them?",
+    "Who composed the Moonlight Sonata?",
+    "My washing machine smells musty. How can I get rid of the smell?",
+    "Write a retirement card message for a teacher.",
+    "How much protein is in a boiled egg?",
+    "我的电脑开机特别慢，怎么优化？",
+    "帮我列一个周末大扫除的清单。",
+    "What were the consequences of the Black Death in Europe?",
+    "I'm hosting a board game night. Which games work well for six players?",
+    "Summarize the pros and cons of electric scooters for commuting.",
+    "What does 'escrow' mean when buying a house?",
+    "My niece is starting college next month. What advice should I give her?",
+    "Help me write an out-of-office reply for my vacation.",
+    "How do submarines dive and surface?",
+    "怎么挑选新鲜的鱼？",
+    "I just adopted a rescue cat! How long before she feels at home?",
+    "Are raw cashews safe to eat?",
+    "Write a Python class for a simple bank account with deposit and withdraw methods.",
+    "When did the Titanic sink?",
+    "What should I eat before I go for a long bike ride?",
 )
 
 
