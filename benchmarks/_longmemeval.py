@@ -484,15 +484,41 @@ NO_MEMORY_REQUESTS_HELD_OUT = (
     "Write a Go function that reverses a slice of ints.",
     "When was the Great Wall of China built?",
     "Suggest a stretching routine I can do at my desk.",
+    # Twenty written after the last change, measured once (182 / 315 / 485) and looked at:
+    # four requests read as about the user or the history carry most of it ("What caused
+    # the 2008 financial crisis?" points at the history by its year; "How does GPS know
+    # where I am?" and "How warm should my bath be if I have a cold?" are read as asking
+    # about the user). No rule was made for them.
+    "How do I get rid of fruit flies in the kitchen?",
+    "Who painted 'The Persistence of Memory'?",
+    "My sink drains really slowly. Is baking soda and vinegar enough?",
+    "Write a short toast for my parents' 40th anniversary.",
+    "What temperature should chicken be cooked to?",
+    "我的绿萝叶子发黄了，怎么回事？",
+    "帮我写一段自我介绍，用于新同事群里。",
+    "What caused the 2008 financial crisis?",
+    "I'm going camping in the desert next month. What should I bring for the cold nights?",
+    "Give me the main differences between stocks and bonds.",
+    "What does 'net 30' mean on an invoice?",
+    "My daughter is afraid of the dark. How can I help her?",
+    "Help me name my podcast about urban gardening.",
+    "How does GPS know where I am?",
+    "怎么做一碗好吃的蛋炒饭？",
+    "I just started a new job as a nurse! Any tips for surviving night shifts?",
+    "Can cats eat tuna from a can?",
+    "Write a Python function that merges two sorted lists.",
+    "When did the Ottoman Empire end?",
+    "How warm should my bath be if I have a cold?",
 )
 
 
-# Twenty more, written before the last change told above was made, then measured once on
-# the code before it and once after: whether the rules hold for requests nobody had in mind
-# (written after the set before them was looked at, so some share its shapes). Checked
-# against the lists above for requests repeated nearly or exactly: 26 of the 80 first
-# drafts of the last four sets were, and were replaced (some twice) before any
-# measurement.
+# Forty more, never looked at one by one: twenty written before the last change told above
+# was made, measured on the code before it and after, and twenty written after it,
+# measured once: whether the rules hold for requests nobody had in mind (each written
+# after the set before it was looked at, so some share its shapes). Checked against the
+# lists above for requests repeated nearly or exactly: 32 of the 120 first drafts of the
+# last six sets were, and were replaced (some twice) before any measurement; what is left
+# shares at most a template ("What does 'X' mean...?") with an earlier request.
 NO_MEMORY_REQUESTS_FRESH = (
     "How do I keep avocados from turning brown after cutting them?",
     "Who composed the Moonlight Sonata?",
@@ -514,6 +540,27 @@ NO_MEMORY_REQUESTS_FRESH = (
     "Write a Python class for a simple bank account with deposit and withdraw methods.",
     "When did the Titanic sink?",
     "What should I eat before I go for a long bike ride?",
+    # Twenty more, written after the last change and measured once on it.
+    "Can I use olive oil instead of butter in cookies?",
+    "Who was the first woman to win a Nobel Prize?",
+    "My headphones only play sound in one ear. What could be wrong?",
+    "Write a thank-you email to an interviewer.",
+    "How many hours of sleep does a teenager need?",
+    "我的手表走慢了，是不是该换电池了？",
+    "帮我写一条朋友圈文案，庆祝周末去海边。",
+    "What started the Cold War?",
+    "I'm visiting Lisbon for three days. What neighborhoods should I stay in?",
+    "Explain the difference between a Roth IRA and a traditional IRA.",
+    "Why is pasta cooked in salted water?",
+    "My toddler refuses to eat vegetables. Any tricks?",
+    "Help me come up with a name for my knitting blog.",
+    "How do touchscreens detect my finger?",
+    "怎么给自行车链条上油？",
+    "I got accepted into grad school! How should I prepare over the summer?",
+    "Is it safe to run every day?",
+    "Write a shell script that backs up a folder to a zip file every night.",
+    "When did the Great Depression start?",
+    "How much water should I drink if I exercise in the heat?",
 )
 
 
