@@ -57,14 +57,15 @@ def conclude(
 ) -> RecallResult:
     """Rank the candidates of a history, judge whether they are evidence for the query at
     all, and render the best into `max_tokens` (`evidence` keyed as `Shown`)."""
-    about_self = asks_about_user(query)
-    ranking = rank(evidence, config, several=asks_for_several(query), about_user=about_self)
+    asks_about_them = asks_about_user(query)
+    ranking = rank(evidence, config, several=asks_for_several(query), about_user=asks_about_them)
     named = _names_someone_known(query, collection)
     about_user, self_only = personal_reading(query, speakers)
     personal = named or about_user
     first_person_only = self_only and not named
-    # About the user by its first person alone ("How many bikes do I own?"), or pointed at
-    # the history ("What did you suggest last time?", someone it knows by name).
+    # Pointed at the history ("What did you suggest last time?", "When did I...", someone it
+    # knows by name), or about the user or the history by its first person or its tense
+    # alone ("How many bikes do I own?", "When was the printing press invented?").
     pointed = named or (personal and not self_only and points_at_history(query, speakers, by_tense=False))
     words, keywords = _query_words(query)
     verdict = judge(
@@ -77,7 +78,7 @@ def conclude(
         keywords=keywords,
         small_talk=is_small_talk(query),
         pointed=pointed,
-        about_user=about_self,
+        about_user=asks_about_them,
     )
     ranked = ranking.ranked if verdict.passed else ()
     if verdict.evidence is not None:

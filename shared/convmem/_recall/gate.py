@@ -107,13 +107,14 @@ def judge(
     `pointed` at the history (`reading.points_at_history`: "last time", something the
     assistant said, someone the history knows by name), every ranked candidate may be
     recalled; when only its first person or its tense makes it about the user or the
-    history ("How many bikes do I own?"), see `_not_pointed`. With `first_person_only` (`reading.personal_reading`:
-    it speaks of the user only in passing) it needs `min_coverage_self` of its words and,
+    history ("How many bikes do I own?"), see `_not_pointed` (`about_user`:
+    `reading.asks_about_user`). With `first_person_only` (`reading.personal_reading`: it
+    speaks of the user only in passing) it needs `min_coverage_self` of its words and,
     where the index knows who said what, one of the user's own messages that is evidence
     or an answer holding every informative word of it; it recalls the exchanges of
     messages that are evidence themselves and, when one of the user's is, what the user
-    said. A request that stands
-    on its own needs one message that holds `min_coverage_general` of its words
+    said. A request that stands on its own needs one message that holds
+    `min_coverage_general` of its words
     and, with dense search, is also `evidence_margin_general` more similar to it than
     the typical message, or that holds every one of its informative words: most of its
     words in common, or a request of the same kind, is chance, not memory. `words`: how
