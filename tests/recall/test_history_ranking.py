@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import itertools
 import random
+import re
 
 import numpy as np
 import pytest
@@ -638,6 +639,24 @@ def test_a_question_about_the_world_put_in_the_past_recalls_its_best_match_not_e
     )
     texts = " ".join(item.text for item in own.items)
     assert "gym is always busy" in texts and "boarding pass" in texts
+
+
+def test_a_share_just_short_of_the_bar_does_not_read_as_the_bar() -> None:
+    # "holds 15% (needs 15%)" for 14.7% reads as a contradiction: such a share shows a decimal
+    store = InMemoryStore()
+    marathon = [("user", "My first marathon is in May, I run 40 km a week."), ("assistant", "Great!")]
+    store_messages(store, "s1", [*NERVOUS, *FILLER, *marathon])
+    result = Recall(config=RecallConfig(relevance_floor=0.0)).search(
+        "s1",
+        "Last time I said I was nervous, what did you suggest?",
+        store=store,
+        max_tokens=800,
+        counter=COUNTER,
+    )
+    assert result.items == ()
+    assert re.search(r"holds 14\.\d% of the query's informative words \(needs 15%\)", result.reason), (
+        result.reason
+    )
 
 
 # An old exchange that holds a request's words, and a message of the user sharing one word.

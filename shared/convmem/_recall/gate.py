@@ -286,7 +286,7 @@ def _judge_either(
     said = []
     if coverage is not None:
         said.append(
-            f"the best keyword match holds {coverage:.0%} of the query's informative words "
+            f"the best keyword match holds {_short_of(coverage, needed)} of the query's informative words "
             f"(needs {needed:.0%})"
         )
     if lift is not None:
@@ -345,7 +345,8 @@ def _judge_both(
     said = []
     if covered is not None:
         said.append(
-            f"the best keyword match holds {float(covered.max()):.0%} of its informative words (needs {needed:.0%})"
+            f"the best keyword match holds {_short_of(float(covered.max()), needed)} of its informative words "
+            f"(needs {needed:.0%})"
         )
     if lifts is not None:
         said.append(
@@ -364,6 +365,13 @@ def _judge_both(
         + ", ".join(said),
         candidates,
     )
+
+
+def _short_of(share: float, needed: float) -> str:
+    """`share` as a percentage that reads as less than `needed`: 14.9% is not "15% (needs
+    15%)"."""
+    shown = f"{share:.0%}"
+    return f"{share:.1%}" if share < needed and shown == f"{needed:.0%}" else shown
 
 
 def _nothing(why: str, candidates: int) -> Verdict:
