@@ -588,6 +588,22 @@ def test_a_question_put_in_the_past_points_at_the_history_with_someone_of_the_co
     assert points_at_history(query, by_tense=False) is pointed
 
 
+@pytest.mark.parametrize(
+    ("query", "pointed"),
+    [
+        ("What caused the 2008 financial crisis?", False),
+        ("Which team won the 1998 World Cup?", False),
+        ("Where did we go on holiday in 2019?", True),
+        ("What did I pay for rent in 2021?", True),
+        ("Which car did you recommend to me in 2023?", True),
+    ],
+)
+def test_a_year_points_at_the_history_with_someone_of_the_conversation(query: str, pointed: bool) -> None:
+    # like a question put in the past: "the 2008 financial crisis" is the world's year
+    assert points_at_history(query)
+    assert points_at_history(query, by_tense=False) is pointed
+
+
 def test_a_speaker_named_in_a_question_put_in_the_past_points_at_the_history() -> None:
     query = "When did Caroline go to the support group?"
     assert not points_at_history(query, by_tense=False)

@@ -168,9 +168,13 @@ _HISTORY_EN = re.compile(
     r"|last (?:time|week|month|year|night|session)"
     r"|ago|yesterday|back then|the other day|you (?:said|told|mentioned|suggested)"
     r"|i (?:said|told|mentioned|asked)|(?:did|have|had) (?:i|you|we) (?:ever )?"
-    r"(?:say|tell|mention|talk|ask|discuss|told|said|mentioned|talked)|(?:19|20)\d\d)\b",
+    r"(?:say|tell|mention|talk|ask|discuss|told|said|mentioned|talked))\b",
     re.IGNORECASE,
 )
+# A year: the history's ("the trip we took in 2019") or the world's ("the 2008 financial
+# crisis"); like a question put in the past, it points at the history with someone of the
+# conversation in it (`points_at_history`'s `by_tense`).
+_YEAR_EN = re.compile(r"\b(?:19|20)\d\d\b")
 _HISTORY_ZH = re.compile(
     r"之前|以前|上次|上回|那次|还记得|记得|刚才|那天|当时|曾经|说过|提过|提到过|讲过|告诉过|聊过"
     r"|什么时候|哪天|哪一天|几号|几月|去年|上个月|上周|上星期|昨天|前天|叫什么|是谁"
@@ -384,11 +388,12 @@ def _asked_clauses(questions: list[tuple[list[str], bool]]) -> list[str]:
 
 def points_at_history(query: str, speakers: Iterable[str] = (), *, by_tense: bool = True) -> bool:
     """Whether `query` refers to the history by more than its first person: what the
-    assistant said, a past-pointing phrase, a question put in the past, or one of
-    `speakers` (see `refers_to_history`). Without `by_tense`, a question put in the past
-    counts only with someone of the conversation in it ("When did I...", "What was the
-    hotel you..."): "When was the printing press invented?" asks about the world as
-    readily as about the history.
+    assistant said, a past-pointing phrase, a question put in the past or a year, or one
+    of `speakers` (see `refers_to_history`). Without `by_tense`, a question put in the past
+    or a year counts only with someone of the conversation in it ("When did I...", "What
+    was the hotel you...", "the trip we took in 2019"): "When was the printing press
+    invented?" and "What caused the 2008 financial crisis?" ask about the world as readily
+    as about the history.
 
     >>> points_at_history("What did you suggest last time?"), points_at_history("I have a cold, any tips?")
     (True, False)
@@ -397,7 +402,9 @@ def points_at_history(query: str, speakers: Iterable[str] = (), *, by_tense: boo
         return True
     if _HISTORY_EN.search(query) or _HISTORY_ZH.search(query) or _names_a_day_gone_by(query):
         return True
-    if _PAST_QUESTION_EN.search(query) and (by_tense or _CONVERSANT_EN.search(query)):
+    if (_PAST_QUESTION_EN.search(query) or _YEAR_EN.search(query)) and (
+        by_tense or _CONVERSANT_EN.search(query)
+    ):
         return True
     lowered = query.lower()
     names = [name for name in speakers if name]
