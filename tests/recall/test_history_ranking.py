@@ -657,6 +657,38 @@ def test_a_question_about_the_world_put_in_the_past_recalls_its_best_match_not_e
     assert "gym is always busy" in texts and "boarding pass" in texts
 
 
+ONE_WORD_EACH = [
+    ("user", "My new ottoman footstool arrived today."),
+    ("assistant", "Enjoy putting your feet up!"),
+    ("user", "The Galactic Empire is my favourite set of villains."),
+    ("assistant", "A classic choice."),
+    ("user", "My sourdough starter seems to collapse overnight."),
+    ("assistant", "Feed it a little more often."),
+]
+
+
+@pytest.mark.parametrize("store_kind", ["memory", "sqlite"])
+def test_one_word_in_common_with_a_question_of_three_is_not_much_of_it(store_kind: str, tmp_path) -> None:
+    # "When did the Ottoman Empire collapse?": each message shares one of its three words,
+    # a third of it, by chance; only the best match comes, not all three. A message holding
+    # two of its words still does.
+    store: Store = InMemoryStore() if store_kind == "memory" else SQLiteStore(tmp_path / "m.db")
+    store_messages(store, "s1", [*ONE_WORD_EACH, *FILLER])
+    recall = Recall(config=RecallConfig(relevance_floor=0.0))
+    query = "When did the Ottoman Empire collapse?"
+    world = recall.search("s1", query, store=store, max_tokens=800, counter=COUNTER)
+    texts = " ".join(item.text for item in world.items)
+    held = [word for word in ("footstool", "Galactic", "sourdough") if word in texts]
+    assert len(held) == 1, world.items
+    store_messages(
+        store, "s1", [("user", "We visited a museum about the Ottoman Empire."), ("assistant", "Lovely!")]
+    )
+    world = recall.search("s1", query, store=store, max_tokens=800, counter=COUNTER)
+    texts = " ".join(item.text for item in world.items)
+    assert "museum about the Ottoman Empire" in texts and "Lovely!" in texts
+    assert sum(word in texts for word in ("footstool", "Galactic", "sourdough")) <= 1
+
+
 def test_a_share_just_short_of_the_bar_does_not_read_as_the_bar() -> None:
     # "holds 15% (needs 15%)" for 14.7% reads as a contradiction: such a share shows a decimal
     store = InMemoryStore()

@@ -19,6 +19,7 @@ from .lexical import CollectionStats, tokenize
 from .rank import Evidence, rank
 from .reading import asks_about_user, is_small_talk, personal_reading, points_at_history
 from .render import CachedLine, LineKey, RecallResult, render
+from .scoring import largest_share
 from .terms import query_terms
 
 __all__ = ["Shown", "conclude"]
@@ -79,6 +80,7 @@ def conclude(
         small_talk=is_small_talk(query),
         pointed=pointed,
         about_user=asks_about_them,
+        one_term=None if collection is None else largest_share(query_terms(query), collection),
     )
     ranked = ranking.ranked if verdict.passed else ()
     if verdict.evidence is not None:

@@ -97,6 +97,7 @@ def judge(
     keywords: bool = False,
     pointed: bool = True,
     about_user: bool = True,
+    one_term: float | None = None,
 ) -> Verdict:
     """Whether the ranked candidates hold evidence for the query on an absolute scale (see
     the module docstring); `RecallConfig.min_coverage` None turns the judgement off.
@@ -108,7 +109,7 @@ def judge(
     assistant said, someone the history knows by name), every ranked candidate may be
     recalled; when only its first person or its tense makes it about the user or the
     history ("How many bikes do I own?"), see `_not_pointed` (`about_user`:
-    `reading.asks_about_user`). With `first_person_only` (`reading.personal_reading`: it
+    `reading.asks_about_user`; `one_term`: `scoring.largest_share`). With `first_person_only` (`reading.personal_reading`: it
     speaks of the user only in passing) it needs `min_coverage_self` of its words and,
     where the index knows who said what, one of the user's own messages that is evidence
     or an answer holding every informative word of it; it recalls the exchanges of
@@ -149,7 +150,7 @@ def judge(
             return _judge_either(covered, lifts, config.min_coverage, config.evidence_margin, len(rows))
         if not first_person_only:
             return _not_pointed(
-                ranking, evidence, rows, covered, lifts, config.min_coverage, config, about_user
+                ranking, evidence, rows, covered, lifts, config.min_coverage, config, about_user, one_term
             )
         needed = max(config.min_coverage, config.min_coverage_self)
         verdict = _judge_either(covered, lifts, needed, config.evidence_margin, len(rows))
@@ -212,6 +213,7 @@ def _not_pointed(
     min_coverage: float,
     config: RecallConfig,
     about_user: bool,
+    one_term: float | None,
 ) -> Verdict:
     """A question about the user or their history that nothing but its first person ("How
     many bikes do I own?", "What food do I like best?") or its tense ("When was the
@@ -221,7 +223,10 @@ def _not_pointed(
     room with every message that shares one word with it. It recalls the best ranked
     candidate (a paraphrase the encoder ranks first), the messages that hold
     `min_coverage_self` of its words or are `evidence_margin` more similar to it than the
-    typical message, and the exchanges of those; and, when it is `about_user`
+    typical message, and the exchanges of those. `one_term` (`scoring.largest_share`): of
+    a query of three informative words or more, the greatest share one word carries; a
+    message holding much of it must hold more than that, two of its words: one in common
+    is chance. And, when it is `about_user`
     (`reading.asks_about_user`) and one of the user's messages is such a message, every
     ranked message of the user: they have spoken of its subject, and what they told
     answers it."""
@@ -229,17 +234,23 @@ def _not_pointed(
     if not verdict.passed:
         return verdict
     needed = max(min_coverage, config.min_coverage_self)
+    if covered is not None and one_term is not None:
+        # Of three informative words or more, one in common is chance ("When did the Ottoman
+        # Empire end?" and any message about an end): a message holding much of it holds two.
+        covered = np.where(covered > one_term + _ROUNDING, covered, 0.0)
     strong = _either_evidence(covered, lifts, needed, config.evidence_margin, len(rows))
     kept = strong.copy()
     kept[0] = True
     allowed = _with_exchanges(ranking, evidence, rows, kept)
     said = None if evidence.from_user is None else evidence.from_user[rows]
+    much = f"{needed:.0%} of its words" + (" (two or more)" if one_term is not None else "")
     if about_user and said is not None and bool((said & strong).any()):
         allowed |= {r.seq for r, mine in zip(ranking.ranked, said, strict=True) if mine}
-        reason = f"; only the best match, messages holding {needed:.0%} of its words, their exchanges "
-        reason += "and the user's own messages"
+        reason = (
+            f"; only the best match, messages holding {much}, their exchanges and the user's own messages"
+        )
     else:
-        reason = f"; only the best match and messages holding {needed:.0%} of its words, with their exchanges"
+        reason = f"; only the best match and messages holding {much}, with their exchanges"
     return dataclasses.replace(verdict, reason=verdict.reason + reason, evidence=allowed)
 
 
@@ -266,8 +277,10 @@ def _informative(words: int) -> str:
     return "one informative word" if words == 1 else "no informative word"
 
 
-# Coverage sums the shares of the query's terms in float32: "every word" allows its rounding.
+# Coverage sums the shares of the query's terms in float32: "every word" allows its rounding,
+# and so does "more than one word's share".
 _EVERY_WORD = 0.999
+_ROUNDING = 1e-4
 
 
 def _judge_either(

@@ -37,6 +37,7 @@ __all__ = [
     "JointLexicalIndex",
     "LexicalIndex",
     "LexicalScores",
+    "information",
     "joint_kinds",
     "query_terms",
     "tokenize",
@@ -194,6 +195,17 @@ class CollectionStats:
         return math.log(1.0 + (self.documents - frequency + 0.5) / (frequency + 0.5))
 
 
+def information(query_tokens: Iterable[str], collection: CollectionStats) -> dict[str, float]:
+    """The query's informative terms and the information (idf) each carries, as
+    `BM25Index.coverage` counts them: words about the conversation itself are left out, and
+    pairs of CJK characters the collection never saw."""
+    return {
+        term: collection.idf(term)
+        for term in set(query_tokens)
+        if term not in ABOUT_THE_TALK and (collection.frequencies.get(term) or not CJK_PAIR.fullmatch(term))
+    }
+
+
 def add_posting(
     postings: dict[str, dict[int, int]], arrays: dict[str, Any], doc_id: int, counts: Mapping[str, int]
 ) -> None:
@@ -329,12 +341,7 @@ class BM25Index:
         they ask where to look, not what to find.
         """
         collection = collection or self.collection(query_tokens)
-        weights = {
-            term: collection.idf(term)
-            for term in set(query_tokens)
-            if term not in ABOUT_THE_TALK
-            and (collection.frequencies.get(term) or not CJK_PAIR.fullmatch(term))
-        }
+        weights = information(query_tokens, collection)
         total = sum(weights.values())
         if not total or not self._lengths:
             return no_scores()

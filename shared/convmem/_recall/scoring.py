@@ -15,10 +15,9 @@ from collections.abc import Iterable, Mapping, Sequence
 
 import numpy as np
 
-from .lexical import ABOUT_THE_TALK, CollectionStats, LexicalScores, no_scores
-from .terms import CJK_PAIR
+from .lexical import CollectionStats, LexicalScores, information, no_scores
 
-__all__ = ["K1", "B", "TermPostings", "bm25", "collection_of", "coverage", "full_match"]
+__all__ = ["K1", "B", "TermPostings", "bm25", "collection_of", "coverage", "full_match", "largest_share"]
 
 # BM25Index's defaults: the one BM25 of recall.
 K1 = 1.2
@@ -76,11 +75,7 @@ def coverage(
 ) -> LexicalScores:
     """For each document holding a query term, the share of the query's information (the
     idf of its distinct terms) it holds: `BM25Index.coverage` from postings."""
-    weights = {
-        term: collection.idf(term)
-        for term in set(terms)
-        if term not in ABOUT_THE_TALK and (collection.frequencies.get(term) or not CJK_PAIR.fullmatch(term))
-    }
+    weights = information(terms, collection)
     total = sum(weights.values())
     if not total or not collection.documents:
         return no_scores()
@@ -94,6 +89,17 @@ def coverage(
         return no_scores()
     unique, inverse = np.unique(np.concatenate(ids), return_inverse=True)
     return LexicalScores(unique, np.bincount(inverse, weights=np.concatenate(parts), minlength=len(unique)))
+
+
+def largest_share(terms: Iterable[str], collection: CollectionStats) -> float | None:
+    """The greatest share of the query's information one of its terms carries (`coverage`'s
+    scale): a document whose coverage is above it holds two of the query's terms or more.
+    None when the query has fewer than three informative terms."""
+    weights = information(terms, collection)
+    total = sum(weights.values())
+    if len(weights) < 3 or not total or not collection.documents:
+        return None
+    return max(weights.values()) / total
 
 
 def full_match(terms: Iterable[str], collection: CollectionStats) -> float:
