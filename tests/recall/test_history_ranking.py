@@ -265,6 +265,11 @@ def test_a_question_about_the_user_ranks_their_own_statement_first() -> None:
         ("How long can soup sit out before it's unsafe?", False),
         ("Was the weather nice before we moved?", True),
         ("Is it the same plan as before she got the job?", True),
+        # "before" a thing or a day orders two things; ending a clause or before "then", it is earlier
+        ("How were houses heated before radiators?", False),
+        ("What should I bake before Christmas?", False),
+        ("Did we cover this topic before, in class?", True),
+        ("Which name had we picked before then?", True),
     ],
 )
 def test_requests_that_refer_to_the_history_are_told_apart(query: str, refers: bool) -> None:

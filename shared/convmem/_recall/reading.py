@@ -140,9 +140,7 @@ def asks_about_user(query: str) -> bool:
 
 # How questions about a history are put, more broadly than the past-pointing cues: which
 # questions the evidence gate reads as about the history (`refers_to_history`), where
-# a question phrased in the past tense is worth a looser dense margin. "before" that
-# orders two things ("a warm-up before lifting weights", "before the exam") is not
-# "earlier".
+# a question phrased in the past tense is worth a looser dense margin.
 _PAST_QUESTION_EN = re.compile(
     r"\b(?:when (?:did|was|were|is|have|had|do)|what (?:was|were|did|had)|who (?:was|did|were)"
     r"|where (?:did|was|were)|how (?:did|long ago)|which \w+ did)\b",
@@ -160,11 +158,14 @@ _PAST_VERB = (
     r"|told|said|ran|wrote|felt|became|kept|heard|paid|sold|spent|lost|won|ate|drove|flew|grew|chose"
     r"|broke|fell|forgot|threw|wore|sat|slept|stood|swam|taught|brought|caught|built|sent|meant"
 )
+# "before" is "earlier" where it ends a clause ("Have we talked about this before?"), before
+# "that", "then" or "now", or before a clause in the past; before anything else it orders
+# two things ("a warm-up before lifting weights", "before the exam", "before refrigerators").
 _HISTORY_EN = re.compile(
     r"\b(?:remember|recall|remind me|earlier|previously"
-    r"|before(?!\s+(?:[a-z]+ing|a|an|the|my|your|his|her|its|our|their|bed|work|school|class|lunch|dinner"
-    r"|breakfast|(?:i|we|you|he|she|they|it)\s+(?!(?:" + _PAST_VERB + r")\b)[a-z]+"
-    r"|i'm|we're|you're|he's|she's|they're|it's|i'll|we'll|you'll|it'll)\b)"
+    r"|before(?=\s*(?:$|[^\w\s']|(?:that|then|now)\b|(?:i|we|you|he|she|they|it)\s+(?:"
+    + _PAST_VERB
+    + r")\b))"
     r"|last (?:time|week|month|year|night|session)"
     r"|ago|yesterday|back then|the other day|you (?:said|told|mentioned|suggested)"
     r"|i (?:said|told|mentioned|asked)|(?:did|have|had) (?:i|you|we) (?:ever )?"
