@@ -625,10 +625,10 @@ WORDS_IN_PASSING = [
 ]
 
 
-def test_a_question_about_the_world_put_in_the_past_recalls_its_best_match_not_every_match() -> None:
+def test_a_question_about_the_world_put_in_the_past_recalls_only_messages_holding_much_of_it() -> None:
     # "When was...invented?" reads as about the history by its tense alone: messages that
-    # share one of its words each are not all its memory. Asked by the user of themselves,
-    # the same words recall every match.
+    # share one of its words each are not its memory, not even the best of them. Asked by
+    # the user of themselves, the same words recall every match.
     store = InMemoryStore()
     store_messages(store, "s1", [*WORDS_IN_PASSING, *FILLER])
     recall = Recall(config=RecallConfig(relevance_floor=0.0))
@@ -639,7 +639,8 @@ def test_a_question_about_the_world_put_in_the_past_recalls_its_best_match_not_e
         max_tokens=800,
         counter=COUNTER,
     )
-    assert len(world.items) == 2 and "only the best match" in world.reason  # a message and its answer
+    assert world.items == ()
+    assert "only its tense ties to the history needs a message holding 30% of its words" in world.reason
     # nor does one message that holds much of it bring every message of the user: what they
     # said does not answer a question about the world
     store_messages(
@@ -674,24 +675,30 @@ ONE_WORD_EACH = [
 
 @pytest.mark.parametrize("store_kind", ["memory", "sqlite"])
 def test_one_word_in_common_with_a_question_of_three_is_not_much_of_it(store_kind: str, tmp_path) -> None:
-    # "When did the Ottoman Empire collapse?": each message shares one of its three words,
-    # a third of it, by chance; only the best match comes, not all three. A message holding
-    # two of its words still does.
+    # Each message shares one of the question's three words, a third of it, by chance: asked
+    # by the user of themselves, only the best match comes, not all three; asked of the
+    # world, none. A message holding two of its words is much of it: asked of the world, it
+    # comes alone.
     store: Store = InMemoryStore() if store_kind == "memory" else SQLiteStore(tmp_path / "m.db")
     store_messages(store, "s1", [*ONE_WORD_EACH, *FILLER])
     recall = Recall(config=RecallConfig(relevance_floor=0.0))
-    query = "When did the Ottoman Empire collapse?"
-    world = recall.search("s1", query, store=store, max_tokens=800, counter=COUNTER)
-    texts = " ".join(item.text for item in world.items)
-    held = [word for word in ("footstool", "Galactic", "sourdough") if word in texts]
-    assert len(held) == 1, world.items
+    mine = "What do I think about the Ottoman Empire collapse?"
+    world = "When did the Ottoman Empire collapse?"
+    found = recall.search("s1", mine, store=store, max_tokens=800, counter=COUNTER)
+    texts = " ".join(item.text for item in found.items)
+    assert sum(word in texts for word in ("footstool", "Galactic", "sourdough")) == 1, found.items
+    assert recall.search("s1", world, store=store, max_tokens=800, counter=COUNTER).items == ()
     store_messages(
         store, "s1", [("user", "We visited a museum about the Ottoman Empire."), ("assistant", "Lovely!")]
     )
-    world = recall.search("s1", query, store=store, max_tokens=800, counter=COUNTER)
-    texts = " ".join(item.text for item in world.items)
+    found = recall.search("s1", world, store=store, max_tokens=800, counter=COUNTER)
+    texts = " ".join(item.text for item in found.items)
     assert "museum about the Ottoman Empire" in texts and "Lovely!" in texts
-    assert sum(word in texts for word in ("footstool", "Galactic", "sourdough")) <= 1
+    assert not any(word in texts for word in ("footstool", "Galactic", "sourdough"))
+    # the user has spoken of it: what else they said that shares its words comes too
+    found = recall.search("s1", mine, store=store, max_tokens=800, counter=COUNTER)
+    texts = " ".join(item.text for item in found.items)
+    assert "museum about the Ottoman Empire" in texts and "footstool" in texts
 
 
 def test_a_share_just_short_of_the_bar_does_not_read_as_the_bar() -> None:

@@ -239,12 +239,24 @@ def _not_pointed(
         # Empire end?" and any message about an end): a message holding much of it holds two.
         covered = np.where(covered > one_term + _ROUNDING, covered, 0.0)
     strong = _either_evidence(covered, lifts, needed, config.evidence_margin, len(rows))
+    much = f"{needed:.0%} of its words" + (" (two or more)" if one_term is not None else "")
+    if not about_user:
+        # Put in the past with nobody of the conversation in it, it asks about the world as
+        # readily as about the history: the best of weak matches is no answer to it.
+        if not strong.any():
+            return _nothing(
+                f"a question that only its tense ties to the history needs a message holding {much}, "
+                f"or one {config.evidence_margin:.2f} more similar to it than the history's typical one",
+                len(rows),
+            )
+        reason = f"; only messages holding {much}, with their exchanges"
+        allowed = _with_exchanges(ranking, evidence, rows, strong)
+        return dataclasses.replace(verdict, reason=verdict.reason + reason, evidence=allowed)
     kept = strong.copy()
     kept[0] = True
     allowed = _with_exchanges(ranking, evidence, rows, kept)
     said = None if evidence.from_user is None else evidence.from_user[rows]
-    much = f"{needed:.0%} of its words" + (" (two or more)" if one_term is not None else "")
-    if about_user and said is not None and bool((said & strong).any()):
+    if said is not None and bool((said & strong).any()):
         allowed |= {r.seq for r, mine in zip(ranking.ranked, said, strict=True) if mine}
         reason = (
             f"; only the best match, messages holding {much}, their exchanges and the user's own messages"
