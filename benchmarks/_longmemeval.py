@@ -509,16 +509,42 @@ NO_MEMORY_REQUESTS_HELD_OUT = (
     "Write a Python function that merges two sorted lists.",
     "When did the Ottoman Empire end?",
     "How warm should my bath be if I have a cold?",
+    # Twenty written before the next changes and measured on each (101 / 161 / 275 before,
+    # 70 / 86 / 99 after), by the class each request is read as, then looked at where one
+    # class carried most of it: "...before refrigerators?" read "before" as "earlier", and a
+    # question put in the past about the world got its best match however weak.
+    "Give me three tips for falling asleep faster.",
+    "My laptop fan is loud all of a sudden. What could cause that?",
+    "What happened at the Battle of Hastings in 1066?",
+    "Why does my bread come out dense in the middle?",
+    "What's the difference between a violin and a viola?",
+    "How do bees decide where to build a new hive?",
+    "How far away is the Andromeda galaxy?",
+    "Suggest a name for a grey kitten with white paws.",
+    "What's the etiquette for tipping a hotel housekeeper?",
+    "How often should I water a snake plant?",
+    "Rewrite this more politely: send me the file now.",
+    "What was the Marshall Plan?",
+    "Why is the Dead Sea so salty?",
+    "Why does a cut apple turn brown?",
+    "Is it rude to recline my seat on a short flight?",
+    "What should a beginner know before trying rock climbing?",
+    "How long does opened salsa keep in the fridge?",
+    "How did people keep food cold before refrigerators?",
+    "What's another word for 'important' in a business email?",
+    "Can you list the noble gases?",
 )
 
 
-# Forty more, never looked at one by one: twenty written before the last change told above
-# was made, measured on the code before it and after, and twenty written after it,
-# measured once: whether the rules hold for requests nobody had in mind (each written
+# Sixty more, never looked at one by one: twenty written before a change was made,
+# measured on the code before it and after, twenty written after it, measured once, and
+# twenty written before the last changes, measured once on the code before all of them
+# and once after: whether the rules hold for requests nobody had in mind (each written
 # after the set before it was looked at, so some share its shapes). Checked against the
-# lists above for requests repeated nearly or exactly: 32 of the 120 first drafts of the
-# last six sets were, and were replaced (some twice) before any measurement; what is left
-# shares at most a template ("What does 'X' mean...?") with an earlier request.
+# lists above for requests repeated nearly or exactly: 32 of the 120 first drafts of six
+# earlier sets were, and 38 of the 78 drafts of the last two, and were replaced (some twice)
+# before any measurement; what is left shares at most a template ("What does 'X'
+# mean...?") with an earlier request.
 NO_MEMORY_REQUESTS_FRESH = (
     "How do I keep avocados from turning brown after cutting them?",
     "Who composed the Moonlight Sonata?",
@@ -561,6 +587,28 @@ NO_MEMORY_REQUESTS_FRESH = (
     "Write a shell script that backs up a folder to a zip file every night.",
     "When did the Great Depression start?",
     "How much water should I drink if I exercise in the heat?",
+    # Twenty more, written before the last changes: 160 / 194 / 199 on the code before them,
+    # 97 / 119 / 121 after.
+    "What's the best way to remove a coffee stain from a white shirt?",
+    "How do I make my sourdough starter more active?",
+    "Who wrote the novel Frankenstein?",
+    "What was the Cuban Missile Crisis about?",
+    "What does an actuary actually do all day?",
+    "I'm repainting my bedroom. Which colours make a small room feel bigger?",
+    "Write two lines of verse about a morning train.",
+    "How tall is Mount Kilimanjaro?",
+    "What did the Wright brothers invent?",
+    "Is it okay to run with a mild cold?",
+    "Turn this into a bullet list: eggs, milk, flour, sugar.",
+    "Why does bread go stale?",
+    "How did the Great Fire of London start in 1666?",
+    "My phone battery drains really fast lately. Any fixes?",
+    "How do I politely ask a coworker to stop interrupting me?",
+    "What's the difference between a hurricane and a typhoon?",
+    "When did humans first land on the Moon?",
+    "How should I store fresh basil so it lasts?",
+    "What is the Pythagorean theorem used for?",
+    "Suggest a stretching routine for after a long drive.",
 )
 
 
