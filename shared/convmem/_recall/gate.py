@@ -244,9 +244,13 @@ def _not_pointed(
         # Put in the past with nobody of the conversation in it, it asks about the world as
         # readily as about the history: the best of weak matches is no answer to it.
         if not strong.any():
+            closer = (
+                ""
+                if lifts is None
+                else f", or one {config.evidence_margin:.2f} more similar to it than the history's typical one"
+            )
             return _nothing(
-                f"a question that only its tense ties to the history needs a message holding {much}, "
-                f"or one {config.evidence_margin:.2f} more similar to it than the history's typical one",
+                f"a question that only its tense ties to the history needs a message holding {much}{closer}",
                 len(rows),
             )
         reason = f"; only messages holding {much}, with their exchanges"
