@@ -109,8 +109,8 @@ def judge(
     assistant said, someone the history knows by name), every ranked candidate may be
     recalled; when only its first person or its tense makes it about the user or the
     history ("How many bikes do I own?"), see `_not_pointed` (`about_user`:
-    `reading.asks_about_user`; `one_term`: `scoring.largest_share`). With `first_person_only` (`reading.personal_reading`: it
-    speaks of the user only in passing) it needs `min_coverage_self` of its words and,
+    `reading.asks_about_user`; `one_term`: `scoring.largest_share`). With
+    `first_person_only` (`reading.personal_reading`: it speaks of the user only in passing) it needs `min_coverage_self` of its words and,
     where the index knows who said what, one of the user's own messages that is evidence
     or an answer holding every informative word of it; it recalls the exchanges of
     messages that are evidence themselves and, when one of the user's is, what the user
@@ -220,16 +220,17 @@ def _not_pointed(
     printing press invented?") ties to the history: evidence as for any such question, but
     not every ranked candidate is recalled. A request misread as such a question ("I'm
     nervous about my first marathon, how should I pace myself?") would otherwise fill the
-    room with every message that shares one word with it. It recalls the best ranked
-    candidate (a paraphrase the encoder ranks first), the messages that hold
-    `min_coverage_self` of its words or are `evidence_margin` more similar to it than the
-    typical message, and the exchanges of those. `one_term` (`scoring.largest_share`): of
-    a query of three informative words or more, the greatest share one word carries; a
+    room with every message that shares one word with it. It recalls the messages that
+    hold `min_coverage_self` of its words or are `evidence_margin` more similar to it than
+    the typical message, and the exchanges of those. `one_term` (`scoring.largest_share`):
+    of a query of three informative words or more, the greatest share one word carries; a
     message holding much of it must hold more than that, two of its words: one in common
-    is chance. And, when it is `about_user`
-    (`reading.asks_about_user`) and one of the user's messages is such a message, every
-    ranked message of the user: they have spoken of its subject, and what they told
-    answers it."""
+    is chance. When it is `about_user` (`reading.asks_about_user`), also its best ranked
+    candidate (a paraphrase the encoder ranks first) and, when one of the user's messages
+    is such a message, every ranked message of the user: they have spoken of its subject,
+    and what they told answers it. Otherwise (its tense alone ties it to the history) none
+    of those: what the user said does not answer a question about the world, nor does the
+    best of weak matches."""
     verdict = _judge_either(covered, lifts, min_coverage, config.evidence_margin, len(rows))
     if not verdict.passed:
         return verdict
