@@ -6,6 +6,7 @@ from __future__ import annotations
 import itertools
 import random
 import re
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -674,7 +675,9 @@ ONE_WORD_EACH = [
 
 
 @pytest.mark.parametrize("store_kind", ["memory", "sqlite"])
-def test_one_word_in_common_with_a_question_of_three_is_not_much_of_it(store_kind: str, tmp_path) -> None:
+def test_one_word_in_common_with_a_question_of_three_is_not_much_of_it(
+    store_kind: str, tmp_path: Path
+) -> None:
     # Each message shares one of the question's three words, a third of it, by chance: asked
     # by the user of themselves, only the best match comes, not all three; asked of the
     # world, none. A message holding two of its words is much of it: asked of the world, it

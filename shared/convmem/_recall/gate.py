@@ -110,9 +110,10 @@ def judge(
     recalled; when only its first person or its tense makes it about the user or the
     history ("How many bikes do I own?"), see `_not_pointed` (`about_user`:
     `reading.asks_about_user`; `one_term`: `scoring.largest_share`). With
-    `first_person_only` (`reading.personal_reading`: it speaks of the user only in passing) it needs `min_coverage_self` of its words and,
-    where the index knows who said what, one of the user's own messages that is evidence
-    or an answer holding every informative word of it; it recalls the exchanges of
+    `first_person_only` (`reading.personal_reading`: it speaks of the user only in
+    passing) it needs `min_coverage_self` of its words and, where the index knows who
+    said what, one of the user's own messages that is evidence or an answer holding
+    every informative word of it; it recalls the exchanges of
     messages that are evidence themselves and, when one of the user's is, what the user
     said. A request that stands on its own needs one message that holds
     `min_coverage_general` of its words
@@ -248,7 +249,8 @@ def _not_pointed(
             closer = (
                 ""
                 if lifts is None
-                else f", or one {config.evidence_margin:.2f} more similar to it than the history's typical one"
+                else f", or one {config.evidence_margin:.2f} more similar to it than the history's "
+                "typical one"
             )
             return _nothing(
                 f"a question that only its tense ties to the history needs a message holding {much}{closer}",
