@@ -168,16 +168,24 @@ def test_the_server_stores_load_when_named_not_with_convmem() -> None:
     assert result.stdout.splitlines() == ["[]", "['postgres', 'redis']", "True"]
 
 
-def test_the_fact_rules_compile_with_the_first_extractor_not_with_convmem() -> None:
-    # Over a hundred patterns: compiling them was most of what `import convmem` cost.
+def test_the_fact_rules_compile_with_the_first_extraction_not_with_convmem(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    # Over a hundred patterns: compiling them was most of what `import convmem` cost, and
+    # then a quarter of a new process's first memory. A returning user's first context,
+    # built before anything is added, extracts nothing: it does not wait for them.
+    path = str(tmp_path / "m.db")
     result = run_python(
         "import sys, convmem\n"
-        "print('convmem._derived.fact_rules' in sys.modules)\n"
-        "convmem.RuleFactExtractor()\n"
-        "print('convmem._derived.fact_rules' in sys.modules)"
+        "loaded = lambda: 'convmem._derived.fact_rules' in sys.modules\n"
+        "print(loaded())\n"
+        "extractor = convmem.RuleFactExtractor()\n"
+        f"memory = convmem.ConversationMemory('new-chat', convmem.SQLiteStore({path!r}), user_id='u')\n"
+        "memory.build_context(query='Which bike do I ride to work?', budget=500)\n"
+        "print(loaded())\n"
+        "print([f.value for f in extractor.extract([convmem.Message.create('user', 'My name is Alice.')])])\n"
+        "print(loaded())"
     )
     assert result.returncode == 0, result.stderr
-    assert result.stdout.split() == ["False", "True"]
+    assert result.stdout.splitlines() == ["False", "False", "['Alice']", "True"]
 
 
 @pytest.mark.parametrize("lexical_index", ["store", "process"])

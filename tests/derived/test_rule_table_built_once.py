@@ -8,8 +8,8 @@ from convmem._derived.rule_extractor import RuleFactExtractor
 
 
 def test_extractors_of_one_language_share_one_table() -> None:
-    assert RuleFactExtractor("auto")._table is RuleFactExtractor("auto")._table
-    assert RuleFactExtractor("en")._table is RuleTable.for_language("en")
+    assert RuleFactExtractor("auto")._rules is RuleFactExtractor("auto")._rules
+    assert RuleFactExtractor("en")._rules is RuleTable.for_language("en")
 
 
 def test_each_language_has_its_own_table() -> None:

@@ -11,7 +11,7 @@ from .._salience import check_messages
 from .facts import Fact, source_quote
 
 if TYPE_CHECKING:
-    from .fact_rules import Said
+    from .fact_rules import RuleTable, Said
 
 __all__ = ["RuleFactExtractor"]
 
@@ -88,12 +88,20 @@ class RuleFactExtractor:
     """
 
     def __init__(self, language: str = "auto") -> None:
-        # The rule tables compile over a hundred patterns, most of `import convmem`'s
-        # time: they load with the first extractor, not with the package.
-        from .fact_rules import RuleTable
-
         self.language = check_language(language)
-        self._table = RuleTable.for_language(self.language)
+        self._table: RuleTable | None = None
+
+    @property
+    def _rules(self) -> RuleTable:
+        """The rule table, built on the first extraction, not with the extractor: its
+        patterns take tens of milliseconds to compile, and a returning user's first
+        context, built before anything is added, needs none of them."""
+        table = self._table
+        if table is None:
+            from .fact_rules import RuleTable
+
+            table = self._table = RuleTable.for_language(self.language)
+        return table
 
     def extract(self, messages: Sequence[Message]) -> list[Fact]:
         """Facts stated in the user messages of `messages`, in the order stated."""
@@ -107,7 +115,7 @@ class RuleFactExtractor:
             for sentence in _sentences_to_scan(message.text):
                 if is_question(sentence):
                     continue
-                said = self._table.find(sentence)
+                said = self._rules.find(sentence)
                 keys = {key for key, _, negated in said if not negated}
                 if pet_without_name and not said:
                     name = pet_name_following(sentence)
