@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import hashlib
 import json
 import time
 from collections import Counter
@@ -334,6 +335,13 @@ class IndexedHistory:
             if row[1] is not None
         }
         return cls(int(rows[0][0]), sessions)
+
+    @functools.cached_property
+    def fingerprint(self) -> bytes:
+        """A digest of the rows as read: any batch written, reset or dropped changes it
+        (a store that serves a history unchanged serves it computed once)."""
+        rows = sorted((r.session_id, r.slot, r.generation or "", r.cursor) for r in self.sessions.values())
+        return hashlib.blake2b(repr(rows).encode(), digest_size=16).digest()
 
 
 UNIT_COLUMNS = (

@@ -310,14 +310,7 @@ class _Search:
         # Every slot of the history searched: no posting of another session to leave out.
         self.every_slot = {row.slot for row in indexed.sessions.values()} <= self.cursors.keys()
         # What the history's rows are now: any batch written, reset or dropped changes it.
-        rows_now = sorted(
-            (r.session_id, r.slot, r.generation or "", r.cursor) for r in indexed.sessions.values()
-        )
-        self.history = (
-            store_key,
-            self.number,
-            hashlib.blake2b(repr(rows_now).encode(), digest_size=16).digest(),
-        )
+        self.history = (store_key, self.number, indexed.fingerprint)
         # What the logs searched are now: any append, status change, edit, deletion or
         # log started again changes it (None: a store that reports no activity time).
         logs_now = [(s.session_id, s.generation, s.last_seq, s.message_count, s.updated_at) for s in held]

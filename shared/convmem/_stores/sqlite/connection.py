@@ -18,7 +18,8 @@ import logging
 import os
 import sqlite3
 import threading
-from collections.abc import Iterator, Sequence
+from collections import OrderedDict
+from collections.abc import Callable, Hashable, Iterator, Sequence
 from contextlib import contextmanager, suppress
 from pathlib import Path
 from typing import Any, TypeVar
@@ -47,6 +48,8 @@ _CHECKPOINT_WAIT_SECONDS = 5.0
 # Connections a forked child inherited: used by the parent, so the child neither uses
 # nor closes them (closing could checkpoint or unlink the parent's WAL under it).
 _inherited_from_parent: list[object] = []
+# Results `ConnectionPool.unchanged` keeps (a few per user a process builds for).
+_KEPT_READS = 128
 
 
 _T = TypeVar("_T")
@@ -86,6 +89,13 @@ class ConnectionPool:
         self._lock = threading.Lock()
         self._pid = os.getpid()
         self._closed = False
+        # The connection `data_version` asks, which never writes (opened on first use).
+        self._watch: _Connection | None = None
+        self._watch_pid = 0
+        # What `unchanged` keeps: results by key, all of one data version.
+        self._kept: OrderedDict[Hashable, Any] = OrderedDict()
+        self._kept_version: int | None = None
+        self._kept_lock = threading.Lock()
 
     @property
     def closed(self) -> bool:
@@ -190,6 +200,8 @@ class ConnectionPool:
                 except sqlite3.Error as exc:
                     rollback(conn)
                     raise StoreError(f"commit to {self.path} failed: {exc}") from exc
+                finally:
+                    self._forget_kept()
 
     def read(self, sql: str, params: Sequence[Any]) -> list[tuple[Any, ...]]:
         try:
@@ -227,11 +239,99 @@ class ConnectionPool:
                 reason,
             )
 
+    def data_version(self) -> int | None:
+        """A number that changes whenever a connection of any process commits to the file:
+        reads made while it stays the same return the same rows. SQLite's ``PRAGMA
+        data_version``, asked of a connection kept for it that never writes (the number
+        counts the commits of every other connection, those of this pool included). None
+        when it cannot be asked: the caller then reads the file."""
+        with self._lock:
+            if self._closed:
+                return None
+            forked = self._watch is not None and self._watch_pid != os.getpid()
+            if forked:
+                assert self._watch is not None
+                _inherited_from_parent.append(self._watch.sqlite)  # the parent's; see _borrow
+                self._watch = None
+            watch = self._watch
+        if forked:
+            # A new connection counts versions of its own: nothing the parent kept is served.
+            self._forget_kept()
+        if watch is None:
+            try:
+                # It only reads the version: none of the settings of a connection that writes.
+                opened = _Connection(
+                    sqlite3.connect(
+                        self.path, timeout=self._timeout, isolation_level=None, check_same_thread=False
+                    )
+                )
+            except sqlite3.Error:
+                return None
+            spare: _Connection | None = opened
+            with self._lock:
+                if self._closed or self._watch is not None:
+                    watch = self._watch  # another thread opened one first, or the pool closed
+                else:
+                    self._watch, self._watch_pid = opened, os.getpid()
+                    watch, spare = opened, None
+            if spare is not None:
+                with suppress(sqlite3.Error):
+                    spare.sqlite.close()
+            if watch is None:
+                return None
+        with watch.lock:
+            if watch.closed:
+                return None
+            try:
+                return int(watch.sqlite.execute("PRAGMA data_version").fetchone()[0])
+            except sqlite3.Error:
+                return None
+
+    def unchanged(self, key: Hashable, read: Callable[[], _T]) -> _T:
+        """What `read` returns, kept under `key` while the file is unchanged
+        (`data_version`), for reads every build repeats (the stats of a user's sessions,
+        their facts records, recall's index of their history: rows of tens of sessions
+        made into objects each time). The result must not be changed by the caller.
+
+        Bounded (the `_KEPT_READS` latest), and dropped whole by any commit of this pool
+        and by the first call after a commit of another process: nothing read from an
+        earlier state of the file (the facts of a session forgotten since) is served or
+        kept past it."""
+        version = self.data_version()
+        if version is None:
+            return read()
+        with self._kept_lock:
+            if version != self._kept_version:
+                self._kept.clear()
+                self._kept_version = version
+            elif key in self._kept:
+                self._kept.move_to_end(key)
+                found: _T = self._kept[key]
+                return found
+        # Read after the version: what it returns is of that version or a later one, and
+        # a later one changes the version the next call sees.
+        value = read()
+        with self._kept_lock:
+            if self._kept_version == version:
+                self._kept[key] = value
+                while len(self._kept) > _KEPT_READS:
+                    self._kept.popitem(last=False)
+        return value
+
+    def _forget_kept(self) -> None:
+        with self._kept_lock:
+            self._kept.clear()
+            self._kept_version = None
+
     def close(self) -> None:
         """Close every connection of the pool, from any thread (see `SQLiteStore.close`)."""
+        self._forget_kept()
         with self._lock:
             self._closed = True
             handles, self._open, self._idle = self._open, set(), []
+            if self._watch is not None and self._watch_pid == os.getpid():
+                handles.add(self._watch)
+            self._watch = None
         for handle in handles:
             with handle.lock:
                 handle.closed = True

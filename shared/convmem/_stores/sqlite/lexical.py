@@ -44,9 +44,9 @@ from __future__ import annotations
 
 import logging
 import sqlite3
-from collections.abc import Sequence
+from collections.abc import Callable, Hashable, Sequence
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeVar
 
 from ..._errors import StoreError
 from ..._models import Message
@@ -212,6 +212,9 @@ def _warn_made(made: Sequence[str], conn: sqlite3.Connection, error: Exception |
         )
 
 
+_T = TypeVar("_T")
+
+
 class SQLiteFile(Protocol):
     """What the tables need of a `SQLiteStore` (named here: the store imports this module)."""
 
@@ -219,6 +222,8 @@ class SQLiteFile(Protocol):
     MESSAGE_COLUMNS: tuple[str, ...]
 
     def _read(self, sql: str, params: Sequence[Any]) -> list[tuple[Any, ...]]: ...
+
+    def _unchanged(self, key: Hashable, read: Callable[[], _T]) -> _T: ...
 
     def _transaction(self) -> Any: ...
 
@@ -255,12 +260,15 @@ class SQLiteHistoryTables:
     # -- reading ----------------------------------------------------------------------
 
     def indexed(self, owner: str) -> IndexedHistory:
-        rows = self._read(
-            "SELECT h.number, s.session_id, s.slot, s.generation, s.cursor FROM recall_histories AS h "
-            "LEFT JOIN recall_index_sessions AS s ON s.history = h.number WHERE h.owner = ?",
-            (owner,),
-        )
-        return IndexedHistory.from_rows(owner, rows)
+        def read() -> IndexedHistory:
+            rows = self._read(
+                "SELECT h.number, s.session_id, s.slot, s.generation, s.cursor FROM recall_histories AS h "
+                "LEFT JOIN recall_index_sessions AS s ON s.history = h.number WHERE h.owner = ?",
+                (owner,),
+            )
+            return IndexedHistory.from_rows(owner, rows)
+
+        return self.store._unchanged(("indexed", owner), read)
 
     def indexed_session(self, session_id: str) -> IndexedSession | None:
         rows = self._read(

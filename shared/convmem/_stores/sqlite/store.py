@@ -26,10 +26,10 @@ import math
 import os
 import sqlite3
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Hashable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from ..._errors import ConfigError, InvalidMessageError, StoreError
 from ..._models import Message, TurnStatus
@@ -82,6 +82,8 @@ _SESSION_STATS = (
 _PLACEHOLDERS = ", ".join("?" * (1 + len(_COLUMNS.split(", "))))
 # Values bound in one ``IN (...)`` list (SQLite before 3.32 binds at most 999 per query).
 _IDS_PER_QUERY = 500
+
+_T = TypeVar("_T")
 
 
 class SQLiteStore(
@@ -199,6 +201,10 @@ class SQLiteStore(
 
     def _read(self, sql: str, params: Sequence[Any]) -> list[tuple[Any, ...]]:
         return self._pool.read(sql, params)
+
+    def _unchanged(self, key: Hashable, read: Callable[[], _T]) -> _T:
+        """`read()`, kept while the file is unchanged (`ConnectionPool.unchanged`)."""
+        return self._pool.unchanged(key, read)
 
     @staticmethod
     def _decode(rows: list[tuple[Any, ...]], session_id: str) -> list[Message]:
@@ -406,15 +412,19 @@ class SQLiteStore(
     def get_states(self, session_ids: Sequence[str], key: str) -> dict[str, StateRecord]:
         """The `key` record of each of `session_ids` that has one, in a query per 500 ids
         (a user's facts are read from all their sessions for each build)."""
-        found: dict[str, StateRecord] = {}
-        ids = list(dict.fromkeys(session_ids))
-        for chunk, marks in in_lists(ids, _IDS_PER_QUERY):
-            rows = self._read(
-                f"SELECT session_id, value, version FROM state WHERE key = ? AND session_id IN ({marks})",
-                (key, *chunk),
-            )
-            found.update((row[0], StateRecord(row[1], row[2])) for row in rows)
-        return found
+        ids = tuple(dict.fromkeys(session_ids))
+
+        def read() -> dict[str, StateRecord]:
+            found: dict[str, StateRecord] = {}
+            for chunk, marks in in_lists(ids, _IDS_PER_QUERY):
+                rows = self._read(
+                    f"SELECT session_id, value, version FROM state WHERE key = ? AND session_id IN ({marks})",
+                    (key, *chunk),
+                )
+                found.update((row[0], StateRecord(row[1], row[2])) for row in rows)
+            return found
+
+        return dict(self._unchanged(("states", key, ids), read))
 
     def put_state(
         self,
@@ -495,8 +505,12 @@ class SQLiteStore(
     def user_session_stats(self, user_id: str) -> list[SessionStats]:
         """`stats` of every session of `user_id`, sorted by id, in one query (what a memory
         that shares across the user's sessions reads for each build)."""
-        rows = self._read(f"{_SESSION_STATS} WHERE user_id = ? ORDER BY session_id", (user_id,))
-        return [SessionStats(*row) for row in rows]
+
+        def read() -> list[SessionStats]:
+            rows = self._read(f"{_SESSION_STATS} WHERE user_id = ? ORDER BY session_id", (user_id,))
+            return [SessionStats(*row) for row in rows]
+
+        return list(self._unchanged(("user sessions", user_id), read))
 
     def sessions(self, *, user_id: str | None = None) -> list[str]:
         if user_id is None:
