@@ -32,6 +32,7 @@ best one does: `asks_for_several` tells recall to cut less of them.
 
 from __future__ import annotations
 
+import functools
 import re
 from typing import NamedTuple
 
@@ -340,6 +341,7 @@ def _chinese_cue(query: str) -> PastCue | None:
     return None
 
 
+@functools.lru_cache(maxsize=256)  # a build reads its query two or three times
 def past_cue(query: str) -> PastCue | None:
     """Why `query` points to the past, or None when it does not (see the module's docstring).
 

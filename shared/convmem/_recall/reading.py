@@ -8,6 +8,7 @@ the budget recall gets; this module says what recall may bring.
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Iterable
 
@@ -298,6 +299,11 @@ def personal_reading(query: str, speakers: Iterable[str] = ()) -> tuple[bool, bo
     >>> personal_reading("I have a cold, any tips?"), personal_reading("What food do I like best?")
     ((True, True), (True, False))
     """
+    return _personal_reading(query, frozenset(speakers))
+
+
+@functools.lru_cache(maxsize=256)  # a build reads its query twice
+def _personal_reading(query: str, speakers: frozenset[str]) -> tuple[bool, bool]:
     unframed = _without_request_frame(query)
     if not (_FIRST_PERSON_EN.search(unframed) or _FIRST_PERSON_ZH.search(unframed)):
         return points_at_history(query, speakers), False
@@ -399,6 +405,11 @@ def points_at_history(query: str, speakers: Iterable[str] = (), *, by_tense: boo
     >>> points_at_history("What did you suggest last time?"), points_at_history("I have a cold, any tips?")
     (True, False)
     """
+    return _points_at_history(query, frozenset(speakers), by_tense)
+
+
+@functools.lru_cache(maxsize=256)
+def _points_at_history(query: str, speakers: frozenset[str], by_tense: bool) -> bool:
     if _ASSISTANT_SAID_EN.search(query) or _ASSISTANT_SAID_ZH.search(query):
         return True
     if _HISTORY_EN.search(query) or _HISTORY_ZH.search(query) or _names_a_day_gone_by(query):
