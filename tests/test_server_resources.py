@@ -17,7 +17,8 @@ from typing import Any
 
 import pytest
 
-from convmem import ConversationMemory, MemoryConfig, Message, SQLiteStore
+from convmem import ConversationMemory, MemoryConfig, Message, SQLiteStore, TokenCounter
+from convmem._context.costs import MESSAGES_KEPT, TEXTS_KEPT
 from convmem._derived.background import DEFAULT_WORKERS, WorkerPool, model_calls, shared_pool
 
 pytestmark = pytest.mark.skipif(not Path("/proc/self/fd").is_dir(), reason="counts /proc/self/fd")
@@ -235,4 +236,42 @@ def test_many_threads_of_many_users_share_one_recall_and_each_recalls_only_their
         assert f"{user.upper()}-LOCK" in text
         others = [u for u in users if u != user and f"{u.upper()}-LOCK" in text]
         assert others == [], f"{user}'s context holds {others}'s locker code"
+    store.close()
+
+
+# -- what a long-lived memory keeps ------------------------------------------------------------------------
+
+
+class _WholeMessageCounter(TokenCounter):
+    """Counts a message as one text (not framing plus text): the builder then counts whole
+    memory blocks, a new one for each question."""
+
+    name = "whole-message"
+
+    def count_text(self, text: str) -> int:
+        return len(text.split()) + 1
+
+    def count_message(self, message: Message) -> int:
+        return self.count_text(message.text) + 4
+
+
+@pytest.mark.parametrize("counter", [None, _WholeMessageCounter()], ids=["default", "whole-message"])
+def test_what_a_memory_keeps_of_its_counts_does_not_grow_with_the_questions_asked(
+    tmp_path: Path, counter: TokenCounter | None
+) -> None:
+    store = SQLiteStore(tmp_path / "m.db")
+    topics = ["garden", "violin", "kayak", "budget", "podcast", "orchard", "lantern", "chess"]
+    old = ConversationMemory("old", store, user_id="ana", counter=counter)
+    for number in range(120):
+        topic = topics[number % len(topics)]
+        old.add_turn(f"My {topic} note {number}: the {topic} plan needs work.", f"Noted about the {topic}.")
+    old.flush()
+    memory = ConversationMemory("new", store, user_id="ana", counter=counter)
+    for number in range(300):
+        context = memory.build_context(query=f"What did I say about the {topics[number % 8]} plan {number}?")
+        assert context.token_count <= memory.config.budget
+    costs = memory._operations.composer.builder.costs
+    kept = [costs.text.cache_info(), costs._user.cache_info(), costs._system.cache_info()]  # type: ignore[attr-defined]
+    assert kept[0].currsize <= TEXTS_KEPT and kept[0].misses > TEXTS_KEPT  # more texts were counted
+    assert kept[1].currsize <= MESSAGES_KEPT and kept[2].currsize <= MESSAGES_KEPT
     store.close()

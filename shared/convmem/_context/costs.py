@@ -26,6 +26,15 @@ __all__ = ["SEPARATOR", "Costs"]
 SEPARATOR = "\n\n"
 """Between the sections of the memory block, and between a section's header and text."""
 
+# What one session's `Costs` keeps: the texts that come back build after build (headers,
+# fact lines, the summary, the latest recalled lines) and the last few whole messages. A
+# server keeps a `Costs` for each memory it caches, and recalled lines differ with each
+# question: kept up to 2,048, they were 706 texts, about half a megabyte, after 1,300
+# builds of one memory, when the counter keeps the counts of short texts for the whole
+# process anyway.
+TEXTS_KEPT = 64
+MESSAGES_KEPT = 8
+
 
 class Costs:
     """Token costs of a build's texts under one `MemoryConfig` and `TokenCounter`."""
@@ -33,17 +42,17 @@ class Costs:
     def __init__(self, config: MemoryConfig, counter: TokenCounter) -> None:
         self.config = config
         self.counter = counter
-        self.text: Callable[[str], int] = functools.lru_cache(maxsize=2048)(counter.count_text)
+        self.text: Callable[[str], int] = functools.lru_cache(maxsize=TEXTS_KEPT)(counter.count_text)
         """Tokens of a text on its own (cached)."""
         kind = type(counter)
         self._framing_plus_text = isinstance(counter, TextTokenCounter) and all(
             getattr(kind, name) is getattr(TextTokenCounter, name)
             for name in ("count_message", "count_fields", "count_content")
         )
-        self._system: Callable[[str], int] = functools.lru_cache(maxsize=256)(
+        self._system: Callable[[str], int] = functools.lru_cache(maxsize=MESSAGES_KEPT)(
             lambda text: counter.count_message(Message(role=Role.SYSTEM, content=text))
         )
-        self._user: Callable[[str], int] = functools.lru_cache(maxsize=256)(
+        self._user: Callable[[str], int] = functools.lru_cache(maxsize=MESSAGES_KEPT)(
             lambda text: counter.count_message(Message(role=Role.USER, content=text))
         )
 
