@@ -536,15 +536,16 @@ NO_MEMORY_REQUESTS_HELD_OUT = (
 )
 
 
-# Sixty more, never looked at one by one: twenty written before a change was made,
-# measured on the code before it and after, twenty written after it, measured once, and
-# twenty written before the last changes, measured once on the code before all of them
-# and once after: whether the rules hold for requests nobody had in mind (each written
+# Eighty more, never looked at one by one: twenty written before a change was made,
+# measured on the code before it and after, twenty written after it, measured once,
+# twenty written before the changes after those, measured once on the code before all of
+# them and once after, and twenty written after every change to how requests are read,
+# measured once: whether the rules hold for requests nobody had in mind (each written
 # after the set before it was looked at, so some share its shapes). Checked against the
 # lists above for requests repeated nearly or exactly: 32 of the 120 first drafts of six
-# earlier sets were, and 38 of the 78 drafts of the last two, and were replaced (some twice)
-# before any measurement; what is left shares at most a template ("What does 'X'
-# mean...?") with an earlier request.
+# earlier sets were, 38 of the 78 drafts of the next two, and 16 of the 20 first drafts of
+# the last (and 5 of their replacements), and were replaced before any measurement; what
+# is left shares at most a template ("What does 'X' mean...?") with an earlier request.
 NO_MEMORY_REQUESTS_FRESH = (
     "How do I keep avocados from turning brown after cutting them?",
     "Who composed the Moonlight Sonata?",
@@ -609,6 +610,26 @@ NO_MEMORY_REQUESTS_FRESH = (
     "How should I store fresh basil so it lasts?",
     "What is the Pythagorean theorem used for?",
     "Suggest a stretching routine for after a long drive.",
+    "I need to return a pair of shoes without a receipt, what should I say at the counter?",
+    "I'm hosting six people for brunch, how many eggs should I buy for a frittata?",
+    "I keep forgetting to drink water at work, any tricks that actually help?",
+    "My landlord wants to raise the rent by 15 percent, is that normal?",
+    "My upstairs neighbour practises the tuba at night, how do I bring it up politely?",
+    "I'm teaching a kid to ride a bike without training wheels, what order of steps works?",
+    "I just bought a cast iron skillet, do I need to season it before the first use?",
+    "I'm flying with a guitar next month, can it go in the overhead bin?",
+    "How many teaspoons are in a tablespoon?",
+    "Which planet has the longest day?",
+    "Explain what a mortgage escrow account is.",
+    'What\'s the rule for when to use "fewer" versus "less"?',
+    "Draft a two-line apology text for being late to a meeting.",
+    "Is it safe to use a microwave with a small crack in the door seal?",
+    'What is the origin of the phrase "bite the bullet"?',
+    "List three classic board games for two players.",
+    "How do submarines control their depth?",
+    "What is the capital of Mongolia?",
+    "Suggest a name for a hedgehog mascot at a library.",
+    "How did the Library of Alexandria get destroyed?",
 )
 
 

@@ -20,7 +20,7 @@ from a new, empty session of that user, and the built context is scored:
   morning' into French.", ...), asked from the same new chat, to 390 more
   (`NO_MEMORY_REQUESTS_HELD_OUT`: coding, math, translation, writing, small talk,
   in English and Chinese; written twenty at a time, and recall's rules were
-  changed for what it did with some of each set), and to 60 never looked at
+  changed for what it did with some of each set), and to 80 never looked at
   one by one, written before or after recall's last changes
   (`NO_MEMORY_REQUESTS_FRESH`);
 - the headline figures again for the questions at odd and at even places: a
