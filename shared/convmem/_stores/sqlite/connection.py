@@ -293,10 +293,10 @@ class ConnectionPool:
         their facts records, recall's index of their history: rows of tens of sessions
         made into objects each time). The result must not be changed by the caller.
 
-        Bounded (the `_KEPT_READS` latest), and dropped whole by any commit of this pool
-        and by the first call after a commit of another process: nothing read from an
-        earlier state of the file (the facts of a session forgotten since) is served or
-        kept past it."""
+        Bounded (the `_KEPT_READS` latest), and dropped whole by any commit of this pool,
+        by the first call after a commit of another connection (another store on the
+        file, another process) and by `close`: nothing read from an earlier state of the
+        file (the facts of a session forgotten since) is served or kept past it."""
         version = self.data_version()
         if version is None:
             return read()
@@ -325,13 +325,13 @@ class ConnectionPool:
 
     def close(self) -> None:
         """Close every connection of the pool, from any thread (see `SQLiteStore.close`)."""
-        self._forget_kept()
         with self._lock:
             self._closed = True
             handles, self._open, self._idle = self._open, set(), []
             if self._watch is not None and self._watch_pid == os.getpid():
                 handles.add(self._watch)
             self._watch = None
+        self._forget_kept()  # after closing: `unchanged` keeps nothing more
         for handle in handles:
             with handle.lock:
                 handle.closed = True
