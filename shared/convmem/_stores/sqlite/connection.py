@@ -91,7 +91,6 @@ class ConnectionPool:
         self._closed = False
         # The connection `data_version` asks, which never writes (opened on first use).
         self._watch: _Connection | None = None
-        self._watch_pid = 0
         # What `unchanged` keeps: results by key, all of one data version.
         self._kept: OrderedDict[Hashable, Any] = OrderedDict()
         self._kept_version: int | None = None
@@ -115,9 +114,7 @@ class ConnectionPool:
         with self._lock:
             if self._closed:
                 raise self._closed_error()
-            if self._pid != os.getpid():
-                _inherited_from_parent.extend(handle.sqlite for handle in self._open)
-                self._idle, self._open, self._pid = [], set(), os.getpid()
+            self._leave_the_parents_connections()
             if self._idle:
                 return self._idle.pop()
         handle = _Connection(self._connect())
@@ -128,6 +125,18 @@ class ConnectionPool:
                 return handle
         handle.sqlite.close()
         raise self._closed_error()
+
+    def _leave_the_parents_connections(self) -> None:
+        """In a forked child (the lock held): every connection open, the one `data_version`
+        asks included, is the parent's, and what `unchanged` kept was counted by the
+        parent's connection, not one the child will ask."""
+        if self._pid == os.getpid():
+            return
+        _inherited_from_parent.extend(handle.sqlite for handle in self._open)
+        if self._watch is not None:
+            _inherited_from_parent.append(self._watch.sqlite)
+        self._idle, self._open, self._watch, self._pid = [], set(), None, os.getpid()
+        self._forget_kept()
 
     def _connect(self) -> sqlite3.Connection:
         try:
@@ -248,37 +257,19 @@ class ConnectionPool:
         with self._lock:
             if self._closed:
                 return None
-            forked = self._watch is not None and self._watch_pid != os.getpid()
-            if forked:
-                assert self._watch is not None
-                _inherited_from_parent.append(self._watch.sqlite)  # the parent's; see _borrow
-                self._watch = None
-            watch = self._watch
-        if forked:
-            # A new connection counts versions of its own: nothing the parent kept is served.
-            self._forget_kept()
-        if watch is None:
-            try:
-                # It only reads the version: none of the settings of a connection that writes.
-                opened = _Connection(
-                    sqlite3.connect(
-                        self.path, timeout=self._timeout, isolation_level=None, check_same_thread=False
+            self._leave_the_parents_connections()
+            if self._watch is None:
+                try:
+                    # Opened once per pool, under the lock (opening touches no file lock), and
+                    # with none of the settings of a connection that writes: it only asks.
+                    self._watch = _Connection(
+                        sqlite3.connect(
+                            self.path, timeout=self._timeout, isolation_level=None, check_same_thread=False
+                        )
                     )
-                )
-            except sqlite3.Error:
-                return None
-            spare: _Connection | None = opened
-            with self._lock:
-                if self._closed or self._watch is not None:
-                    watch = self._watch  # another thread opened one first, or the pool closed
-                else:
-                    self._watch, self._watch_pid = opened, os.getpid()
-                    watch, spare = opened, None
-            if spare is not None:
-                with suppress(sqlite3.Error):
-                    spare.sqlite.close()
-            if watch is None:
-                return None
+                except sqlite3.Error:
+                    return None
+            watch = self._watch
         with watch.lock:
             if watch.closed:
                 return None
@@ -328,7 +319,7 @@ class ConnectionPool:
         with self._lock:
             self._closed = True
             handles, self._open, self._idle = self._open, set(), []
-            if self._watch is not None and self._watch_pid == os.getpid():
+            if self._watch is not None and self._pid == os.getpid():
                 handles.add(self._watch)
             self._watch = None
         self._forget_kept()  # after closing: `unchanged` keeps nothing more
