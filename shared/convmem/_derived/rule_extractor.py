@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING
 
@@ -89,19 +90,15 @@ class RuleFactExtractor:
 
     def __init__(self, language: str = "auto") -> None:
         self.language = check_language(language)
-        self._table: RuleTable | None = None
 
-    @property
+    @functools.cached_property
     def _rules(self) -> RuleTable:
         """The rule table, built on the first extraction, not with the extractor: its
         patterns take tens of milliseconds to compile, and a returning user's first
         context, built before anything is added, needs none of them."""
-        table = self._table
-        if table is None:
-            from .fact_rules import RuleTable
+        from .fact_rules import RuleTable
 
-            table = self._table = RuleTable.for_language(self.language)
-        return table
+        return RuleTable.for_language(self.language)
 
     def extract(self, messages: Sequence[Message]) -> list[Fact]:
         """Facts stated in the user messages of `messages`, in the order stated."""
