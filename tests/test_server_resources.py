@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 
-from convmem import ConversationMemory, MemoryConfig, Message, SQLiteStore, TokenCounter
+from convmem import ConversationMemory, MemoryConfig, Message, SQLiteStore, TiktokenCounter, TokenCounter
 from convmem._context.costs import MESSAGES_KEPT, TEXTS_KEPT
 from convmem._derived.background import DEFAULT_WORKERS, WorkerPool, model_calls, shared_pool
 
@@ -277,7 +277,18 @@ def test_what_a_memory_keeps_of_its_counts_does_not_grow_with_the_questions_aske
         context = memory.build_context(query=f"What did I say about the {topics[number % 8]} plan {number}?")
         assert context.token_count <= memory.config.budget
     costs = memory._operations.composer.builder.costs
-    kept = [costs.text.cache_info(), costs._user.cache_info(), costs._system.cache_info()]  # type: ignore[attr-defined]
-    assert kept[0].currsize <= TEXTS_KEPT and kept[0].misses > TEXTS_KEPT  # more texts were counted
+    kept = [costs._kept.cache_info(), costs._user.cache_info(), costs._system.cache_info()]  # type: ignore[attr-defined]
+    if counter is None:
+        # tiktoken keeps the counts of short texts for the whole process: a memory keeps
+        # none of them again (every text of these builds is short).
+        assert kept[0].currsize == 0
+        assert costs.text("What did I say about the garden plan?") == TiktokenCounter().count_text(
+            "What did I say about the garden plan?"
+        )
+        long_summary = "The user planned the garden and the kayak trip. " * 40  # past what it keeps
+        assert costs.text(long_summary) == TiktokenCounter().count_text(long_summary)
+        assert costs._kept.cache_info().currsize == 1  # type: ignore[attr-defined]
+    else:
+        assert kept[0].currsize <= TEXTS_KEPT and kept[0].misses > TEXTS_KEPT  # more texts were counted
     assert kept[1].currsize <= MESSAGES_KEPT and kept[2].currsize <= MESSAGES_KEPT
     store.close()

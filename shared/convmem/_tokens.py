@@ -376,6 +376,14 @@ def _cached_count(encoding: tiktoken.Encoding, text: str) -> int:
     return len(encoding.encode(text, disallowed_special=()))
 
 
+def process_kept_chars(counter: TokenCounter) -> int:
+    """Up to how many characters `counter` keeps a text's count for the whole process
+    (0: it keeps none), so that a cache of its own need not keep those texts again."""
+    if isinstance(counter, TiktokenCounter) and type(counter).count_text is TiktokenCounter.count_text:
+        return _CACHED_TEXT_CHARS if counter.is_exact else 0
+    return 0
+
+
 _default_lock = threading.Lock()
 _default: TokenCounter | None = None
 
