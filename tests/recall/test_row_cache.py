@@ -125,3 +125,22 @@ def test_without_a_version_of_the_logs_messages_are_read_every_time() -> None:
     for _ in range(2):
         Fetched(tables, 7, keys, cache, None).prefetch(list(keys))  # type: ignore[arg-type]
     assert len(tables.message_reads) == 2 and len(cache) == 0
+
+
+def test_a_new_version_of_a_history_drops_what_was_kept_of_its_older_ones() -> None:
+    tables, cache = CountingTables(), RowCache()
+    other = ("store", 8, "a")  # another history of the same store: kept
+    cache.units(tables, other, 8, [SLOT | 5], [])  # type: ignore[arg-type]
+    cache.units(tables, ("store", 7, "a"), 7, [SLOT | 5, SLOT | 6], [])  # type: ignore[arg-type]
+    Fetched(tables, 7, {SLOT | 5: SLOT | 5}, cache, ("store", 7, "a", "logs-1")).prefetch([SLOT | 5])  # type: ignore[arg-type]
+    Fetched(tables, 8, {SLOT | 5: SLOT | 5}, cache, ("store", 8, "a", "logs-1")).prefetch([SLOT | 5])  # type: ignore[arg-type]
+    assert _kept_rows(cache) == 3 and _kept_messages(cache) == 2
+    # History 7 changes: its rows and messages of the old version are never asked again.
+    cache.units(tables, ("store", 7, "b"), 7, [SLOT | 5], [])  # type: ignore[arg-type]
+    Fetched(tables, 7, {SLOT | 5: SLOT | 5}, cache, ("store", 7, "b", "logs-2")).prefetch([SLOT | 5])  # type: ignore[arg-type]
+    assert set(cache._rows) == {other, ("store", 7, "b")}
+    assert set(cache._messages) == {("store", 8, "a", "logs-1"), ("store", 7, "b", "logs-2")}
+    assert _kept_rows(cache) == 2 and _kept_messages(cache) == 2
+    reads = len(tables.unit_reads)
+    cache.units(tables, other, 8, [SLOT | 5], [])  # type: ignore[arg-type]
+    assert len(tables.unit_reads) == reads  # the other history's rows were kept

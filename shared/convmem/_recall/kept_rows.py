@@ -21,7 +21,9 @@ __all__ = ["Excerpts", "Fetched", "KeptLines", "LineStore", "Lines", "RowCache"]
 
 # Unit rows kept across searches (small tuples, about 200 bytes each), and messages (up to
 # a few kB of text each): a warm build reads neither again while its history is unchanged.
-UNIT_ROWS_KEPT = 32768
+# 200 different questions to a history of 50 long chats read about 750 rows: this keeps
+# what twenty such users come back to.
+UNIT_ROWS_KEPT = 16384
 MESSAGES_KEPT = 2048
 
 
@@ -49,7 +51,11 @@ class RowCache:
     index that changed. A message is kept under that and the version of the logs
     searched (every session's generation, last seq, count and activity time, read
     with the build's stats): a status change, an edit, a deletion or a log started
-    again gives a new one, so an edited or forgotten message is never served."""
+    again gives a new one, so an edited or forgotten message is never served.
+
+    A version is ``(store key, history number, ...)``: when one of a history is kept,
+    what was kept of its older versions goes (no search asks for them again), so a
+    server whose users write between builds does not keep their dead rows."""
 
     def __init__(self, *, rows_kept: int = UNIT_ROWS_KEPT, messages_kept: int = MESSAGES_KEPT) -> None:
         self.rows_kept = rows_kept
@@ -75,6 +81,7 @@ class RowCache:
         with self._lock:
             kept = self._rows.get(version)
             if kept is None:
+                _drop_older(self._rows, version)
                 kept = self._rows[version] = _Kept()
             else:
                 self._rows.move_to_end(version)
@@ -124,6 +131,7 @@ class RowCache:
         with self._lock:
             kept = self._messages.get(version)
             if kept is None:
+                _drop_older(self._messages, version)
                 kept = self._messages[version] = {}
             self._messages.move_to_end(version)
             while sum(len(k) for k in self._messages.values()) + len(messages) > self.messages_kept:
@@ -133,6 +141,16 @@ class RowCache:
                     break
                 del self._messages[oldest]
             kept.update(messages)
+
+
+def _drop_older(kept: OrderedDict[object, Any], version: object) -> None:
+    """Forget what `kept` holds of other versions of `version`'s history (its first two
+    items; a version that is not such a tuple names no history)."""
+    if not isinstance(version, tuple) or len(version) < 3:
+        return
+    history = version[:2]
+    for old in [v for v in kept if isinstance(v, tuple) and v[:2] == history and v != version]:
+        del kept[old]
 
 
 def _members(rows: Mapping[int, tuple[Any, ...]], ordered: Sequence[int], head: int) -> tuple[int, ...]:
