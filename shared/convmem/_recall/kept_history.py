@@ -67,7 +67,10 @@ logger = logging.getLogger("convmem")
 
 _LOCAL_MASK = (1 << KEY_SHIFT) - 1
 # Rendered lines kept across searches (per Recall): a line is counted once, not per build.
-_LINES_KEPT = 16384
+# A user asking 200 different questions of a history of 50 long chats renders about 400
+# lines, so this keeps what twenty such users come back to; kept, a line is about 400
+# bytes with its key.
+_LINES_KEPT = 8192
 # Messages an append may leave unindexed (`catch_up` with ``batched=True``): written in one
 # transaction when this many are due, or by the next search, flush or close.
 WRITE_EVERY = 32

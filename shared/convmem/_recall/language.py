@@ -9,6 +9,7 @@ included) and a section Chinese when its lines are more than 30% CJK letters.
 from __future__ import annotations
 
 import re
+import sys
 from collections.abc import Iterable
 from datetime import datetime, tzinfo
 
@@ -89,6 +90,7 @@ def render_line(message: Message, language: str) -> str:
 def date_label(timestamp: float, language: str, time_zone: tzinfo) -> str:
     """``[8 May 2023]`` or ``[2023年5月8日]``."""
     moment = datetime.fromtimestamp(timestamp, tz=time_zone)
+    # Interned: the lines a process keeps (thousands) share their few dates.
     if language == "zh":
-        return f"[{moment.year}年{moment.month}月{moment.day}日]"
-    return f"[{moment.day} {_MONTHS[moment.month - 1]} {moment.year}]"
+        return sys.intern(f"[{moment.year}年{moment.month}月{moment.day}日]")
+    return sys.intern(f"[{moment.day} {_MONTHS[moment.month - 1]} {moment.year}]")
