@@ -24,7 +24,7 @@ import functools
 import threading
 from collections import OrderedDict
 from collections.abc import Collection, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from .._config import MemoryConfig
 from .._derived.facts import Fact, FactBook
@@ -40,7 +40,7 @@ from .._recall.terms import query_terms, tokenize
 from .._salience import is_filler
 from .._sansio import Blocking, Flow
 from .._stores.base import SessionSnapshot, SessionStats, Store
-from .._stores.capabilities import ListsUserSessions, ReadsUserScope, read_session
+from .._stores.capabilities import ListsUserSessions, ReadsUserScope, offers, read_session
 from .._tokens import TokenCounter
 from .builder import ContextBuilder
 from .recent import recent_turns
@@ -196,11 +196,15 @@ class ContextComposer:
         A session whose facts are its user's reads, where the store `ReadsUserScope`,
         the stats of the user's sessions and their facts with it (each build reads both),
         which would otherwise take a round trip each."""
-        if self.keeps_facts and self.user_facts is not None and isinstance(self.store, ReadsUserScope):
+        if self.keeps_facts and self.user_facts is not None and offers(self.store, ReadsUserScope):
             assert self.user_id is not None
             return Blocking(
                 functools.partial(
-                    self.store.read_user_scope, self.session_id, self.state_keys, self.user_id, FACTS_KEY
+                    cast(ReadsUserScope, self.store).read_user_scope,
+                    self.session_id,
+                    self.state_keys,
+                    self.user_id,
+                    FACTS_KEY,
                 )
             )
         return Blocking(functools.partial(read_session, self.store, self.session_id, self.state_keys))
@@ -272,7 +276,7 @@ class ContextComposer:
                 {session: record for session, record in records.items() if session in sessions}
             )
         elif self.keeps_facts:
-            if self.user_facts is not None and isinstance(self.store, ListsUserSessions):
+            if self.user_facts is not None and offers(self.store, ListsUserSessions):
                 # One read lists the user's sessions for the facts and gives recall their
                 # stats, instead of a listing here and a read of the stats for recall.
                 assert self.user_id is not None

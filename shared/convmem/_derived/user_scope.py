@@ -19,9 +19,10 @@ import hashlib
 import threading
 from collections import OrderedDict
 from collections.abc import Mapping, Sequence
+from typing import cast
 
 from .._stores.base import SessionStats, StateRecord, Store
-from .._stores.capabilities import ListsUserSessions, ReadsStates
+from .._stores.capabilities import ListsUserSessions, ReadsStates, offers
 from .facts import FactBook
 from .records import FACTS_KEY, forget_fact_of, parse_facts
 
@@ -57,8 +58,8 @@ def user_sessions(store: Store, user_id: str, current: str) -> list[str]:
 def other_session_stats(store: Store, user_id: str, current: str) -> list[SessionStats]:
     """`stats` of the sessions of `user_id` other than `current`: in one call where the
     store offers ``user_session_stats`` (one query), else a listing and a read per session."""
-    if isinstance(store, ListsUserSessions):
-        found = store.user_session_stats(user_id)
+    if offers(store, ListsUserSessions):
+        found = cast(ListsUserSessions, store).user_session_stats(user_id)
     else:
         found = [store.stats(session) for session in store.sessions(user_id=user_id)]
     return owned_others(found, user_id, current)
@@ -73,8 +74,8 @@ def owned_others(found: Sequence[SessionStats], user_id: str, current: str) -> l
 def _states(store: Store, sessions: Sequence[str], key: str) -> dict[str, StateRecord]:
     """The `key` state record of each session that has one, in one call where the store
     offers ``get_states`` (one query or round trip), else one read per session."""
-    if isinstance(store, ReadsStates):
-        return store.get_states(sessions, key)
+    if offers(store, ReadsStates):
+        return cast(ReadsStates, store).get_states(sessions, key)
     records = {}
     for session in sessions:
         record = store.get_state(session, key)

@@ -26,7 +26,6 @@ history, so both paths rank alike.
 from __future__ import annotations
 
 import functools
-import hashlib
 import logging
 import threading
 import weakref
@@ -316,9 +315,13 @@ class _Search:
         self.history = (store_key, self.number, indexed.fingerprint)
         # What the logs searched are now: any append, status change, edit, deletion or
         # log started again changes it (None: a store that reports no activity time).
-        logs_now = [(s.session_id, s.generation, s.last_seq, s.message_count, s.updated_at) for s in held]
+        # Kept as they are, not digested: hashing these tuples costs a few microseconds,
+        # a digest of their text forty.
         self.logs: tuple[object, ...] | None = (
-            (*self.history, hashlib.blake2b(repr(logs_now).encode(), digest_size=16).digest())
+            (
+                *self.history,
+                tuple((s.session_id, s.generation, s.last_seq, s.message_count, s.updated_at) for s in held),
+            )
             if all(s.updated_at is not None for s in held)
             else None
         )

@@ -14,10 +14,10 @@ import functools
 import logging
 import weakref
 from collections.abc import Callable, Collection, Sequence
-from typing import Any
+from typing import Any, cast
 
 from .._stores.base import SessionStats, Store
-from .._stores.capabilities import HostsHistoryIndex
+from .._stores.capabilities import HostsHistoryIndex, offers
 from .._tokens import TokenCounter
 from .config import RecallConfig, RecallFilters
 from .index_rows import HistoryTables, default_rules
@@ -132,7 +132,7 @@ class KeptRoute:
 
 
 def _tables_of(store: Store) -> HistoryTables | None:
-    return store.history_tables() if isinstance(store, HostsHistoryIndex) else None
+    return cast(HostsHistoryIndex, store).history_tables() if offers(store, HostsHistoryIndex) else None
 
 
 def _all_stats(

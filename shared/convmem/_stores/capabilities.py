@@ -1,9 +1,10 @@
 """What a store can do beyond the `Store` contract, declared by the store and asked by its users.
 
 Each capability is a small runtime-checkable protocol. A store declares one by naming
-it among its bases, and the code that could use it asks ``isinstance(store,
-Capability)``, never the store's class. The check looks at method names, so a store
-that has a capability's methods undeclared counts as having it::
+it among its bases, and the code that could use it asks ``offers(store, Capability)``
+(``isinstance``, remembered for the store's class where the class has the methods),
+never the store's class. The check looks at method names, so a store that has a
+capability's methods undeclared counts as having it::
 
     class MyStore(Store, ReadsSession):
         def read_session(self, session_id, keys): ...
@@ -18,9 +19,10 @@ declares.
 from __future__ import annotations
 
 import dataclasses
+import weakref
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Protocol, cast, runtime_checkable
 
 from .._models import Message
 from .base import SessionSnapshot, SessionStats, StateRecord, Store
@@ -42,6 +44,7 @@ __all__ = [
     "ReadsSession",
     "ReadsStates",
     "ReadsUserScope",
+    "offers",
     "read_session",
 ]
 
@@ -183,11 +186,32 @@ class PagesSessions(Protocol):
         ...
 
 
+def offers(store: object, capability: type) -> bool:
+    """``isinstance(store, capability)``, for a capability of this module.
+
+    A runtime protocol's check looks up each of its methods on every call, several
+    microseconds each, and a build asks a few: a class that has the methods is
+    remembered. A store that gets them otherwise (a wrapper's ``__getattr__``) is
+    checked each time."""
+    kind = type(store)
+    known = _CLASS_OFFERS.get(kind)
+    if known is None:
+        known = _CLASS_OFFERS.setdefault(kind, {})
+    found = known.get(capability)
+    if found is None:
+        found = known[capability] = issubclass(kind, capability)
+    return found or isinstance(store, capability)
+
+
+# Per store class (kept while the class lives): whether it has each capability's methods.
+_CLASS_OFFERS: weakref.WeakKeyDictionary[type, dict[type, bool]] = weakref.WeakKeyDictionary()
+
+
 def read_session(store: Store, session_id: str, keys: Sequence[str]) -> SessionSnapshot:
     """The session's `Store.stats` and its `keys` state records (those it has): in one call
     where the store `ReadsSession` (Redis, PostgreSQL), else a read of each."""
-    if isinstance(store, ReadsSession):
-        return store.read_session(session_id, keys)
+    if offers(store, ReadsSession):
+        return cast(ReadsSession, store).read_session(session_id, keys)
     stats = store.stats(session_id)
     states = {key: record for key in keys if (record := store.get_state(session_id, key)) is not None}
     return SessionSnapshot(stats, states)
