@@ -15,7 +15,6 @@ user, nor of a session without a user, is ever merged in.
 
 from __future__ import annotations
 
-import hashlib
 import threading
 from collections import OrderedDict
 from collections.abc import Mapping, Sequence
@@ -97,7 +96,7 @@ class UserFacts:
         self.user_id = user_id
         self.session_id = session_id
         self._lock = threading.Lock()
-        self._merged: tuple[bytes, FactBook] | None = None
+        self._merged: tuple[int, FactBook] | None = None
 
     def sessions(self) -> list[str]:
         """The user's sessions, read from the store on each call: this memory's session first
@@ -118,14 +117,18 @@ class UserFacts:
         (read by the caller, e.g. with a build's snapshot: `ReadsUserScope`); the merged
         book is kept until one of them changes."""
         # Compared by text, not version: a session forgotten and written again restarts
-        # its versions, and must not be served from the book of its earlier life. A digest
-        # of the texts is kept, not the texts: a server keeps a book for each memory.
-        digest = hashlib.blake2b(digest_size=16)
-        for session, record in sorted(records.items()):
-            for text in (session, record.value):
-                data = text.encode("utf-8", "surrogatepass")
-                digest.update(len(data).to_bytes(8, "little") + data)
-        versions = digest.digest()
+        # its versions, and must not be served from the book of its earlier life. What is
+        # kept is not the texts (a server keeps a book for each memory it caches) but each
+        # one's length, version and hash: Python keeps a string's hash with it, so a build
+        # that reads the same records again compares them in microseconds.
+        versions = hash(
+            tuple(
+                sorted(
+                    (session, record.version, len(record.value), hash(record.value))
+                    for session, record in records.items()
+                )
+            )
+        )
         with self._lock:
             if self._merged is not None and self._merged[0] == versions:
                 return self._merged[1]
