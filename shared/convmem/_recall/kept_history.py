@@ -43,6 +43,7 @@ from .index_rows import (
     EXCHANGE_KIND,
     KEY_SHIFT,
     PASSAGE_KIND,
+    UNIT_COLUMNS,
     HistoryTables,
     IndexCursor,
     IndexedHistory,
@@ -479,8 +480,12 @@ class _Search:
         groups = np.array([group_of[int(s)] for s in slots.tolist()], dtype=np.int64)
         shown_keys = (groups << GROUP_SHIFT) | (keys & _LOCAL_MASK)
         stable_of = dict(zip(shown_keys.tolist(), keys.tolist(), strict=True))
-        timestamps = np.array([float(r[1]) for r in rows], dtype=np.float64)
-        exchange_keys = (slots << KEY_SHIFT) | np.array([int(r[3]) for r in rows], dtype=np.int64)
+        # The rows' columns (`HistoryTables.units`), each read into an array at once.
+        _, stamps, episode, exchange, position, from_user, said_by, *_ = (
+            zip(*rows, strict=True) if rows else [()] * len(UNIT_COLUMNS)
+        )
+        timestamps = np.array(stamps, dtype=np.float64)
+        exchange_keys = (slots << KEY_SHIFT) | np.array(exchange, dtype=np.int64)
         speakers = {name.lower(): name for cursor in self.cursors.values() for name in cursor.names}
         named = named_speakers(speakers, self.query) if rows and speakers else set()
         newest = max((c.newest_ts for c in self.cursors.values()), default=0.0)
@@ -492,13 +497,15 @@ class _Search:
             dense_exchange=None,
             lexical_message=(messages.lookup(keys) / best_message).astype(np.float32),
             lexical_exchange=(exchanges.lookup(exchange_keys) / best_exchange).astype(np.float32),
-            said_by_named=np.array([r[6] in named for r in rows], dtype=bool),
+            said_by_named=np.array(
+                [name in named for name in said_by] if named else [False] * len(rows), dtype=bool
+            ),
             ages=newest - timestamps,
-            episodes=((slots << KEY_SHIFT) | np.array([int(r[2]) for r in rows], dtype=np.int64)).tolist(),
+            episodes=((slots << KEY_SHIFT) | np.array(episode, dtype=np.int64)).tolist(),
             vectors={},
-            positions=((slots << KEY_SHIFT) | np.array([int(r[4]) for r in rows], dtype=np.int64)).tolist(),
+            positions=((slots << KEY_SHIFT) | np.array(position, dtype=np.int64)).tolist(),
             coverage=covered.lookup(keys).astype(np.float32),  # none covered: all zero, not unknown
-            from_user=np.array([bool(r[5]) for r in rows], dtype=bool),
+            from_user=np.array(from_user, dtype=bool),
             typical=None,
             parts={
                 shown: parts[stable]
