@@ -139,3 +139,29 @@ def test_a_store_missing_a_method_is_refused_with_the_methods_it_lacks() -> None
 
     with pytest.raises(ConfigError, match=r"it lacks .*messages"):
         ConversationMemory("x", Half())  # type: ignore[arg-type]
+
+
+class _Delegating:
+    """A wrapper that forwards every attribute to the store it wraps."""
+
+    def __init__(self, store: object) -> None:
+        self._store = store
+
+    def __getattr__(self, name: str) -> object:
+        return getattr(self._store, name)
+
+
+def test_what_a_store_offers_is_what_isinstance_says_each_time_for_a_wrapper(tmp_path: Path) -> None:
+    from convmem._stores.capabilities import offers
+    from convmem.integration import HostsHistoryIndex, ListsUserSessions, ReadsUserScope
+
+    sqlite, in_memory = SQLiteStore(tmp_path / "m.db"), InMemoryStore()
+    for _ in range(2):  # the second answers are the remembered ones
+        assert offers(sqlite, ListsUserSessions) and offers(sqlite, HostsHistoryIndex)
+        assert not offers(sqlite, ReadsUserScope) and not offers(in_memory, HostsHistoryIndex)
+    # A wrapper's class has none of the methods; what it offers is its store's, asked each time.
+    wrapper = _Delegating(sqlite)
+    assert offers(wrapper, HostsHistoryIndex) and offers(wrapper, ListsUserSessions)
+    wrapper._store = in_memory
+    assert not offers(wrapper, HostsHistoryIndex) and offers(wrapper, ListsUserSessions)
+    sqlite.close()

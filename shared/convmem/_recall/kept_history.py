@@ -481,7 +481,7 @@ class _Search:
         shown_keys = (groups << GROUP_SHIFT) | (keys & _LOCAL_MASK)
         stable_of = dict(zip(shown_keys.tolist(), keys.tolist(), strict=True))
         # The rows' columns (`HistoryTables.units`), each read into an array at once.
-        _, stamps, episode, exchange, position, from_user, said_by, *_ = (
+        _, stamps, episode, exchange, position, from_user, said_by, _, long, *_ = (
             zip(*rows, strict=True) if rows else [()] * len(UNIT_COLUMNS)
         )
         timestamps = np.array(stamps, dtype=np.float64)
@@ -509,8 +509,8 @@ class _Search:
             typical=None,
             parts={
                 shown: parts[stable]
-                for shown, stable in stable_of.items()
-                if stable in parts and pool[stable][8]
+                for (shown, stable), excerpted in zip(stable_of.items(), long, strict=True)
+                if excerpted and stable in parts
             },
         )
         if self.config.granularity == "exchange":

@@ -2,9 +2,9 @@
 
 Each capability is a small runtime-checkable protocol. A store declares one by naming
 it among its bases, and the code that could use it asks ``offers(store, Capability)``
-(``isinstance``, remembered for the store's class where the class has the methods),
-never the store's class. The check looks at method names, so a store that has a
-capability's methods undeclared counts as having it::
+(``isinstance``, remembered for the store's class), never the store's class. The check
+looks at method names, so a store that has a capability's methods undeclared counts as
+having it::
 
     class MyStore(Store, ReadsSession):
         def read_session(self, session_id, keys): ...
@@ -190,21 +190,25 @@ def offers(store: object, capability: type) -> bool:
     """``isinstance(store, capability)``, for a capability of this module.
 
     A runtime protocol's check looks up each of its methods on every call, several
-    microseconds each, and a build asks a few: a class that has the methods is
-    remembered. A store that gets them otherwise (a wrapper's ``__getattr__``) is
-    checked each time."""
+    microseconds each, and a build asks a few: the answer is remembered for the store's
+    class. A store whose class answers attribute lookups itself (``__getattr__``, as a
+    wrapper does) is checked each time."""
     kind = type(store)
     known = _CLASS_OFFERS.get(kind)
     if known is None:
-        known = _CLASS_OFFERS.setdefault(kind, {})
-    found = known.get(capability)
+        known = _CLASS_OFFERS.setdefault(kind, ({}, hasattr(kind, "__getattr__")))
+    answers, dynamic = known
+    if dynamic:
+        return isinstance(store, capability)
+    found = answers.get(capability)
     if found is None:
-        found = known[capability] = issubclass(kind, capability)
-    return found or isinstance(store, capability)
+        found = answers[capability] = isinstance(store, capability)
+    return found
 
 
-# Per store class (kept while the class lives): whether it has each capability's methods.
-_CLASS_OFFERS: weakref.WeakKeyDictionary[type, dict[type, bool]] = weakref.WeakKeyDictionary()
+# Per store class (kept while the class lives): whether it has each capability, and
+# whether its instances answer attribute lookups themselves.
+_CLASS_OFFERS: weakref.WeakKeyDictionary[type, tuple[dict[type, bool], bool]] = weakref.WeakKeyDictionary()
 
 
 def read_session(store: Store, session_id: str, keys: Sequence[str]) -> SessionSnapshot:
