@@ -467,17 +467,24 @@ class _Search:
         # In the order the sessions were given (the asker first), then the log's: of equal
         # scores, ranking keeps the first, as it does over mirrors.
         rank_of = {slot: at for at, slot in enumerate(self.order)}
-        keys = np.array(sorted(pool, key=lambda key: (rank_of.get(key >> KEY_SHIFT, 0), key)), dtype=np.int64)
+        keys = np.fromiter(pool, dtype=np.int64, count=len(pool))
+        held, slot_at = np.unique(keys >> KEY_SHIFT, return_inverse=True)  # the slots, each key's
+        held_slots = held.tolist()
+        order = np.lexsort(
+            (keys, np.array([rank_of.get(slot, 0) for slot in held_slots], dtype=np.int64)[slot_at])
+        )
+        keys, slot_at = keys[order], slot_at[order]
         rows = [pool[key] for key in keys.tolist()]
         slots = keys >> KEY_SHIFT
         # Groups order the section: other sessions by their first message, the asker last.
-        present = sorted({int(s) for s in slots.tolist()} - {self.slots.get(self.asker, -1)})
+        asker_slot = self.slots.get(self.asker, -1)
+        present = [slot for slot in held_slots if slot != asker_slot]
         present.sort(key=lambda slot: (self.cursors[slot].first_ts or 0.0, self.session_of[slot]))
         group_of = {slot: group for group, slot in enumerate(present)}
         asker_group = len(present)
         if self.asker in self.slots:
             group_of[self.slots[self.asker]] = asker_group
-        groups = np.array([group_of[int(s)] for s in slots.tolist()], dtype=np.int64)
+        groups = np.array([group_of[slot] for slot in held_slots], dtype=np.int64)[slot_at]
         shown_keys = (groups << GROUP_SHIFT) | (keys & _LOCAL_MASK)
         stable_of = dict(zip(shown_keys.tolist(), keys.tolist(), strict=True))
         # The rows' columns (`HistoryTables.units`), each read into an array at once.
@@ -501,9 +508,9 @@ class _Search:
                 [name in named for name in said_by] if named else [False] * len(rows), dtype=bool
             ),
             ages=newest - timestamps,
-            episodes=((slots << KEY_SHIFT) | np.array(episode, dtype=np.int64)).tolist(),
+            episodes=(slots << KEY_SHIFT) | np.array(episode, dtype=np.int64),
             vectors={},
-            positions=((slots << KEY_SHIFT) | np.array(position, dtype=np.int64)).tolist(),
+            positions=(slots << KEY_SHIFT) | np.array(position, dtype=np.int64),
             coverage=covered.lookup(keys).astype(np.float32),  # none covered: all zero, not unknown
             from_user=np.array(from_user, dtype=bool),
             typical=None,
