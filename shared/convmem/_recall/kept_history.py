@@ -56,7 +56,7 @@ from .joined import GROUP_SHIFT
 from .kept_postings import PostingsCache
 from .kept_rows import Excerpts, Fetched, KeptLines, Lines, RowCache
 from .lexical import CollectionStats, LexicalScores, no_scores, query_terms
-from .passages import PART_BITS, best_of_each_message
+from .passages import PART_BITS, best_message_scores, best_of_each_message
 from .rank import Evidence, named_speakers
 from .render import CachedLine, RecallResult
 from .scoring import TermPostings, bm25, coverage
@@ -351,8 +351,8 @@ class _Search:
             else no_scores()
         )
         messages, parts = best_of_each_message(passages, None)
-        covered, _ = best_of_each_message(
-            _by_message_keys(coverage(terms, postings.get(PASSAGE_KIND, {}), collections[PASSAGE_KIND])), None
+        covered = best_message_scores(
+            _by_message_keys(coverage(terms, postings.get(PASSAGE_KIND, {}), collections[PASSAGE_KIND]))
         )
         exchanges = (
             bm25(ordered_terms, postings.get(EXCHANGE_KIND, {}), collections[EXCHANGE_KIND])

@@ -16,13 +16,18 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING
 
 from .lexical import LexicalScores
+
+if TYPE_CHECKING:
+    import numpy as np
 
 __all__ = [
     "LONG_MESSAGE_CHARS",
     "PART_BITS",
     "PASSAGE_CHARS",
+    "best_message_scores",
     "best_of_each_message",
     "excerpt_text",
     "passage_id",
@@ -96,17 +101,12 @@ def best_of_each_message(
     """Passage scores as message scores (each message's best passage), and the best
     passage of each long message that matched (`passages` None: of every message that
     matched, for scores of several sessions whose long messages the caller sorts out)."""
-    import numpy as np  # loaded with the first search, not with the stores that split passages
-
     if not len(scores):
         return scores, {}
     seqs = scores.ids >> PART_BITS
     if passages is not None and not passages:  # every message is one passage: one id per message
         return LexicalScores(seqs, scores.scores), {}
-    # Best first within each message: the first row of each message is its best passage.
-    order = np.lexsort((-scores.scores, seqs))
-    seqs, ids, values = seqs[order], scores.ids[order], scores.scores[order]
-    first = np.flatnonzero(np.concatenate(([True], seqs[1:] != seqs[:-1])))
+    seqs, ids, values, first = _best_first(scores)
     best_parts = ids[first] & ((1 << PART_BITS) - 1)
     parts = {
         seq: part
@@ -114,3 +114,24 @@ def best_of_each_message(
         if passages is None or seq in passages
     }
     return LexicalScores(seqs[first], values[first]), parts
+
+
+def best_message_scores(scores: LexicalScores) -> LexicalScores:
+    """Passage scores as message scores (each message's best passage), without which
+    passage that was (`best_of_each_message`)."""
+    if not len(scores):
+        return scores
+    seqs, _, values, first = _best_first(scores)
+    return LexicalScores(seqs[first], values[first])
+
+
+def _best_first(scores: LexicalScores) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """The passages' message keys, ids and scores, best first within each message, and
+    where each message's rows start."""
+    import numpy as np  # loaded with the first search, not with the stores that split passages
+
+    seqs = scores.ids >> PART_BITS
+    order = np.lexsort((-scores.scores, seqs))
+    seqs, ids, values = seqs[order], scores.ids[order], scores.scores[order]
+    first = np.flatnonzero(np.concatenate(([True], seqs[1:] != seqs[:-1])))
+    return seqs, ids, values, first

@@ -33,7 +33,7 @@ from .history_index import SLOT_SHIFT, split_by_slot
 from .joined import GROUP_SHIFT, SEQ_MASK, GroupedLines, join_evidence
 from .language import SECTION_HEADERS, is_cjk_text
 from .lexical import CollectionStats, LexicalScores, no_scores
-from .passages import best_of_each_message
+from .passages import best_message_scores, best_of_each_message
 from .rank import Evidence, dense_similarities, named_speakers
 from .render import RecallResult
 from .units import SessionMirror
@@ -264,7 +264,7 @@ def _lexical(
     # Passage ids are ``slot << 48 | seq << 8 | part``: their best per message is keyed
     # ``slot << 40 | seq``, the messages' joint keys.
     messages, parts = best_of_each_message(joint.scores["messages"], None)
-    coverage, _ = best_of_each_message(joint.coverage, None)
+    coverage = best_message_scores(joint.coverage)
     # A session outside the history (nothing mirrored) gets a slot number no view has.
     numbers = [v[0].slot if v is not None and v[0].history is history else -1 for v in views]
     by_slot = split_by_slot(messages, GROUP_SHIFT, numbers)
