@@ -15,7 +15,11 @@ built from scratch and measured in the same run:
   against BM25's indexing per turn;
 - the first ``build_context`` in the new process (a returning user's first
   message; ``import convmem`` and the memory's creation reported apart)
-  against BM25 from scratch (index + one query);
+  against BM25 from scratch (index + one query); and the same in another new
+  process that first built a context for another user of the store (with one
+  short earlier chat): what a server's process that has served someone pays
+  for this user, without what a process pays once (its first calls into numpy,
+  the store's first statements, the tokenizer's first encodes);
 - the next builds, p50 and p99, against one BM25 query (their p50 also against
   BM25 from scratch), and the first build of another new chat of the same user in
   the same process (a server that already served the user) against one BM25
@@ -95,6 +99,11 @@ elif spec["kind"] == "redis":
         trips[0] += 1
         return perform(request)
     store._perform = counted_perform
+if len(sys.argv) > 4:
+    # A process that has served someone else first: another user's new chat, whose
+    # question finds their earlier chat (what the process does once, not per user).
+    served = ConversationMemory("another-user-new-chat", store, user_id=sys.argv[4])
+    served.build_context(query=sys.argv[5], budget=2048)
 memory = ConversationMemory(sys.argv[2] + "-new-chat", store, user_id=sys.argv[2])
 made = time.perf_counter()
 trips[0] = 0
@@ -192,6 +201,31 @@ def ingest(question, spec: dict[str, str]) -> tuple[float, list[float]]:  # type
     return total / question.turn_count, adds
 
 
+# Another user of the same store, with one earlier chat: in a second new process, their
+# new chat is built first, so that the returning user's first build is measured in a
+# process that has served someone (a server's process, not a fresh one).
+OTHER_USER = "another-user"
+OTHER_TURNS = [
+    ("user", "I'm planting tomatoes and basil in raised beds this spring."),
+    ("assistant", "Give the tomatoes full sun and stake them early; basil likes the same spot."),
+    ("user", "My beds are cedar, about a metre wide, and the soil is heavy clay underneath."),
+    ("assistant", "Fill the beds with a loam and compost mix so the roots stay above the clay."),
+]
+OTHER_QUESTION = "What did I say my raised beds are made of?"
+
+
+def add_other_user(spec: dict[str, str]) -> None:
+    from convmem import ConversationMemory
+
+    store = open_store(spec)
+    memory = ConversationMemory("another-user-garden", store, user_id=OTHER_USER)
+    for role, text in OTHER_TURNS:
+        memory.add(role, text)
+    memory.flush()
+    memory.close()
+    store.close()
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n")[0])
     parser.add_argument("--data", type=Path, default=default_data_path())
@@ -229,15 +263,13 @@ def main() -> int:
                 spec = store_spec(kind, Path(tmp), question.question_id)
                 try:
                     ingest_ms, adds = ingest(question, spec)
+                    add_other_user(spec)
+                    command = [sys.executable, "-c", _CHILD, json.dumps(spec), question.question_id]
                     child = subprocess.run(
-                        [
-                            sys.executable,
-                            "-c",
-                            _CHILD,
-                            json.dumps(spec),
-                            question.question_id,
-                            json.dumps(queries),
-                        ],
+                        [*command, json.dumps(queries)], capture_output=True, text=True, check=True, cwd=HERE
+                    )
+                    served = subprocess.run(
+                        [*command, json.dumps(queries[:1]), OTHER_USER, OTHER_QUESTION],
                         capture_output=True,
                         text=True,
                         check=True,
@@ -246,6 +278,7 @@ def main() -> int:
                 finally:
                     drop(spec)
                 measured = json.loads(child.stdout.strip().splitlines()[-1])
+                after_another = json.loads(served.stdout.strip().splitlines()[-1])
                 rows[kind].append(
                     {
                         "turns": question.turn_count,
@@ -253,6 +286,7 @@ def main() -> int:
                         "add_p50": statistics.median(adds),
                         "bm25_index_per_turn": index_ms / question.turn_count,
                         "first": measured["first_ms"],
+                        "first_served": after_another["first_ms"],
                         "bm25_scratch": index_ms + bm25_query,
                         "another": measured["another_ms"],
                         "warm_p50": statistics.median(measured["warm"]),
@@ -301,6 +335,7 @@ def report(kind: str, rows: list[dict[str, float]]) -> None:
     table = [
         ("ingest, ms per turn (BM25: indexing)", "ingest", "bm25_index_per_turn"),
         ("first build in a new process, ms", "first", "bm25_scratch"),
+        ("the same, after another user's first build, ms", "first_served", "bm25_scratch"),
         ("another new chat, same process: first build, ms", "another", "bm25_query"),
         ("next builds p50, ms (BM25: one query)", "warm_p50", "bm25_query"),
         ("next builds p50, ms (BM25: from scratch)", "warm_p50", "bm25_scratch"),
