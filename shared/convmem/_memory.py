@@ -10,7 +10,7 @@ from __future__ import annotations
 import os
 from collections.abc import Iterable, Mapping, Sequence
 from datetime import datetime
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 from ._config import MemoryConfig
 from ._context.compose import ContextComposer
@@ -27,7 +27,7 @@ from ._models import Message, Role, Turn, TurnStatus, group_turns, normalized_me
 from ._operations import OverflowStatus, SessionOperations, arun_operation, run_operation
 from ._sansio import Flow
 from ._stores.base import SessionStats, Store, check_owner, require_sync_store, validate_id
-from ._stores.capabilities import HasFileLocation
+from ._stores.capabilities import HasFileLocation, offers
 from ._stores.files import open_store
 from ._stores.memory import InMemoryStore
 from ._tokens import TokenCounter, default_counter
@@ -125,7 +125,11 @@ class ConversationMemory:
             from ._recall.shared import shared_lexical_recall
 
             if embedder is not None:
-                index_dir = self.store.vector_index_dir() if isinstance(self.store, HasFileLocation) else None
+                index_dir = (
+                    cast(HasFileLocation, self.store).vector_index_dir()
+                    if offers(self.store, HasFileLocation)
+                    else None
+                )
                 recall = Recall(embedder, index_dir=index_dir)
             else:
                 # By words, no model: one Recall per store in the process, so a user's new chat

@@ -20,7 +20,7 @@ import math
 import threading
 import time
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Generic, TypeVar
+from typing import TYPE_CHECKING, Generic, TypeVar, cast
 
 from .._config import MemoryConfig
 from .._derived.facts import Fact
@@ -29,7 +29,7 @@ from .._derived.user_scope import UserFacts
 from .._errors import ConfigError
 from .._models import Message
 from .._stores.base import SessionStats, Store, validate_id
-from .._stores.capabilities import PagesSessions, UserTotals
+from .._stores.capabilities import PagesSessions, UserTotals, offers
 from .._tokens import TokenCounter, default_counter
 
 if TYPE_CHECKING:
@@ -214,8 +214,8 @@ class StoreCatalog:
         self._recall = recall
         self._recall_lock = threading.Lock()
         self._listing: _PagedListing | _ScannedListing = (
-            _PagedListing(store)
-            if isinstance(store, PagesSessions)
+            _PagedListing(cast(PagesSessions, store))
+            if offers(store, PagesSessions)
             else _ScannedListing(store, rescan_after_seconds, progress)
         )
 

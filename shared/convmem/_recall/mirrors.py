@@ -23,7 +23,7 @@ from typing import Any
 
 from .._errors import ConfigError
 from .._stores.base import Store
-from .._stores.capabilities import LogRead, ReadsLogs
+from .._stores.capabilities import LogRead, ReadsLogs, offers
 from .config import RecallConfig
 from .history_index import HistoryIndex, SlotView
 from .lexical import BM25TextIndex
@@ -108,7 +108,7 @@ class MirrorTable:
         when the store `ReadsLogs` and there are at least two: what `read_logs` reads in
         one call (a returning user's first search in a process; three round trips per
         session otherwise). Empty otherwise, as on every search after the first."""
-        if not isinstance(store, ReadsLogs):
+        if not offers(store, ReadsLogs):
             return []
         with self.lock:
             key = self.store_key(store)
