@@ -474,7 +474,8 @@ class _Search:
             (keys, np.array([rank_of.get(slot, 0) for slot in held_slots], dtype=np.int64)[slot_at])
         )
         keys, slot_at = keys[order], slot_at[order]
-        rows = [pool[key] for key in keys.tolist()]
+        stable_keys = keys.tolist()
+        rows = [pool[key] for key in stable_keys]
         slots = keys >> KEY_SHIFT
         # Groups order the section: other sessions by their first message, the asker last.
         asker_slot = self.slots.get(self.asker, -1)
@@ -486,7 +487,8 @@ class _Search:
             group_of[self.slots[self.asker]] = asker_group
         groups = np.array([group_of[slot] for slot in held_slots], dtype=np.int64)[slot_at]
         shown_keys = (groups << GROUP_SHIFT) | (keys & _LOCAL_MASK)
-        stable_of = dict(zip(shown_keys.tolist(), keys.tolist(), strict=True))
+        shown_seqs = shown_keys.tolist()
+        stable_of = dict(zip(shown_seqs, stable_keys, strict=True))
         # The rows' columns (`HistoryTables.units`), each read into an array at once.
         _, stamps, episode, exchange, position, from_user, said_by, _, long, *_ = (
             zip(*rows, strict=True) if rows else [()] * len(UNIT_COLUMNS)
@@ -499,13 +501,15 @@ class _Search:
         best_message = messages.best() or 1.0
         best_exchange = exchanges.best() or 1.0
         evidence = Evidence(
-            seqs=shown_keys.tolist(),
+            seqs=shown_seqs,
             dense_message=None,
             dense_exchange=None,
             lexical_message=(messages.lookup(keys) / best_message).astype(np.float32),
             lexical_exchange=(exchanges.lookup(exchange_keys) / best_exchange).astype(np.float32),
-            said_by_named=np.array(
-                [name in named for name in said_by] if named else [False] * len(rows), dtype=bool
+            said_by_named=(
+                np.array([name in named for name in said_by], dtype=bool)
+                if named
+                else np.zeros(len(rows), dtype=bool)
             ),
             ages=newest - timestamps,
             episodes=(slots << KEY_SHIFT) | np.array(episode, dtype=np.int64),
@@ -522,14 +526,14 @@ class _Search:
         )
         if self.config.granularity == "exchange":
             members: dict[int, list[int]] = {}
-            for shown, row in zip(shown_keys.tolist(), rows, strict=True):
-                members.setdefault(shown - (shown & _LOCAL_MASK) + int(row[3]), []).append(shown)
+            for shown, head in zip(shown_seqs, exchange, strict=True):
+                members.setdefault(shown - (shown & _LOCAL_MASK) + int(head), []).append(shown)
             item_seqs: Mapping[int, Sequence[int]] = {
-                shown: members[shown - (shown & _LOCAL_MASK) + int(row[3])]
-                for shown, row in zip(shown_keys.tolist(), rows, strict=True)
+                shown: members[shown - (shown & _LOCAL_MASK) + int(head)]
+                for shown, head in zip(shown_seqs, exchange, strict=True)
             }
         else:
-            item_seqs = {shown: [shown] for shown in shown_keys.tolist()}
+            item_seqs = {shown: [shown] for shown in shown_seqs}
         fetched = Fetched(self.tables, self.number, stable_of, self.kept.rows, self.logs)
         sessions = {group: self.session_of[slot] for slot, group in group_of.items()}
         sessions.setdefault(asker_group, self.asker)
