@@ -120,6 +120,38 @@ def test_a_query_about_the_user_only_by_its_first_person_recalls_their_words_and
     assert judge(ranking, evidence, CONFIG, personal=True).evidence is None
 
 
+def test_a_request_in_passing_whose_subject_the_history_never_mentions_recalls_only_evidence() -> None:
+    # "I'm thinking about learning the ukulele, is it hard?": a message of the user holding
+    # "learning" and "hard" (place 10) is evidence by its words, but "ukulele" carries 37%
+    # of the request and the history never says it: the user's other match (50) is chance.
+    ranking, evidence = candidates([0.35, 0.05, 0.2, 0.1], [0.10, 0.10, 0.10, 0.10])
+    evidence = dataclasses.replace(
+        evidence,
+        episodes=[0, 0, 0, 0],
+        positions=[10, 11, 30, 50],
+        from_user=np.array([True, False, False, True]),
+    )
+
+    verdict = judge(
+        ranking,
+        evidence,
+        CONFIG,
+        personal=True,
+        first_person_only=True,
+        unheard=0.37,
+        unheard_words=["ukulele"],
+    )
+
+    assert verdict.passed
+    assert verdict.evidence == frozenset({1, 2})  # the evidence and its answer
+    assert "never mentions 'ukulele'" in verdict.reason
+    # a word the history never used that carries less than `min_coverage` is not its subject
+    below = judge(ranking, evidence, CONFIG, personal=True, first_person_only=True, unheard=0.1)
+    assert below.evidence == frozenset({1, 2, 4})
+    # nor does it narrow a question about the user
+    assert judge(ranking, evidence, CONFIG, personal=True, unheard=0.37).evidence is None
+
+
 def test_without_vectors_a_standalone_request_is_judged_by_its_words_alone() -> None:
     ranking, evidence = candidates([0.84, 0.30], [0.0, 0.0])
     ranking = Ranking(tuple(r._replace(similarity=None) for r in ranking.ranked), None, 2, ())

@@ -15,7 +15,7 @@ from stored_messages import COUNTER, FILLER, long_answer, store_messages
 from convmem import ConversationMemory, InMemoryStore, Recall, RecallConfig, SQLiteStore, Store
 from convmem._recall.embedder import BaseEmbedder
 from convmem._recall.language import has_cjk
-from convmem._recall.lexical import BM25Index, tokenize
+from convmem._recall.lexical import BM25Index, information, tokenize
 from convmem._recall.passages import LONG_MESSAGE_CHARS, PASSAGE_CHARS, excerpt_text, passage_spans
 from convmem._recall.reading import (
     asks_about_user,
@@ -24,6 +24,7 @@ from convmem._recall.reading import (
     points_at_history,
     refers_to_history,
 )
+from convmem._recall.scoring import unheard
 
 
 def user_history(store: Store, sessions: dict[str, list[tuple[str, str]]]) -> list[str]:
@@ -64,6 +65,18 @@ def test_a_word_common_in_the_history_counts_little_toward_coverage() -> None:
     assert coverage[100] > 0.5
     assert coverage[3] < 0.2
     assert index.coverage(tokenize("bikes many own"))[100] == pytest.approx(coverage[100])
+
+
+def test_the_words_a_history_never_used_are_counted_on_the_coverage_scale_numbers_left_out() -> None:
+    index = BM25Index()
+    for doc_id in range(20):
+        index.add(doc_id, tokenize(f"so many things I want to learn today, number {doc_id}"))
+    query = tokenize("I want to learn the ukulele by 2030")
+    share, words = unheard(query, index.collection(query))
+    assert words == {"ukulel"}  # "2030" is a value, not a word of its subject
+    weights = information(query, index.collection(query))
+    assert share == pytest.approx(weights["ukulel"] / sum(weights.values()))
+    assert unheard(tokenize("learn today"), index.collection(tokenize("learn today"))) == (0.0, frozenset())
 
 
 def test_the_answer_in_one_of_fifty_sessions_is_found_among_look_alike_sessions() -> None:
@@ -524,7 +537,9 @@ def test_a_request_about_the_user_only_in_passing_recalls_what_they_said_not_eve
     assert "knees hurt on steep hiking" in texts
     assert "Poles and shorter steps" in texts  # the answer to a message that is evidence
     assert "sunscreen" not in texts
-    assert "only the user's own messages" in result.reason
+    # this short history never says "going": of the user's messages, only those that are
+    # evidence themselves (see the ukulele test below)
+    assert "never mentions 'going'" in result.reason
     # asked about the user by its first person alone, the same words recall the best match
     # and its exchange, not every message that shares one word with the question
     asked = Recall(config=RecallConfig(relevance_floor=0.0)).search(
@@ -756,13 +771,58 @@ def test_a_request_about_the_user_in_passing_recalls_their_messages_only_when_on
     assert "the evidence is only the assistant's" in reason
     # once the user has said something that is evidence, what they said is recalled, and
     # the answer that is evidence with its request
-    store_messages(
-        store, "s1", [("user", "My new puppy is a beagle, she eats so fast."), ("assistant", "Cute!")]
-    )
+    store_messages(store, "s1", [("user", "I got a beagle puppy, she eats so fast."), ("assistant", "Cute!")])
     texts, reason = _recalled(store)
     assert "beagle" in texts and "parking spot" in texts
     assert "three or four small meals" in texts and "Tell me about dog nutrition" in texts
     assert "only the user's own messages" in reason
+
+
+UKULELE = "I'm thinking about learning to play the ukulele. Is it hard?"
+
+
+@pytest.mark.parametrize("lexical_index", ["store", "process"])
+def test_a_request_in_passing_about_what_the_history_never_mentions_recalls_no_chance_matches(
+    tmp_path: Path, lexical_index: str
+) -> None:
+    # A returning user's sessions say much about learning and playing things, nothing of a
+    # ukulele: one message that shares "learning" and "hard" with the request is evidence
+    # by the share of its words, but the user has not spoken of its subject, and every
+    # other message of theirs that shares "play" or "thinking" is chance, not memory.
+    store = SQLiteStore(tmp_path / "chat.db", lexical_index=lexical_index)
+    sessions = {
+        "hindi": [
+            ("user", "I've been learning Hindi, but it's hard to find time to practise."),
+            ("assistant", "Short daily practice helps more than long weekly sessions."),
+        ],
+        "games": [
+            ("user", "We play board games every Friday, I'm thinking of buying Azul."),
+            ("assistant", "Azul is easy to teach and plays well with four."),
+            ("user", "My nephew wants to play chess with me."),
+            ("assistant", "Start with how each piece moves."),
+        ],
+        "keyboard": [
+            ("user", "I'm thinking about a new keyboard for gaming, I play a lot."),
+            ("assistant", "A mechanical keyboard with macro keys would suit you."),
+        ],
+    }
+    for session_id, items in sessions.items():
+        memory = ConversationMemory(session_id, store, user_id="u")
+        for role, text in [*items, *FILLER]:
+            memory.add(role, text)
+    new = ConversationMemory("new", store, user_id="u")
+    assert personal_reading(UKULELE) == (True, True)
+
+    texts = " ".join(item.text for item in new.build_context(query=UKULELE, budget=2048).recalled)
+    assert "learning Hindi" in texts and "Short daily practice" in texts  # evidence, and its answer
+    assert "board games" not in texts and "chess" not in texts and "keyboard" not in texts
+
+    # once they have spoken of it, what they said of playing things is memory for it
+    memory = ConversationMemory("music", store, user_id="u")
+    memory.add_turn("A friend lent me her ukulele, I play it every evening.", "Lovely!")
+    built = new.build_context(query=UKULELE, budget=2048)
+    texts = " ".join(item.text for item in built.recalled)
+    assert "lent me her ukulele" in texts and "board games" in texts and "chess" in texts
 
 
 @pytest.mark.parametrize("lexical_index", ["store", "process"])

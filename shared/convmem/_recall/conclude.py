@@ -19,7 +19,7 @@ from .lexical import CollectionStats, tokenize
 from .rank import Evidence, rank
 from .reading import asks_about_user, is_small_talk, personal_reading, points_at_history
 from .render import CachedLine, LineKey, RecallResult, render
-from .scoring import largest_share
+from .scoring import largest_share, unheard
 from .terms import query_terms
 
 __all__ = ["Shown", "conclude"]
@@ -69,6 +69,7 @@ def conclude(
     # alone ("How many bikes do I own?", "When was the printing press invented?").
     pointed = named or (personal and not self_only and points_at_history(query, speakers, by_tense=False))
     words, keywords = _query_words(query)
+    share, never = _unheard_words(query, collection) if first_person_only and collection else (0.0, ())
     verdict = judge(
         ranking,
         evidence,
@@ -81,6 +82,8 @@ def conclude(
         pointed=pointed,
         about_user=asks_about_them,
         one_term=None if collection is None else largest_share(query_terms(query), collection),
+        unheard=share,
+        unheard_words=never,
     )
     ranked = ranking.ranked if verdict.passed else ()
     if verdict.evidence is not None:
@@ -149,6 +152,16 @@ def _query_words(query: str) -> tuple[int | None, bool]:
     keywords = len(_WORD.findall(query)) <= len(terms)
     words = None if keywords or _DEFINITE.search(query) else sum(1 for t in terms if not t.isdigit())
     return words, keywords
+
+
+def _unheard_words(query: str, collection: CollectionStats) -> tuple[float, tuple[str, ...]]:
+    """The share of the query's information in words the user's history never used
+    (`scoring.unheard`), and those words as the query writes them."""
+    share, terms = unheard(query_terms(query), collection)
+    if not terms:
+        return 0.0, ()
+    words = (word for word in _WORD.findall(query) if not terms.isdisjoint(tokenize(word)))
+    return share, tuple(dict.fromkeys(words))
 
 
 _POSSESSIVE_NAME = re.compile(r"\b([A-Z][^\W\d_]+)['’]s\b")

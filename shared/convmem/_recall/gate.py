@@ -98,6 +98,8 @@ def judge(
     pointed: bool = True,
     about_user: bool = True,
     one_term: float | None = None,
+    unheard: float = 0.0,
+    unheard_words: Sequence[str] = (),
 ) -> Verdict:
     """Whether the ranked candidates hold evidence for the query on an absolute scale (see
     the module docstring); `RecallConfig.min_coverage` None turns the judgement off.
@@ -125,6 +127,17 @@ def judge(
     polite question that does not refer to the history recalls nothing. Such a request
     recalls only the candidates that are each evidence (and their exchanges), unless it
     is `keywords` (every word of it informative): then every match is what it asks for.
+
+    `unheard`: the share of the query's information in words the user's history never
+    used (`scoring.unheard`; `unheard_words`, as the query writes them). When they carry
+    `min_coverage` of a request that speaks of the user only in passing, the user has not
+    spoken of what those words name ("I'm thinking about learning the ukulele, is it
+    hard?" against a history without "ukulele"): it recalls the messages that are evidence
+    themselves and their exchanges, not every match of the user's, which shares only the
+    words any request shares ("learning", "hard"). Nothing else is judged by those words:
+    in a short history many common words are still unheard ("What is my corgi called?"
+    where no message said "called"), and a request in passing only loses the user's
+    other matches by them, never its evidence.
     """
     if not ranking.ranked:
         return Verdict(False, "nothing recalled: no earlier message matches the query's words or meaning")
@@ -177,7 +190,13 @@ def judge(
                     len(rows),
                 )
         allowed = _with_exchanges(ranking, evidence, rows, kept)
-        if own and said is not None:
+        if own and said is not None and unheard >= config.min_coverage:
+            reason = (
+                verdict.reason
+                + f"; only messages that are evidence and their exchanges: the user's history never "
+                f"mentions {_listed(unheard_words)}, and their other messages share only its other words"
+            )
+        elif own and said is not None:
             allowed |= {r.seq for r, mine in zip(ranking.ranked, said, strict=True) if mine}
             reason = verdict.reason + "; only the user's own messages and the exchanges of such messages"
         else:
@@ -290,6 +309,14 @@ def _with_exchanges(
     return frozenset(
         r.seq for r, e, p in zip(ranking.ranked, episodes, places, strict=True) if (int(e), int(p)) in near
     )
+
+
+def _listed(words: Sequence[str]) -> str:
+    """Up to three words, quoted: "'ukulele'", "'sourdough' and 'bakery'"."""
+    quoted = [f"'{word}'" for word in words[:3]]
+    if not quoted:
+        return "some of its words"
+    return quoted[0] if len(quoted) == 1 else ", ".join(quoted[:-1]) + " and " + quoted[-1]
 
 
 def _informative(words: int) -> str:

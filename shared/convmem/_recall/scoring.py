@@ -17,7 +17,17 @@ import numpy as np
 
 from .lexical import CollectionStats, LexicalScores, information, no_scores
 
-__all__ = ["K1", "B", "TermPostings", "bm25", "collection_of", "coverage", "full_match", "largest_share"]
+__all__ = [
+    "K1",
+    "B",
+    "TermPostings",
+    "bm25",
+    "collection_of",
+    "coverage",
+    "full_match",
+    "largest_share",
+    "unheard",
+]
 
 # BM25Index's defaults: the one BM25 of recall.
 K1 = 1.2
@@ -100,6 +110,18 @@ def largest_share(terms: Iterable[str], collection: CollectionStats) -> float | 
     if len(weights) < 3 or not total or not collection.documents:
         return None
     return max(weights.values()) / total
+
+
+def unheard(terms: Iterable[str], collection: CollectionStats) -> tuple[float, frozenset[str]]:
+    """The share of the query's information (`coverage`'s scale) carried by its terms that
+    no document of the collection holds, and those terms. Numbers are left out: in a query
+    they are values ("turning 30"), not words of its subject."""
+    weights = information(terms, collection)
+    total = sum(weights.values())
+    if not total or not collection.documents:
+        return 0.0, frozenset()
+    never = frozenset(t for t in weights if not t.isdigit() and not collection.frequencies.get(t))
+    return sum(weights[t] for t in never) / total, never
 
 
 def full_match(terms: Iterable[str], collection: CollectionStats) -> float:
