@@ -596,6 +596,9 @@ def test_a_question_about_the_user_by_its_first_person_alone_recalls_what_holds_
         ("When was the printing press invented?", False),
         ("Who was the first emperor of Rome?", False),
         ("How did the ancient Egyptians move such heavy stones?", False),
+        # a clause in the passive after "before" tells of the world, not of the history
+        ("What did farmers use before they were invented?", False),
+        ("What did we cook before the oven was repaired?", True),
         ("When did I buy my printer?", True),
         ("What was the name of the hotel you found?", True),
         ("Where did we leave off with the budget?", True),

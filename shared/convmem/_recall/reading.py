@@ -160,13 +160,15 @@ _PAST_VERB = (
     r"|broke|fell|forgot|threw|wore|sat|slept|stood|swam|taught|brought|caught|built|sent|meant"
 )
 # "before" is "earlier" where it ends a clause ("Have we talked about this before?"), before
-# "that", "then" or "now", or before a clause in the past; before anything else it orders
-# two things ("a warm-up before lifting weights", "before the exam", "before refrigerators").
+# "that", "then" or "now", or before a clause in the past, unless that clause tells, in the
+# passive, of a thing of the world ("before it was invented", "before they were banned"); before
+# anything else it orders two things ("a warm-up before lifting weights", "before the exam",
+# "before refrigerators").
 _HISTORY_EN = re.compile(
     r"\b(?:remember|recall|remind me|earlier|previously"
     r"|before(?=\s*(?:$|[^\w\s']|(?:that|then|now)\b|(?:i|we|you|he|she|they|it)\s+(?:"
     + _PAST_VERB
-    + r")\b))"
+    + r")\b))(?!\s+(?:it|they)\s+(?:was|were)\s+[^\W\d_]+(?:ed|en)\b)"
     r"|last (?:time|week|month|year|night|session)"
     r"|ago|yesterday|back then|the other day|you (?:said|told|mentioned|suggested)"
     r"|i (?:said|told|mentioned|asked)|(?:did|have|had) (?:i|you|we) (?:ever )?"
