@@ -533,6 +533,52 @@ NO_MEMORY_REQUESTS_HELD_OUT = (
     "How did people keep food cold before refrigerators?",
     "What's another word for 'important' in a business email?",
     "Can you list the noble gases?",
+    # Forty written before the change for requests in passing about words the history never
+    # used, measured once before it and once after (92 / 147 / 233, then 89 / 138 / 214), by
+    # the class each request is read as; one request read as pointed at the history carried
+    # a quarter of it, and was looked at: "...before it was invented?" read "before" as
+    # "earlier" (68 / 92 / 119 after that change). Drafts that repeated a request of the
+    # lists here nearly or exactly were replaced before any measurement.
+    "I'm repainting my kid's bedroom this weekend, how do I keep the edges clean?",
+    "My cat keeps scratching the couch. How do I get her to stop?",
+    "I want to start running in the mornings but I'm always tired. Any tips?",
+    "I'm fostering a rescue rabbit for a month, what should its cage have?",
+    "My landlord hasn't returned my deposit after two months. What are my options?",
+    "I'm writing a toast for my best friend's wedding, can you help me open it?",
+    "I have a flight with a 40 minute layover in Frankfurt, is that enough time?",
+    "My grandmother is turning 90, what's a thoughtful gift?",
+    "I'm allergic to cats but my partner wants one. Are there breeds that help?",
+    "My windshield wipers leave streaks, should I replace them?",
+    "I'm giving a presentation to my board next week, how do I calm my nerves?",
+    "My houseplants have tiny flies around the soil. How do I get rid of them?",
+    "I'm building a birdhouse with my nephew, what wood is safe for birds?",
+    "My neighbor's tree hangs over my fence. Can I trim it?",
+    "I'm switching from glasses to contacts, what should I expect the first week?",
+    "Is it safe to freeze cooked rice?",
+    "Explain how a mortgage amortization schedule works.",
+    "Write a four-line verse for a retiring bus driver's card.",
+    "How many kilometers is a half marathon?",
+    "What makes a bridge a suspension bridge?",
+    "Give me a word that means both happy and sad.",
+    "Why does cold water boil slower than warm water?",
+    "Write a regex that matches a UK postcode.",
+    "Which river flows through Budapest?",
+    "Outline the plot of Moby-Dick without spoilers for the ending.",
+    "How do octopuses change color?",
+    "Draft a two-line bio for a freelance illustrator.",
+    'What does "sonder" mean?',
+    "Who wrote the novel Things Fall Apart?",
+    "How did medieval castles get fresh water during a siege?",
+    "What did people use for toothpaste before it was invented?",
+    "When was the first email sent?",
+    "How did sailors navigate before compasses?",
+    "How were the pyramids' stones moved?",
+    "我想学做饺子，面皮怎么和才不粘？",
+    "我的狗最近不爱吃饭，可能是什么原因？",
+    "帮我给新开的咖啡馆想三个名字。",
+    "熊猫一天吃多少竹子？",
+    "为什么冬天静电特别多？",
+    "高铁上可以带充电宝吗？",
 )
 
 
