@@ -100,16 +100,20 @@ def test_a_query_about_the_user_only_by_its_first_person_needs_more_of_its_words
     assert not judge(*candidates([0.35], [0.10]), strict, personal=True, first_person_only=True).passed
 
 
-def test_a_query_about_the_user_only_by_its_first_person_recalls_their_words_and_evidence() -> None:
-    # one episode: a user message that is evidence (place 10) and its answer (11), an
-    # assistant message that shares a word (30), and another thing the user said (50)
+def one_episode_of_the_user() -> tuple[Ranking, Evidence]:
+    """One episode: a user message that is evidence (place 10) and its answer (11), an
+    assistant message that shares a word (30), and another thing the user said (50)."""
     ranking, evidence = candidates([0.35, 0.05, 0.2, 0.1], [0.10, 0.10, 0.10, 0.10])
-    evidence = dataclasses.replace(
+    return ranking, dataclasses.replace(
         evidence,
         episodes=[0, 0, 0, 0],
         positions=[10, 11, 30, 50],
         from_user=np.array([True, False, False, True]),
     )
+
+
+def test_a_query_about_the_user_only_by_its_first_person_recalls_their_words_and_evidence() -> None:
+    ranking, evidence = one_episode_of_the_user()
 
     verdict = judge(ranking, evidence, CONFIG, personal=True, first_person_only=True)
 
@@ -124,13 +128,7 @@ def test_a_request_in_passing_whose_subject_the_history_never_mentions_recalls_o
     # "I'm thinking about learning the ukulele, is it hard?": a message of the user holding
     # "learning" and "hard" (place 10) is evidence by its words, but "ukulele" carries 37%
     # of the request and the history never says it: the user's other match (50) is chance.
-    ranking, evidence = candidates([0.35, 0.05, 0.2, 0.1], [0.10, 0.10, 0.10, 0.10])
-    evidence = dataclasses.replace(
-        evidence,
-        episodes=[0, 0, 0, 0],
-        positions=[10, 11, 30, 50],
-        from_user=np.array([True, False, False, True]),
-    )
+    ranking, evidence = one_episode_of_the_user()
 
     verdict = judge(
         ranking,
