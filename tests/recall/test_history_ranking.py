@@ -11,6 +11,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 from stored_messages import COUNTER, FILLER, long_answer, store_messages
+from unheard_subject import UKULELE, check_unheard_subject
 
 from convmem import ConversationMemory, InMemoryStore, Recall, RecallConfig, SQLiteStore, Store
 from convmem._recall.embedder import BaseEmbedder
@@ -781,51 +782,14 @@ def test_a_request_about_the_user_in_passing_recalls_their_messages_only_when_on
     assert "only the user's own messages" in reason
 
 
-UKULELE = "I'm thinking about learning to play the ukulele. Is it hard?"
-
-
 @pytest.mark.parametrize("lexical_index", ["store", "process"])
 def test_a_request_in_passing_about_what_the_history_never_mentions_recalls_no_chance_matches(
     tmp_path: Path, lexical_index: str
 ) -> None:
-    # A returning user's sessions say much about learning and playing things, nothing of a
-    # ukulele: one message that shares "learning" and "hard" with the request is evidence
-    # by the share of its words, but the user has not spoken of its subject, and every
-    # other message of theirs that shares "play" or "thinking" is chance, not memory.
-    store = SQLiteStore(tmp_path / "chat.db", lexical_index=lexical_index)
-    sessions = {
-        "hindi": [
-            ("user", "I've been learning Hindi, but it's hard to find time to practise."),
-            ("assistant", "Short daily practice helps more than long weekly sessions."),
-        ],
-        "games": [
-            ("user", "We play board games every Friday, I'm thinking of buying Azul."),
-            ("assistant", "Azul is easy to teach and plays well with four."),
-            ("user", "My nephew wants to play chess with me."),
-            ("assistant", "Start with how each piece moves."),
-        ],
-        "keyboard": [
-            ("user", "I'm thinking about a new keyboard for gaming, I play a lot."),
-            ("assistant", "A mechanical keyboard with macro keys would suit you."),
-        ],
-    }
-    for session_id, items in sessions.items():
-        memory = ConversationMemory(session_id, store, user_id="u")
-        for role, text in [*items, *FILLER]:
-            memory.add(role, text)
-    new = ConversationMemory("new", store, user_id="u")
+    # through the index the file keeps and through BM25 in the process (every other store:
+    # test_user_scope.py)
     assert personal_reading(UKULELE) == (True, True)
-
-    texts = " ".join(item.text for item in new.build_context(query=UKULELE, budget=2048).recalled)
-    assert "learning Hindi" in texts and "Short daily practice" in texts  # evidence, and its answer
-    assert "board games" not in texts and "chess" not in texts and "keyboard" not in texts
-
-    # once they have spoken of it, what they said of playing things is memory for it
-    memory = ConversationMemory("music", store, user_id="u")
-    memory.add_turn("A friend lent me her ukulele, I play it every evening.", "Lovely!")
-    built = new.build_context(query=UKULELE, budget=2048)
-    texts = " ".join(item.text for item in built.recalled)
-    assert "lent me her ukulele" in texts and "board games" in texts and "chess" in texts
+    check_unheard_subject(SQLiteStore(tmp_path / "chat.db", lexical_index=lexical_index))
 
 
 @pytest.mark.parametrize("lexical_index", ["store", "process"])

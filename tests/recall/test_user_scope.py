@@ -18,6 +18,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from shared_stores import SERVER_KINDS, location_for
+from unheard_subject import check_unheard_subject
 
 from convmem import ConversationMemory, InMemoryStore, MemoryConfig, Recall, SQLiteStore, Store
 from convmem._recall.embedder import BaseEmbedder
@@ -334,6 +335,12 @@ class Concepts(BaseEmbedder):
                 row[2], row[3] = 1.0, 0.5
             rows.append(row)
         return np.stack(rows)
+
+
+def test_a_request_in_passing_about_what_the_user_never_mentioned_brings_only_its_evidence(
+    store: Store,
+) -> None:
+    check_unheard_subject(store)
 
 
 def test_with_many_sessions_the_one_that_names_the_thing_is_found(store: Store) -> None:
