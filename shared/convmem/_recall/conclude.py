@@ -69,7 +69,9 @@ def conclude(
     # alone ("How many bikes do I own?", "When was the printing press invented?").
     pointed = named or (personal and not self_only and points_at_history(query, speakers, by_tense=False))
     words, keywords = _query_words(query)
-    share, never = _unheard_words(query, collection) if first_person_only and collection else (0.0, ())
+    share, never = (
+        _unheard_words(query, collection) if first_person_only and collection is not None else (0.0, ())
+    )
     verdict = judge(
         ranking,
         evidence,

@@ -190,15 +190,16 @@ def judge(
                     len(rows),
                 )
         allowed = _with_exchanges(ranking, evidence, rows, kept)
-        if own and said is not None and unheard >= config.min_coverage:
-            reason = (
-                verdict.reason
-                + f"; only messages that are evidence and their exchanges: the user's history never "
-                f"mentions {_listed(unheard_words)}, and their other messages share only its other words"
-            )
-        elif own and said is not None:
-            allowed |= {r.seq for r, mine in zip(ranking.ranked, said, strict=True) if mine}
-            reason = verdict.reason + "; only the user's own messages and the exchanges of such messages"
+        if own and said is not None:
+            if unheard >= config.min_coverage:
+                reason = (
+                    verdict.reason
+                    + f"; only messages that are evidence and their exchanges: the user's history never "
+                    f"mentions {_listed(unheard_words)}, and their other messages share only its other words"
+                )
+            else:
+                allowed |= {r.seq for r, mine in zip(ranking.ranked, said, strict=True) if mine}
+                reason = verdict.reason + "; only the user's own messages and the exchanges of such messages"
         else:
             reason = (
                 verdict.reason
