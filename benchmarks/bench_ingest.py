@@ -21,7 +21,10 @@ CONVMEM_REDIS_URL): the first ``--histories`` LongMemEval histories, each stored
 one ``add`` per message and one ``add_messages`` per session (``flush()`` after
 each session, as `bench_returning_user.py` does), against a pure-Python BM25's
 indexing of the same turns in the same run. The tokenizer's one-off load is
-made before timing and reported apart.
+made before timing and reported apart. With ``--one-user`` as well, the histories
+go in one after another as sessions of a single user (``add`` and
+``add_messages``, in one store per way): ms per turn of each history as that
+user's history grows, beside BM25's indexing of its turns.
 
 Timings on a shared 2-core machine move with its load: compare the ratios of
 one run, not figures of different runs.
@@ -31,6 +34,7 @@ Usage::
     python benchmarks/bench_ingest.py                  # the first LoCoMo conversation and LongMemEval history
     python benchmarks/bench_ingest.py --ways background,bulk --repeat 3   # best of three
     python benchmarks/bench_ingest.py --no-model --histories 4 --stores sqlite,postgres,redis
+    python benchmarks/bench_ingest.py --no-model --one-user --histories 8
 """
 
 from __future__ import annotations
@@ -191,15 +195,20 @@ def measure(
         )
 
 
-def ingest_history(question: Any, spec: dict[str, str], way: str) -> tuple[float, float]:
+def ingest_history(
+    question: Any, spec: dict[str, str], way: str, user_id: str | None = None, prefix: str = ""
+) -> tuple[float, float]:
     """Store one LongMemEval history `way` (``add`` or ``bulk``) with no model; ms per turn,
-    wall clock and CPU."""
+    wall clock and CPU. Its sessions are `user_id`'s (the question's by default), their ids
+    prefixed by `prefix`."""
     from bench_returning_user import open_store
 
     store = open_store(spec)
     started, cpu = time.perf_counter(), time.process_time()
     for session in question.sessions:
-        memory = ConversationMemory(session.session_id, store, user_id=question.question_id)
+        memory = ConversationMemory(
+            prefix + session.session_id, store, user_id=user_id or question.question_id
+        )
         if way == "bulk":
             memory.add_messages(
                 [
@@ -273,6 +282,45 @@ def measure_without_model(histories: int, kinds: Sequence[str]) -> None:
         )
 
 
+def measure_one_user(histories: int, kinds: Sequence[str]) -> None:
+    """Ingest with no model as one user's history grows: the first `histories` LongMemEval
+    histories stored in turn as sessions of one user, ms per turn of each beside BM25's
+    indexing of its turns (see the docstring)."""
+    import tempfile
+    from pathlib import Path
+
+    from bench_returning_user import drop, store_spec
+
+    from convmem._tokens import default_counter
+
+    started = time.perf_counter()
+    default_counter().count_text("load the tokenizer")
+    print(f"tokenizer's one-off load (not in the figures): {(time.perf_counter() - started) * 1000:.0f} ms")
+    questions = _longmemeval.pick(_longmemeval.load_questions(_longmemeval.default_data_path()), histories)
+    print(f"\ningest with no model into one user's growing history, {len(questions)} LongMemEval histories")
+    print(f"{'store':<10} {'way':<5} {'sessions':>8} {'turns':>6} {'ms/turn':>8} {'x BM25':>7}")
+    with tempfile.TemporaryDirectory(prefix="ingest-") as tmp:
+        for kind in kinds:
+            for way in ("add", "bulk"):
+                spec = store_spec(kind, Path(tmp), f"one-user-{way}")
+                sessions = turns = 0
+                try:
+                    for number, question in enumerate(questions):
+                        texts = [t.text for s in question.sessions for t in s.turns]
+                        t = time.perf_counter()
+                        _longmemeval.PlainBM25(texts)
+                        bm25 = (time.perf_counter() - t) * 1000 / question.turn_count
+                        ours, _ = ingest_history(question, spec, way, "one-user", f"{number}-")
+                        sessions += len(question.sessions)
+                        turns += question.turn_count
+                        print(
+                            f"{kind:<10} {way:<5} {sessions:>8} {turns:>6} {ours:>8.3f} {ours / bm25:>6.1f}x",
+                            flush=True,
+                        )
+                finally:
+                    drop(spec)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n")[0])
     parser.add_argument("--locomo", type=int, default=0, help="LoCoMo conversation to ingest (index)")
@@ -287,12 +335,20 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument(
         "--stores", default="sqlite", help="with --no-model: comma-separated, of sqlite, postgres, redis"
     )
+    parser.add_argument(
+        "--one-user",
+        action="store_true",
+        help="with --no-model: the histories go in as one user's, ms per turn as that history grows",
+    )
     args = parser.parse_args(argv)
     if args.no_model:
         kinds = [kind.strip() for kind in args.stores.split(",") if kind.strip()]
         if not kinds or set(kinds) - {"sqlite", "postgres", "redis"}:
             parser.error(f"--stores takes some of sqlite, postgres, redis, got {args.stores!r}")
-        measure_without_model(args.histories, kinds)
+        if args.one_user:
+            measure_one_user(args.histories, kinds)
+        else:
+            measure_without_model(args.histories, kinds)
         return 0
     ways = [way for way in args.ways.split(",") if way]
     unknown = set(ways) - set(WAYS)
