@@ -44,3 +44,18 @@ def test_a_request_that_names_what_a_fact_is_about_gets_that_fact(ana: Conversat
     context = ana.build_context("Is French food healthy?", budget=400)
     assert context.section("facts").items == 1
     assert "french food" in context.memory_text.lower() and "Porto" not in context.memory_text
+
+
+@pytest.mark.parametrize(
+    "request_text",
+    [
+        "Translate 'I love French food' into Spanish.",
+        'Proofread this: "Ana lives in Porto and loves French food."',
+        "翻译成英文：我住在波尔图，喜欢法国菜。",
+    ],
+)
+def test_the_text_a_request_works_on_brings_no_facts(ana: ConversationMemory, request_text: str) -> None:
+    """What a request quotes, or translates after a colon, is its material, not its subject."""
+    context = ana.build_context(request_text, budget=400)
+    assert context.section("facts").items == 0
+    assert "not about the user" in context.section("facts").note

@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 
 from convmem import ConversationMemory, InMemoryStore
 from convmem._recall.intent import _finished_event, past_cue
-from convmem._recall.reading import _question_sentences, _without_material, personal_reading
+from convmem._recall.reading import _cut_at_material, _question_sentences, personal_reading
 
 QUESTION_SENTENCE = re.compile(r"[^.!?。！？]*[?？]")
 MATERIAL = re.compile(
@@ -47,7 +47,7 @@ def test_question_sentences_are_what_the_search_found(text: str) -> None:
 @settings(max_examples=600, deadline=None)
 @given(st.one_of(texts, spaced))
 def test_material_is_cut_where_the_search_cut_it(text: str) -> None:
-    assert _without_material(text) == MATERIAL.sub(" ", text)
+    assert _cut_at_material(text) == MATERIAL.sub(" ", text)
 
 
 @settings(max_examples=600, deadline=None)
@@ -61,8 +61,8 @@ def test_the_rules_still_read_ordinary_queries() -> None:
     assert _question_sentences("I got a puppy. How often should it eat? Thanks!") == [
         " How often should it eat?"
     ]
-    assert _without_material("Translate this: I love you") == " "
-    assert _without_material("Translate 'hello' into French.") == "Translate 'hello' into French."
+    assert _cut_at_material("Translate this: I love you") == " "
+    assert _cut_at_material("Translate 'hello' into French.") == "Translate 'hello' into French."
     cue = past_cue("What did the charity race raise?")
     assert cue is not None and cue.words == "the charity race"
     assert personal_reading("My sister turns 30, what's a fun party theme?") == (True, True)

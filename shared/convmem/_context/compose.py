@@ -35,7 +35,7 @@ from .._derived.user_scope import UserFacts, other_session_stats, owned_others
 from .._language import detect_language
 from .._models import Turn
 from .._recall.intent import choose_recall_share, points_to_past
-from .._recall.reading import asks_for_advice, refers_to_history, speaks_for_us
+from .._recall.reading import asks_for_advice, refers_to_history, speaks_for_us, without_material
 from .._recall.terms import query_terms, tokenize
 from .._salience import is_filler
 from .._sansio import Blocking, Flow
@@ -111,14 +111,16 @@ def _facts_for(query: str | None, lines: Sequence[str]) -> tuple[Sequence[str], 
     what was said before, a time gone by, a plan of "we"), a request for advice or
     ideas ("dinner ideas?"), a greeting, or no query at all, gets them all; any other request
     ("Translate 'good morning' into French.") gets only the facts that share a word
-    with it, so a request that needs no memory gets none.
+    with it, so a request that needs no memory gets none. The text such a request works
+    on (what it quotes, or translates after a colon) is not what it is about: a fact that
+    shares a word with "good morning" stays out.
     """
     if not lines or query is None or not query.strip():
         return lines, ""
     # A greeting is answered by name: the user's facts are what makes it theirs.
     if refers_to_history(query) or speaks_for_us(query) or asks_for_advice(query) or is_filler(query):
         return lines, ""
-    terms = set(query_terms(query))
+    terms = set(query_terms(without_material(query)))
     kept = [line for line in lines if terms & set(tokenize(line))]
     if len(kept) == len(lines):
         return lines, ""

@@ -24,6 +24,7 @@ __all__ = [
     "points_at_history",
     "refers_to_history",
     "speaks_for_us",
+    "without_material",
 ]
 
 
@@ -74,7 +75,7 @@ _MATERIAL = re.compile(
 )
 
 
-def _without_material(text: str) -> str:
+def _cut_at_material(text: str) -> str:
     """`text` without the material of a request to work on it: from the first such verb
     that a colon follows, to the end. One search, where "translate[^:]*:" rescans the rest
     of a long text from every "translate" of it when no colon follows."""
@@ -84,8 +85,19 @@ def _without_material(text: str) -> str:
     return text[: verb.start()] + " "
 
 
+def without_material(query: str) -> str:
+    """`query` without the text it asks to have worked on: what it quotes, and what follows
+    the colon of a request to translate, correct or rewrite, with that request. That text
+    is not what the request is about.
+
+    >>> without_material("Translate 'good morning' into French."), without_material("翻译成英文：我明天有空")
+    ('Translate   into French.', ' ')
+    """
+    return _cut_at_material(_QUOTED.sub(" ", query))
+
+
 def _without_request_frame(query: str) -> str:
-    unquoted = _without_material(_QUOTED.sub(" ", query))
+    unquoted = without_material(query)
     return _REQUEST_FRAME_ZH.sub(" ", _REQUEST_FRAME_EN.sub(" ", unquoted))
 
 
