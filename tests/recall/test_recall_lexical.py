@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from stored_messages import COUNTER, store_messages
+from stored_messages import COUNTER, FILLER, store_messages
 
 from convmem import (
     ConfigError,
@@ -307,6 +307,50 @@ def test_a_statement_a_newer_one_replaced_is_not_recalled_without_it() -> None:
     assert [f.value for f in memory.facts() if f.key == "city"] == ["Beijing"]
     context = memory.build_context(query="Is the lake in Hangzhou nice?", budget=500)
     assert "I live in Hangzhou" not in context.memory_text
+
+
+def test_explain_says_why_recall_gave_what_it_gave() -> None:
+    memory = ConversationMemory("s", config=MemoryConfig(keep_recent_turns=2, extract_facts=False))
+    memory.add_turn("My corgi is called Duoduo.", "Lovely name!")
+    for i in range(6):
+        memory.add_turn(f"Question {i} about the database migration.", f"Answer {i}: it runs.")
+    context = memory.build_context(query="What is my corgi called?", budget=500)
+    assert context.recalled
+    note = context.section("recall").note
+    assert "recalled: a message holds 100% of the query's informative words" in note
+    assert note in context.explain()
+
+
+def test_explain_says_when_every_match_was_a_statement_replaced_since() -> None:
+    memory = ConversationMemory("s", config=MemoryConfig(keep_recent_turns=2))
+    memory.add_turn("I live in Hangzhou, near the lake.", "Noted.")
+    memory.add_turn("I moved to Beijing last month.", "Welcome to Beijing!")
+    for i in range(6):
+        memory.add_turn(f"Question {i} about the database migration.", f"Answer {i}: it runs.")
+    context = memory.build_context(query="What is the lake near my home in Hangzhou called?", budget=500)
+    assert context.recalled == ()
+    assert context.section("recall").note.endswith(
+        "nothing recalled: what matched states facts the user has replaced since)"
+    )
+
+
+def test_explain_says_when_what_recall_found_is_in_the_window_already() -> None:
+    memory = ConversationMemory("bo", config=MemoryConfig(keep_recent_turns=3))
+    memory.add_turn("My cat is called Miso.", "Your cat is called Miso.")
+    memory.add_turn("What is my cat called?", "Your cat is called Miso.")
+    context = memory.build_context("What is my cat called?", budget=300)
+    assert context.recalled == ()
+    assert context.section("recall").note.endswith("; none of it kept: the recent window holds it)")
+
+
+def test_a_search_whose_evidence_does_not_fit_says_so() -> None:
+    store = InMemoryStore()
+    store_messages(store, "s1", [("user", "I took French lessons in the morning before work."), *FILLER])
+    result = Recall().search(
+        "s1", "When did I take my French lessons?", store=store, max_tokens=8, counter=COUNTER
+    )
+    assert result.items == ()
+    assert result.reason == "nothing recalled: the matches do not fit in 8 tokens"
 
 
 def test_a_replaced_statement_is_recalled_next_to_the_one_that_replaced_it() -> None:

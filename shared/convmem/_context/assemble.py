@@ -56,7 +56,7 @@ def assemble(
         # bigger window now holds are removed so nothing appears twice.
         window = windows.select(plan.request.turns, plan.caps["window"] + spare)
         chosen = [item for item in chosen if not set(item.local_seqs) & window.seqs]
-    fitted = _Fitting(plan, window, chosen, [*plan.dropped, *window.dropped])
+    fitted = _Fitting(plan, window, chosen, [*plan.dropped, *window.dropped], offered=recalled)
     _fit_whole(fitted, config, costs)
     return _built(fitted, config, costs)
 
@@ -90,6 +90,8 @@ class _Fitting:
     window: WindowSelection
     recalled: list[RecalledItem]
     dropped: list[Dropped]
+    offered: Sequence[RecalledItem] = ()
+    """What recall found, before fitting."""
     facts_lines: list[str] = dataclasses.field(default_factory=list)
     summary_text: str = ""
     window_messages: list[Message] = dataclasses.field(default_factory=list)
@@ -206,6 +208,19 @@ def _built(fitting: _Fitting, config: MemoryConfig, costs: Costs) -> BuiltContex
     )
 
 
+def _recall_note(fitting: _Fitting) -> str:
+    """Why recall has its share and what it found, and, when none of that is in the
+    context, why not: the window holds it, or it did not fit."""
+    note = fitting.plan.request.recall_reason
+    if not fitting.offered or fitting.recalled:
+        return note
+    window = {m.seq for m in fitting.window_messages}
+    held = all(set(item.local_seqs) & window for item in fitting.offered)
+    return note + (
+        "; none of it kept: the recent window holds it" if held else "; none of it kept: it did not fit"
+    )
+
+
 def _section_reports(fitting: _Fitting, config: MemoryConfig, costs: Costs) -> tuple[SectionReport, ...]:
     plan = fitting.plan
     request, headers, caps = plan.request, plan.headers, plan.caps
@@ -260,9 +275,9 @@ def _section_reports(fitting: _Fitting, config: MemoryConfig, costs: Costs) -> t
             recall_tokens,
             caps["recall"],
             len(recalled),
-            f"share {request.recall_share:.2f} ({request.recall_reason})"
+            f"share {request.recall_share:.2f} ({_recall_note(fitting)})"
             if request.recall_share is not None
-            else request.recall_reason,
+            else _recall_note(fitting),
         ),
         SectionReport(
             "window",

@@ -243,9 +243,12 @@ class ContextComposer:
                 session_stats=stats,
             )
             recalled = self._without_stale_statements(result.items, plan.window_seqs, inputs.book)
-            if not recalled and result.reason:
-                # explain() says why the history gave nothing for this query.
-                asked = dataclasses.replace(asked, recall_reason=f"{asked.recall_reason}; {result.reason}")
+            reason = result.reason
+            if result.items and not recalled:
+                reason = "nothing recalled: what matched states facts the user has replaced since"
+            if reason:
+                # explain() says why the history gave this query what it gave, or nothing.
+                asked = dataclasses.replace(asked, recall_reason=f"{asked.recall_reason}; {reason}")
                 plan = dataclasses.replace(
                     plan, request=dataclasses.replace(plan.request, recall_reason=asked.recall_reason)
                 )

@@ -110,6 +110,14 @@ def conclude(
         # the passage it matched; a request that only mentions the user is not widened.
         widen=config.widened_excerpts if personal and not first_person_only else 0,
     )
+    reason = verdict.reason
+    if verdict.passed and not rendered.items:
+        # The history held evidence, but none of it came back: say so, not "recalled".
+        reason = (
+            f"nothing recalled: the matches do not fit in {max_tokens} tokens"
+            if any(shown.item_seqs[r.seq] for r in ranked)
+            else "nothing recalled: the matches are in the recent window already"
+        )
     asker = max(shown.sessions, default=0)
     items = tuple(
         dataclasses.replace(
@@ -131,7 +139,7 @@ def conclude(
         ranking.considered,
         ranking.dropped + verdict.dropped + rendered.dropped,
         problem,
-        verdict.reason,
+        reason,
     )
 
 
