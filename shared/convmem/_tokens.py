@@ -15,6 +15,7 @@ import logging
 import math
 import re
 import threading
+import unicodedata
 import warnings
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
@@ -323,12 +324,12 @@ class TiktokenCounter(TextTokenCounter):
         previous = ""  # the last piece that was not empty
         for index, piece in enumerate(pieces):
             if previous.endswith("\n") and piece and not piece[0].isspace():
-                total += count("".join(pieces[start:index]))
+                total += _count_line(count, "".join(pieces[start:index]))
                 start = index
             if piece:
                 previous = piece
         if start < len(pieces):
-            total += count("".join(pieces[start:]))
+            total += _count_line(count, "".join(pieces[start:]))
         return total
 
     def at_least(self, text: str) -> int:
@@ -364,6 +365,41 @@ _SPLITS_BEFORE_LINES = frozenset(
         r"""'(?i:[sdmt]|ll|ve|re)|[^\r\n\p{L}\p{N}]?+\p{L}++|\p{N}{1,3}+| ?[^\s\p{L}\p{N}]++[\r\n]*+|\s++$|\s*[\r\n]|\s+(?!\S)|\s""",
     }
 )
+
+# Unicode's White_Space, what the split pattern's \s matches (`str.isspace` also holds for
+# \x1c-\x1f, which the pattern takes for punctuation).
+_WHITE_SPACE = frozenset("\t\n\x0b\x0c\r \x85\xa0\u1680\u2028\u2029\u202f\u205f\u3000") | frozenset(
+    chr(c) for c in range(0x2000, 0x200B)
+)
+
+
+def _count_line(count: Callable[[str], int], text: str) -> int:
+    """``count(text)`` under a split pattern of `_SPLITS_BEFORE_LINES`; a line that ends with
+    one newline after a character that is not whitespace is counted as the line without
+    it plus what its newline adds, so that the line's own count, which rendering keeps,
+    serves (a section's lines are each counted alone first, then with their newlines).
+
+    The pattern encodes chunks apart, and the newline changes only the line's last chunk:
+    it joins a run of punctuation (with the one space before it) that ends the line, ".\n"
+    for "."; after a letter or a digit it is a chunk of its own.
+    """
+    if len(text) < 2 or text[-1] != "\n" or text[-2] in _WHITE_SPACE or text[-2].isspace():
+        return count(text)
+    body = text[:-1]
+    start = len(body)
+    while start and body[start - 1] not in _WHITE_SPACE and not _letter_or_number(body[start - 1]):
+        start -= 1
+    if start == len(body):
+        return count(body) + count("\n")
+    if start and body[start - 1] == " ":
+        start -= 1
+    tail = body[start:]
+    return count(body) - count(tail) + count(tail + "\n")
+
+
+def _letter_or_number(char: str) -> bool:
+    return unicodedata.category(char)[0] in "LN"
+
 
 # Texts up to this many characters have their count kept, in one cache per process of at
 # most 4,096 texts (about 6 million characters: a few MB of ordinary text, 25 MB if every

@@ -127,12 +127,13 @@ def test_counting_pieces_apart_equals_counting_them_joined(lines: list[tuple[str
 
 
 def test_recalled_lines_are_counted_apart_from_the_cache() -> None:
-    """A section of passages joined by newlines is counted without encoding it whole."""
+    """A section of passages joined by newlines is counted from its lines' own counts
+    (rendering counts each line alone first), without encoding a line again."""
     counter = TiktokenCounter()
     lines = [f"[8 May 2023]\nAlice: I moved to Lisbon in spring, number {i}." for i in range(40)]
     pieces = [line + "\n" for line in lines[:-1]] + [lines[-1]]
-    for piece in pieces:
-        counter.count_text(piece)  # counted once, as the passages are when a section is filled
+    for line in lines:
+        counter.count_text(line)  # counted once, as rendering counts each line
     encoded: list[str] = []
     encoding = counter._encoding
     assert encoding is not None
@@ -148,7 +149,17 @@ def test_recalled_lines_are_counted_apart_from_the_cache() -> None:
     finally:
         del encoding.encode
     assert total == len(original("".join(pieces), disallowed_special=()))
-    assert encoded == []
+    # At most the line's last chunk, with and without its newline: ".", ".\n".
+    assert all(len(text) <= 2 for text in encoded)
+
+
+@settings(max_examples=2000, deadline=None)
+@given(
+    st.text(alphabet=_BOUNDARY_ALPHABET + '\u0301é)("#\x1d\u200b\x0b\x0c。！\u2003', min_size=1, max_size=16)
+)
+def test_a_line_and_its_newline_count_as_the_line_and_what_the_newline_adds(line: str) -> None:
+    counter = TiktokenCounter()
+    assert counter.count_pieces([line + "\n", "Next line"]) == counter.count_text(line + "\nNext line")
 
 
 def test_an_encoding_whose_splitting_is_unchecked_counts_the_joined_text() -> None:

@@ -339,7 +339,10 @@ def _render_memory(
         if index:
             pieces.append(SEPARATOR)
         pieces.extend(block)
-    pieces.append(f"\n{MEMORY_CLOSE}")
+    # The closing tag opens a line of its own: the last item's line, ended, is counted apart
+    # from it (`count_pieces`), from what counting that item alone kept.
+    pieces[-1] += "\n"
+    pieces.append(MEMORY_CLOSE)
     return pieces
 
 

@@ -192,6 +192,9 @@ class _Section:
         self.config = config
         self.line_cache = line_cache
         self.lines: dict[int, CachedLine] = {}
+        # The counts of the lines and items of this render, by text: counting the section
+        # joined (`count_pieces`) reads them instead of encoding them again.
+        self.counts: dict[str, int] = {}
         self.texts: dict[int, tuple[str, str]] = {}
         self.at_least: Callable[[str], int] | None = getattr(counter, "at_least", None)
 
@@ -204,7 +207,13 @@ class _Section:
                 text, label = self._text(seq)
                 line = self.line_cache[key] = (text, label, self.counter.count_text(text))
             self.lines[seq] = line
+            self.counts[line[0]] = line[2]
         return line
+
+    def _count(self, text: str) -> int:
+        """``counter.count_text(text)``, read from this render's counts where it has them."""
+        known = self.counts.get(text)
+        return self.counter.count_text(text) if known is None else known
 
     def _span(self, seq: int) -> tuple[int, int] | None:
         """The part of the message at `seq` shown (None: all of it)."""
@@ -344,7 +353,7 @@ class _Section:
             items = self._items(picked)
             texts = [item.text for item in items]
             text = "\n".join(texts)
-            tokens = count_pieces(counter, line_pieces(texts))
+            tokens = count_pieces(counter, line_pieces(texts), count=self._count)
             if tokens <= max_tokens and sum(item.token_count + 1 for item in items) <= max_tokens:
                 return Rendered(items, text, tokens, tuple(dropped))
             # Date lines repeated by out-of-order timestamps cost more than estimated: drop the
@@ -430,8 +439,14 @@ class _Section:
                     current_label = label
                     lines.append(label)
                 lines.append(line)
-            # A line alone is its own text, and its count is cached with it.
-            text, tokens = (line, self.lines[s][2]) if len(lines) == 1 else ("\n".join(lines), None)
+            # A line alone is its own text, and its count is cached with it; several are
+            # counted line by line from their counts.
+            if len(lines) == 1:
+                text, tokens = line, self.lines[s][2]
+            else:
+                text = "\n".join(lines)
+                tokens = count_pieces(self.counter, line_pieces(lines), count=self._count)
+                self.counts[text] = tokens
             items.append(
                 RecalledItem(
                     seqs=tuple(seqs),
@@ -439,7 +454,7 @@ class _Section:
                     time_label=self.lines[seqs[0]][1],
                     timestamp=self.messages[seqs[0]].timestamp,
                     score=candidate.score,
-                    token_count=self.counter.count_text(text) if tokens is None else tokens,
+                    token_count=tokens,
                     excerpt=any(self._span(s) is not None for s in seqs),
                 )
             )
