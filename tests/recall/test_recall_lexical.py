@@ -293,13 +293,21 @@ def test_recall_room_a_weak_match_leaves_goes_back_to_the_window() -> None:
     assert window.tokens > window.cap  # the window took the room recall left
 
 
-def moved_memory() -> ConversationMemory:
-    memory = ConversationMemory("s", config=MemoryConfig(keep_recent_turns=2))
-    memory.add_turn("I live in Hangzhou, near the lake.", "Hangzhou is lovely.")
-    memory.add_turn("I moved to Beijing last month.", "Welcome to Beijing!")
+def chat_then_six_turns(*turns: tuple[str, str], **config: Any) -> ConversationMemory:
+    """A memory that keeps two turns, holding `turns` and then six turns about something else."""
+    memory = ConversationMemory("s", config=MemoryConfig(keep_recent_turns=2, **config))
+    for question, answer in turns:
+        memory.add_turn(question, answer)
     for i in range(6):
         memory.add_turn(f"Question {i} about the database migration.", f"Answer {i}: it runs.")
     return memory
+
+
+def moved_memory() -> ConversationMemory:
+    return chat_then_six_turns(
+        ("I live in Hangzhou, near the lake.", "Hangzhou is lovely."),
+        ("I moved to Beijing last month.", "Welcome to Beijing!"),
+    )
 
 
 def test_a_statement_a_newer_one_replaced_is_not_recalled_without_it() -> None:
@@ -310,10 +318,7 @@ def test_a_statement_a_newer_one_replaced_is_not_recalled_without_it() -> None:
 
 
 def test_explain_says_why_recall_gave_what_it_gave() -> None:
-    memory = ConversationMemory("s", config=MemoryConfig(keep_recent_turns=2, extract_facts=False))
-    memory.add_turn("My corgi is called Duoduo.", "Lovely name!")
-    for i in range(6):
-        memory.add_turn(f"Question {i} about the database migration.", f"Answer {i}: it runs.")
+    memory = chat_then_six_turns(("My corgi is called Duoduo.", "Lovely name!"), extract_facts=False)
     context = memory.build_context(query="What is my corgi called?", budget=500)
     assert context.recalled
     note = context.section("recall").note
@@ -322,11 +327,10 @@ def test_explain_says_why_recall_gave_what_it_gave() -> None:
 
 
 def test_explain_says_when_every_match_was_a_statement_replaced_since() -> None:
-    memory = ConversationMemory("s", config=MemoryConfig(keep_recent_turns=2))
-    memory.add_turn("I live in Hangzhou, near the lake.", "Noted.")
-    memory.add_turn("I moved to Beijing last month.", "Welcome to Beijing!")
-    for i in range(6):
-        memory.add_turn(f"Question {i} about the database migration.", f"Answer {i}: it runs.")
+    memory = chat_then_six_turns(
+        ("I live in Hangzhou, near the lake.", "Noted."),
+        ("I moved to Beijing last month.", "Welcome to Beijing!"),
+    )
     context = memory.build_context(query="What is the lake near my home in Hangzhou called?", budget=500)
     assert context.recalled == ()
     assert context.section("recall").note.endswith(
