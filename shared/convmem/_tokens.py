@@ -383,7 +383,7 @@ def _count_line(count: Callable[[str], int], text: str) -> int:
     it joins a run of punctuation (with the one space before it) that ends the line, ".\n"
     for "."; after a letter or a digit it is a chunk of its own.
     """
-    if len(text) < 2 or text[-1] != "\n" or text[-2] in _WHITE_SPACE or text[-2].isspace():
+    if len(text) < 2 or text[-1] != "\n" or text[-2].isspace():  # isspace: White_Space and \x1c-\x1f
         return count(text)
     body = text[:-1]
     start = len(body)
