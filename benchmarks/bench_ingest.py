@@ -230,6 +230,17 @@ def ingest_history(
     return elapsed / question.turn_count, cpu / question.turn_count
 
 
+def histories_after_the_tokenizer(histories: int) -> list[Any]:
+    """The first `histories` LongMemEval histories, once the tokenizer's one-off load (printed,
+    left out of the figures) is paid."""
+    from convmem._tokens import default_counter
+
+    started = time.perf_counter()
+    default_counter().count_text("load the tokenizer")
+    print(f"tokenizer's one-off load (not in the figures): {(time.perf_counter() - started) * 1000:.0f} ms")
+    return _longmemeval.pick(_longmemeval.load_questions(_longmemeval.default_data_path()), histories)
+
+
 def measure_without_model(histories: int, kinds: Sequence[str]) -> None:
     """Ingest with no model, per turn, each way and store beside BM25's indexing (see the docstring)."""
     import tempfile
@@ -237,12 +248,7 @@ def measure_without_model(histories: int, kinds: Sequence[str]) -> None:
 
     from bench_returning_user import drop, store_spec
 
-    from convmem._tokens import default_counter
-
-    started = time.perf_counter()
-    default_counter().count_text("load the tokenizer")
-    print(f"tokenizer's one-off load (not in the figures): {(time.perf_counter() - started) * 1000:.0f} ms")
-    questions = _longmemeval.pick(_longmemeval.load_questions(_longmemeval.default_data_path()), histories)
+    questions = histories_after_the_tokenizer(histories)
     rows: dict[tuple[str, str], list[tuple[float, float]]] = {}
     bm25: list[tuple[float, float]] = []
     with tempfile.TemporaryDirectory(prefix="ingest-") as tmp:
@@ -291,12 +297,7 @@ def measure_one_user(histories: int, kinds: Sequence[str]) -> None:
 
     from bench_returning_user import drop, store_spec
 
-    from convmem._tokens import default_counter
-
-    started = time.perf_counter()
-    default_counter().count_text("load the tokenizer")
-    print(f"tokenizer's one-off load (not in the figures): {(time.perf_counter() - started) * 1000:.0f} ms")
-    questions = _longmemeval.pick(_longmemeval.load_questions(_longmemeval.default_data_path()), histories)
+    questions = histories_after_the_tokenizer(histories)
     print(f"\ningest with no model into one user's growing history, {len(questions)} LongMemEval histories")
     print(f"{'store':<10} {'way':<5} {'sessions':>8} {'turns':>6} {'ms/turn':>8} {'x BM25':>7}")
     with tempfile.TemporaryDirectory(prefix="ingest-") as tmp:
