@@ -24,6 +24,7 @@ from convmem._recall.config import RecallConfig
 from convmem._recall.index_rows import KEY_SHIFT, IndexCursor, IndexedSession, derive
 from convmem._recall.kept_history import WRITE_EVERY
 from convmem._recall.terms import tokenize
+from convmem._stores.sqlite.segments import read_postings
 from convmem.integration import LogRead
 
 FALLBACK = "could not search the keyword index"
@@ -127,6 +128,43 @@ class Backend:
             cursor = pg.execute(text.format(s=f'"{self.schema}".').replace("?", "%s"), params)
             return cursor.fetchall() if cursor.description is not None else []
 
+    def table(self, name: str) -> str:
+        """A table of recall's index, "postings" for the one that holds them."""
+        if name != "postings":
+            return name
+        return "recall_segment_terms" if self.path is not None else "recall_postings"
+
+    @property
+    def tables(self) -> tuple[str, ...]:
+        """Recall's index tables (SQLite keeps the postings in segments)."""
+        postings = (
+            ("recall_segments", "recall_segment_terms") if self.path is not None else ("recall_postings",)
+        )
+        return (*postings, "recall_units", "recall_index_sessions", "recall_histories")
+
+    def postings(
+        self, history: int, terms: Sequence[str] | None = None
+    ) -> list[tuple[str, int, int, int, int]]:
+        """(term, kind, key, count, length) of the history's documents holding `terms`
+        (None: every term), as a search reads them."""
+        if self.path is None:
+            where = "" if terms is None else f" AND term IN ({','.join('?' * len(terms))})"
+            return self.sql(
+                f"SELECT term, kind, key, count, length FROM {{s}}recall_postings WHERE history = ?{where}",
+                (history, *(terms or ())),
+            )
+        if terms is None:
+            terms = [
+                row[0]
+                for row in self.sql(
+                    "SELECT DISTINCT term FROM recall_segment_terms WHERE history = ?", (history,)
+                )
+            ]
+        return [
+            (term, kind, key, count, length)
+            for kind, term, key, count, length in read_postings(self.sql, history, terms)
+        ]
+
     def close(self) -> None:
         for store in self.opened:
             with contextlib.suppress(Exception):
@@ -206,23 +244,18 @@ def slot_rows(backend: Backend, row: IndexedSession) -> tuple[int, int]:
     """How many unit and posting rows the session's slot holds."""
     (history,) = backend.sql("SELECT number FROM {s}recall_histories WHERE owner = ?", (row.owner,))[0]
     low, high = row.slot << KEY_SHIFT, ((row.slot + 1) << KEY_SHIFT) - 1
-    counts = [
-        backend.sql(
-            f"SELECT count(*) FROM {{s}}{table} WHERE history = ? AND key BETWEEN ? AND ?",
-            (history, low, high),
-        )[0][0]
-        for table in ("recall_units", "recall_postings")
-    ]
-    return counts[0], counts[1]
+    units = backend.sql(
+        "SELECT count(*) FROM {s}recall_units WHERE history = ? AND key BETWEEN ? AND ?", (history, low, high)
+    )[0][0]
+    return units, sum(low <= key <= high for _, _, key, _, _ in backend.postings(history))
 
 
 def postings_of(backend: Backend, word: str) -> int:
-    """Posting rows of `word`'s terms anywhere in the database."""
+    """Postings of `word`'s terms anywhere in the database."""
     terms = tokenize(word)
     assert terms
-    return sum(
-        backend.sql("SELECT count(*) FROM {s}recall_postings WHERE term = ?", (term,))[0][0] for term in terms
-    )
+    histories = [row[0] for row in backend.sql("SELECT number FROM {s}recall_histories")]
+    return sum(len(backend.postings(history, terms)) for history in histories)
 
 
 def no_fallback(caplog: pytest.LogCaptureFixture) -> None:
@@ -392,7 +425,7 @@ def test_a_deleted_message_is_not_findable_in_the_tables_or_the_file(backend: Ba
     store, _, seq = secret_history(backend)
     store.delete_messages("locker", [seq])
     assert SECRET not in texts(recalled(ConversationMemory("today", store, user_id="ana"), SECRET))
-    for table in ("recall_postings", "recall_units", "recall_index_sessions", "recall_histories"):
+    for table in backend.tables:
         rows = backend.sql(f"SELECT * FROM {{s}}{table}")
         assert rows and not any(SECRET in str(value) for row in rows for value in row), table
     if backend.path is not None:  # secure_delete: not in the file, its journal or its WAL either
@@ -406,7 +439,7 @@ def test_a_deleted_message_is_not_findable_in_the_tables_or_the_file(backend: Ba
 
 # What is done to the index behind the store's back, and what the warning about it says.
 DAMAGE: dict[str, tuple[Callable[[Backend], object], str]] = {
-    "postings dropped": (lambda b: b.sql("DROP TABLE {s}recall_postings"), "recall_postings"),
+    "postings dropped": (lambda b: b.sql(f"DROP TABLE {{s}}{b.table('postings')}"), "postings"),
     "units dropped": (lambda b: b.sql("DROP TABLE {s}recall_units"), "recall_units"),
     "index rows dropped": (lambda b: b.sql("DROP TABLE {s}recall_index_sessions"), "recall_index_sessions"),
     "histories dropped": (lambda b: b.sql("DROP TABLE {s}recall_histories"), "recall_histories"),
@@ -440,7 +473,9 @@ def test_a_damaged_index_is_made_again_from_the_log_with_a_warning(
     with caplog.at_level(logging.WARNING, logger="convmem"):
         for query, answer in QUERIES.items():
             assert answer in texts(recalled(memory, query)), query
-    assert [r for r in caplog.records if r.levelno == logging.WARNING and warning in r.getMessage()]
+    assert [
+        r for r in caplog.records if r.levelno == logging.WARNING and backend.table(warning) in r.getMessage()
+    ]
     assert {s: [m.text for m in fresh.messages(s)] for s in HISTORY} == logged  # nothing lost
     caplog.clear()
     again = backend.open()
@@ -453,12 +488,11 @@ def test_a_damaged_index_is_made_again_from_the_log_with_a_warning(
     assert again.logs_read(list(HISTORY)) == []
 
 
-@pytest.mark.parametrize(
-    "table", ["recall_postings", "recall_units", "recall_index_sessions", "recall_histories"]
-)
+@pytest.mark.parametrize("table", ["postings", "recall_units", "recall_index_sessions", "recall_histories"])
 def test_a_dropped_table_does_not_stop_a_delete(
     backend: Backend, caplog: pytest.LogCaptureFixture, table: str
 ) -> None:
+    table = backend.table(table)
     store, asker, seq = secret_history(backend)
     write_history(store, "ana")
     backend.sql(f"DROP TABLE {{s}}{table}")
@@ -472,10 +506,9 @@ def test_a_dropped_table_does_not_stop_a_delete(
     assert [r for r in caplog.records if table in r.getMessage() and "made again" in r.getMessage()]
 
 
-@pytest.mark.parametrize(
-    "table", ["recall_postings", "recall_units", "recall_index_sessions", "recall_histories"]
-)
+@pytest.mark.parametrize("table", ["postings", "recall_units", "recall_index_sessions", "recall_histories"])
 def test_a_dropped_table_does_not_stop_forgetting_a_user(backend: Backend, table: str) -> None:
+    table = backend.table(table)
     store = backend.open()
     for user in ("ana", "bob"):
         write_history(store, user, {f"{user}-{s}": items for s, items in HISTORY.items()})
@@ -614,10 +647,7 @@ def stored_rows(
     assert row is not None
     (history,) = backend.sql("SELECT number FROM {s}recall_histories WHERE owner = ?", (row.owner,))[0]
     low, high = row.slot << KEY_SHIFT, ((row.slot + 1) << KEY_SHIFT) - 1
-    postings = backend.sql(
-        "SELECT term, kind, key, count, length FROM {s}recall_postings WHERE history = ? AND key BETWEEN ? AND ?",
-        (history, low, high),
-    )
+    postings = [row for row in backend.postings(history) if low <= row[2] <= high]
     units = backend.sql(
         "SELECT count(*) FROM {s}recall_units WHERE history = ? AND key BETWEEN ? AND ?", (history, low, high)
     )[0][0]
@@ -712,7 +742,7 @@ def test_tables_dropped_under_a_running_store_never_show_one_user_another_users_
             write_history(store, user, {session_id: [FILLER[0], (said, "Noted."), *FILLER[1:]]})
     query = "What is my passport number?"
     assert PRIVATE["ana"][1] in texts(recalled(ConversationMemory("new-ana", store, user_id="ana"), query))
-    for table in ("recall_postings", "recall_units", "recall_index_sessions", "recall_histories"):
+    for table in backend.tables:
         backend.sql(f"DROP TABLE {{s}}{table}")
     for attempt in range(3):  # the first search reads the logs; the next ones the tables made again
         found = texts(recalled(ConversationMemory(f"new-bob-{attempt}", store, user_id="bob"), query))

@@ -30,6 +30,7 @@ from convmem import (
     forget_session,
 )
 from convmem._recall.units import SessionMirror
+from convmem._stores.sqlite.migrations import SCHEMA_VERSION
 from convmem._tokens import ApproximateCounter
 
 CARD = "My card number is 4111 1111 1111 1111."
@@ -484,4 +485,4 @@ def test_a_sqlite_file_of_schema_1_is_migrated_and_its_sessions_get_distinct_gen
     assert store.stats("c").generation not in (None, *generations)
     store.close()
     with closing(sqlite3.connect(path)) as conn:
-        assert conn.execute("PRAGMA user_version").fetchone() == (5,)
+        assert conn.execute("PRAGMA user_version").fetchone() == (SCHEMA_VERSION,)

@@ -4,13 +4,16 @@ recorded; a file written before migrations were recorded opens with nothing lost
 from __future__ import annotations
 
 import sqlite3
+from collections.abc import Sequence
 from contextlib import closing
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from convmem import Message, Recall, SQLiteStore, StoreError, TiktokenCounter
 from convmem._stores.sqlite.migrations import MIGRATIONS, SCHEMA_VERSION
+from convmem._stores.sqlite.segments import read_postings
 
 COUNTER = TiktokenCounter()
 
@@ -109,9 +112,18 @@ def old_file(tmp_path: Path) -> Path:
     return path
 
 
-def rows(path: Path, sql: str) -> list[tuple[object, ...]]:
+def rows(path: Path, sql: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
     with closing(sqlite3.connect(path)) as conn:
-        return conn.execute(sql).fetchall()
+        return conn.execute(sql, params).fetchall()
+
+
+def postings_of(path: Path, term: str) -> int:
+    """How many documents of any history hold `term`, as a search reads them."""
+    histories = [number for (number,) in rows(path, "SELECT number FROM recall_histories")]
+    return sum(
+        len(read_postings(lambda sql, params: rows(path, sql, params), history, [term]))
+        for history in histories
+    )
 
 
 def shape(path: Path) -> dict[str, object]:
@@ -156,9 +168,7 @@ def test_the_per_session_keyword_index_goes_and_recall_indexes_the_old_log_again
     )
     result = Recall().search("s1", "where does my sister live?", store=store, max_tokens=200, counter=COUNTER)
     assert [item.text.splitlines()[-1] for item in result.items] == ["Ana: My sister lives in Tromsø."]
-    assert rows(path, "SELECT count(*) FROM recall_postings WHERE term = 'sister'") == [
-        (2,)
-    ]  # passage, exchange
+    assert postings_of(path, "sister") == 2  # passage, exchange
     store.close()
 
 
@@ -187,9 +197,9 @@ def test_a_migrated_file_keeps_working_as_a_store(tmp_path: Path) -> None:
     (stored,) = store.append("s1", [Message.create("user", "And my brother in Oslo.")], user_id="ana")
     assert stored.seq == 3
     Recall().catch_up("s1", store)
-    assert rows(store.path, "SELECT count(*) FROM recall_postings WHERE term = 'sister'") == [(2,)]
+    assert postings_of(store.path, "sister") == 2
     store.delete_messages("s1", [1])  # its keyword rows go in the same transaction
-    assert rows(store.path, "SELECT count(*) FROM recall_postings WHERE term = 'sister'") == [(0,)]
+    assert postings_of(store.path, "sister") == 0
     store.close()
 
 
@@ -207,7 +217,7 @@ def test_an_older_file_runs_only_the_migrations_it_lacks(tmp_path: Path) -> None
         conn.executescript(SCHEMA_4.split("CREATE TABLE recall_sessions")[0] + "PRAGMA user_version = 3;")
     SQLiteStore(path).close()
     recorded = rows(path, "SELECT version, applied_at IS NOT NULL FROM schema_version ORDER BY version")
-    assert recorded == [(1, 0), (2, 0), (3, 0), (4, 1), (5, 1)]
+    assert recorded == [(1, 0), (2, 0), (3, 0), (4, 1), (5, 1), (6, 1)]
     assert rows(path, "SELECT count(*) FROM recall_histories") == [(0,)]
 
 
@@ -226,3 +236,50 @@ def test_a_file_of_a_newer_convmem_is_refused_and_left_alone(tmp_path: Path) -> 
     with pytest.raises(StoreError, match="written by a newer convmem"):
         SQLiteStore(path)
     assert rows(path, "SELECT name FROM sqlite_master WHERE name = 'schema_version'") == []
+
+
+def schema_5_file(tmp_path: Path) -> Path:
+    """A file as schema 5 left it: one user's session indexed term by term in recall_postings."""
+    path = tmp_path / "five.db"
+    store = SQLiteStore(path)
+    store.append("s1", [Message.create("user", "My sister lives in Tromsø.")], user_id="ana")
+    Recall().catch_up("s1", store)
+    store.close()
+    with closing(sqlite3.connect(path)) as conn:
+        conn.executescript(
+            """
+            DROP TABLE recall_segments;
+            DROP TABLE recall_segment_terms;
+            CREATE TABLE recall_postings (
+                history INTEGER NOT NULL, term TEXT NOT NULL, kind INTEGER NOT NULL,
+                key INTEGER NOT NULL, count INTEGER NOT NULL, length INTEGER NOT NULL,
+                PRIMARY KEY (history, term, kind, key)
+            ) WITHOUT ROWID;
+            CREATE INDEX recall_postings_by_key ON recall_postings(history, key);
+            INSERT INTO recall_postings SELECT number, 'sister', 0, 4294967296, 1, 3 FROM recall_histories;
+            DELETE FROM schema_version WHERE version = 6;
+            PRAGMA user_version = 5;
+            """
+        )
+    return path
+
+
+def test_postings_kept_term_by_term_go_and_the_sessions_are_indexed_again_in_segments(
+    tmp_path: Path,
+) -> None:
+    path = schema_5_file(tmp_path)
+    store = SQLiteStore(path)
+    assert rows(path, "SELECT name FROM sqlite_master WHERE name LIKE 'recall_postings%'") == []
+    assert rows(path, "SELECT generation IS NULL, cursor FROM recall_index_sessions") == [(1, "")]
+    assert postings_of(path, "sister") == 0
+    result = Recall().search("s1", "where does my sister live?", store=store, max_tokens=200, counter=COUNTER)
+    assert [item.text.splitlines()[-1] for item in result.items] == ["User: My sister lives in Tromsø."]
+    assert postings_of(path, "sister") == 2  # passage, exchange: indexed again from the log
+    store.close()
+    assert shape(path) == shape(_new_file(tmp_path))
+
+
+def _new_file(tmp_path: Path) -> Path:
+    path = tmp_path / "new.db"
+    SQLiteStore(path).close()
+    return path

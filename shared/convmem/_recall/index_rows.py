@@ -28,7 +28,7 @@ import hashlib
 import json
 import time
 from collections import Counter
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import Any, Protocol
 
 from .._models import Message, Role
@@ -49,6 +49,7 @@ __all__ = [
     "IndexGap",
     "IndexedHistory",
     "IndexedSession",
+    "PostingColumns",
     "UnitRow",
     "default_rules",
     "derive",
@@ -302,6 +303,33 @@ def joined_terms(
     return terms
 
 
+class PostingColumns(Sequence[tuple[int, str, int, int, int]]):
+    """Postings held as columns: for each ``(kind, term)``, its documents' keys (ascending),
+    the term's counts in them and their lengths, as numpy integer arrays. A store that
+    reads postings as arrays returns these from `HistoryTables.postings`, and recall
+    scores them as they are; read as a sequence, they are the same rows as any store's."""
+
+    def __init__(self, columns: Mapping[tuple[int, str], tuple[Any, Any, Any]]) -> None:
+        self.columns = dict(columns)
+
+    @functools.cached_property
+    def _rows(self) -> list[tuple[int, str, int, int, int]]:
+        return [
+            (kind, term, key, count, length)
+            for (kind, term), (keys, counts, lengths) in self.columns.items()
+            for key, count, length in zip(keys.tolist(), counts.tolist(), lengths.tolist(), strict=True)
+        ]
+
+    def __len__(self) -> int:
+        return sum(len(keys) for keys, _, _ in self.columns.values())
+
+    def __getitem__(self, index: Any) -> Any:
+        return self._rows[index]
+
+    def __iter__(self) -> Iterator[tuple[int, str, int, int, int]]:
+        return iter(self._rows)
+
+
 @dataclasses.dataclass(frozen=True)
 class IndexedSession:
     """A session's part of a history as the store keeps it."""
@@ -391,7 +419,8 @@ class HistoryTables(Protocol):
 
     def postings(self, history: int, terms: Sequence[str]) -> Sequence[tuple[Any, ...]]:
         """``(kind, term, key, count, length)`` of every document of the history holding
-        one of `terms`."""
+        one of `terms`, each document once per term (a store that reads them as arrays
+        returns `PostingColumns`)."""
         ...
 
     def units(self, history: int, keys: Sequence[int], exchanges: Sequence[int]) -> Sequence[tuple[Any, ...]]:

@@ -30,7 +30,7 @@ import logging
 import threading
 import weakref
 from collections import OrderedDict
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -49,6 +49,7 @@ from .index_rows import (
     IndexedHistory,
     IndexedSession,
     IndexGap,
+    PostingColumns,
     derive,
     owner_key,
 )
@@ -387,14 +388,10 @@ class _Search:
         known = self.kept.postings.get(self.history, terms)
         missing = [term for term in terms if term not in known]
         if missing:
-            grouped: dict[tuple[int, str], list[tuple[int, int, int]]] = {}
-            for kind, term, key, count, length in self.tables.postings(self.number, missing):
-                grouped.setdefault((int(kind), str(term)), []).append((key, count, length))
             read: dict[str, dict[int, TermPostings]] = {term: {} for term in missing}
-            for (kind, term), entries in grouped.items():
-                array = np.array(entries, dtype=np.int64)
+            for (kind, term), (keys, counts, lengths) in _columns(self.tables.postings(self.number, missing)):
                 read.setdefault(term, {})[kind] = TermPostings(
-                    array[:, 0], array[:, 1].astype(np.float64), array[:, 2].astype(np.float64)
+                    keys.astype(np.int64), counts.astype(np.float64), lengths.astype(np.float64)
                 )
             self.kept.postings.put(self.history, read)
             known.update(read)
@@ -556,3 +553,14 @@ def _by_message_keys(scores: LexicalScores) -> LexicalScores:
         return scores
     ids = ((scores.ids >> KEY_SHIFT) << (KEY_SHIFT + PART_BITS)) | (scores.ids & _LOCAL_MASK)
     return LexicalScores(ids, scores.scores)
+
+
+def _columns(found: Sequence[tuple[Any, ...]]) -> Iterable[tuple[tuple[int, str], tuple[np.ndarray, ...]]]:
+    """The arrays of each (kind, term) of `HistoryTables.postings`' answer."""
+    if isinstance(found, PostingColumns):
+        return found.columns.items()
+    grouped: dict[tuple[int, str], list[tuple[int, int, int]]] = {}
+    for kind, term, key, count, length in found:
+        grouped.setdefault((int(kind), str(term)), []).append((key, count, length))
+    arrays = {key: np.array(entries, dtype=np.int64) for key, entries in grouped.items()}
+    return ((key, (array[:, 0], array[:, 1], array[:, 2])) for key, array in arrays.items())

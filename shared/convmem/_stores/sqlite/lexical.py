@@ -9,16 +9,18 @@ process from those postings with recall's own BM25 (`convmem._recall.scoring`),
 on the statistics of the user's whole history, so they equal the in-process
 index's.
 
-Tables (schema 5)::
+Tables (schema 6)::
 
     recall_histories       number -> owner ("user:<id>" or "session:<id>"), next_slot
     recall_index_sessions  session_id -> history, slot, generation, cursor (JSON: where
                            indexing stands, the session's totals and speakers)
     recall_units           (history, key) -> timestamp, episode, exchange, place, from_user,
                            name, candidate, long, last: what ranking reads of a message
-    recall_postings        (history, term, kind, key) -> count, length: a term's documents
-                           (kind 0: passages of messages, 1: exchanges); also indexed by
-                           (history, key), so one session's rows are one range
+    recall_segments        (history, segment) -> level, entries, slots: the postings of
+                           a history come in segments, one per write, merged a few at a time
+    recall_segment_terms   (history, segment, term) -> postings: the term's documents in
+                           the segment, packed (passages of messages, then exchanges;
+                           see `convmem._stores.sqlite.segments`)
 
 Keys are ``slot << 40 | ...`` (see `convmem._recall.index_rows`): a session's rows
 are one range of keys, and a slot is never given twice in a history, so nothing
@@ -44,19 +46,18 @@ from __future__ import annotations
 
 import logging
 import sqlite3
-from collections.abc import Callable, Hashable, Sequence
+from collections.abc import Callable, Collection, Hashable, Sequence
 from pathlib import Path
 from typing import Any, Protocol, TypeVar
 
 from ..._errors import StoreError
 from ..._models import Message
 from ..._recall.index_rows import (
-    EXCHANGE_KIND,
     KEY_SHIFT,
-    PASSAGE_KIND,
     IndexBatch,
     IndexedHistory,
     IndexedSession,
+    PostingColumns,
     first_number_of_a_remade_history_table,
 )
 from .connection import in_lists
@@ -65,7 +66,13 @@ __all__ = ["SQLiteHistoryTables", "create_history_schema", "forget_indexed", "re
 
 logger = logging.getLogger("convmem")
 
-_TABLES = ("recall_histories", "recall_index_sessions", "recall_units", "recall_postings")
+_TABLES = (
+    "recall_histories",
+    "recall_index_sessions",
+    "recall_units",
+    "recall_segments",
+    "recall_segment_terms",
+)
 _SCHEMA = (
     """CREATE TABLE IF NOT EXISTS recall_histories (
         number    INTEGER PRIMARY KEY AUTOINCREMENT,
@@ -94,16 +101,21 @@ _SCHEMA = (
         last      INTEGER NOT NULL,
         PRIMARY KEY (history, key)
     ) WITHOUT ROWID""",
-    """CREATE TABLE IF NOT EXISTS recall_postings (
+    """CREATE TABLE IF NOT EXISTS recall_segments (
         history INTEGER NOT NULL,
-        term    TEXT NOT NULL,
-        kind    INTEGER NOT NULL,
-        key     INTEGER NOT NULL,
-        count   INTEGER NOT NULL,
-        length  INTEGER NOT NULL,
-        PRIMARY KEY (history, term, kind, key)
+        segment INTEGER NOT NULL,
+        level   INTEGER NOT NULL,
+        entries INTEGER NOT NULL,
+        slots   TEXT NOT NULL,
+        PRIMARY KEY (history, segment)
     ) WITHOUT ROWID""",
-    "CREATE INDEX IF NOT EXISTS recall_postings_by_key ON recall_postings(history, key)",
+    """CREATE TABLE IF NOT EXISTS recall_segment_terms (
+        history  INTEGER NOT NULL,
+        segment  INTEGER NOT NULL,
+        term     TEXT NOT NULL,
+        postings BLOB NOT NULL,
+        PRIMARY KEY (history, segment, term)
+    ) WITHOUT ROWID""",
 )
 _IN_CHUNK = 400
 _SEQ_MASK = (1 << KEY_SHIFT) - 1
@@ -131,7 +143,8 @@ def create_history_schema(conn: sqlite3.Connection) -> list[str]:
     made = [table for table in _TABLES if table not in present]
     if made and present:
         conn.execute("DELETE FROM recall_units")
-        conn.execute("DELETE FROM recall_postings")
+        conn.execute("DELETE FROM recall_segment_terms")
+        conn.execute("DELETE FROM recall_segments")
         if "recall_histories" in made:
             # Its numbers start again: index rows carrying the old ones would be read as
             # another history's.
@@ -151,12 +164,15 @@ def _slot_range(slot: int) -> tuple[int, int]:
     return slot << KEY_SHIFT, ((slot + 1) << KEY_SHIFT) - 1
 
 
-def _drop_rows(conn: sqlite3.Connection, history: int, slot: int) -> None:
-    low, high = _slot_range(slot)
-    conn.execute("DELETE FROM recall_units WHERE history = ? AND key BETWEEN ? AND ?", (history, low, high))
-    conn.execute(
-        "DELETE FROM recall_postings WHERE history = ? AND key BETWEEN ? AND ?", (history, low, high)
-    )
+def _drop_rows(conn: sqlite3.Connection, history: int, slots: Collection[int]) -> None:
+    from .segments import drop_slots  # numpy: loaded by recall's first write or search
+
+    for slot in slots:
+        low, high = _slot_range(slot)
+        conn.execute(
+            "DELETE FROM recall_units WHERE history = ? AND key BETWEEN ? AND ?", (history, low, high)
+        )
+    drop_slots(conn, history, slots)
 
 
 def _indexed_rows(conn: sqlite3.Connection, session_ids: Sequence[str]) -> list[tuple[str, int, int]]:
@@ -176,7 +192,7 @@ def reset_indexed(conn: sqlite3.Connection, session_id: str) -> None:
     its index row says it needs indexing again (recall does so from the new log, silently)."""
     _warn_made(create_history_schema(conn), conn)
     for _, history, slot in _indexed_rows(conn, [session_id]):
-        _drop_rows(conn, history, slot)
+        _drop_rows(conn, history, [slot])
         conn.execute(
             "UPDATE recall_index_sessions SET generation = NULL, cursor = '' WHERE session_id = ?",
             (session_id,),
@@ -187,12 +203,13 @@ def forget_indexed(conn: sqlite3.Connection, session_ids: Sequence[str]) -> None
     """In the transaction that deletes sessions: their rows go, and a history left without
     sessions goes too (its owner names a user)."""
     _warn_made(create_history_schema(conn), conn)
-    histories = set()
+    slots: dict[int, list[int]] = {}
     for session_id, history, slot in _indexed_rows(conn, session_ids):
-        _drop_rows(conn, history, slot)
         conn.execute("DELETE FROM recall_index_sessions WHERE session_id = ?", (session_id,))
-        histories.add(history)
-    for history in histories:
+        slots.setdefault(history, []).append(slot)
+    for history, dropped in slots.items():
+        _drop_rows(conn, history, dropped)
+    for history in slots:
         conn.execute(
             "DELETE FROM recall_histories WHERE number = ? AND NOT EXISTS "
             "(SELECT 1 FROM recall_index_sessions WHERE history = ?)",
@@ -281,16 +298,10 @@ class SQLiteHistoryTables:
         owner, slot, generation, cursor = rows[0]
         return IndexedSession(session_id, owner, int(slot), generation, cursor)
 
-    def postings(self, history: int, terms: Sequence[str]) -> list[tuple[Any, ...]]:
-        found: list[tuple[Any, ...]] = []
-        for chunk, marks in in_lists(terms, _IN_CHUNK):
-            found.extend(
-                self._read(
-                    f"SELECT kind, term, key, count, length FROM recall_postings WHERE history = ? AND term IN ({marks})",
-                    (history, *chunk),
-                )
-            )
-        return found
+    def postings(self, history: int, terms: Sequence[str]) -> PostingColumns:
+        from .segments import read_postings
+
+        return read_postings(self._read, history, terms)
 
     def units(self, history: int, keys: Sequence[int], exchanges: Sequence[int]) -> list[tuple[Any, ...]]:
         found: list[tuple[Any, ...]] = []
@@ -372,13 +383,15 @@ class SQLiteHistoryTables:
         number = self._history(conn, owner)
         if batch.reset or current is None or current[0] != number:
             if current is not None:
-                _drop_rows(conn, current[0], current[1])
+                _drop_rows(conn, current[0], [current[1]])
             (slot,) = conn.execute(
                 "SELECT next_slot FROM recall_histories WHERE number = ?", (number,)
             ).fetchone()
             conn.execute("UPDATE recall_histories SET next_slot = next_slot + 1 WHERE number = ?", (number,))
         else:
             slot = current[1]
+        from .segments import write_segment
+
         base = slot << KEY_SHIFT
         conn.executemany(
             "INSERT OR REPLACE INTO recall_units VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
@@ -403,30 +416,12 @@ class SQLiteHistoryTables:
             "UPDATE recall_units SET last = ? WHERE history = ? AND key = ?",
             [(last, number, base | first) for first, last in batch.grown.items()],
         )
-        conn.executemany(
-            "INSERT OR REPLACE INTO recall_postings VALUES (?, ?, ?, ?, ?, ?)",
-            [
-                (number, term, PASSAGE_KIND, base | doc, count, length)
-                for doc, counts, length in batch.passages
-                for term, count in counts.items()
-            ],
-        )
-        conn.executemany(
-            "INSERT INTO recall_postings VALUES (?, ?, ?, ?, ?, ?) "
-            "ON CONFLICT (history, term, kind, key) DO UPDATE SET count = count + excluded.count",
-            [
-                (number, term, EXCHANGE_KIND, base | first, count, length)
-                for first, counts, length, _ in batch.exchanges
-                for term, count in counts.items()
-            ],
-        )
-        conn.executemany(
-            "UPDATE recall_postings SET length = ? WHERE history = ? AND key = ? AND kind = ?",
-            [
-                (length, number, base | first, EXCHANGE_KIND)
-                for first, _, length, new in batch.exchanges
-                if not new
-            ],
+        write_segment(
+            conn,
+            number,
+            slot,
+            [(base | doc, counts, length) for doc, counts, length in batch.passages],
+            [(base | first, counts, length, new) for first, counts, length, new in batch.exchanges],
         )
         conn.execute(
             "INSERT OR REPLACE INTO recall_index_sessions (session_id, history, slot, generation, cursor) "

@@ -21,7 +21,7 @@ Tables::
               status, ts, token_count, reply_to_seq (2)
     state     (session_id, key) -> value, version, updated_at
     recall_*  recall's keyword index of each user's history (5, replacing the FTS5 index of 4;
-              see `convmem._stores.sqlite.lexical`)
+              its postings in segments since 6; see `convmem._stores.sqlite.lexical`)
 """
 
 from __future__ import annotations
@@ -154,6 +154,15 @@ def recall_history_index(conn: sqlite3.Connection) -> None:
     create_history_schema(conn)
 
 
+def recall_postings_in_segments(conn: sqlite3.Connection) -> None:
+    """recall_segments, recall_segment_terms: the postings of a history in segments
+    written whole, instead of term by term in recall_postings (each session is indexed
+    again from its log when next searched)."""
+    conn.execute("DROP INDEX IF EXISTS recall_postings_by_key")
+    conn.execute("DROP TABLE IF EXISTS recall_postings")
+    create_history_schema(conn)
+
+
 # (number, name, step). The name is recorded with the number.
 MIGRATIONS: tuple[tuple[int, str, Migration], ...] = (
     (1, "sessions, messages and state", sessions_messages_and_state),
@@ -161,6 +170,7 @@ MIGRATIONS: tuple[tuple[int, str, Migration], ...] = (
     (3, "a generation per session log", log_generations),
     (4, "recall's keyword index (FTS5)", recall_keyword_index),
     (5, "recall's keyword index of each user's history", recall_history_index),
+    (6, "recall's postings in segments", recall_postings_in_segments),
 )
 SCHEMA_VERSION = MIGRATIONS[-1][0]
 

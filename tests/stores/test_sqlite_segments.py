@@ -1,0 +1,146 @@
+"""A SQLite store keeps recall's postings in segments, one per write, merged a few at a
+time: whatever the writes and merges, a search reads each document once with the counts
+and length its log calls for, and a deleted session leaves nothing in any segment or in
+the file."""
+
+from __future__ import annotations
+
+import sqlite3
+from contextlib import closing
+from pathlib import Path
+from typing import Any
+
+from convmem import ConversationMemory, Message, Recall, SQLiteStore
+from convmem._recall.config import RecallConfig
+from convmem._recall.index_rows import KEY_SHIFT, IndexCursor, derive
+from convmem._stores.sqlite.segments import FANOUT, LENGTHS, read_postings
+
+TOPICS = ["violin", "flowerpot", "corgi", "kayak", "sourdough", "telescope", "origami", "beekeeping"]
+
+
+def rows(path: Path, sql: str, params: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
+    with closing(sqlite3.connect(path)) as conn:
+        return conn.execute(sql, params).fetchall()
+
+
+def history_of(path: Path, user: str) -> int:
+    ((number,),) = rows(path, "SELECT number FROM recall_histories WHERE owner = ?", (f"user:{user}",))
+    return int(number)
+
+
+def stored(path: Path, history: int) -> list[tuple[str, int, int, int, int]]:
+    """(term, kind, key, count, length) of every document of the history, as a search reads them."""
+    terms = [
+        t
+        for (t,) in rows(path, "SELECT DISTINCT term FROM recall_segment_terms WHERE history = ?", (history,))
+    ]
+    found = read_postings(lambda sql, params: rows(path, sql, tuple(params)), history, terms)
+    return sorted((term, kind, key, count, length) for kind, term, key, count, length in found)
+
+
+def expected(store: SQLiteStore, path: Path, session_ids: list[str]) -> list[tuple[str, int, int, int, int]]:
+    """What the logs call for: each session's postings derived from its whole log at once."""
+    out = []
+    for session_id in session_ids:
+        ((slot,),) = rows(path, "SELECT slot FROM recall_index_sessions WHERE session_id = ?", (session_id,))
+        base = int(slot) << KEY_SHIFT
+        batch = derive(
+            IndexCursor(),
+            store.messages(session_id),
+            RecallConfig(),
+            session_id=session_id,
+            generation=None,
+            reset=True,
+        )
+        out += [(t, 0, base | doc, c, n) for doc, counts, n in batch.passages for t, c in counts.items()]
+        out += [
+            (t, 1, base | first, c, n) for first, counts, n, _ in batch.exchanges for t, c in counts.items()
+        ]
+    return sorted(out)
+
+
+def chat(store: SQLiteStore, user: str, session_id: str, topic: str) -> None:
+    memory = ConversationMemory(session_id, store, user_id=user)
+    memory.add_turn(f"I took up {topic} this month with my cousin.", f"How is the {topic} going?")
+    memory.add_turn("Slowly, but I like it.", "That is how it starts.")
+    memory.close()
+
+
+def write_sessions(store: SQLiteStore, count: int) -> list[str]:
+    """`count` sessions of ana, each indexed by its own write."""
+    session_ids = []
+    for n in range(count):
+        session_id = f"chat-{n}"
+        chat(store, "ana", session_id, f"{TOPICS[n % len(TOPICS)]}{n}")
+        Recall().catch_up(session_id, store)
+        session_ids.append(session_id)
+    return session_ids
+
+
+def segments_by_level(path: Path, history: int) -> list[int]:
+    found = rows(
+        path, "SELECT level, count(*) FROM recall_segments WHERE history = ? GROUP BY level", (history,)
+    )
+    return [count for _, count in sorted(found)]
+
+
+def test_merged_segments_read_as_the_logs_call_for(tmp_path: Path) -> None:
+    store = SQLiteStore(tmp_path / "m.db")
+    count = FANOUT * FANOUT + FANOUT + 3  # a merge of merges, one merge, three single writes
+    session_ids = write_sessions(store, count)
+    history = history_of(store.path, "ana")
+    assert segments_by_level(store.path, history) == [3, 1, 1]
+    assert stored(store.path, history) == expected(store, store.path, session_ids)
+    store.close()
+
+
+def test_an_exchange_answered_in_a_later_write_reads_as_one_document(tmp_path: Path) -> None:
+    store = SQLiteStore(tmp_path / "x.db")
+    store.append("s", [Message.create("user", "Which kayak should my cousin buy?")], user_id="ana")
+    Recall().catch_up("s", store)
+    store.append("s", [Message.create("assistant", "A touring kayak, stable and light.")], user_id="ana")
+    Recall().catch_up("s", store)
+    history = history_of(store.path, "ana")
+    assert rows(
+        store.path,
+        "SELECT count(*) FROM recall_segment_terms WHERE history = ? AND term = ?",
+        (history, LENGTHS),
+    ) == [(1,)]
+    found = stored(store.path, history)
+    assert found == expected(store, store.path, ["s"])
+    # the question's word and the answer's, in one exchange of both messages' length
+    (kayak,) = [row for row in found if row[0] == "kayak" and row[1] == 1]
+    (touring,) = [row for row in found if row[0] == "tour" and row[1] == 1]
+    assert kayak[2:] == (touring[2], 2, touring[4])
+    store.close()
+
+
+def test_a_session_forgotten_out_of_merged_segments_leaves_no_trace(tmp_path: Path) -> None:
+    path = tmp_path / "f.db"
+    store = SQLiteStore(path)
+    session_ids = write_sessions(store, FANOUT + 2)
+    history = history_of(path, "ana")
+    assert segments_by_level(path, history) == [2, 1]
+    gone = session_ids[3]  # inside the merged segment
+    secret = f"{TOPICS[3]}3"
+    assert any(term == secret for term, *_ in stored(path, history))
+    store.clear(gone)
+    left = [s for s in session_ids if s != gone]
+    assert stored(path, history) == expected(store, path, left)
+    ((slots,),) = rows(path, "SELECT slots FROM recall_segments WHERE history = ? AND level = 1", (history,))
+    assert len(slots.split(",")) == FANOUT - 1
+    memory = ConversationMemory("today", store, user_id="ana")
+    found = [item.text for item in memory.build_context(query=f"How is my {secret} going?").recalled]
+    assert not any(secret in text for text in found)
+    store.close()
+    assert not any(secret.encode() in p.read_bytes() for p in tmp_path.iterdir() if p.is_file())
+
+
+def test_a_session_edited_after_a_merge_is_indexed_again_beside_the_others(tmp_path: Path) -> None:
+    store = SQLiteStore(tmp_path / "e.db")
+    session_ids = write_sessions(store, FANOUT + 1)
+    store.delete_messages(session_ids[0], [1])  # its rows are reset: indexed again in a new slot
+    Recall().catch_up(session_ids[0], store)
+    history = history_of(store.path, "ana")
+    assert stored(store.path, history) == expected(store, store.path, session_ids)
+    store.close()
