@@ -249,27 +249,26 @@ def read_postings(
                 (*chunk, history),
             )
         )
-    parts: dict[tuple[int, str], list[np.ndarray]] = {}
+    by_term: dict[str, list[bytes]] = {}
     for term, blob in rows:
-        head, entries = _split(blob)
-        if head:
-            parts.setdefault((PASSAGE_KIND, term), []).append(entries[:head])
-        if head < len(entries):
-            parts.setdefault((EXCHANGE_KIND, term), []).append(entries[head:])
-    grown = _largest_lengths(parts.pop((EXCHANGE_KIND, LENGTHS), None))
+        by_term.setdefault(term, []).append(blob)
+    lengths = by_term.pop(LENGTHS, None)
+    grown = _summed(_split(_join(lengths))[1]) if lengths else None
     columns: dict[tuple[int, str], tuple[np.ndarray, np.ndarray, np.ndarray]] = {}
-    for (kind, term), found in parts.items():
-        entries = np.concatenate(found) if len(found) > 1 else found[0]
-        if kind == PASSAGE_KIND:  # one entry per passage
-            entries = entries[np.argsort(entries["key"], kind="stable")]
-            columns[kind, term] = (entries["key"].copy(), entries["count"].copy(), entries["length"].copy())
-            continue
-        keys, counts, lengths = _summed(entries)
-        if grown is not None:
-            place = np.minimum(np.searchsorted(grown[0], keys), len(grown[0]) - 1)
-            hit = grown[0][place] == keys
-            lengths[hit] = np.maximum(lengths[hit], grown[2][place[hit]])
-        columns[kind, term] = (keys, counts, lengths)
+    for term, blobs in by_term.items():
+        head, entries = _split(_join(blobs))
+        passages, exchanges = entries[:head], entries[head:]
+        if len(passages):  # one entry per passage
+            if not _ascending(passages["key"]):  # joined from several writes
+                passages = passages[np.argsort(passages["key"], kind="stable")]
+            columns[PASSAGE_KIND, term] = (passages["key"], passages["count"], passages["length"])
+        if len(exchanges):
+            keys, counts, lengths_now = _summed(exchanges)
+            if grown is not None:
+                place = np.minimum(np.searchsorted(grown[0], keys), len(grown[0]) - 1)
+                hit = grown[0][place] == keys
+                lengths_now[hit] = np.maximum(lengths_now[hit], grown[2][place[hit]])
+            columns[EXCHANGE_KIND, term] = (keys, counts, lengths_now)
     return PostingColumns(columns)
 
 
@@ -277,7 +276,7 @@ def _summed(entries: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Keys (ascending), summed counts and largest lengths of `entries` (an exchange's
     entries from several segments)."""
     keys = entries["key"]
-    if len(keys) < 2 or bool((keys[1:] > keys[:-1]).all()):
+    if _ascending(keys):
         return keys.copy(), entries["count"].astype(np.int64), entries["length"].astype(np.int64)
     keys, at = np.unique(keys, return_inverse=True)
     counts = np.bincount(at, weights=entries["count"], minlength=len(keys)).astype(np.int64)
@@ -286,8 +285,6 @@ def _summed(entries: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     return keys, counts, lengths
 
 
-def _largest_lengths(found: list[np.ndarray] | None) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
-    """The grown exchanges' keys (ascending) and largest lengths."""
-    if not found:
-        return None
-    return _summed(np.concatenate(found))
+def _ascending(keys: np.ndarray) -> bool:
+    """Strictly ascending: each key once, in order."""
+    return len(keys) < 2 or bool((keys[1:] > keys[:-1]).all())
