@@ -10,10 +10,12 @@ from contextlib import closing
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from convmem import ConversationMemory, Message, Recall, SQLiteStore
 from convmem._recall.config import RecallConfig
 from convmem._recall.index_rows import KEY_SHIFT, IndexCursor, derive
-from convmem._stores.sqlite.segments import FANOUT, LENGTHS, read_postings
+from convmem._stores.sqlite.segments import ENTRY_FIELDS, ENTRY_SIZE, FANOUT, LENGTHS, read_postings
 
 TOPICS = ["violin", "flowerpot", "corgi", "kayak", "sourdough", "telescope", "origami", "beekeeping"]
 
@@ -82,6 +84,10 @@ def segments_by_level(path: Path, history: int) -> list[int]:
         path, "SELECT level, count(*) FROM recall_segments WHERE history = ? GROUP BY level", (history,)
     )
     return [count for _, count in sorted(found)]
+
+
+def test_an_entry_packs_into_the_size_the_rows_are_cut_at() -> None:
+    assert np.dtype(list(ENTRY_FIELDS)).itemsize == ENTRY_SIZE
 
 
 def test_merged_segments_read_as_the_logs_call_for(tmp_path: Path) -> None:

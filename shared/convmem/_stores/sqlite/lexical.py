@@ -61,6 +61,7 @@ from ..._recall.index_rows import (
     first_number_of_a_remade_history_table,
 )
 from .connection import in_lists
+from .segments import drop_slots, read_postings, write_segment
 
 __all__ = ["SQLiteHistoryTables", "create_history_schema", "forget_indexed", "reset_indexed"]
 
@@ -165,8 +166,6 @@ def _slot_range(slot: int) -> tuple[int, int]:
 
 
 def _drop_rows(conn: sqlite3.Connection, history: int, slots: Collection[int]) -> None:
-    from .segments import drop_slots  # numpy: loaded by recall's first write or search
-
     for slot in slots:
         low, high = _slot_range(slot)
         conn.execute(
@@ -299,8 +298,6 @@ class SQLiteHistoryTables:
         return IndexedSession(session_id, owner, int(slot), generation, cursor)
 
     def postings(self, history: int, terms: Sequence[str]) -> PostingColumns:
-        from .segments import read_postings
-
         return read_postings(self._read, history, terms)
 
     def units(self, history: int, keys: Sequence[int], exchanges: Sequence[int]) -> list[tuple[Any, ...]]:
@@ -390,8 +387,6 @@ class SQLiteHistoryTables:
             conn.execute("UPDATE recall_histories SET next_slot = next_slot + 1 WHERE number = ?", (number,))
         else:
             slot = current[1]
-        from .segments import write_segment
-
         base = slot << KEY_SHIFT
         conn.executemany(
             "INSERT OR REPLACE INTO recall_units VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",

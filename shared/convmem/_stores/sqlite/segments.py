@@ -16,7 +16,7 @@ write waits on one much longer than tens of milliseconds, however long the histo
 a history of N entries has about N / `SEALED` / `FANOUT` sealed segments or fewer.
 
 A term's packed postings: a little-endian int64, how many of the entries are passages;
-then the entries, passages first and exchanges after, each `ENTRY` (key, count,
+then the entries, passages first and exchanges after, each `ENTRY_FIELDS` (key, count,
 length). An exchange that gains messages after it was written (the answer comes in a
 later write than the question) gets entries in the new segment for the terms it
 gained, whose counts add to the earlier ones, and its new length in that segment's
@@ -30,17 +30,19 @@ deleting a session rewrites only the segments that hold it.
 
 from __future__ import annotations
 
+import functools
 import sqlite3
 from collections.abc import Callable, Collection, Iterable, Sequence
-from typing import Any
-
-import numpy as np
+from typing import TYPE_CHECKING, Any
 
 from ..._recall.index_rows import EXCHANGE_KIND, KEY_SHIFT, PASSAGE_KIND, PostingColumns
 from .connection import in_lists
 
+if TYPE_CHECKING:
+    import numpy as np
+
 __all__ = [
-    "ENTRY",
+    "ENTRY_SIZE",
     "FANOUT",
     "LENGTHS",
     "SEALED",
@@ -49,7 +51,9 @@ __all__ = [
     "write_segment",
 ]
 
-ENTRY = np.dtype([("key", "<i8"), ("count", "<i4"), ("length", "<i4")])
+ENTRY_FIELDS = (("key", "<i8"), ("count", "<i4"), ("length", "<i4"))
+ENTRY_SIZE = 16
+"""Bytes of one entry (numpy is imported by recall's first write or search, not with the store)."""
 FANOUT = 8
 SEALED = 16384
 LENGTHS = ""
@@ -58,14 +62,25 @@ _HEADER = 8
 _IN_CHUNK = 400
 
 
+@functools.cache
+def _entry() -> np.dtype[Any]:
+    import numpy as np
+
+    return np.dtype(list(ENTRY_FIELDS))
+
+
 def _pack(passages: Sequence[tuple[int, int, int]], exchanges: Sequence[tuple[int, int, int]]) -> bytes:
-    entries = np.array([*passages, *exchanges], dtype=ENTRY)
+    import numpy as np
+
+    entries = np.array([*passages, *exchanges], dtype=_entry())
     return len(passages).to_bytes(_HEADER, "little") + entries.tobytes()
 
 
 def _split(blob: bytes) -> tuple[int, np.ndarray]:
     """(how many entries are passages, the entries) of a packed row."""
-    return int.from_bytes(blob[:_HEADER], "little"), np.frombuffer(blob, dtype=ENTRY, offset=_HEADER)
+    import numpy as np
+
+    return int.from_bytes(blob[:_HEADER], "little"), np.frombuffer(blob, dtype=_entry(), offset=_HEADER)
 
 
 def _join(blobs: Sequence[bytes]) -> bytes:
@@ -75,7 +90,7 @@ def _join(blobs: Sequence[bytes]) -> bytes:
     passages, exchanges, count = [], [], 0
     for blob in blobs:
         head = int.from_bytes(blob[:_HEADER], "little")
-        cut = _HEADER + head * ENTRY.itemsize
+        cut = _HEADER + head * ENTRY_SIZE
         passages.append(blob[_HEADER:cut])
         exchanges.append(blob[cut:])
         count += head
@@ -186,6 +201,8 @@ def _merge(
 def drop_slots(conn: sqlite3.Connection, history: int, slots: Collection[int]) -> None:
     """Delete the postings of `slots`: each segment that holds some is rewritten once
     without them (with ``secure_delete`` on, nothing of them is left in the file)."""
+    import numpy as np
+
     gone = np.array(sorted(slots), dtype=np.int64)
     for segment, text in conn.execute(
         "SELECT segment, slots FROM recall_segments WHERE history = ?", (history,)
@@ -237,6 +254,8 @@ def read_postings(
 ) -> PostingColumns:
     """The postings of `terms` in the history: each document once (an exchange's counts
     summed over the segments that hold it, its length the newest), keys ascending."""
+    import numpy as np
+
     rows: list[tuple[Any, ...]] = []
     asked = [LENGTHS, *dict.fromkeys(term for term in terms if term != LENGTHS)]
     for chunk, marks in in_lists(asked, _IN_CHUNK):
@@ -275,6 +294,8 @@ def read_postings(
 def _summed(entries: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Keys (ascending), summed counts and largest lengths of `entries` (an exchange's
     entries from several segments)."""
+    import numpy as np
+
     keys = entries["key"]
     if _ascending(keys):
         return keys.copy(), entries["count"].astype(np.int64), entries["length"].astype(np.int64)
