@@ -217,22 +217,28 @@ def drop_slots(conn: sqlite3.Connection, history: int, slots: Collection[int]) -
             )
             conn.execute("DELETE FROM recall_segments WHERE history = ? AND segment = ?", (history, segment))
             continue
-        kept, emptied, removed = [], [], 0
-        for term, blob in conn.execute(
+        rows = conn.execute(
             "SELECT term, postings FROM recall_segment_terms WHERE history = ? AND segment = ?",
             (history, segment),
-        ).fetchall():
+        ).fetchall()
+        # The segment's rows read as one array, to find the few that hold the slots at once.
+        whole = np.frombuffer(b"".join(blob[_HEADER:] for _, blob in rows), dtype=_entry())
+        sizes = np.array([(len(blob) - _HEADER) // ENTRY_SIZE for _, blob in rows], dtype=np.int64)
+        starts = np.concatenate(([0], np.cumsum(sizes)[:-1]))
+        hit = np.isin(whole["key"] >> KEY_SHIFT, gone)
+        hits = np.add.reduceat(hit.astype(np.int64), starts) if rows else sizes  # no rows: none to rewrite
+        kept, emptied = [], []
+        for at in np.flatnonzero(hits).tolist():
+            term, blob = rows[at]
             head, entries = _split(blob)
-            other = ~np.isin(entries["key"] >> KEY_SHIFT, gone)
-            if other.all():
-                continue
-            removed += len(other) - int(other.sum())
+            other = ~hit[starts[at] : starts[at] + sizes[at]]
             if not other.any():
                 emptied.append((history, segment, term))
                 continue
             passages, exchanges = entries[:head][other[:head]], entries[head:][other[head:]]
             packed = len(passages).to_bytes(_HEADER, "little") + passages.tobytes() + exchanges.tobytes()
             kept.append((packed, history, segment, term))
+        removed = int(hit.sum())
         conn.executemany(
             "DELETE FROM recall_segment_terms WHERE history = ? AND segment = ? AND term = ?", emptied
         )
