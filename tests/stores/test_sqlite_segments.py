@@ -5,12 +5,14 @@ the file."""
 
 from __future__ import annotations
 
+import logging
 import sqlite3
 from contextlib import closing
 from pathlib import Path
 from typing import Any
 
 import numpy as np
+import pytest
 
 from convmem import ConversationMemory, Message, Recall, SQLiteStore
 from convmem._recall.config import RecallConfig
@@ -150,3 +152,28 @@ def test_a_session_edited_after_a_merge_is_indexed_again_beside_the_others(tmp_p
     history = history_of(store.path, "ana")
     assert stored(store.path, history) == expected(store, store.path, session_ids)
     store.close()
+
+
+def test_a_damaged_postings_row_is_made_again_from_the_log_with_a_warning(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    path = tmp_path / "d.db"
+    session_ids = write_sessions(SQLiteStore(path), 3)
+    query = f"How is my {TOPICS[1]}1 going?"
+    with closing(sqlite3.connect(path)) as conn:  # says more passages than it holds
+        conn.execute(
+            "UPDATE recall_segment_terms SET postings = CAST(x'ff00000000000000' || substr(postings, 9) AS BLOB)"
+        )
+        conn.commit()
+    with caplog.at_level(logging.WARNING, logger="convmem"):
+        found = ConversationMemory("today", SQLiteStore(path), user_id="ana").build_context(query=query)
+    assert any(f"{TOPICS[1]}1" in item.text for item in found.recalled)  # from the logs
+    assert [r for r in caplog.records if "damaged row" in r.getMessage()]
+    caplog.clear()
+    store = SQLiteStore(path)
+    with caplog.at_level(logging.WARNING, logger="convmem"):
+        found = ConversationMemory("today-2", store, user_id="ana").build_context(query=query)
+    assert any(f"{TOPICS[1]}1" in item.text for item in found.recalled)
+    assert [r.getMessage() for r in caplog.records] == []  # indexed again, searched quietly
+    history = history_of(path, "ana")
+    assert stored(path, history) == expected(store, path, session_ids)

@@ -61,7 +61,7 @@ from ..._recall.index_rows import (
     first_number_of_a_remade_history_table,
 )
 from .connection import in_lists
-from .segments import drop_slots, read_postings, write_segment
+from .segments import DamagedPostings, drop_slots, read_postings, write_segment
 
 __all__ = ["SQLiteHistoryTables", "create_history_schema", "forget_indexed", "reset_indexed"]
 
@@ -172,6 +172,15 @@ def _drop_rows(conn: sqlite3.Connection, history: int, slots: Collection[int]) -
             "DELETE FROM recall_units WHERE history = ? AND key BETWEEN ? AND ?", (history, low, high)
         )
     drop_slots(conn, history, slots)
+
+
+def _reset_history(conn: sqlite3.Connection, history: int) -> None:
+    """Drop every row of a history and mark its sessions for indexing again (in new slots)."""
+    for table in ("recall_segment_terms", "recall_segments", "recall_units"):
+        conn.execute(f"DELETE FROM {table} WHERE history = ?", (history,))
+    conn.execute(
+        "UPDATE recall_index_sessions SET generation = NULL, cursor = '' WHERE history = ?", (history,)
+    )
 
 
 def _indexed_rows(conn: sqlite3.Connection, session_ids: Sequence[str]) -> list[tuple[str, int, int]]:
@@ -298,7 +307,19 @@ class SQLiteHistoryTables:
         return IndexedSession(session_id, owner, int(slot), generation, cursor)
 
     def postings(self, history: int, terms: Sequence[str]) -> PostingColumns:
-        return read_postings(self._read, history, terms)
+        try:
+            return read_postings(self._read, history, terms)
+        except DamagedPostings as exc:
+            with self.store._transaction() as conn:
+                _reset_history(conn, history)
+            logger.warning(
+                "recall's keyword index in %s had a damaged row (%s); the history's rows were reset: "
+                "each of its sessions is indexed again from its log when next searched",
+                self.store.path,
+                exc,
+            )
+            # This search reads the logs instead; the next one, the rows made again.
+            raise StoreError(f"recall's keyword index in {self.store.path} had a damaged row") from exc
 
     def units(self, history: int, keys: Sequence[int], exchanges: Sequence[int]) -> list[tuple[Any, ...]]:
         found: list[tuple[Any, ...]] = []

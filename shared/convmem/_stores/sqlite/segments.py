@@ -46,6 +46,7 @@ __all__ = [
     "FANOUT",
     "LENGTHS",
     "SEALED",
+    "DamagedPostings",
     "drop_slots",
     "read_postings",
     "write_segment",
@@ -76,11 +77,26 @@ def _pack(passages: Sequence[tuple[int, int, int]], exchanges: Sequence[tuple[in
     return len(passages).to_bytes(_HEADER, "little") + entries.tobytes()
 
 
+class DamagedPostings(ValueError):
+    """A packed row that no write could have made (its size, or its count of passages)."""
+
+
+def _head(blob: bytes) -> int:
+    """How many entries of a packed row are passages (checked against its size)."""
+    if not isinstance(blob, bytes):
+        raise DamagedPostings(f"a packed row of type {type(blob).__name__}, not bytes")
+    head = int.from_bytes(blob[:_HEADER], "little")
+    size, odd = divmod(len(blob) - _HEADER, ENTRY_SIZE)
+    if odd or size < 1 or head > size:
+        raise DamagedPostings(f"a packed row of {len(blob)} bytes says {head} passages")
+    return head
+
+
 def _split(blob: bytes) -> tuple[int, np.ndarray]:
     """(how many entries are passages, the entries) of a packed row."""
     import numpy as np
 
-    return int.from_bytes(blob[:_HEADER], "little"), np.frombuffer(blob, dtype=_entry(), offset=_HEADER)
+    return _head(blob), np.frombuffer(blob, dtype=_entry(), offset=_HEADER)
 
 
 def _join(blobs: Sequence[bytes]) -> bytes:
@@ -89,7 +105,7 @@ def _join(blobs: Sequence[bytes]) -> bytes:
         return blobs[0]
     passages, exchanges, count = [], [], 0
     for blob in blobs:
-        head = int.from_bytes(blob[:_HEADER], "little")
+        head = _head(blob)
         cut = _HEADER + head * ENTRY_SIZE
         passages.append(blob[_HEADER:cut])
         exchanges.append(blob[cut:])
