@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import logging
 import sqlite3
+import threading
 from contextlib import closing
 from pathlib import Path
 from typing import Any
@@ -177,3 +178,38 @@ def test_a_damaged_postings_row_is_made_again_from_the_log_with_a_warning(
     assert [r.getMessage() for r in caplog.records] == []  # indexed again, searched quietly
     history = history_of(path, "ana")
     assert stored(path, history) == expected(store, path, session_ids)
+
+
+def test_writers_of_one_history_in_several_stores_at_once_merge_without_losing_a_posting(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "w.db"
+    SQLiteStore(path).close()
+    errors: list[BaseException] = []
+    start = threading.Barrier(4)
+
+    def writer(at: int) -> None:
+        store = SQLiteStore(path)  # a process of its own: its own connections
+        try:
+            start.wait()
+            for n in range(6):
+                session_id = f"w{at}-{n}"
+                chat(store, "ana", session_id, f"{TOPICS[(at + n) % len(TOPICS)]}{at}{n}")
+                Recall().catch_up(session_id, store)
+        except BaseException as exc:  # reported below
+            errors.append(exc)
+        finally:
+            store.close()
+
+    threads = [threading.Thread(target=writer, args=(at,)) for at in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert errors == []
+    store = SQLiteStore(path)
+    session_ids = [f"w{at}-{n}" for at in range(4) for n in range(6)]
+    history = history_of(path, "ana")
+    assert sum(segments_by_level(path, history)) < len(session_ids)  # merged as they went
+    assert stored(path, history) == expected(store, path, session_ids)
+    store.close()
