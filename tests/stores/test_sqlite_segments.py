@@ -213,3 +213,44 @@ def test_writers_of_one_history_in_several_stores_at_once_merge_without_losing_a
     assert sum(segments_by_level(path, history)) < len(session_ids)  # merged as they went
     assert stored(path, history) == expected(store, path, session_ids)
     store.close()
+
+
+def damage(path: Path) -> None:
+    """Every packed row says more passages than it holds."""
+    with closing(sqlite3.connect(path)) as conn:
+        conn.execute(
+            "UPDATE recall_segment_terms SET postings = CAST(x'ff00000000000000' || substr(postings, 9) AS BLOB)"
+        )
+        conn.commit()
+
+
+def test_a_damaged_row_does_not_stop_a_delete(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    path = tmp_path / "dd.db"
+    store = SQLiteStore(path)
+    session_ids = write_sessions(store, FANOUT)  # one merged segment: a delete rewrites it
+    damage(path)
+    with caplog.at_level(logging.WARNING, logger="convmem"):
+        assert [m.seq for m in store.delete_messages(session_ids[0], [1, 2])] == [1, 2]
+    assert [r for r in caplog.records if "damaged row" in r.getMessage()]
+    for session_id in session_ids:  # every session of the history is indexed again
+        Recall().catch_up(session_id, store)
+    assert stored(path, history_of(path, "ana")) == expected(store, path, session_ids)
+    assert not any(f"{TOPICS[0]}0" in str(row) for row in rows(path, "SELECT * FROM recall_segment_terms"))
+    store.close()
+
+
+def test_a_damaged_row_met_merging_resets_the_history_and_the_write_is_made_again(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    path = tmp_path / "dm.db"
+    store = SQLiteStore(path)
+    session_ids = write_sessions(store, FANOUT - 1)
+    damage(path)
+    with caplog.at_level(logging.WARNING, logger="convmem"):
+        chat(store, "ana", "last", "kayak99")  # its write makes a level full: a merge
+        Recall().catch_up("last", store)
+    assert [r for r in caplog.records if "damaged row" in r.getMessage()]
+    for session_id in session_ids:
+        Recall().catch_up(session_id, store)
+    assert stored(path, history_of(path, "ana")) == expected(store, path, [*session_ids, "last"])
+    store.close()

@@ -171,15 +171,26 @@ def _drop_rows(conn: sqlite3.Connection, history: int, slots: Collection[int]) -
         conn.execute(
             "DELETE FROM recall_units WHERE history = ? AND key BETWEEN ? AND ?", (history, low, high)
         )
-    drop_slots(conn, history, slots)
+    try:
+        drop_slots(conn, history, slots)
+    except DamagedPostings as exc:
+        _reset_damaged(conn, history, exc)
 
 
-def _reset_history(conn: sqlite3.Connection, history: int) -> None:
-    """Drop every row of a history and mark its sessions for indexing again (in new slots)."""
+def _reset_damaged(conn: sqlite3.Connection, history: int, error: DamagedPostings) -> None:
+    """Drop every row of a history one of whose packed rows is damaged, and mark its
+    sessions for indexing again from their logs (in new slots)."""
     for table in ("recall_segment_terms", "recall_segments", "recall_units"):
         conn.execute(f"DELETE FROM {table} WHERE history = ?", (history,))
     conn.execute(
         "UPDATE recall_index_sessions SET generation = NULL, cursor = '' WHERE history = ?", (history,)
+    )
+    (file,) = [row[2] for row in conn.execute("PRAGMA database_list") if row[1] == "main"]
+    logger.warning(
+        "recall's keyword index in %s had a damaged row (%s); the history's rows were reset: "
+        "each of its sessions is indexed again from its log when next searched",
+        file,
+        error,
     )
 
 
@@ -311,13 +322,7 @@ class SQLiteHistoryTables:
             return read_postings(self._read, history, terms)
         except DamagedPostings as exc:
             with self.store._transaction() as conn:
-                _reset_history(conn, history)
-            logger.warning(
-                "recall's keyword index in %s had a damaged row (%s); the history's rows were reset: "
-                "each of its sessions is indexed again from its log when next searched",
-                self.store.path,
-                exc,
-            )
+                _reset_damaged(conn, history, exc)
             # This search reads the logs instead; the next one, the rows made again.
             raise StoreError(f"recall's keyword index in {self.store.path} had a damaged row") from exc
 
@@ -432,13 +437,17 @@ class SQLiteHistoryTables:
             "UPDATE recall_units SET last = ? WHERE history = ? AND key = ?",
             [(last, number, base | first) for first, last in batch.grown.items()],
         )
-        write_segment(
-            conn,
-            number,
-            slot,
-            [(base | doc, counts, length) for doc, counts, length in batch.passages],
-            [(base | first, counts, length, new) for first, counts, length, new in batch.exchanges],
-        )
+        try:
+            write_segment(
+                conn,
+                number,
+                slot,
+                [(base | doc, counts, length) for doc, counts, length in batch.passages],
+                [(base | first, counts, length, new) for first, counts, length, new in batch.exchanges],
+            )
+        except DamagedPostings as exc:  # met merging: this session too is indexed again
+            _reset_damaged(conn, number, exc)
+            return False
         conn.execute(
             "INSERT OR REPLACE INTO recall_index_sessions (session_id, history, slot, generation, cursor) "
             "VALUES (?, ?, ?, ?, ?)",

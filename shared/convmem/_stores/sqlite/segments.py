@@ -216,7 +216,8 @@ def _merge(
 
 def drop_slots(conn: sqlite3.Connection, history: int, slots: Collection[int]) -> None:
     """Delete the postings of `slots`: each segment that holds some is rewritten once
-    without them (with ``secure_delete`` on, nothing of them is left in the file)."""
+    without them (with ``secure_delete`` on, nothing of them is left in the file).
+    Raises `DamagedPostings` for a damaged row met on the way."""
     import numpy as np
 
     gone = np.array(sorted(slots), dtype=np.int64)
@@ -238,6 +239,7 @@ def drop_slots(conn: sqlite3.Connection, history: int, slots: Collection[int]) -
             (history, segment),
         ).fetchall()
         # The segment's rows read as one array, to find the few that hold the slots at once.
+        heads = [_head(blob) for _, blob in rows]
         whole = np.frombuffer(b"".join(blob[_HEADER:] for _, blob in rows), dtype=_entry())
         sizes = np.array([(len(blob) - _HEADER) // ENTRY_SIZE for _, blob in rows], dtype=np.int64)
         starts = np.concatenate(([0], np.cumsum(sizes)[:-1]))
@@ -245,8 +247,8 @@ def drop_slots(conn: sqlite3.Connection, history: int, slots: Collection[int]) -
         hits = np.add.reduceat(hit.astype(np.int64), starts) if rows else sizes  # no rows: none to rewrite
         kept, emptied = [], []
         for at in np.flatnonzero(hits).tolist():
-            term, blob = rows[at]
-            head, entries = _split(blob)
+            term, head = rows[at][0], heads[at]
+            entries = whole[starts[at] : starts[at] + sizes[at]]
             other = ~hit[starts[at] : starts[at] + sizes[at]]
             if not other.any():
                 emptied.append((history, segment, term))
