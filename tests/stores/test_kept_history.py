@@ -18,10 +18,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from called_postings import called_postings
 
 from convmem import ConversationMemory, Message, PostgresStore, Recall, SQLiteStore, Store
-from convmem._recall.config import RecallConfig
-from convmem._recall.index_rows import KEY_SHIFT, IndexCursor, IndexedSession, derive
+from convmem._recall.index_rows import KEY_SHIFT, IndexCursor, IndexedSession
 from convmem._recall.kept_history import WRITE_EVERY
 from convmem._recall.terms import tokenize
 from convmem._stores.sqlite.segments import read_postings
@@ -619,25 +619,7 @@ def test_rows_are_written_in_batches_and_a_search_still_finds_the_newest(
 
 def expected_rows(store: Store, session_id: str) -> list[tuple[str, int, int, int, int]]:
     """(term, kind, key within the session, count, length) of every posting the log calls for."""
-    batch = derive(
-        IndexCursor(),
-        store.messages(session_id),
-        RecallConfig(),
-        session_id=session_id,
-        generation=None,
-        reset=True,
-    )
-    rows = [
-        (term, 0, doc, count, length)
-        for doc, counts, length in batch.passages
-        for term, count in counts.items()
-    ]
-    rows += [
-        (term, 1, first, count, length)
-        for first, counts, length, _ in batch.exchanges
-        for term, count in counts.items()
-    ]
-    return sorted(rows)
+    return called_postings(store, session_id)
 
 
 def stored_rows(

@@ -14,10 +14,10 @@ from typing import Any
 
 import numpy as np
 import pytest
+from called_postings import called_postings
 
 from convmem import ConversationMemory, Message, Recall, SQLiteStore
-from convmem._recall.config import RecallConfig
-from convmem._recall.index_rows import KEY_SHIFT, IndexCursor, derive
+from convmem._recall.index_rows import KEY_SHIFT
 from convmem._stores.sqlite.segments import ENTRY_FIELDS, ENTRY_SIZE, FANOUT, LENGTHS, read_postings
 
 TOPICS = ["violin", "flowerpot", "corgi", "kayak", "sourdough", "telescope", "origami", "beekeeping"]
@@ -48,19 +48,7 @@ def expected(store: SQLiteStore, path: Path, session_ids: list[str]) -> list[tup
     out = []
     for session_id in session_ids:
         ((slot,),) = rows(path, "SELECT slot FROM recall_index_sessions WHERE session_id = ?", (session_id,))
-        base = int(slot) << KEY_SHIFT
-        batch = derive(
-            IndexCursor(),
-            store.messages(session_id),
-            RecallConfig(),
-            session_id=session_id,
-            generation=None,
-            reset=True,
-        )
-        out += [(t, 0, base | doc, c, n) for doc, counts, n in batch.passages for t, c in counts.items()]
-        out += [
-            (t, 1, base | first, c, n) for first, counts, n, _ in batch.exchanges for t, c in counts.items()
-        ]
+        out += called_postings(store, session_id, int(slot) << KEY_SHIFT)
     return sorted(out)
 
 
