@@ -143,16 +143,22 @@ def test_a_session_edited_after_a_merge_is_indexed_again_beside_the_others(tmp_p
     store.close()
 
 
+@pytest.mark.parametrize(
+    "spoiled",
+    [
+        "CAST(x'ff00000000000000' || substr(postings, 9) AS BLOB)",  # more passages than it holds
+        "'not a packed row, é'",  # text
+        "x'01'",  # too short
+    ],
+)
 def test_a_damaged_postings_row_is_made_again_from_the_log_with_a_warning(
-    tmp_path: Path, caplog: pytest.LogCaptureFixture
+    tmp_path: Path, caplog: pytest.LogCaptureFixture, spoiled: str
 ) -> None:
     path = tmp_path / "d.db"
     session_ids = write_sessions(SQLiteStore(path), 3)
     query = f"How is my {TOPICS[1]}1 going?"
-    with closing(sqlite3.connect(path)) as conn:  # says more passages than it holds
-        conn.execute(
-            "UPDATE recall_segment_terms SET postings = CAST(x'ff00000000000000' || substr(postings, 9) AS BLOB)"
-        )
+    with closing(sqlite3.connect(path)) as conn:
+        conn.execute(f"UPDATE recall_segment_terms SET postings = {spoiled}")
         conn.commit()
     with caplog.at_level(logging.WARNING, logger="convmem"):
         found = ConversationMemory("today", SQLiteStore(path), user_id="ana").build_context(query=query)

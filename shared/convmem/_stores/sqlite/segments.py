@@ -23,7 +23,9 @@ gained, whose counts add to the earlier ones, and its new length in that segment
 row of the term ``""`` (no term is empty). Exchanges only grow, so an exchange's
 length is the largest found for it.
 
-The tables are made with the others (`convmem._stores.sqlite.lexical`). Each
+Rows are read ``CAST(postings AS BLOB)``: a value of another type written from outside is
+then told damaged by its size instead of being refused by the driver's decoding. The
+tables are made with the others (`convmem._stores.sqlite.lexical`). Each
 segment's row in ``recall_segments`` lists the slots it holds rows of, so that
 deleting a session rewrites only the segments that hold it.
 """
@@ -189,7 +191,7 @@ def _merge(
     marks = ",".join("?" * len(numbers))
     by_term: dict[str, list[bytes]] = {}
     for term, blob in conn.execute(
-        f"SELECT term, postings FROM recall_segment_terms WHERE history = ? AND segment IN ({marks}) "
+        f"SELECT term, CAST(postings AS BLOB) FROM recall_segment_terms WHERE history = ? AND segment IN ({marks}) "
         "ORDER BY segment",
         (history, *numbers),
     ):
@@ -235,7 +237,7 @@ def drop_slots(conn: sqlite3.Connection, history: int, slots: Collection[int]) -
             conn.execute("DELETE FROM recall_segments WHERE history = ? AND segment = ?", (history, segment))
             continue
         rows = conn.execute(
-            "SELECT term, postings FROM recall_segment_terms WHERE history = ? AND segment = ?",
+            "SELECT term, CAST(postings AS BLOB) FROM recall_segment_terms WHERE history = ? AND segment = ?",
             (history, segment),
         ).fetchall()
         # The segment's rows read as one array, to find the few that hold the slots at once.
@@ -286,7 +288,7 @@ def read_postings(
         rows.extend(
             read(
                 # CROSS JOIN keeps this order: each segment, then its rows of each term.
-                "SELECT t.term, t.postings FROM recall_segments AS s "
+                "SELECT t.term, CAST(t.postings AS BLOB) FROM recall_segments AS s "
                 "CROSS JOIN recall_segment_terms AS t ON t.history = s.history AND t.segment = s.segment "
                 f"AND t.term IN ({marks}) WHERE s.history = ?",
                 (*chunk, history),
