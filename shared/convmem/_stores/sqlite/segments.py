@@ -3,9 +3,10 @@
 Each write of a session's new messages adds one *segment* to its owner's history: a
 row per term, ``(history, segment, term) -> postings``, the term's documents in that
 write, packed. The rows of one write are neighbours in the table whatever the size of
-the history, so a write costs the same at a user's 400th session as at the first.
-(Postings kept term by term put each new row beside its term's older rows, on pages all
-over the table: the more sessions a user had, the more pages each write touched.)
+the history, so a write touches about as many pages at a user's 400th session as at
+the first. (Postings kept term by term put each new row beside its term's older rows,
+on pages all over the table: the more sessions a user had, the more pages each write
+touched.)
 
 Segments are merged `FANOUT` at a time into one of the next level, so a history of N
 writes has fewer than `FANOUT` segments per level and about log(N) / log(FANOUT)
