@@ -73,11 +73,11 @@ def _entry() -> np.dtype[Any]:
     return np.dtype(list(ENTRY_FIELDS))
 
 
-def _pack(passages: Sequence[tuple[int, int, int]], exchanges: Sequence[tuple[int, int, int]]) -> bytes:
+def _pack(entries: Sequence[tuple[int, int, int]]) -> bytes:
+    """(key, count, length) entries as packed bytes, without a header."""
     import numpy as np
 
-    entries = np.array([*passages, *exchanges], dtype=_entry())
-    return len(passages).to_bytes(_HEADER, "little") + entries.tobytes()
+    return np.array(entries, dtype=_entry()).tobytes()
 
 
 class DamagedPostings(ValueError):
@@ -151,13 +151,19 @@ def write_segment(
     if not by_term:
         return
     segment = _next_segment(conn, history)
+    terms = sorted(by_term.items())
+    packed = _pack([entry for _, (p, x) in terms for entry in (*p, *x)])
     conn.execute(
         "INSERT INTO recall_segments (history, segment, level, entries, slots) VALUES (?, ?, 0, ?, ?)",
-        (history, segment, sum(len(p) + len(x) for p, x in by_term.values()), str(slot)),
+        (history, segment, len(packed) // ENTRY_SIZE, str(slot)),
     )
+    rows, at = [], 0
+    for term, (p, x) in terms:  # each term's entries, cut from the one array of them all
+        end = at + (len(p) + len(x)) * ENTRY_SIZE
+        rows.append((history, segment, term, len(p).to_bytes(_HEADER, "little") + packed[at:end]))
+        at = end
     conn.executemany(
-        "INSERT INTO recall_segment_terms (history, segment, term, postings) VALUES (?, ?, ?, ?)",
-        [(history, segment, term, _pack(p, x)) for term, (p, x) in sorted(by_term.items())],
+        "INSERT INTO recall_segment_terms (history, segment, term, postings) VALUES (?, ?, ?, ?)", rows
     )
     _merge_full_levels(conn, history)
 
