@@ -80,6 +80,11 @@ def _pack(entries: Sequence[tuple[int, int, int]]) -> bytes:
     return np.array(entries, dtype=_entry()).tobytes()
 
 
+def _row(passages: int, entries: bytes) -> bytes:
+    """A packed row: its count of passages, then its entries (passages first)."""
+    return passages.to_bytes(_HEADER, "little") + entries
+
+
 class DamagedPostings(ValueError):
     """A packed row that no write could have made (its size, or its count of passages)."""
 
@@ -113,7 +118,7 @@ def _join(blobs: Sequence[bytes]) -> bytes:
         passages.append(blob[_HEADER:cut])
         exchanges.append(blob[cut:])
         count += head
-    return count.to_bytes(_HEADER, "little") + b"".join(passages) + b"".join(exchanges)
+    return _row(count, b"".join(passages) + b"".join(exchanges))
 
 
 def _slots_text(slots: Iterable[int]) -> str:
@@ -160,7 +165,7 @@ def write_segment(
     rows, at = [], 0
     for term, (p, x) in terms:  # each term's entries, cut from the one array of them all
         end = at + (len(p) + len(x)) * ENTRY_SIZE
-        rows.append((history, segment, term, len(p).to_bytes(_HEADER, "little") + packed[at:end]))
+        rows.append((history, segment, term, _row(len(p), packed[at:end])))
         at = end
     conn.executemany(
         "INSERT INTO recall_segment_terms (history, segment, term, postings) VALUES (?, ?, ?, ?)", rows
@@ -263,8 +268,9 @@ def drop_slots(conn: sqlite3.Connection, history: int, slots: Collection[int]) -
                 emptied.append((history, segment, term))
                 continue
             passages, exchanges = entries[:head][other[:head]], entries[head:][other[head:]]
-            packed = len(passages).to_bytes(_HEADER, "little") + passages.tobytes() + exchanges.tobytes()
-            kept.append((packed, history, segment, term))
+            kept.append(
+                (_row(len(passages), passages.tobytes() + exchanges.tobytes()), history, segment, term)
+            )
         removed = int(hit.sum())
         conn.executemany(
             "DELETE FROM recall_segment_terms WHERE history = ? AND segment = ? AND term = ?", emptied
