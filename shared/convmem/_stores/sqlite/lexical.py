@@ -185,11 +185,10 @@ def _reset_damaged(conn: sqlite3.Connection, history: int, error: DamagedPosting
     conn.execute(
         "UPDATE recall_index_sessions SET generation = NULL, cursor = '' WHERE history = ?", (history,)
     )
-    (file,) = [row[2] for row in conn.execute("PRAGMA database_list") if row[1] == "main"]
     logger.warning(
         "recall's keyword index in %s had a damaged row (%s); the history's rows were reset: "
         "each of its sessions is indexed again from its log when next searched",
-        file,
+        _file_of(conn),
         error,
     )
 
@@ -236,13 +235,18 @@ def forget_indexed(conn: sqlite3.Connection, session_ids: Sequence[str]) -> None
         )
 
 
+def _file_of(conn: sqlite3.Connection) -> str:
+    """The path of the connection's main database, for a warning."""
+    (file,) = [row[2] for row in conn.execute("PRAGMA database_list") if row[1] == "main"]
+    return str(file)
+
+
 def _warn_made(made: Sequence[str], conn: sqlite3.Connection, error: Exception | None = None) -> None:
     if made:
-        (file,) = [row[2] for row in conn.execute("PRAGMA database_list") if row[1] == "main"]
         logger.warning(
             "recall's keyword index in %s was missing %s%s; made again: each session is indexed "
             "again from its log when next searched",
-            file,
+            _file_of(conn),
             ", ".join(made),
             f" ({error})" if error is not None else "",
         )
