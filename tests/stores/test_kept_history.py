@@ -18,13 +18,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from called_postings import called_postings
+from called_postings import called_postings, sqlite_postings
 
 from convmem import ConversationMemory, Message, PostgresStore, Recall, SQLiteStore, Store
 from convmem._recall.index_rows import KEY_SHIFT, IndexCursor, IndexedSession
 from convmem._recall.kept_history import WRITE_EVERY
 from convmem._recall.terms import tokenize
-from convmem._stores.sqlite.segments import read_postings
 from convmem.integration import LogRead
 
 FALLBACK = "could not search the keyword index"
@@ -153,17 +152,7 @@ class Backend:
                 f"SELECT term, kind, key, count, length FROM {{s}}recall_postings WHERE history = ?{where}",
                 (history, *(terms or ())),
             )
-        if terms is None:
-            terms = [
-                row[0]
-                for row in self.sql(
-                    "SELECT DISTINCT term FROM recall_segment_terms WHERE history = ?", (history,)
-                )
-            ]
-        return [
-            (term, kind, key, count, length)
-            for kind, term, key, count, length in read_postings(self.sql, history, terms)
-        ]
+        return sqlite_postings(self.path, history, terms)
 
     def close(self) -> None:
         for store in self.opened:

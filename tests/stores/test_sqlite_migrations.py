@@ -10,10 +10,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from called_postings import sqlite_postings
 
 from convmem import Message, Recall, SQLiteStore, StoreError, TiktokenCounter
 from convmem._stores.sqlite.migrations import MIGRATIONS, SCHEMA_VERSION
-from convmem._stores.sqlite.segments import read_postings
 
 COUNTER = TiktokenCounter()
 
@@ -120,10 +120,7 @@ def rows(path: Path, sql: str, params: Sequence[Any] = ()) -> list[tuple[Any, ..
 def postings_of(path: Path, term: str) -> int:
     """How many documents of any history hold `term`, as a search reads them."""
     histories = [number for (number,) in rows(path, "SELECT number FROM recall_histories")]
-    return sum(
-        len(read_postings(lambda sql, params: rows(path, sql, params), history, [term]))
-        for history in histories
-    )
+    return sum(len(sqlite_postings(path, history, [term])) for history in histories)
 
 
 def shape(path: Path) -> dict[str, object]:

@@ -14,11 +14,11 @@ from typing import Any
 
 import numpy as np
 import pytest
-from called_postings import called_postings
+from called_postings import called_postings, sqlite_postings
 
 from convmem import ConversationMemory, Message, Recall, SQLiteStore
 from convmem._recall.index_rows import KEY_SHIFT
-from convmem._stores.sqlite.segments import ENTRY_FIELDS, ENTRY_SIZE, FANOUT, LENGTHS, read_postings
+from convmem._stores.sqlite.segments import ENTRY_FIELDS, ENTRY_SIZE, FANOUT, LENGTHS
 
 TOPICS = ["violin", "flowerpot", "corgi", "kayak", "sourdough", "telescope", "origami", "beekeeping"]
 
@@ -35,12 +35,7 @@ def history_of(path: Path, user: str) -> int:
 
 def stored(path: Path, history: int) -> list[tuple[str, int, int, int, int]]:
     """(term, kind, key, count, length) of every document of the history, as a search reads them."""
-    terms = [
-        t
-        for (t,) in rows(path, "SELECT DISTINCT term FROM recall_segment_terms WHERE history = ?", (history,))
-    ]
-    found = read_postings(lambda sql, params: rows(path, sql, tuple(params)), history, terms)
-    return sorted((term, kind, key, count, length) for kind, term, key, count, length in found)
+    return sqlite_postings(path, history)
 
 
 def expected(store: SQLiteStore, path: Path, session_ids: list[str]) -> list[tuple[str, int, int, int, int]]:
