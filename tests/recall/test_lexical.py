@@ -25,6 +25,23 @@ def test_common_inflections_meet_on_one_stem() -> None:
     assert tokenize("dogs")[0] == tokenize("dog")[0]
 
 
+def test_ly_comes_off_adverbs_only() -> None:
+    assert tokenize("weekly") == tokenize("week")
+    assert tokenize("carefully") == tokenize("careful")
+    assert tokenize("finally") == tokenize("final")
+    # Part of the word, not an adverb's ending: its forms meet, and no other word is made.
+    assert tokenize("family") == tokenize("families")
+    assert tokenize("apply") == tokenize("applies") == tokenize("applied")
+    assert tokenize("apply") != tokenize("app")
+    assert tokenize("Emily") == ["emily"]
+
+
+def test_a_suffix_never_turns_a_word_into_another_common_word() -> None:
+    for word, other in (("evening", "even"), ("news", "new"), ("early", "ear")):
+        assert tokenize(word) != tokenize(other), word
+    assert tokenize("evenings") == tokenize("evening")
+
+
 def test_possessives_are_stripped() -> None:
     assert tokenize("Caroline's") == tokenize("Caroline")
     assert len(tokenize("Caroline's")) == 1

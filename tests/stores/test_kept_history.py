@@ -9,6 +9,7 @@ session write it once, and no user's history is searched for another's."""
 from __future__ import annotations
 
 import contextlib
+import json
 import logging
 import sqlite3
 import threading
@@ -21,6 +22,7 @@ import pytest
 from called_postings import called_postings, sqlite_postings
 
 from convmem import ConversationMemory, Message, PostgresStore, Recall, SQLiteStore, Store
+from convmem._recall import terms
 from convmem._recall.index_rows import KEY_SHIFT, IndexCursor, IndexedSession
 from convmem._recall.kept_history import WRITE_EVERY
 from convmem._recall.terms import tokenize
@@ -475,6 +477,52 @@ def test_a_damaged_index_is_made_again_from_the_log_with_a_warning(
     # Made again: the next process searches the tables, quietly, without reading the logs.
     assert [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING] == []
     assert again.logs_read(list(HISTORY)) == []
+
+
+def test_rows_made_by_an_older_tokenizer_are_made_again_quietly(
+    backend: Backend, caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A store indexed by version 1 of the tokenizer, which stemmed "family" to "fami":
+    asked with today's stems, its rows would find nothing of the words whose stem changed,
+    so they are made again from the log (an upgrade, told at INFO, not a warning)."""
+    try:
+        with monkeypatch.context() as old:
+            old.setattr(terms, "_adverb", lambda word: True)
+            old.setattr(terms, "_INVARIANT", frozenset())
+            terms._stem.cache_clear()
+            store = backend.open()
+            write_history(
+                store, "ana", {**HISTORY, "kin": [("My family lives in Tromsø.", "Tromsø, noted.")]}
+            )
+            assert postings_of(backend, "fami") > 0
+            store.close()
+    finally:
+        terms._stem.cache_clear()  # no stem of the old rules is left for the tests after this one
+    assert tokenize("family") == ["family"]
+    # What version 1 wrote: cursors that do not name a version.
+    for session_id, cursor in backend.sql("SELECT session_id, cursor FROM {s}recall_index_sessions"):
+        written = json.loads(cursor)
+        written.pop("tokenizer")
+        backend.sql(
+            "UPDATE {s}recall_index_sessions SET cursor = ? WHERE session_id = ?",
+            (json.dumps(written), session_id),
+        )
+    fresh = backend.open()
+    with caplog.at_level(logging.INFO, logger="convmem"):
+        assert "Tromsø" in texts(
+            recalled(ConversationMemory("today", fresh, user_id="ana"), "And my family?")
+        )
+        for query, answer in QUERIES.items():
+            assert answer in texts(recalled(ConversationMemory("today", fresh, user_id="ana"), query)), query
+    assert [r for r in caplog.records if "version 1 of its tokenizer" in r.getMessage()]
+    assert [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING] == []
+    cursor = cursor_of(fresh, "kin")
+    assert cursor is not None and cursor.tokenizer == terms.TOKENIZER_VERSION
+    assert postings_of(backend, "fami") == 0
+    # Made again once: the next process searches the tables without reading the logs.
+    again = backend.open()
+    assert "Tromsø" in texts(recalled(ConversationMemory("today", again, user_id="ana"), "my family?"))
+    assert again.logs_read([*HISTORY, "kin"]) == []
 
 
 @pytest.mark.parametrize("table", ["postings", "recall_units", "recall_index_sessions", "recall_histories"])

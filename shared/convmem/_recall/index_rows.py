@@ -35,7 +35,7 @@ from .._models import Message, Role
 from .._salience import says_nothing
 from .config import RecallConfig, indexed_text
 from .passages import PART_BITS, passage_spans
-from .terms import tokenize
+from .terms import TOKENIZER_VERSION, tokenize
 
 __all__ = [
     "EXCHANGE_KIND",
@@ -114,6 +114,8 @@ class IndexCursor:
     exchange_terms: int = 0
     names: list[str] = dataclasses.field(default_factory=list)
     """The named speakers of the session (`Message.name`)."""
+    tokenizer: int = TOKENIZER_VERSION
+    """The `TOKENIZER_VERSION` the rows were made with (1 in a cursor that does not say)."""
 
     def to_json(self) -> str:
         """The cursor as the store keeps it (read back by `from_json`)."""
@@ -125,7 +127,7 @@ class IndexCursor:
         indexed again from its log)."""
         try:
             data = json.loads(text)
-            cursor = cls(**data)
+            cursor = cls(**{"tokenizer": 1, **data})
         except (TypeError, json.JSONDecodeError) as exc:
             raise ValueError(f"unreadable index cursor: {exc}") from exc
         ints = (cursor.seq, cursor.places, cursor.episodes, cursor.message_docs, cursor.exchange_docs)

@@ -61,6 +61,7 @@ from .passages import PART_BITS, best_message_scores, best_of_each_message
 from .rank import Evidence, named_speakers
 from .render import CachedLine, RecallResult
 from .scoring import TermPostings, bm25, coverage
+from .terms import TOKENIZER_VERSION
 
 __all__ = ["KeptHistories"]
 
@@ -213,6 +214,15 @@ class KeptHistories:
                 cursor.seq,
                 stats.generation,
                 stats.last_seq,
+            )
+            return IndexCursor(), True
+        if cursor.tokenizer != TOKENIZER_VERSION:
+            logger.info(
+                "recall's keyword index of session %r was made by version %s of its tokenizer (this is "
+                "version %d); indexing it afresh from its log",
+                stats.session_id,
+                cursor.tokenizer,
+                TOKENIZER_VERSION,
             )
             return IndexCursor(), True
         if cursor.seq == stats.last_seq:

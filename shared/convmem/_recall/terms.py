@@ -15,7 +15,7 @@ import re
 
 from .._language import CJK_RANGES
 
-__all__ = ["CJK_PAIR", "query_terms", "tokenize"]
+__all__ = ["CJK_PAIR", "TOKENIZER_VERSION", "query_terms", "tokenize"]
 
 # A run of CJK characters, or a word with what follows its apostrophes ("caroline's"); the
 # groups say which, and hold the run or the word before its first apostrophe.
@@ -47,21 +47,41 @@ _CJK_STOP_PAIRS = frozenset(
 _SUFFIXES = ("ingly", "edly", "ing", "ies", "ied", "ed", "es", "ly", "s")
 _SUFFIX_ENDS = frozenset(suffix[-1] for suffix in _SUFFIXES)
 _KEEP_DOUBLE = frozenset("lsz")
+# "-ly" makes an adverb of a word ending in one of these ("weekly", "friendly", "lovely"); after
+# any other letter it is part of the word ("family", "apply", "Emily", "daily").
+_LY_AFTER = frozenset("cdeghkmnrt")
+# Words a suffix rule would turn into another common word: "evening" is not "even", nor
+# "news" "new", nor "early" "ear".
+_INVARIANT = frozenset(("news", "evening", "early"))
+
+TOKENIZER_VERSION = 2
+"""The version of the rules by which `tokenize` turns text into terms. Terms a store kept
+under another version are made again from the log (`IndexCursor.tokenizer`): a query
+tokenized by one version finds nothing a word's other stem was indexed under. Version 1
+took "-ly" off any word ("family" gave "fami", "families" gave "family") and made "even" of
+"evening" and "new" of "news"."""
+
+
+def _adverb(word: str) -> bool:
+    """Whether `word` ends in an adverb's "-ly" ("weekly", "carefully", "finally")."""
+    return word[-3] in _LY_AFTER or (len(word) >= 7 and word.endswith(("ally", "fully")))
 
 
 @functools.lru_cache(maxsize=16384)  # a conversation reuses a few thousand words
 def _stem(word: str) -> str:
     """A deliberately light stemmer: one common suffix, a doubled consonant, a final "e".
 
-    ``running``/``run``, ``baked``/``baking``/``bake`` and ``parties``/``party``
-    meet; Porter-style stemming would merge more forms, but also more unrelated
+    ``running``/``run``, ``baked``/``baking``/``bake``, ``parties``/``party`` and
+    ``families``/``family`` meet; Porter-style stemming would merge more forms, but also more unrelated
     words, and BM25 over chat turns only needs the common inflections to meet.
     """
-    if len(word) <= 3 or not word.isascii() or not word.isalpha():
+    if len(word) <= 3 or not word.isascii() or not word.isalpha() or word in _INVARIANT:
         return word
     stem = word
     for suffix in _SUFFIXES if word[-1] in _SUFFIX_ENDS else ():
         if word.endswith(suffix) and len(word) - len(suffix) >= 3:
+            if suffix == "ly" and not _adverb(word):
+                break  # "family", "apply", "Emily"
             stem = word[: -len(suffix)]
             if suffix in ("ies", "ied"):
                 stem += "y"
