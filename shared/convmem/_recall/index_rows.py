@@ -29,7 +29,7 @@ import json
 import time
 from collections import Counter
 from collections.abc import Iterable, Iterator, Mapping, Sequence
-from typing import Any, Protocol
+from typing import Any, Protocol, runtime_checkable
 
 from .._models import Message, Role
 from .._salience import says_nothing
@@ -50,6 +50,7 @@ __all__ = [
     "IndexedHistory",
     "IndexedSession",
     "PostingColumns",
+    "ResetsSessions",
     "UnitRow",
     "default_rules",
     "derive",
@@ -436,4 +437,15 @@ class HistoryTables(Protocol):
 
     def reset(self, session_id: str) -> None:
         """Drop the session's rows: it is indexed again from its log when next used."""
+        ...
+
+
+@runtime_checkable
+class ResetsSessions(Protocol):
+    """`HistoryTables` that drop the rows of several sessions in one pass (SQLite rewrites
+    each segment once for all of them): what a search does when many sessions must be
+    indexed afresh, rather than `HistoryTables.reset` each."""
+
+    def reset_sessions(self, session_ids: Sequence[str]) -> None:
+        """`HistoryTables.reset` of each of `session_ids`, in one transaction."""
         ...

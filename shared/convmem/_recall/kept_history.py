@@ -50,6 +50,7 @@ from .index_rows import (
     IndexedSession,
     IndexGap,
     PostingColumns,
+    ResetsSessions,
     derive,
     owner_key,
 )
@@ -217,14 +218,7 @@ class KeptHistories:
             )
             return IndexCursor(), True
         if cursor.tokenizer != TOKENIZER_VERSION:
-            logger.info(
-                "recall's keyword index of session %r was made by version %s of its tokenizer (this is "
-                "version %d); indexing it afresh from its log",
-                stats.session_id,
-                cursor.tokenizer,
-                TOKENIZER_VERSION,
-            )
-            return IndexCursor(), True
+            return IndexCursor(), True  # made with other stems (an upgrade): see `_remake_outdated`
         if cursor.seq == stats.last_seq:
             return None
         return cursor, False
@@ -259,6 +253,8 @@ class KeptHistories:
             if self._plan(s, owner, indexed.sessions.get(s.session_id), searching=False) is not None
         ]
         if behind:
+            if self._remake_outdated(tables, indexed, behind):
+                indexed = tables.indexed(owner)
             for stats in behind:
                 known = indexed.sessions.get(stats.session_id, _UNREAD)
                 self.catch_up(tables, store, stats.session_id, stats, known, searching=True)
@@ -266,6 +262,40 @@ class KeptHistories:
         return _Search(self, tables, store_key, indexed, held, asker, query, self.config).run(
             excluded, max_tokens, counter, filters
         )
+
+    @staticmethod
+    def _remake_outdated(
+        tables: HistoryTables, indexed: IndexedHistory, behind: Sequence[SessionStats]
+    ) -> bool:
+        """Say once that the rows of sessions of `behind` were made by another version of the
+        tokenizer (after an upgrade, usually every session of the history), and drop them in
+        one pass where the tables can (`ResetsSessions`); True when they were dropped. Each
+        is then indexed afresh from its log; dropped one by one, a SQLite history's segments
+        would be rewritten once per session."""
+        outdated: dict[str, int] = {}
+        for stats in behind:
+            row = indexed.sessions.get(stats.session_id)
+            if row is None or not row.cursor:
+                continue
+            try:
+                version = _read_cursor(row.cursor).tokenizer
+            except ValueError:
+                continue  # unreadable: `_plan` warns of it
+            if version != TOKENIZER_VERSION:
+                outdated[stats.session_id] = version
+        if not outdated:
+            return False
+        logger.info(
+            "recall's keyword index of %d sessions was made by version %s of its tokenizer (this is "
+            "version %d): indexing them afresh from their logs",
+            len(outdated),
+            "/".join(str(v) for v in sorted(set(outdated.values()))),
+            TOKENIZER_VERSION,
+        )
+        if len(outdated) < 2 or not isinstance(tables, ResetsSessions):
+            return False
+        tables.reset_sessions(list(outdated))
+        return True
 
     # -- rendered lines -----------------------------------------------------------------
 

@@ -205,16 +205,20 @@ def _indexed_rows(conn: sqlite3.Connection, session_ids: Sequence[str]) -> list[
     return found
 
 
-def reset_indexed(conn: sqlite3.Connection, session_id: str) -> None:
+def reset_indexed(conn: sqlite3.Connection, session_ids: Sequence[str]) -> None:
     """In the transaction that deletes or replaces messages of a session: its rows go, and
-    its index row says it needs indexing again (recall does so from the new log, silently)."""
+    its index row says it needs indexing again (recall does so from the new log, silently).
+    The sessions of one history are dropped together: each segment is rewritten once."""
     _warn_made(create_history_schema(conn), conn)
-    for _, history, slot in _indexed_rows(conn, [session_id]):
-        _drop_rows(conn, history, [slot])
+    slots: dict[int, list[int]] = {}
+    for session_id, history, slot in _indexed_rows(conn, session_ids):
+        slots.setdefault(history, []).append(slot)
         conn.execute(
             "UPDATE recall_index_sessions SET generation = NULL, cursor = '' WHERE session_id = ?",
             (session_id,),
         )
+    for history, dropped in slots.items():
+        _drop_rows(conn, history, dropped)
 
 
 def forget_indexed(conn: sqlite3.Connection, session_ids: Sequence[str]) -> None:
@@ -373,8 +377,11 @@ class SQLiteHistoryTables:
     # -- writing ----------------------------------------------------------------------
 
     def reset(self, session_id: str) -> None:
+        self.reset_sessions([session_id])
+
+    def reset_sessions(self, session_ids: Sequence[str]) -> None:
         with self.store._transaction() as conn:
-            reset_indexed(conn, session_id)
+            reset_indexed(conn, session_ids)
 
     def write(self, owner: str, batch: IndexBatch, expected: IndexedSession | None) -> bool:
         try:

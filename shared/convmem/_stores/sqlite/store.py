@@ -350,7 +350,7 @@ class SQLiteStore(
             return []
         with self._pool.transaction() as conn:
             doomed = self._locked_messages(conn, session_id, wanted)
-            reset_indexed(conn, session_id)
+            reset_indexed(conn, [session_id])
             conn.executemany(
                 "DELETE FROM messages WHERE session_id = ? AND seq = ?", [(session_id, s) for s in wanted]
             )
@@ -366,7 +366,7 @@ class SQLiteStore(
         try:
             with self._pool.transaction() as conn:
                 (old,) = self._locked_messages(conn, session_id, [seq])
-                reset_indexed(conn, session_id)
+                reset_indexed(conn, [session_id])
                 conn.execute(
                     f"UPDATE messages SET ({_COLUMNS}) = ({', '.join('?' * len(record))}) "
                     "WHERE session_id = ? AND seq = ?",
