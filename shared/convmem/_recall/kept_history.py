@@ -16,7 +16,8 @@ each session's cursor against the stats the build read anyway: a session the
 index lacks or that is behind its log (a crash between the two writes, work
 still queued in the background, a file written before this index existed) is
 indexed from its log before the search; one whose rows are stale (another
-generation) or unreadable is indexed afresh with a warning.
+generation) or unreadable is indexed afresh with a warning, and so, quietly, are
+those made by an earlier version of the tokenizer (`kept_cursors`).
 
 Ranking, the evidence gate and rendering are those of the in-process path
 (`search.conclude`); the BM25 is `scoring`'s, on the statistics of the whole
@@ -25,7 +26,6 @@ history, so both paths rank alike.
 
 from __future__ import annotations
 
-import functools
 import logging
 import threading
 import weakref
@@ -50,11 +50,11 @@ from .index_rows import (
     IndexedSession,
     IndexGap,
     PostingColumns,
-    ResetsSessions,
     derive,
     owner_key,
 )
 from .joined import GROUP_SHIFT
+from .kept_cursors import plan_indexing, read_cursor, remake_outdated
 from .kept_postings import PostingsCache
 from .kept_rows import Excerpts, Fetched, KeptLines, Lines, RowCache
 from .lexical import CollectionStats, LexicalScores, no_scores, query_terms
@@ -62,7 +62,6 @@ from .passages import PART_BITS, best_message_scores, best_of_each_message
 from .rank import Evidence, named_speakers
 from .render import CachedLine, RecallResult
 from .scoring import TermPostings, bm25, coverage
-from .terms import TOKENIZER_VERSION
 
 __all__ = ["KeptHistories"]
 
@@ -78,9 +77,6 @@ _LINES_KEPT = 8192
 # transaction when this many are due, or by the next search, flush or close.
 WRITE_EVERY = 32
 _UNREAD = object()
-# Cursors as read from their JSON, shared by the searches of a process: never modified
-# (`derive` continues a copy), and parsed once instead of once per session per search.
-_read_cursor = functools.lru_cache(maxsize=8192)(IndexCursor.from_json)
 # Sessions per tables whose written seq a process remembers (the oldest go first).
 _SESSIONS_NOTED = 65536
 
@@ -128,7 +124,7 @@ class KeptHistories:
                 row = tables.indexed_session(session_id)
             assert row is None or isinstance(row, IndexedSession)
             owner = owner_key(stats.user_id, session_id)
-            plan = self._plan(stats, owner, row, searching=searching)
+            plan = plan_indexing(stats, owner, row, searching=searching)
             if plan is None:
                 self._note_written(tables, session_id, stats.last_seq)
                 return
@@ -180,49 +176,6 @@ class KeptHistories:
             if len(written) > _SESSIONS_NOTED:
                 written.pop(next(iter(written)))
 
-    def _plan(
-        self, stats: SessionStats, owner: str, row: IndexedSession | None, *, searching: bool
-    ) -> tuple[IndexCursor, bool] | None:
-        """Where indexing must start for the log `stats` describe: (cursor, afresh), or None
-        when the rows are up to date."""
-        if row is None:
-            if not stats.last_seq:
-                return None
-            if searching:
-                logger.info(
-                    "recall's keyword index lacks session %r (%d messages); indexing it from its log",
-                    stats.session_id,
-                    stats.message_count,
-                )
-            return IndexCursor(), True
-        if row.owner != owner or not row.cursor:
-            return IndexCursor(), True  # given to a user since, or reset by an edit of its log
-        try:
-            cursor = _read_cursor(row.cursor)
-        except ValueError as exc:
-            logger.warning(
-                "recall's keyword index of session %r is unreadable (%s); indexing it afresh from its log",
-                stats.session_id,
-                exc,
-            )
-            return IndexCursor(), True
-        if row.generation != stats.generation or cursor.seq > stats.last_seq:
-            logger.warning(
-                "recall's keyword index of session %r is stale (it indexed another log: generation %s "
-                "through seq %d, the log is at %s through seq %d); indexing it afresh from its log",
-                stats.session_id,
-                row.generation,
-                cursor.seq,
-                stats.generation,
-                stats.last_seq,
-            )
-            return IndexCursor(), True
-        if cursor.tokenizer != TOKENIZER_VERSION:
-            return IndexCursor(), True  # made with other stems (an upgrade): see `_remake_outdated`
-        if cursor.seq == stats.last_seq:
-            return None
-        return cursor, False
-
     # -- reading ------------------------------------------------------------------------
 
     def search(
@@ -250,10 +203,10 @@ class KeptHistories:
         behind = [
             s
             for s in held
-            if self._plan(s, owner, indexed.sessions.get(s.session_id), searching=False) is not None
+            if plan_indexing(s, owner, indexed.sessions.get(s.session_id), searching=False) is not None
         ]
         if behind:
-            if self._remake_outdated(tables, indexed, behind):
+            if remake_outdated(tables, indexed, behind):
                 indexed = tables.indexed(owner)
             for stats in behind:
                 known = indexed.sessions.get(stats.session_id, _UNREAD)
@@ -262,40 +215,6 @@ class KeptHistories:
         return _Search(self, tables, store_key, indexed, held, asker, query, self.config).run(
             excluded, max_tokens, counter, filters
         )
-
-    @staticmethod
-    def _remake_outdated(
-        tables: HistoryTables, indexed: IndexedHistory, behind: Sequence[SessionStats]
-    ) -> bool:
-        """Say once that the rows of sessions of `behind` were made by another version of the
-        tokenizer (after an upgrade, usually every session of the history), and drop them in
-        one pass where the tables can (`ResetsSessions`); True when they were dropped. Each
-        is then indexed afresh from its log; dropped one by one, a SQLite history's segments
-        would be rewritten once per session."""
-        outdated: dict[str, int] = {}
-        for stats in behind:
-            row = indexed.sessions.get(stats.session_id)
-            if row is None or not row.cursor:
-                continue
-            try:
-                version = _read_cursor(row.cursor).tokenizer
-            except ValueError:
-                continue  # unreadable: `_plan` warns of it
-            if version != TOKENIZER_VERSION:
-                outdated[stats.session_id] = version
-        if not outdated:
-            return False
-        logger.info(
-            "recall's keyword index of %d sessions was made by version %s of its tokenizer (this is "
-            "version %d): indexing them afresh from their logs",
-            len(outdated),
-            "/".join(str(v) for v in sorted(set(outdated.values()))),
-            TOKENIZER_VERSION,
-        )
-        if len(outdated) < 2 or not isinstance(tables, ResetsSessions):
-            return False
-        tables.reset_sessions(list(outdated))
-        return True
 
     # -- rendered lines -----------------------------------------------------------------
 
@@ -344,7 +263,7 @@ class _Search:
             if row is None or not row.cursor:
                 continue
             try:
-                cursor = _read_cursor(row.cursor)
+                cursor = read_cursor(row.cursor)
             except ValueError:
                 continue  # indexed afresh by the next catch-up; left out of this search
             self.slots[stats.session_id] = row.slot

@@ -1,0 +1,98 @@
+"""Where the indexing of a session's log stands, for `KeptHistories`: its cursor as the
+store keeps it (`IndexCursor`, read once per process), whether its rows are up to date,
+behind their log, or must be made afresh (see `plan_indexing`), and the rows of a whole
+history made afresh at once after an upgrade of the tokenizer (`remake_outdated`)."""
+
+from __future__ import annotations
+
+import functools
+import logging
+from collections.abc import Sequence
+
+from .._stores.base import SessionStats
+from .index_rows import HistoryTables, IndexCursor, IndexedHistory, IndexedSession, ResetsSessions
+from .terms import TOKENIZER_VERSION
+
+__all__ = ["plan_indexing", "read_cursor", "remake_outdated"]
+
+logger = logging.getLogger("convmem")
+
+# Cursors as read from their JSON, shared by the searches of a process: never modified
+# (`derive` continues a copy), and parsed once instead of once per session per search.
+read_cursor = functools.lru_cache(maxsize=8192)(IndexCursor.from_json)
+
+
+def plan_indexing(
+    stats: SessionStats, owner: str, row: IndexedSession | None, *, searching: bool
+) -> tuple[IndexCursor, bool] | None:
+    """Where indexing must start for the log `stats` describe: (cursor, afresh), or None
+    when the rows are up to date."""
+    if row is None:
+        if not stats.last_seq:
+            return None
+        if searching:
+            logger.info(
+                "recall's keyword index lacks session %r (%d messages); indexing it from its log",
+                stats.session_id,
+                stats.message_count,
+            )
+        return IndexCursor(), True
+    if row.owner != owner or not row.cursor:
+        return IndexCursor(), True  # given to a user since, or reset by an edit of its log
+    try:
+        cursor = read_cursor(row.cursor)
+    except ValueError as exc:
+        logger.warning(
+            "recall's keyword index of session %r is unreadable (%s); indexing it afresh from its log",
+            stats.session_id,
+            exc,
+        )
+        return IndexCursor(), True
+    if row.generation != stats.generation or cursor.seq > stats.last_seq:
+        logger.warning(
+            "recall's keyword index of session %r is stale (it indexed another log: generation %s "
+            "through seq %d, the log is at %s through seq %d); indexing it afresh from its log",
+            stats.session_id,
+            row.generation,
+            cursor.seq,
+            stats.generation,
+            stats.last_seq,
+        )
+        return IndexCursor(), True
+    if cursor.tokenizer != TOKENIZER_VERSION:
+        return IndexCursor(), True  # made with other stems (an upgrade): see `remake_outdated`
+    if cursor.seq == stats.last_seq:
+        return None
+    return cursor, False
+
+
+def remake_outdated(tables: HistoryTables, indexed: IndexedHistory, behind: Sequence[SessionStats]) -> bool:
+    """Say once that the rows of sessions of `behind` were made by another version of the
+    tokenizer (after an upgrade, usually every session of the history), and drop them in
+    one pass where the tables can (`ResetsSessions`); True when they were dropped. Each
+    is then indexed afresh from its log; dropped one by one, a SQLite history's segments
+    would be rewritten once per session."""
+    outdated: dict[str, int] = {}
+    for stats in behind:
+        row = indexed.sessions.get(stats.session_id)
+        if row is None or not row.cursor:
+            continue
+        try:
+            version = read_cursor(row.cursor).tokenizer
+        except ValueError:
+            continue  # unreadable: `plan_indexing` warns of it
+        if version != TOKENIZER_VERSION:
+            outdated[stats.session_id] = version
+    if not outdated:
+        return False
+    logger.info(
+        "recall's keyword index of %d sessions was made by version %s of its tokenizer (this is "
+        "version %d): indexing them afresh from their logs",
+        len(outdated),
+        "/".join(str(v) for v in sorted(set(outdated.values()))),
+        TOKENIZER_VERSION,
+    )
+    if len(outdated) < 2 or not isinstance(tables, ResetsSessions):
+        return False
+    tables.reset_sessions(list(outdated))
+    return True
