@@ -243,3 +243,67 @@ def test_a_damaged_row_met_merging_resets_the_history_and_the_write_is_made_agai
         Recall().catch_up(session_id, store)
     assert stored(path, history_of(path, "ana")) == expected(store, path, [*session_ids, "last"])
     store.close()
+
+
+def logged_only(store: SQLiteStore, count: int) -> list[str]:
+    """`count` sessions of ana appended to the store directly: logged, never indexed (a
+    history imported, or written before this index existed)."""
+    session_ids = []
+    for n in range(count):
+        session_id = f"imported-{n}"
+        topic = f"{TOPICS[n % len(TOPICS)]}{n}"
+        store.append(
+            session_id,
+            [
+                Message.create("user", f"I took up {topic} this month with my cousin."),
+                Message.create("assistant", f"How is the {topic} going?"),
+            ],
+            user_id="ana",
+        )
+        session_ids.append(session_id)
+    return session_ids
+
+
+def test_sessions_a_search_indexes_are_written_together(tmp_path: Path) -> None:
+    path = tmp_path / "imported.db"
+    store = SQLiteStore(path)
+    session_ids = logged_only(store, 12)
+    memory = ConversationMemory("today", store, user_id="ana")
+    recalled = memory.build_context("What did I take up with my cousin, kayak3?").recalled
+    assert any("kayak3" in item.text for item in recalled)
+    history = history_of(path, "ana")
+    # One write for the twelve: one segment (written one by one, twelve, merged at eight).
+    assert rows(path, "SELECT count(*), min(level) FROM recall_segments WHERE history = ?", (history,)) == [
+        (1, 0)
+    ]
+    assert stored(path, history) == expected(store, path, session_ids)
+    slots = rows(path, "SELECT slot FROM recall_index_sessions WHERE history = ?", (history,))
+    assert len({slot for (slot,) in slots}) == 12
+
+
+def test_a_session_another_writer_got_to_first_is_indexed_on_its_own(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from convmem._stores.sqlite import lexical
+
+    path = tmp_path / "raced.db"
+    store = SQLiteStore(path)
+    session_ids = logged_only(store, 6)
+    checked = lexical.SQLiteHistoryTables._current
+    raced: list[str] = []
+
+    def another_writer_first(conn: sqlite3.Connection, batch: Any, expected: Any) -> Any:
+        if batch.session_id == "imported-4" and not raced:
+            raced.append(batch.session_id)
+            return False  # as when its row changed after the batch was made
+        return checked(conn, batch, expected)
+
+    monkeypatch.setattr(lexical.SQLiteHistoryTables, "_current", staticmethod(another_writer_first))
+    memory = ConversationMemory("today", store, user_id="ana")
+    recalled = memory.build_context("What did I take up with my cousin, sourdough4?").recalled
+    assert raced == ["imported-4"]
+    assert any("sourdough4" in item.text for item in recalled)  # indexed on its own, in the same search
+    history = history_of(path, "ana")
+    assert stored(path, history) == expected(store, path, session_ids)
+    # The five written together, then the one on its own: two segments.
+    assert rows(path, "SELECT count(*) FROM recall_segments WHERE history = ?", (history,)) == [(2,)]

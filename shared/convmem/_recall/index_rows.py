@@ -52,6 +52,7 @@ __all__ = [
     "PostingColumns",
     "ResetsSessions",
     "UnitRow",
+    "WritesBatches",
     "default_rules",
     "derive",
     "first_number_of_a_remade_history_table",
@@ -448,4 +449,17 @@ class ResetsSessions(Protocol):
 
     def reset_sessions(self, session_ids: Sequence[str]) -> None:
         """`HistoryTables.reset` of each of `session_ids`, in one transaction."""
+        ...
+
+
+@runtime_checkable
+class WritesBatches(Protocol):
+    """`HistoryTables` that write the batches of several sessions of one history together
+    (SQLite: one transaction and one segment): what a search does when many sessions must
+    be indexed first, rather than `HistoryTables.write` each."""
+
+    def write_many(
+        self, owner: str, batches: Sequence[tuple[IndexBatch, IndexedSession | None]]
+    ) -> list[bool]:
+        """`HistoryTables.write` of each (batch, expected row): whether each was written."""
         ...

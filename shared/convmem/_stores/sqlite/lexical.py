@@ -48,7 +48,7 @@ import logging
 import sqlite3
 from collections.abc import Callable, Collection, Hashable, Sequence
 from pathlib import Path
-from typing import Any, Protocol, TypeVar
+from typing import Any, Literal, Protocol, TypeVar
 
 from ..._errors import StoreError
 from ..._models import Message
@@ -384,18 +384,73 @@ class SQLiteHistoryTables:
             reset_indexed(conn, session_ids)
 
     def write(self, owner: str, batch: IndexBatch, expected: IndexedSession | None) -> bool:
+        (written,) = self.write_many(owner, [(batch, expected)])
+        return written
+
+    def write_many(
+        self, owner: str, batches: Sequence[tuple[IndexBatch, IndexedSession | None]]
+    ) -> list[bool]:
         try:
             with self.store._transaction() as conn:
-                return self._write(conn, owner, batch, expected)
+                return self._write(conn, owner, batches)
         except StoreError as exc:
             if "no such table" not in str(exc):
                 raise
             self._repair(exc)
-            return False
+            return [False] * len(batches)
 
     def _write(
-        self, conn: sqlite3.Connection, owner: str, batch: IndexBatch, expected: IndexedSession | None
-    ) -> bool:
+        self,
+        conn: sqlite3.Connection,
+        owner: str,
+        batches: Sequence[tuple[IndexBatch, IndexedSession | None]],
+    ) -> list[bool]:
+        """The batches in one transaction and one segment (see `HistoryTables.write`): each
+        is written only while its log and its row are what it was made from."""
+        number: int | None = None
+        placed: list[int | None] = []
+        for batch, expected in batches:
+            current = self._current(conn, batch, expected)
+            if current is False:
+                placed.append(None)
+                continue
+            if number is None:  # made only for a write that goes ahead
+                number = self._history(conn, owner)
+            placed.append(self._place(conn, number, batch, current))
+        slots = [slot for slot in placed if slot is not None]
+        if number is None or not slots:
+            return [False] * len(batches)
+        passages: list[tuple[int, dict[str, int], int]] = []
+        exchanges: list[tuple[int, dict[str, int], int, bool]] = []
+        for (batch, _), slot in zip(batches, placed, strict=True):
+            if slot is not None:
+                base = slot << KEY_SHIFT
+                passages.extend((base | doc, counts, length) for doc, counts, length in batch.passages)
+                exchanges.extend(
+                    (base | first, counts, length, new) for first, counts, length, new in batch.exchanges
+                )
+        try:
+            write_segment(conn, number, slots, passages, exchanges)
+        except DamagedPostings as exc:  # met merging: these sessions too are indexed again
+            _reset_damaged(conn, number, exc)
+            return [False] * len(batches)
+        conn.executemany(
+            "INSERT OR REPLACE INTO recall_index_sessions (session_id, history, slot, generation, cursor) "
+            "VALUES (?, ?, ?, ?, ?)",
+            [
+                (batch.session_id, number, slot, batch.generation, batch.cursor.to_json())
+                for (batch, _), slot in zip(batches, placed, strict=True)
+                if slot is not None
+            ],
+        )
+        return [slot is not None for slot in placed]
+
+    @staticmethod
+    def _current(
+        conn: sqlite3.Connection, batch: IndexBatch, expected: IndexedSession | None
+    ) -> tuple[int, int] | Literal[False] | None:
+        """The (history, slot) of the batch's session (None: it has none), or False when its
+        log or its row changed since the batch was made from them."""
         log = conn.execute(
             "SELECT generation FROM sessions WHERE session_id = ?", (batch.session_id,)
         ).fetchone()
@@ -406,7 +461,6 @@ class SQLiteHistoryTables:
             "JOIN recall_histories AS h ON h.number = s.history WHERE s.session_id = ?",
             (batch.session_id,),
         ).fetchone()
-        current = None if row is None else (int(row[0]), int(row[1]), row[2], row[3])
         seen = (
             None
             if expected is None
@@ -414,7 +468,15 @@ class SQLiteHistoryTables:
         )
         if (None if row is None else (row[4], row[1], row[2], row[3])) != seen:
             return False  # another process indexed the session meanwhile
-        number = self._history(conn, owner)
+        return None if row is None else (int(row[0]), int(row[1]))
+
+    @staticmethod
+    def _place(
+        conn: sqlite3.Connection, number: int, batch: IndexBatch, current: tuple[int, int] | None
+    ) -> int:
+        """Write the batch's unit rows in history `number` and return its slot: a new one
+        when it is indexed afresh or moves from another history (`current`: where its rows
+        were), its own otherwise."""
         if batch.reset or current is None or current[0] != number:
             if current is not None:
                 _drop_rows(conn, current[0], [current[1]])
@@ -448,23 +510,7 @@ class SQLiteHistoryTables:
             "UPDATE recall_units SET last = ? WHERE history = ? AND key = ?",
             [(last, number, base | first) for first, last in batch.grown.items()],
         )
-        try:
-            write_segment(
-                conn,
-                number,
-                slot,
-                [(base | doc, counts, length) for doc, counts, length in batch.passages],
-                [(base | first, counts, length, new) for first, counts, length, new in batch.exchanges],
-            )
-        except DamagedPostings as exc:  # met merging: this session too is indexed again
-            _reset_damaged(conn, number, exc)
-            return False
-        conn.execute(
-            "INSERT OR REPLACE INTO recall_index_sessions (session_id, history, slot, generation, cursor) "
-            "VALUES (?, ?, ?, ?, ?)",
-            (batch.session_id, number, slot, batch.generation, batch.cursor.to_json()),
-        )
-        return True
+        return int(slot)
 
     @staticmethod
     def _history(conn: sqlite3.Connection, owner: str) -> int:

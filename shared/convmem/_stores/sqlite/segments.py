@@ -135,12 +135,12 @@ def _slots_of(text: str) -> set[int]:
 def write_segment(
     conn: sqlite3.Connection,
     history: int,
-    slot: int,
+    slots: Collection[int],
     passages: Iterable[tuple[int, dict[str, int], int]],
     exchanges: Iterable[tuple[int, dict[str, int], int, bool]],
 ) -> None:
-    """Add the postings of one write (keys already in the slot) as a new segment, then
-    merge full levels."""
+    """Add the postings of one write (keys already in `slots`: one session's, or several
+    written together) as a new segment, then merge full levels."""
     by_term: dict[str, tuple[list[tuple[int, int, int]], list[tuple[int, int, int]]]] = {}
     for key, counts, length in passages:
         for term, count in counts.items():
@@ -160,7 +160,7 @@ def write_segment(
     packed = _pack([entry for _, (p, x) in terms for entry in (*p, *x)])
     conn.execute(
         "INSERT INTO recall_segments (history, segment, level, entries, slots) VALUES (?, ?, 0, ?, ?)",
-        (history, segment, len(packed) // ENTRY_SIZE, str(slot)),
+        (history, segment, len(packed) // ENTRY_SIZE, _slots_text(slots)),
     )
     rows, at = [], 0
     for term, (p, x) in terms:  # each term's entries, cut from the one array of them all
