@@ -1,7 +1,7 @@
 """Terms for keyword search: a CJK-aware tokenizer with a light English stemmer.
 
 Latin words are lowercased, stripped of possessives and a light suffix
-(``running`` -> ``runn``, ``dogs`` -> ``dog``), and English stopwords are
+(``running`` -> ``run``, ``dogs`` -> ``dog``), and English stopwords are
 dropped; Chinese, Japanese and Korean text has no spaces, so every CJK
 character is a token and so is every pair of adjacent characters (``名字``),
 except particles, pronouns and question words (``的``, ``我``, ``什么``), the
@@ -72,8 +72,9 @@ def _stem(word: str) -> str:
     """A deliberately light stemmer: one common suffix, a doubled consonant, a final "e".
 
     ``running``/``run``, ``baked``/``baking``/``bake``, ``parties``/``party`` and
-    ``families``/``family`` meet; Porter-style stemming would merge more forms, but also more unrelated
-    words, and BM25 over chat turns only needs the common inflections to meet.
+    ``families``/``family`` meet; Porter-style stemming would merge more forms, but
+    also more unrelated words, and BM25 over chat turns only needs the common
+    inflections to meet.
     """
     if len(word) <= 3 or not word.isascii() or not word.isalpha() or word in _INVARIANT:
         return word
