@@ -264,12 +264,20 @@ def logged_only(store: SQLiteStore, count: int) -> list[str]:
     return session_ids
 
 
-def test_sessions_a_search_indexes_are_written_together(tmp_path: Path) -> None:
+def test_sessions_a_search_indexes_are_written_together(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
     path = tmp_path / "imported.db"
     store = SQLiteStore(path)
     session_ids = logged_only(store, 12)
     memory = ConversationMemory("today", store, user_id="ana")
-    recalled = memory.build_context("What did I take up with my cousin, kayak3?").recalled
+    with caplog.at_level(logging.INFO, logger="convmem"):
+        recalled = memory.build_context("What did I take up with my cousin, kayak3?").recalled
+    # Said once for the twelve, not once per session.
+    said = [r.getMessage() for r in caplog.records if "lacks" in r.getMessage()]
+    assert len(said) == 1, said
+    assert said[0].startswith("recall's keyword index lacks 12 sessions of this history ('imported-")
+    assert said[0].endswith(" and 9 more; 24 messages); indexing them from their logs")
     assert any("kayak3" in item.text for item in recalled)
     history = history_of(path, "ana")
     # One write for the twelve: one segment (written one by one, twelve, merged at eight).

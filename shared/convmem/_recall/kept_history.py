@@ -188,13 +188,30 @@ class KeptHistories:
                 known = indexed.sessions.get(stats.session_id, _UNREAD)
                 self.catch_up(tables, store, stats.session_id, stats, known, searching=True)
             return
+        lacking = [stats for stats in behind if stats.session_id not in indexed.sessions]
+        if len(lacking) == 1:
+            logger.info(
+                "recall's keyword index lacks session %r (%d messages); indexing it from its log",
+                lacking[0].session_id,
+                lacking[0].message_count,
+            )
+        elif lacking:  # said once for them all, not once per session
+            named = ", ".join(repr(stats.session_id) for stats in lacking[:3])
+            logger.info(
+                "recall's keyword index lacks %d sessions of this history (%s%s; %d messages); indexing "
+                "them from their logs",
+                len(lacking),
+                named,
+                f" and {len(lacking) - 3} more" if len(lacking) > 3 else "",
+                sum(stats.message_count for stats in lacking),
+            )
         for start in range(0, len(behind), _SESSIONS_PER_WRITE):
             made: list[tuple[IndexBatch, IndexedSession | None]] = []
             for stats in behind[start : start + _SESSIONS_PER_WRITE]:
                 row = indexed.sessions.get(stats.session_id)
                 if row is None:  # perhaps in another history still (given to a user since)
                     row = tables.indexed_session(stats.session_id)
-                batch = self._batch(store, stats, owner, row, searching=True)
+                batch = self._batch(store, stats, owner, row, searching=False)
                 if batch is not None:
                     made.append((batch, row))
             written = tables.write_many(owner, made) if made else []
