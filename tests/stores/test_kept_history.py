@@ -335,6 +335,24 @@ def test_messages_appended_behind_recalls_back_are_found_by_the_next_search(
 SECRET = "xylophonequartz"
 
 
+def test_sessions_the_index_lacks_are_told_once_for_all_of_them(
+    backend: Backend, caplog: pytest.LogCaptureFixture
+) -> None:
+    store = backend.open()
+    for session_id, turns in HISTORY.items():  # logged straight to the store: never indexed
+        messages = [
+            Message.create(role, text) for q, a in turns for role, text in (("user", q), ("assistant", a))
+        ]
+        store.append(session_id, messages, user_id="ana")
+    memory = ConversationMemory("today", store, user_id="ana")
+    with caplog.at_level(logging.INFO, logger="convmem"):
+        assert "Bergen" in texts(recalled(memory, "Where does my sister Ingrid teach violin?"))
+    said = [r.getMessage() for r in caplog.records if "lacks" in r.getMessage()]
+    assert len(said) == 1, said
+    assert said[0].startswith("recall's keyword index lacks 3 sessions of this history (")
+    assert all(f"'{session_id}'" in said[0] for session_id in HISTORY)
+
+
 def secret_history(backend: Backend) -> tuple[Counting, ConversationMemory, int]:
     """A user's session holding a secret, indexed, and a memory of the user that recalled it
     (so its recall holds the rendered line). Returns the store, that memory and the seq."""

@@ -23,20 +23,13 @@ read_cursor = functools.lru_cache(maxsize=8192)(IndexCursor.from_json)
 
 
 def plan_indexing(
-    stats: SessionStats, owner: str, row: IndexedSession | None, *, searching: bool
+    stats: SessionStats, owner: str, row: IndexedSession | None
 ) -> tuple[IndexCursor, bool] | None:
     """Where indexing must start for the log `stats` describe: (cursor, afresh), or None
-    when the rows are up to date."""
+    when the rows are up to date. A session without rows is indexed quietly (a search says
+    once which sessions its history lacks); stale or unreadable rows are warned of."""
     if row is None:
-        if not stats.last_seq:
-            return None
-        if searching:
-            logger.info(
-                "recall's keyword index lacks session %r (%d messages); indexing it from its log",
-                stats.session_id,
-                stats.message_count,
-            )
-        return IndexCursor(), True
+        return (IndexCursor(), True) if stats.last_seq else None
     if row.owner != owner or not row.cursor:
         return IndexCursor(), True  # given to a user since, or reset by an edit of its log
     try:

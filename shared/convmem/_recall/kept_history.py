@@ -110,7 +110,6 @@ class KeptHistories:
         stats: SessionStats | None = None,
         row: object = _UNREAD,
         *,
-        searching: bool = False,
         batched: bool = False,
     ) -> None:
         """Write the rows of what the session's log holds beyond its cursor (nothing when
@@ -129,7 +128,7 @@ class KeptHistories:
                 row = tables.indexed_session(session_id)
             assert row is None or isinstance(row, IndexedSession)
             owner = owner_key(stats.user_id, session_id)
-            batch = self._batch(store, stats, owner, row, searching=searching)
+            batch = self._batch(store, stats, owner, row)
             if batch is None:
                 self._note_written(tables, session_id, stats.last_seq)
                 return
@@ -140,11 +139,11 @@ class KeptHistories:
         logger.debug("recall's keyword index of session %r: gave way to other writers", session_id)
 
     def _batch(
-        self, store: Store, stats: SessionStats, owner: str, row: IndexedSession | None, *, searching: bool
+        self, store: Store, stats: SessionStats, owner: str, row: IndexedSession | None
     ) -> IndexBatch | None:
         """The rows of what the session's log (`stats`) holds beyond `row`'s cursor, read
         from the log; None when the rows are up to date."""
-        plan = plan_indexing(stats, owner, row, searching=searching)
+        plan = plan_indexing(stats, owner, row)
         if plan is None:
             return None
         cursor, reset = plan
@@ -182,12 +181,8 @@ class KeptHistories:
         (`WritesBatches`); one by one otherwise, and for a session another writer got to
         first (`catch_up` looks again). Written one by one, the sessions of a history that
         was never indexed (or indexed by another tokenizer) made as many SQLite segments,
-        merged again and again."""
-        if len(behind) < 2 or not isinstance(tables, WritesBatches):
-            for stats in behind:
-                known = indexed.sessions.get(stats.session_id, _UNREAD)
-                self.catch_up(tables, store, stats.session_id, stats, known, searching=True)
-            return
+        merged again and again. Sessions the history's rows lack are told once, for all of
+        them."""
         lacking = [stats for stats in behind if stats.session_id not in indexed.sessions]
         if len(lacking) == 1:
             logger.info(
@@ -205,13 +200,18 @@ class KeptHistories:
                 f" and {len(lacking) - 3} more" if len(lacking) > 3 else "",
                 sum(stats.message_count for stats in lacking),
             )
+        if len(behind) < 2 or not isinstance(tables, WritesBatches):
+            for stats in behind:
+                known = indexed.sessions.get(stats.session_id, _UNREAD)
+                self.catch_up(tables, store, stats.session_id, stats, known)
+            return
         for start in range(0, len(behind), _SESSIONS_PER_WRITE):
             made: list[tuple[IndexBatch, IndexedSession | None]] = []
             for stats in behind[start : start + _SESSIONS_PER_WRITE]:
                 row = indexed.sessions.get(stats.session_id)
                 if row is None:  # perhaps in another history still (given to a user since)
                     row = tables.indexed_session(stats.session_id)
-                batch = self._batch(store, stats, owner, row, searching=False)
+                batch = self._batch(store, stats, owner, row)
                 if batch is not None:
                     made.append((batch, row))
             written = tables.write_many(owner, made) if made else []
@@ -219,7 +219,7 @@ class KeptHistories:
                 if done:
                     self._note_written(tables, batch.session_id, batch.cursor.seq)
                 else:
-                    self.catch_up(tables, store, batch.session_id, searching=True)
+                    self.catch_up(tables, store, batch.session_id)
 
     def written_through(self, tables: HistoryTables, session_id: str) -> int:
         """The seq this process last saw the session's rows written through (-1: never)."""
@@ -263,11 +263,7 @@ class KeptHistories:
             return None
         owner = owners.pop() if owners else owner_key(asker.user_id, asker.session_id)
         indexed = tables.indexed(owner)
-        behind = [
-            s
-            for s in held
-            if plan_indexing(s, owner, indexed.sessions.get(s.session_id), searching=False) is not None
-        ]
+        behind = [s for s in held if plan_indexing(s, owner, indexed.sessions.get(s.session_id)) is not None]
         if behind:
             if remake_outdated(tables, indexed, behind):
                 indexed = tables.indexed(owner)
