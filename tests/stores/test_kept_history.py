@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import json
 import logging
+import re
 import sqlite3
 import threading
 from collections.abc import Callable, Iterator, Sequence
@@ -495,6 +496,25 @@ def test_a_damaged_index_is_made_again_from_the_log_with_a_warning(
     # Made again: the next process searches the tables, quietly, without reading the logs.
     assert [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING] == []
     assert again.logs_read(list(HISTORY)) == []
+
+
+def test_a_stale_session_is_warned_of_once_per_search(
+    backend: Backend, caplog: pytest.LogCaptureFixture
+) -> None:
+    store = backend.open()
+    write_history(store, "ana")
+    store.close()
+    backend.sql("UPDATE {s}recall_index_sessions SET generation = 'stale'")
+    with caplog.at_level(logging.WARNING, logger="convmem"):
+        assert "Bergen" in texts(
+            recalled(ConversationMemory("today", backend.open(), user_id="ana"), "Where does Ingrid teach?")
+        )
+    stale = sorted(
+        found.group(1)
+        for r in caplog.records
+        if (found := re.search(r"session '(\w+)' is stale", r.getMessage()))
+    )
+    assert stale == sorted(HISTORY)
 
 
 def test_rows_made_by_an_older_tokenizer_are_made_again_quietly(

@@ -24,39 +24,38 @@ read_cursor = functools.lru_cache(maxsize=8192)(IndexCursor.from_json)
 
 def plan_indexing(
     stats: SessionStats, owner: str, row: IndexedSession | None
-) -> tuple[IndexCursor, bool] | None:
-    """Where indexing must start for the log `stats` describe: (cursor, afresh), or None
-    when the rows are up to date. A session without rows is indexed quietly (a search says
-    once which sessions its history lacks); stale or unreadable rows are warned of."""
+) -> tuple[IndexCursor, bool, str | None] | None:
+    """Where indexing must start for the log `stats` describe: (cursor, afresh, warning),
+    or None when the rows are up to date. `warning` says why rows that are stale or
+    unreadable are made afresh, for whoever makes them to log (once, however often the
+    plan is asked for); a session without rows, or with rows of another user or tokenizer,
+    is indexed quietly (a search says once which sessions its history lacks)."""
     if row is None:
-        return (IndexCursor(), True) if stats.last_seq else None
+        return (IndexCursor(), True, None) if stats.last_seq else None
     if row.owner != owner or not row.cursor:
-        return IndexCursor(), True  # given to a user since, or reset by an edit of its log
+        return IndexCursor(), True, None  # given to a user since, or reset by an edit of its log
     try:
         cursor = read_cursor(row.cursor)
     except ValueError as exc:
-        logger.warning(
-            "recall's keyword index of session %r is unreadable (%s); indexing it afresh from its log",
-            stats.session_id,
-            exc,
+        return (
+            IndexCursor(),
+            True,
+            f"recall's keyword index of session {stats.session_id!r} is unreadable ({exc}); "
+            "indexing it afresh from its log",
         )
-        return IndexCursor(), True
     if row.generation != stats.generation or cursor.seq > stats.last_seq:
-        logger.warning(
-            "recall's keyword index of session %r is stale (it indexed another log: generation %s "
-            "through seq %d, the log is at %s through seq %d); indexing it afresh from its log",
-            stats.session_id,
-            row.generation,
-            cursor.seq,
-            stats.generation,
-            stats.last_seq,
+        return (
+            IndexCursor(),
+            True,
+            f"recall's keyword index of session {stats.session_id!r} is stale (it indexed another log: "
+            f"generation {row.generation} through seq {cursor.seq}, the log is at {stats.generation} "
+            f"through seq {stats.last_seq}); indexing it afresh from its log",
         )
-        return IndexCursor(), True
     if cursor.tokenizer != TOKENIZER_VERSION:
-        return IndexCursor(), True  # made with other stems (an upgrade): see `remake_outdated`
+        return IndexCursor(), True, None  # made with other stems (an upgrade): see `remake_outdated`
     if cursor.seq == stats.last_seq:
         return None
-    return cursor, False
+    return cursor, False, None
 
 
 def remake_outdated(tables: HistoryTables, indexed: IndexedHistory, behind: Sequence[SessionStats]) -> bool:

@@ -146,7 +146,9 @@ class KeptHistories:
         plan = plan_indexing(stats, owner, row)
         if plan is None:
             return None
-        cursor, reset = plan
+        cursor, reset, warning = plan
+        if warning is not None:
+            logger.warning(warning)
         session_id = stats.session_id
         messages = store.messages(session_id, after_seq=cursor.seq)
         try:
