@@ -205,33 +205,36 @@ def _indexed_rows(conn: sqlite3.Connection, session_ids: Sequence[str]) -> list[
     return found
 
 
-def reset_indexed(conn: sqlite3.Connection, session_ids: Sequence[str]) -> None:
-    """In the transaction that deletes or replaces messages of a session: its rows go, and
-    its index row says it needs indexing again (recall does so from the new log, silently).
-    The sessions of one history are dropped together: each segment is rewritten once."""
+def _drop_sessions(conn: sqlite3.Connection, session_ids: Sequence[str], statement: str) -> list[int]:
+    """Run `statement` on each of the sessions' index rows (its one parameter: the session
+    id), then drop their rows, the sessions of one history together (each segment is
+    rewritten once); return the histories they were in."""
     _warn_made(create_history_schema(conn), conn)
     slots: dict[int, list[int]] = {}
     for session_id, history, slot in _indexed_rows(conn, session_ids):
+        conn.execute(statement, (session_id,))
         slots.setdefault(history, []).append(slot)
-        conn.execute(
-            "UPDATE recall_index_sessions SET generation = NULL, cursor = '' WHERE session_id = ?",
-            (session_id,),
-        )
     for history, dropped in slots.items():
         _drop_rows(conn, history, dropped)
+    return list(slots)
+
+
+def reset_indexed(conn: sqlite3.Connection, session_ids: Sequence[str]) -> None:
+    """In the transaction that deletes or replaces messages of a session: its rows go, and
+    its index row says it needs indexing again (recall does so from the new log, silently)."""
+    _drop_sessions(
+        conn,
+        session_ids,
+        "UPDATE recall_index_sessions SET generation = NULL, cursor = '' WHERE session_id = ?",
+    )
 
 
 def forget_indexed(conn: sqlite3.Connection, session_ids: Sequence[str]) -> None:
     """In the transaction that deletes sessions: their rows go, and a history left without
     sessions goes too (its owner names a user)."""
-    _warn_made(create_history_schema(conn), conn)
-    slots: dict[int, list[int]] = {}
-    for session_id, history, slot in _indexed_rows(conn, session_ids):
-        conn.execute("DELETE FROM recall_index_sessions WHERE session_id = ?", (session_id,))
-        slots.setdefault(history, []).append(slot)
-    for history, dropped in slots.items():
-        _drop_rows(conn, history, dropped)
-    for history in slots:
+    for history in _drop_sessions(
+        conn, session_ids, "DELETE FROM recall_index_sessions WHERE session_id = ?"
+    ):
         conn.execute(
             "DELETE FROM recall_histories WHERE number = ? AND NOT EXISTS "
             "(SELECT 1 FROM recall_index_sessions WHERE history = ?)",
