@@ -461,6 +461,12 @@ DAMAGE: dict[str, tuple[Callable[[Backend], object], str]] = {
         lambda b: b.sql("UPDATE {s}recall_index_sessions SET cursor = '{{\"seq\": -4}}'"),
         "unreadable",
     ),
+    "cursor's tokenizer not a version": (
+        lambda b: b.sql(
+            "UPDATE {s}recall_index_sessions SET cursor = replace(cursor, '\"tokenizer\":2', '\"tokenizer\":[2]')"
+        ),
+        "unreadable",
+    ),
     "generation stale": (
         lambda b: b.sql("UPDATE {s}recall_index_sessions SET generation = 'stale'"),
         "stale",

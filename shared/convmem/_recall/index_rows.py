@@ -132,7 +132,14 @@ class IndexCursor:
             cursor = cls(**{"tokenizer": 1, **data})
         except (TypeError, json.JSONDecodeError) as exc:
             raise ValueError(f"unreadable index cursor: {exc}") from exc
-        ints = (cursor.seq, cursor.places, cursor.episodes, cursor.message_docs, cursor.exchange_docs)
+        ints = (
+            cursor.seq,
+            cursor.places,
+            cursor.episodes,
+            cursor.message_docs,
+            cursor.exchange_docs,
+            cursor.tokenizer,
+        )
         if not all(isinstance(v, int) and v >= 0 for v in ints) or not isinstance(cursor.names, list):
             raise ValueError(f"inconsistent index cursor: {text[:120]!r}")
         return cursor
