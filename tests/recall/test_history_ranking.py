@@ -15,6 +15,7 @@ from unheard_subject import UKULELE, check_unheard_subject
 
 from convmem import ConversationMemory, InMemoryStore, Recall, RecallConfig, SQLiteStore, Store
 from convmem._recall.embedder import BaseEmbedder
+from convmem._recall.intent import points_to_past
 from convmem._recall.language import has_cjk
 from convmem._recall.lexical import BM25Index, information, tokenize
 from convmem._recall.passages import LONG_MESSAGE_CHARS, PASSAGE_CHARS, excerpt_text, passage_spans
@@ -774,12 +775,34 @@ def test_a_request_about_the_user_in_passing_recalls_their_messages_only_when_on
     assert texts == ""
     assert "the evidence is only the assistant's" in reason
     # once the user has said something that is evidence, what they said is recalled, and
-    # the answer that is evidence with its request
+    # the answer that is evidence with its request; the request asks for help, not about
+    # the user, so their message that shares only "new" with it is not
     store_messages(store, "s1", [("user", "I got a beagle puppy, she eats so fast."), ("assistant", "Cute!")])
     texts, reason = _recalled(store)
-    assert "beagle" in texts and "parking spot" in texts
+    assert "beagle" in texts
     assert "three or four small meals" in texts and "Tell me about dog nutrition" in texts
-    assert "only the user's own messages" in reason
+    assert "parking spot" not in texts and "ramen" not in texts
+    assert "asks for help, not about the user" in reason
+
+
+def test_a_request_in_passing_that_asks_about_the_user_recalls_what_they_said() -> None:
+    # "...that would suit me?" asks about the user: what they told of themselves answers it,
+    # their messages that are not evidence on their own included (their work schedule).
+    request = "I just got a puppy. Can you suggest a feeding schedule that would suit me?"
+    assert personal_reading(request) == (True, True) and points_to_past(request)
+    store = InMemoryStore()
+    told = [
+        ("user", "I just got a beagle puppy and her feeding is chaos."),
+        ("assistant", "I suggest a routine that will suit you both."),
+    ]
+    shifts = [("user", "My work schedule moved to early shifts."), ("assistant", "Early nights, then.")]
+    store_messages(store, "s1", [*PUPPY_EXCHANGE, *FILLER, *told, *PARKING, *shifts])
+    result = Recall(config=RecallConfig(relevance_floor=0.0)).search(
+        "s1", request, store=store, max_tokens=600, counter=COUNTER
+    )
+    texts = " ".join(item.text for item in result.items)
+    assert "beagle" in texts and "early shifts" in texts
+    assert "only the user's own messages" in result.reason
 
 
 @pytest.mark.parametrize("lexical_index", ["store", "process"])

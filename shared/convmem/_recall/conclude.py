@@ -12,7 +12,7 @@ from .._models import Message
 from .._tokens import TokenCounter
 from .config import RecallConfig
 from .gate import judge
-from .intent import ASKS_ABOUT_A_PERSON, asks_for_several, past_cue
+from .intent import ASKS_ABOUT_A_PERSON, asks_for_several, past_cue, points_to_past
 from .joined import GROUP_SHIFT, SEQ_MASK
 from .language import SECTION_HEADERS, choose_language
 from .lexical import CollectionStats, tokenize
@@ -86,6 +86,7 @@ def conclude(
         one_term=None if collection is None else largest_share(query_terms(query), collection),
         unheard=share,
         unheard_words=never,
+        asks_back=points_to_past(query),
     )
     ranked = ranking.ranked if verdict.passed else ()
     if verdict.evidence is not None:

@@ -100,6 +100,7 @@ def judge(
     one_term: float | None = None,
     unheard: float = 0.0,
     unheard_words: Sequence[str] = (),
+    asks_back: bool = True,
 ) -> Verdict:
     """Whether the ranked candidates hold evidence for the query on an absolute scale (see
     the module docstring); `RecallConfig.min_coverage` None turns the judgement off.
@@ -117,8 +118,11 @@ def judge(
     said what, one of the user's own messages that is evidence or an answer holding
     every informative word of it; it recalls the exchanges of
     messages that are evidence themselves and, when one of the user's is, what the user
-    said. A request that stands on its own needs one message that holds
-    `min_coverage_general` of its words
+    said, when it `asks_back` (`intent.points_to_past`: it asks about them, "Can you
+    suggest some activities I can do in the evening?"; a request for help with something
+    of theirs does not: "I just got a puppy, how often should it eat?", answered by the
+    messages that are evidence for it). A request that stands on its own needs one
+    message that holds `min_coverage_general` of its words
     and, with dense search, is also `evidence_margin_general` more similar to it than
     the typical message, or that holds every one of its informative words: most of its
     words in common, or a request of the same kind, is chance, not memory. `words`: how
@@ -196,6 +200,14 @@ def judge(
                     verdict.reason
                     + f"; only messages that are evidence and their exchanges: the user's history never "
                     f"mentions {_listed(unheard_words)}, and their other messages share only its other words"
+                )
+            elif not asks_back:
+                # Help with something of theirs, not a question about them: the user's other
+                # matches share a word of it by chance ("new" with "I just got a new puppy"),
+                # and would fill its room.
+                reason = (
+                    verdict.reason + "; only messages that are evidence and their exchanges: the request "
+                    "asks for help, not about the user, so their other matches are not wanted"
                 )
             else:
                 allowed |= {r.seq for r, mine in zip(ranking.ranked, said, strict=True) if mine}
