@@ -15,7 +15,7 @@ from unheard_subject import UKULELE, check_unheard_subject
 
 from convmem import ConversationMemory, InMemoryStore, Recall, RecallConfig, SQLiteStore, Store
 from convmem._recall.embedder import BaseEmbedder
-from convmem._recall.intent import points_to_past
+from convmem._recall.intent import ASKS_ABOUT_A_PERSON, past_cue, points_to_past
 from convmem._recall.language import has_cjk
 from convmem._recall.lexical import BM25Index, information, tokenize
 from convmem._recall.passages import LONG_MESSAGE_CHARS, PASSAGE_CHARS, excerpt_text, passage_spans
@@ -948,6 +948,52 @@ def test_words_about_the_conversation_do_not_count_toward_coverage() -> None:
     index.add(2, tokenize("The weather was cold."))
     asked = index.coverage(tokenize("What did I say I told you about my bikes earlier?"))
     assert asked[1] == pytest.approx(index.coverage(tokenize("my bikes"))[1]) == pytest.approx(1.0)
+
+
+@pytest.mark.parametrize("lexical_index", ["store", "process"])
+def test_a_name_only_the_assistant_used_is_not_someone_of_the_users_history(
+    tmp_path: Path, lexical_index: str
+) -> None:
+    # Through the index the file keeps and through BM25 in the process: an answer that
+    # mentions Budapest does not make "Which river flows through Budapest?" a question
+    # about the user's life; once the user has spoken of Budapest, it is.
+    store = SQLiteStore(tmp_path / "chat.db", lexical_index=lexical_index)
+    old = ConversationMemory("old", store, user_id="u")
+    old.add_turn(
+        "Plan me a week in central Europe.",
+        "Start in Vienna, then two days in Budapest: the thermal baths, the castle district "
+        "and a cruise on the river at night.",
+    )
+    for i in range(12):
+        old.add_turn(f"Tell me about topic {i} in history.", f"Topic {i} is about kings and wars.")
+    new = ConversationMemory("new", store, user_id="u")
+    question = "Which river flows through Budapest?"
+    assert past_cue(question) is not None and past_cue(question).reason == ASKS_ABOUT_A_PERSON
+    recall = new.build_context(query=question, budget=2048).section("recall")
+    assert recall.tokens == 0, recall.note
+    old.add_turn("I booked the flight to Budapest for May!", "Enjoy the trip.")
+    assert "flight to Budapest" in str(new.build_context(query=question, budget=2048).messages)
+    # a name of several words is the user's only whole: their friend Miles is not Miles Davis
+    old.add_turn("My friend Miles lent me his bike for the weekend.", "That was kind of him.")
+    jazz = "What instrument did Miles Davis play?"
+    assert past_cue(jazz) is not None and past_cue(jazz).reason == ASKS_ABOUT_A_PERSON
+    assert "lent me his bike" not in str(new.build_context(query=jazz, budget=2048).messages)
+    old.add_turn("I saw a Miles Davis tribute band last night.", "Sounds like a great night.")
+    assert "tribute band" in str(new.build_context(query=jazz, budget=2048).messages)
+
+
+def test_in_a_chat_of_two_people_a_name_either_used_is_someone_of_the_history() -> None:
+    # Two friends chatting (the second stored as the assistant, by name): the friend who
+    # is not the user spoke of Anthony.
+    store = InMemoryStore()
+    memory = ConversationMemory("chat", store, user_id="caroline")
+    memory.add("user", "How was your weekend?", name="Caroline")
+    memory.add("assistant", "Great, my cousin Anthony taught me to climb.", name="Melanie")
+    for i in range(12):
+        memory.add("user", f"Topic {i} is about kings and wars.", name="Caroline")
+        memory.add("assistant", f"Indeed, topic {i} is.", name="Melanie")
+    result = Recall().search("chat", "Who is Anthony?", store=store, max_tokens=400, counter=COUNTER)
+    assert any("taught me to climb" in item.text for item in result.items)
 
 
 def test_a_question_about_someone_the_history_names_is_about_the_history() -> None:

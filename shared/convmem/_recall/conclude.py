@@ -16,7 +16,7 @@ from .intent import ASKS_ABOUT_A_PERSON, asks_for_several, past_cue, points_to_p
 from .joined import GROUP_SHIFT, SEQ_MASK
 from .language import SECTION_HEADERS, choose_language
 from .lexical import CollectionStats, tokenize
-from .rank import Evidence, rank
+from .rank import Evidence, Ranking, rank
 from .reading import asks_about_user, is_small_talk, personal_reading, points_at_history
 from .render import CachedLine, LineKey, RecallResult, render
 from .scoring import largest_share, unheard
@@ -60,7 +60,7 @@ def conclude(
     all, and render the best into `max_tokens` (`evidence` keyed as `Shown`)."""
     asks_about_them = asks_about_user(query)
     ranking = rank(evidence, config, several=asks_for_several(query), about_user=asks_about_them)
-    named = _names_someone_known(query, collection)
+    named = _names_someone_known(query, collection, speakers, ranking, evidence, shown)
     about_user, self_only = personal_reading(query, speakers)
     personal = named or about_user
     first_person_only = self_only and not named
@@ -178,18 +178,42 @@ def _unheard_words(query: str, collection: CollectionStats) -> tuple[float, tupl
 _POSSESSIVE_NAME = re.compile(r"\b([A-Z][^\W\d_]+)['’]s\b")
 
 
-def _names_someone_known(query: str, collection: CollectionStats | None) -> bool:
+def _names_someone_known(
+    query: str,
+    collection: CollectionStats | None,
+    speakers: Collection[str],
+    ranking: Ranking,
+    evidence: Evidence,
+    shown: Shown,
+) -> bool:
     """Whether `query` asks about someone of the user's history by name: a capitalised
     name in the possessive ("Lola's vet visit") or a person a question asks about ("Who
-    is Anthony?", `past_cue`) that the history mentions."""
+    is Anthony?", `past_cue`) that the history mentions.
+
+    In a chat with an assistant (no named `speakers`), the name must be in one of the
+    user's ranked messages, whole ("the Amazon River" is not the user's "Amazon order"):
+    an answer that mentions "Budapest" or "Ohm's law" does not make it someone of the
+    user's life ("Which river flows through Budapest?"). In a chat of several people, any
+    of them may have spoken of whoever the question names."""
     if collection is None:
         return False
     names = _POSSESSIVE_NAME.findall(query)
     cue = past_cue(query)
     if cue is not None and cue.reason == ASKS_ABOUT_A_PERSON:
         names.append(cue.words)
+    known = []
     for name in names:
         terms = tokenize(name)
         if terms and collection.frequencies.get(terms[0], 0) > 0:
+            known.append(frozenset(terms))
+    if not known or speakers or evidence.from_user is None:
+        return bool(known)
+    at = {seq: i for i, seq in enumerate(evidence.seqs)}
+    users = [r.seq for r in ranking.ranked if evidence.from_user[at[r.seq]]]
+    if shown.prefetch is not None and users:
+        shown.prefetch(users)
+    for seq in users:
+        said = set(tokenize(shown.messages[seq].text))
+        if any(name <= said for name in known):  # a name of several words, whole
             return True
     return False
