@@ -579,20 +579,12 @@ NO_MEMORY_REQUESTS_HELD_OUT = (
     "熊猫一天吃多少竹子？",
     "为什么冬天静电特别多？",
     "高铁上可以带充电宝吗？",
-)
-
-
-# Eighty more, never looked at one by one: twenty written before a change was made,
-# measured on the code before it and after, twenty written after it, measured once,
-# twenty written before the changes after those, measured once on the code before all of
-# them and once after, and twenty written after every change to how requests are read,
-# measured once: whether the rules hold for requests nobody had in mind (each written
-# after the set before it was looked at, so some share its shapes). Checked against the
-# lists above for requests repeated nearly or exactly: 32 of the 120 first drafts of six
-# earlier sets were, 38 of the 78 drafts of the next two, and 16 of the 20 first drafts of
-# the last (and 5 of their replacements), and were replaced before any measurement; what
-# is left shares at most a template ("What does 'X' mean...?") with an earlier request.
-NO_MEMORY_REQUESTS_FRESH = (
+    # The eighty below were the set never looked at one by one until the changes of
+    # docs/benchmarks.md's "Requests for help, and names only the assistant used": their
+    # tokens, by the class each request is read as, pointed at both. The sixty after them
+    # were written for those changes (twenty of any kind, twenty that tell the user's
+    # situation, twenty about a named person, place or work) and measured on the code
+    # before and after each.
     "How do I keep avocados from turning brown after cutting them?",
     "Who composed the Moonlight Sonata?",
     "My washing machine smells musty. How can I get rid of the smell?",
@@ -676,6 +668,95 @@ NO_MEMORY_REQUESTS_FRESH = (
     "What is the capital of Mongolia?",
     "Suggest a name for a hedgehog mascot at a library.",
     "How did the Library of Alexandria get destroyed?",
+    "Draft a polite email asking my landlord to fix a leaking tap.",
+    "Explain what a closure is in JavaScript.",
+    "Give me five adjectives to describe a stormy sea.",
+    "My headphones keep disconnecting from Bluetooth. What can cause that?",
+    "Summarize the theory of evolution in two sentences.",
+    "What does the Big O of a nested loop over n items look like?",
+    "Suggest a catchy name for a bike repair shop.",
+    "How do you fold a fitted sheet?",
+    "What muscles do lunges work?",
+    "What is a haiku's syllable pattern?",
+    "How do I remove a stripped screw?",
+    "Write a product description for a bamboo toothbrush.",
+    "What is the speed of sound in air?",
+    "How should a beginner hold a chess opening like the Italian Game?",
+    "List the primary colors of light.",
+    "How do you calculate the area of a regular hexagon?",
+    "Write a tongue twister about penguins.",
+    "What language is spoken in Brazil?",
+    "蜂蜜为什么不会变质？",
+    "“画蛇添足”是什么意思？",
+    "My code throws a KeyError when I read from a dict. What does that mean?",
+    "I have a flight at 6am, how early should I get to the airport?",
+    "I'm learning Spanish, what's the difference between ser and estar?",
+    "I got a parking ticket by mistake, how do I contest it?",
+    "My toddler has a mild fever, when should I call a doctor?",
+    "I'm painting my bedroom, how many coats of paint do I need?",
+    "My Wi-Fi drops every evening. What could be interfering with it?",
+    "I need to write a resignation letter, what should it include?",
+    "I spilled coffee on my keyboard, what should I do now?",
+    "I'm hosting a barbecue, how long should I grill chicken thighs?",
+    "My phone storage is full. What's safe to delete?",
+    "My jeans shrank in the wash, can I stretch them back?",
+    "I'm moving to a new apartment, how do I pack dishes so they don't break?",
+    "My dog is afraid of thunderstorms, how can I calm him down?",
+    "I keep waking up at 3am, what might cause that?",
+    "My spreadsheet formula returns #VALUE!, what does that error mean?",
+    "我想给妈妈织一条围巾，初学者用什么毛线好？",
+    "I burned rice onto the bottom of my pot, how do I clean it?",
+    "My glasses fog up whenever I wear a scarf. Any trick to stop it?",
+    "I'm knitting my first sweater, how do I read a knitting pattern?",
+    "What is Newton's third law?",
+    "Which country is Kyoto in?",
+    "How tall is the Burj Khalifa?",
+    "What instrument did Miles Davis play?",
+    "Why is Venice sinking?",
+    "What did Marie Curie discover?",
+    "Who founded Microsoft?",
+    "What language do people speak in Quebec?",
+    "How old is the Colosseum?",
+    "What is Einstein's most famous equation?",
+    "Where is Machu Picchu?",
+    "Who wrote Pride and Prejudice?",
+    "What is the population of Tokyo?",
+    "Which club has won the most Champions League titles?",
+    "How long is the Amazon River?",
+    "贝多芬是哪个国家的人？",
+    "Who was Cleopatra?",
+    "Which ocean is Madagascar in?",
+    "When did Beethoven go deaf?",
+    "What is Ada Lovelace known for?",
+)
+
+
+# Twenty more, never looked at one by one: written after the last change to how requests
+# are read and to the evidence gate, measured once on the code before those changes and
+# once after: whether the rules hold for requests nobody had in mind. Checked against the
+# lists above for requests repeated nearly or exactly: 12 of the first 24 drafts and 5 of
+# the next 12 were, and were replaced before any measurement.
+NO_MEMORY_REQUESTS_FRESH = (
+    "What is the derivative of x squared?",
+    "Give me a packing checklist for a beach day.",
+    "Turn this into a question: the meeting starts at noon.",
+    "How many players are on a volleyball team?",
+    "I'm writing my first novel, how long should a chapter be?",
+    "My shoes squeak on the floor, what can I do about it?",
+    "What is Darwin's theory of natural selection?",
+    "Where was Frida Kahlo born?",
+    "Why is Mars red?",
+    "“守株待兔”这个成语是什么意思？",
+    "我想开始跑步，每周跑几次比较合适？",
+    "How do I convert a PDF to Word?",
+    "How many minutes are in a week?",
+    "My zipper keeps splitting open. Can it be fixed without replacing it?",
+    "My sunburn is peeling, how can I soothe it?",
+    "I forgot my router's admin password, how do I reset it?",
+    "What were Galileo's main discoveries?",
+    "What is Fermat's last theorem about?",
+    "微波炉加热鸡蛋为什么会爆炸？",
+    "My left earbud is quieter than the right one. Is there a setting for that?",
 )
 
 
