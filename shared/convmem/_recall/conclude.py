@@ -191,7 +191,7 @@ def _names_someone_known(
     is Anthony?", `past_cue`) that the history mentions.
 
     In a chat with an assistant (no named `speakers`), the name must be in one of the
-    user's ranked messages, whole ("the Amazon River" is not the user's "Amazon order"):
+    user's ranked messages, whole ("Miles Davis" is not the user's friend Miles):
     an answer that mentions "Budapest" or "Ohm's law" does not make it someone of the
     user's life ("Which river flows through Budapest?"). In a chat of several people, any
     of them may have spoken of whoever the question names."""
