@@ -21,6 +21,7 @@ from convmem._recall.lexical import BM25Index, information, tokenize
 from convmem._recall.passages import LONG_MESSAGE_CHARS, PASSAGE_CHARS, excerpt_text, passage_spans
 from convmem._recall.reading import (
     asks_about_user,
+    asks_for_suggestions,
     is_small_talk,
     personal_reading,
     points_at_history,
@@ -785,15 +786,25 @@ def test_a_request_about_the_user_in_passing_recalls_their_messages_only_when_on
     assert "asks for help, not about the user" in reason
 
 
-def test_a_request_in_passing_that_asks_about_the_user_recalls_what_they_said() -> None:
-    # "...that would suit me?" asks about the user: what they told of themselves answers it,
-    # their messages that are not evidence on their own included (their work schedule).
-    request = "I just got a puppy. Can you suggest a feeding schedule that would suit me?"
-    assert personal_reading(request) == (True, True) and points_to_past(request)
+@pytest.mark.parametrize(
+    "request_",
+    [
+        "I just got a puppy. Can you suggest a feeding schedule that would suit me?",
+        "I just got a puppy. Recommend a feeding schedule that would suit me.",
+    ],
+    ids=["asks about them", "asks for a suggestion"],
+)
+def test_a_request_in_passing_that_asks_about_the_user_recalls_what_they_said(request_: str) -> None:
+    # "...that would suit me?" asks about the user, and a request for a suggestion asks what
+    # fits them: what they told of themselves answers it, their messages that are not
+    # evidence on their own included (their work schedule).
+    request = request_
+    assert personal_reading(request) == (True, True)
+    assert points_to_past(request) or asks_for_suggestions(request)
     store = InMemoryStore()
     told = [
         ("user", "I just got a beagle puppy and her feeding is chaos."),
-        ("assistant", "I suggest a routine that will suit you both."),
+        ("assistant", "I suggest a routine that will suit you both; I recommend two meals a day."),
     ]
     shifts = [("user", "My work schedule moved to early shifts."), ("assistant", "Early nights, then.")]
     store_messages(store, "s1", [*PUPPY_EXCHANGE, *FILLER, *told, *PARKING, *shifts])

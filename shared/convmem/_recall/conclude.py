@@ -17,7 +17,7 @@ from .joined import GROUP_SHIFT, SEQ_MASK
 from .language import SECTION_HEADERS, choose_language
 from .lexical import CollectionStats, tokenize
 from .rank import Evidence, Ranking, rank
-from .reading import asks_about_user, is_small_talk, personal_reading, points_at_history
+from .reading import asks_about_user, asks_for_suggestions, is_small_talk, personal_reading, points_at_history
 from .render import CachedLine, LineKey, RecallResult, render
 from .scoring import largest_share, unheard
 from .terms import query_terms
@@ -41,7 +41,8 @@ class Shown:
     sessions: Mapping[int, str]
     """Group -> session id; the greatest group is the asking session."""
     prefetch: Callable[[Sequence[int]], None] | None = None
-    """Told the candidates rendering will read, best first, once they are ranked."""
+    """Told the candidates about to be read, best first (those rendering will read, once
+    they are ranked; the user's best matches, for a name a question asks about)."""
 
 
 def conclude(
@@ -86,7 +87,7 @@ def conclude(
         one_term=None if collection is None else largest_share(query_terms(query), collection),
         unheard=share,
         unheard_words=never,
-        asks_back=points_to_past(query),
+        asks_back=points_to_past(query) or asks_for_suggestions(query),
     )
     ranked = ranking.ranked if verdict.passed else ()
     if verdict.evidence is not None:
@@ -176,6 +177,8 @@ def _unheard_words(query: str, collection: CollectionStats) -> tuple[float, tupl
 
 
 _POSSESSIVE_NAME = re.compile(r"\b([A-Z][^\W\d_]+)['’]s\b")
+_NAME_CHECKS = 64
+"""How many of the user's best keyword matches are read for a name the question asks about."""
 
 
 def _names_someone_known(
@@ -190,8 +193,9 @@ def _names_someone_known(
     name in the possessive ("Lola's vet visit") or a person a question asks about ("Who
     is Anthony?", `past_cue`) that the history mentions.
 
-    In a chat with an assistant (no named `speakers`), the name must be in one of the
-    user's ranked messages, whole ("Miles Davis" is not the user's friend Miles):
+    In a chat with an assistant (no named `speakers`), every word of the name must be in
+    one of the user's `_NAME_CHECKS` best keyword matches ("Miles Davis" is not the
+    user's friend Miles):
     an answer that mentions "Budapest" or "Ohm's law" does not make it someone of the
     user's life ("Which river flows through Budapest?"). In a chat of several people, any
     of them may have spoken of whoever the question names."""
@@ -208,12 +212,19 @@ def _names_someone_known(
             known.append(frozenset(terms))
     if not known or speakers or evidence.from_user is None:
         return bool(known)
+    # The user's best keyword matches: a message that holds the name matches a word of it.
     at = {seq: i for i, seq in enumerate(evidence.seqs)}
-    users = [r.seq for r in ranking.ranked if evidence.from_user[at[r.seq]]]
+    users = [
+        r.seq
+        for r in ranking.ranked
+        if evidence.from_user[at[r.seq]] and evidence.lexical_message[at[r.seq]] > 0
+    ][:_NAME_CHECKS]
     if shown.prefetch is not None and users:
-        shown.prefetch(users)
+        shown.prefetch(users)  # one read for them all
     for seq in users:
-        said = set(tokenize(shown.messages[seq].text))
-        if any(name <= said for name in known):  # a name of several words, whole
-            return True
+        message = shown.messages.get(seq)  # None: deleted since it was ranked
+        if message is not None:
+            said = set(tokenize(message.text))
+            if any(name <= said for name in known):  # every word of the name in one message
+                return True
     return False

@@ -198,7 +198,7 @@ class Fetched(Mapping[int, Message]):
         self.order: list[int] = []
 
     def prefetch(self, shown: Sequence[int]) -> None:
-        """Rendering will read these, best first: read the first of them now."""
+        """These will be read, best first: read the first of them now."""
         self.order = list(shown)
         self._read(self.order[:_FETCH_AHEAD])
 

@@ -19,6 +19,7 @@ from .language import count_cjk
 __all__ = [
     "asks_about_user",
     "asks_for_advice",
+    "asks_for_suggestions",
     "is_small_talk",
     "personal_reading",
     "points_at_history",
@@ -243,6 +244,22 @@ _ADVICE_EN = re.compile(
     re.IGNORECASE,
 )
 _ADVICE_ZH = re.compile(r"推荐|建议|有什么好|吃什么|去哪|买什么|看什么|该怎么|应该")
+
+
+# What fits the user's taste: a recommendation, a suggestion or ideas, not how to do or fix something.
+_SUGGESTION_EN = re.compile(r"\b(?:recommend\w*|suggest\w*|ideas?)\b", re.IGNORECASE)
+_SUGGESTION_ZH = re.compile(r"推荐")
+
+
+def asks_for_suggestions(query: str) -> bool:
+    """Whether `query` asks for a recommendation, a suggestion or ideas ("Recommend a book I
+    might like.", 给我推荐一本书): what fits the user, which what they have told of their
+    tastes answers, unlike how to do or fix something ("how often should it eat?").
+
+    >>> asks_for_suggestions("Suggest a restaurant I would enjoy."), asks_for_suggestions("Any tips?")
+    (True, False)
+    """
+    return bool(_SUGGESTION_EN.search(query) or _SUGGESTION_ZH.search(query))
 
 
 def asks_for_advice(query: str) -> bool:
