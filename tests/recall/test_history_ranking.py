@@ -4,6 +4,7 @@ the user's own words first, and no memory for a request that needs none."""
 from __future__ import annotations
 
 import itertools
+import logging
 import random
 import re
 from pathlib import Path
@@ -991,6 +992,26 @@ def test_a_name_only_the_assistant_used_is_not_someone_of_the_users_history(
     assert "lent me his bike" not in str(new.build_context(query=jazz, budget=2048).messages)
     old.add_turn("I saw a Miles Davis tribute band last night.", "Sounds like a great night.")
     assert "tribute band" in str(new.build_context(query=jazz, budget=2048).messages)
+
+
+def test_a_users_match_deleted_while_a_name_is_checked_is_skipped(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    # The user's matches are read for the name after they were ranked: one deleted in
+    # between is not there to read, and the search goes on without it (it does not give
+    # up on the file's index and read every log instead).
+    from convmem._stores.sqlite.lexical import SQLiteHistoryTables
+
+    store = SQLiteStore(tmp_path / "chat.db")
+    old = ConversationMemory("old", store, user_id="u")
+    old.add_turn("Plan me a week in central Europe.", "Start in Vienna, then two days in Budapest.")
+    old.add_turn("I paddled down the river near my town.", "Sounds lovely.")
+    new = ConversationMemory("new", store, user_id="u")
+    monkeypatch.setattr(SQLiteHistoryTables, "messages", lambda self, history, keys: {})
+    with caplog.at_level(logging.WARNING, logger="convmem"):
+        built = new.build_context(query="Which river flows through Budapest?", budget=2048)
+    assert built.section("recall").tokens == 0
+    assert not [r for r in caplog.records if "reading the logs instead" in r.getMessage()]
 
 
 def test_in_a_chat_of_two_people_a_name_either_used_is_someone_of_the_history() -> None:
