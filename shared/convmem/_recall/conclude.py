@@ -195,10 +195,9 @@ def _names_someone_known(
 
     In a chat with an assistant (no named `speakers`), every word of the name must be in
     one of the user's `_NAME_CHECKS` best keyword matches ("Miles Davis" is not the
-    user's friend Miles):
-    an answer that mentions "Budapest" or "Ohm's law" does not make it someone of the
-    user's life ("Which river flows through Budapest?"). In a chat of several people, any
-    of them may have spoken of whoever the question names."""
+    user's friend Miles): an answer that mentions "Budapest" or "Ohm's law" does not make
+    it someone of the user's life ("Which river flows through Budapest?"). In a chat of
+    several people, any of them may have spoken of whoever the question names."""
     if collection is None:
         return False
     names = _POSSESSIVE_NAME.findall(query)

@@ -238,17 +238,18 @@ def speaks_for_us(query: str) -> bool:
     return bool(_WE_EN.search(query) or _WE_ZH.search(query))
 
 
+# What fits the user's taste: a recommendation, a suggestion or ideas, not how to do or fix
+# something. Advice asks for these and more.
+_SUGGESTION_WORDS_EN = r"recommend\w*|suggest\w*|ideas?"
+_SUGGESTION_WORDS_ZH = r"推荐"
+_SUGGESTION_EN = re.compile(rf"\b(?:{_SUGGESTION_WORDS_EN})\b", re.IGNORECASE)
+_SUGGESTION_ZH = re.compile(_SUGGESTION_WORDS_ZH)
 _ADVICE_EN = re.compile(
-    r"\b(?:recommend\w*|suggest\w*|ideas?|advice|advise|tips?|should\s+i|what\s+to\s+(?:eat|cook|wear|read"
+    rf"\b(?:{_SUGGESTION_WORDS_EN}|advice|advise|tips?|should\s+i|what\s+to\s+(?:eat|cook|wear|read"
     r"|watch|buy|do|visit|try)|where\s+to\s+(?:go|eat|stay))\b",
     re.IGNORECASE,
 )
-_ADVICE_ZH = re.compile(r"推荐|建议|有什么好|吃什么|去哪|买什么|看什么|该怎么|应该")
-
-
-# What fits the user's taste: a recommendation, a suggestion or ideas, not how to do or fix something.
-_SUGGESTION_EN = re.compile(r"\b(?:recommend\w*|suggest\w*|ideas?)\b", re.IGNORECASE)
-_SUGGESTION_ZH = re.compile(r"推荐")
+_ADVICE_ZH = re.compile(rf"{_SUGGESTION_WORDS_ZH}|建议|有什么好|吃什么|去哪|买什么|看什么|该怎么|应该")
 
 
 def asks_for_suggestions(query: str) -> bool:
@@ -263,8 +264,9 @@ def asks_for_suggestions(query: str) -> bool:
 
 
 def asks_for_advice(query: str) -> bool:
-    """Whether `query` asks for a recommendation, a suggestion or ideas ("dinner ideas?",
-    推荐一部电影): what the user likes, lives with or cannot eat bears on the answer.
+    """Whether `query` asks for advice: a suggestion (`asks_for_suggestions`: "dinner
+    ideas?", 推荐一部电影), tips, or what the user should do: what the user likes, lives
+    with or cannot eat bears on the answer.
 
     >>> asks_for_advice("dinner ideas?"), asks_for_advice("Explain how a hash table works.")
     (True, False)
