@@ -726,6 +726,44 @@ def test_one_word_in_common_with_a_question_of_three_is_not_much_of_it(
     assert "museum about the Ottoman Empire" in texts and "footstool" in texts
 
 
+# "know" in three messages of the user's, "GPS" in one answer: of "How does GPS know where
+# I am?", the commoner word carries less than half of what the question says.
+KNOWS = [
+    ("user", "I know a great taco place downtown."),
+    ("assistant", "Nice, enjoy it!"),
+    ("user", "Do you know any good podcasts about space?"),
+    ("assistant", "Try a show about astronomy."),
+    ("user", "I never know what to cook on Mondays."),
+    ("assistant", "Plan the week ahead on Sunday."),
+    ("user", "Plan a day hike for me."),
+    ("assistant", "Bring water, a map and a GPS device."),
+]
+
+
+@pytest.mark.parametrize("store_kind", ["memory", "sqlite"])
+def test_of_two_words_the_commoner_alone_is_not_much_of_a_question(store_kind: str, tmp_path: Path) -> None:
+    # Messages that share only "know" hold less than half of the question, by chance: they
+    # are not recalled, nor, since they are the user's, every other match of the user's.
+    # A message of the user's holding "GPS" holds more than half: they have spoken of it.
+    store: Store = InMemoryStore() if store_kind == "memory" else SQLiteStore(tmp_path / "m.db")
+    store_messages(store, "s1", [*KNOWS, *FILLER])
+    recall = Recall(config=RecallConfig(relevance_floor=0.0))
+    question = "How does GPS know where I am?"
+    found = recall.search("s1", question, store=store, max_tokens=800, counter=COUNTER)
+    texts = " ".join(item.text for item in found.items)
+    assert "GPS device" in texts
+    assert not any(word in texts for word in ("taco", "podcasts", "Mondays")), found.items
+    assert "messages holding 30% of its words (more than half of two)" in found.reason
+    store_messages(
+        store,
+        "s1",
+        [("user", "My GPS keeps losing its signal in tunnels."), ("assistant", "That is normal.")],
+    )
+    found = recall.search("s1", question, store=store, max_tokens=800, counter=COUNTER)
+    texts = " ".join(item.text for item in found.items)
+    assert "tunnels" in texts and "taco" in texts, found.items
+
+
 def test_a_share_just_short_of_the_bar_does_not_read_as_the_bar() -> None:
     # "holds 15% (needs 15%)" for 14.7% reads as a contradiction: such a share shows a decimal
     store = InMemoryStore()

@@ -19,7 +19,7 @@ from .lexical import CollectionStats, tokenize
 from .rank import Evidence, Ranking, rank
 from .reading import asks_about_user, asks_for_suggestions, is_small_talk, personal_reading, points_at_history
 from .render import CachedLine, LineKey, RecallResult, render
-from .scoring import largest_share, unheard
+from .scoring import chance_share, unheard
 from .terms import query_terms
 
 __all__ = ["Shown", "conclude"]
@@ -84,7 +84,7 @@ def conclude(
         small_talk=is_small_talk(query),
         pointed=pointed,
         about_user=asks_about_them,
-        one_term=None if collection is None else largest_share(query_terms(query), collection),
+        one_term=None if collection is None else chance_share(query_terms(query), collection),
         unheard=share,
         unheard_words=never,
         asks_back=points_to_past(query) or asks_for_suggestions(query),

@@ -44,6 +44,7 @@ import numpy as np
 from .._context.window import Dropped
 from .config import RecallConfig
 from .rank import Evidence, Ranking
+from .scoring import ChanceShare
 from .units import SessionMirror
 
 __all__ = ["DenseProfile", "Verdict", "judge"]
@@ -97,7 +98,7 @@ def judge(
     keywords: bool = False,
     pointed: bool = True,
     about_user: bool = True,
-    one_term: float | None = None,
+    one_term: ChanceShare | None = None,
     unheard: float = 0.0,
     unheard_words: Sequence[str] = (),
     asks_back: bool = True,
@@ -112,7 +113,7 @@ def judge(
     assistant said, someone the history knows by name), every ranked candidate may be
     recalled; when only its first person or its tense makes it about the user or the
     history ("How many bikes do I own?"), see `_not_pointed` (`about_user`:
-    `reading.asks_about_user`; `one_term`: `scoring.largest_share`). With
+    `reading.asks_about_user`; `one_term`: `scoring.chance_share`). With
     `first_person_only` (`reading.personal_reading`: it speaks of the user only in
     passing) it needs `min_coverage_self` of its words and, where the index knows who
     said what, one of the user's own messages that is evidence or an answer holding
@@ -246,7 +247,7 @@ def _not_pointed(
     min_coverage: float,
     config: RecallConfig,
     about_user: bool,
-    one_term: float | None,
+    one_term: ChanceShare | None,
 ) -> Verdict:
     """A question about the user or their history that nothing but its first person ("How
     many bikes do I own?", "What food do I like best?") or its tense ("When was the
@@ -255,25 +256,28 @@ def _not_pointed(
     nervous about my first marathon, how should I pace myself?") would otherwise fill the
     room with every message that shares one word with it. It recalls the messages that
     hold `min_coverage_self` of its words or are `evidence_margin` more similar to it than
-    the typical message, and the exchanges of those. `one_term` (`scoring.largest_share`):
-    of a query of three informative words or more, the greatest share one word carries; a
-    message holding much of it must hold more than that, two of its words: one in common
-    is chance. When it is `about_user` (`reading.asks_about_user`), also its best ranked
-    candidate (a paraphrase the encoder ranks first) and, when one of the user's messages
-    is such a message, every ranked message of the user: they have spoken of its subject,
-    and what they told answers it. Otherwise (its tense alone ties it to the history) none
+    the typical message, and the exchanges of those. `one_term` (`scoring.chance_share`):
+    what one of its words in common may hold of it by chance; a message holding much of it
+    must hold more than that: two of three words or more, the more informative of two. One
+    common word in common is chance ("know" of "How does GPS know where I am?", any message
+    about an end for "When did the Ottoman Empire end?"). When it is `about_user`
+    (`reading.asks_about_user`), also its best ranked candidate (a paraphrase the encoder
+    ranks first) and, when one of the user's messages is such a message, every ranked
+    message of the user: they have spoken of its subject, and what they told answers it. Otherwise (its tense alone ties it to the history) none
     of those: what the user said does not answer a question about the world, nor does the
     best of weak matches."""
     verdict = _judge_either(covered, lifts, min_coverage, config.evidence_margin, len(rows))
     if not verdict.passed:
         return verdict
     needed = max(min_coverage, config.min_coverage_self)
+    much = f"{needed:.0%} of its words"
     if covered is not None and one_term is not None:
-        # Of three informative words or more, one in common is chance ("When did the Ottoman
-        # Empire end?" and any message about an end): a message holding much of it holds two.
-        covered = np.where(covered > one_term + _ROUNDING, covered, 0.0)
+        # One word in common is chance ("When did the Ottoman Empire end?" and any message
+        # about an end): a message holding much of it holds two of its words, or the more
+        # informative of two.
+        covered = np.where(covered > one_term.share + _ROUNDING, covered, 0.0)
+        much += " (two or more)" if one_term.terms > 2 else " (more than half of two)"
     strong = _either_evidence(covered, lifts, needed, config.evidence_margin, len(rows))
-    much = f"{needed:.0%} of its words" + (" (two or more)" if one_term is not None else "")
     if not about_user:
         # Put in the past with nobody of the conversation in it, it asks about the world as
         # readily as about the history: the best of weak matches is no answer to it.

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Iterable, Mapping, Sequence
+from typing import NamedTuple
 
 import numpy as np
 
@@ -20,12 +21,13 @@ from .lexical import CollectionStats, LexicalScores, information, no_scores
 __all__ = [
     "K1",
     "B",
+    "ChanceShare",
     "TermPostings",
     "bm25",
+    "chance_share",
     "collection_of",
     "coverage",
     "full_match",
-    "largest_share",
     "unheard",
 ]
 
@@ -101,15 +103,29 @@ def coverage(
     return LexicalScores(unique, np.bincount(inverse, weights=np.concatenate(parts), minlength=len(unique)))
 
 
-def largest_share(terms: Iterable[str], collection: CollectionStats) -> float | None:
-    """The greatest share of the query's information one of its terms carries (`coverage`'s
-    scale): a document whose coverage is above it holds two of the query's terms or more.
-    None when the query has fewer than three informative terms."""
+class ChanceShare(NamedTuple):
+    """What one of a query's terms in common may hold of it by chance (`chance_share`)."""
+
+    share: float
+    """`coverage`'s scale: a document that holds more holds more than one term by chance."""
+    terms: int
+    """The query's informative terms: two, or three or more."""
+
+
+def chance_share(terms: Iterable[str], collection: CollectionStats) -> ChanceShare | None:
+    """The share of the query's information (`coverage`'s scale) that a document holding one
+    of its terms by chance may hold. Of three informative terms or more, the greatest share
+    one of them carries: a document above it holds two or more. Of two, half: a document
+    above it holds the more informative of them, and one holding only the commoner ("know"
+    of "How does GPS know where I am?") holds less than half of the query. None for a
+    query of one informative term, which a document holds whole or not at all."""
     weights = information(terms, collection)
     total = sum(weights.values())
-    if len(weights) < 3 or not total or not collection.documents:
+    if len(weights) < 2 or not total or not collection.documents:
         return None
-    return max(weights.values()) / total
+    if len(weights) == 2:
+        return ChanceShare(0.5, 2)
+    return ChanceShare(max(weights.values()) / total, len(weights))
 
 
 def unheard(terms: Iterable[str], collection: CollectionStats) -> tuple[float, frozenset[str]]:
