@@ -330,12 +330,8 @@ class ContextComposer:
         )
         recall_share, recall_reason = self._recall_share(query)
         summary_share, summary_reason = None, ""
-        if (
-            recall_share is not None
-            and query is not None
-            and self.config.past_summary_share < self.config.summary_share
-            and points_to_past(query)
-        ):
+        past = recall_share is not None and query is not None and points_to_past(query)
+        if past and self.config.past_summary_share < self.config.summary_share:
             summary_share = self.config.past_summary_share
             summary_reason = (
                 f"share {summary_share:.2f}: the query points to the past, recall brings the turns"
@@ -353,6 +349,7 @@ class ContextComposer:
             log_tokens=stats.total_tokens,
             recall_share=recall_share,
             recall_reason=recall_reason,
+            recall_takes_unused=past,
             summary_share=summary_share,
             summary_reason=summary_reason,
         )

@@ -116,9 +116,11 @@ def plan(request: ContextRequest, config: MemoryConfig, costs: Costs, windows: W
         framing_reserved = before - window_cap - recall_cap
     else:
         window = windows.select(request.turns, window_cap)
-    if share is not None and window.tokens < window_cap:
+    if share is not None and window.tokens < window_cap and request.recall_takes_unused:
         # The window keeps whole turns: what they leave of its part is less than the
-        # next turn, so only recall can use it (and `assemble` gives back what it leaves).
+        # next turn, or the chat is short, so only recall can use it (and `assemble` gives
+        # back what it leaves). Only a query pointing to the past takes it: for another,
+        # memory only may help, and its share is what it is worth.
         recall_cap += window_cap - window.tokens
         window_cap = window.tokens
     recall_header = costs.section(headers["recall"])

@@ -39,6 +39,11 @@ class ContextRequest:
     """Recall's share of what facts and summary leave; None when this build recalls nothing."""
     recall_reason: str = "no recall"
     """Why recall got that share (or none), for ``explain()``."""
+    recall_takes_unused: bool = True
+    """Whether recall may also take what the window leaves of its part (a short or new
+    chat): the query points to the past (`intent.points_to_past`). Otherwise recall keeps
+    its share and the rest stays unused: a request that only may be helped by memory is
+    not given a long old answer for every token a new chat has not used yet."""
     summary_share: float | None = None
     """The summary's share in this build when it is not the config's (see
     `MemoryConfig.past_summary_share`); None: ``config.summary_share``."""
