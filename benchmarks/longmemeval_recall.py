@@ -17,7 +17,7 @@ from a new, empty session of that user, and the built context is scored:
   words, case-insensitive: "ans");
 - the context's mean tokens, and the memory tokens (facts, summary and recall
   sections) given to five requests that need no memory ("Translate 'good
-  morning' into French.", ...), asked from the same new chat, to 570 more
+  morning' into French.", ...), asked from the same new chat, to 590 more
   (`NO_MEMORY_REQUESTS_HELD_OUT`: coding, math, translation, writing, small talk,
   in English and Chinese; written twenty or forty at a time, and recall's rules were
   changed for what it did with some of each set), and to 20 never looked at

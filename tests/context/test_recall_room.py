@@ -43,6 +43,7 @@ def test_a_request_that_does_not_point_to_the_past_keeps_recall_to_its_share(tmp
         assert 0 < recall.tokens <= recall.cap
         assert "Clif Bars" in built.memory_text
         assert built.token_count < 0.4 * 2048, built.explain()
+        assert "the rest stays unused: recall keeps its share" in built.section("window").note
 
 
 def test_a_question_about_the_past_takes_what_the_window_leaves(tmp_path: Path) -> None:
@@ -53,3 +54,4 @@ def test_a_question_about_the_past_takes_what_the_window_leaves(tmp_path: Path) 
         assert "query points to the past" in recall.note
         assert recall.cap is not None and recall.cap > 0.9 * 2048, built.explain()
         assert recall.items == 4 and "four hours" in built.memory_text, built.explain()
+        assert "unused" not in built.section("window").note

@@ -285,7 +285,14 @@ def _section_reports(fitting: _Fitting, config: MemoryConfig, costs: Costs) -> t
             max(0, caps["window"]),
             len(fitting.window_messages),
             f"{turns} turns, keep_recent_turns={config.keep_recent_turns}"
-            + (", earlier turns left out (see below)" if fitting.omitted else ""),
+            + (", earlier turns left out (see below)" if fitting.omitted else "")
+            + (
+                "; the rest stays unused: recall keeps its share, the query does not point to the past"
+                if request.recall_share is not None
+                and not request.recall_takes_unused
+                and fitting.window_tokens < caps["window"]
+                else ""
+            ),
         ),
         SectionReport("query", fitting.query_tokens, None, 1 if plan.query_message else 0),
         SectionReport(
