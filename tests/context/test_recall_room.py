@@ -43,7 +43,7 @@ def test_a_request_that_does_not_point_to_the_past_keeps_recall_to_its_share(tmp
         assert 0 < recall.tokens <= recall.cap
         assert "Clif Bars" in built.memory_text
         assert built.token_count < 0.4 * 2048, built.explain()
-        assert "the rest stays unused: recall keeps its share" in built.section("window").note
+        assert "the rest stays unused: recall keeps to its share" in built.section("window").note
 
 
 def test_a_question_about_the_past_takes_what_the_window_leaves(tmp_path: Path) -> None:
@@ -55,3 +55,13 @@ def test_a_question_about_the_past_takes_what_the_window_leaves(tmp_path: Path) 
         assert recall.cap is not None and recall.cap > 0.9 * 2048, built.explain()
         assert recall.items == 4 and "four hours" in built.memory_text, built.explain()
         assert "unused" not in built.section("window").note
+
+
+def test_the_window_row_says_the_room_is_unused_only_when_recall_kept_to_its_share(tmp_path: Path) -> None:
+    # A request that recalls nothing leaves the room unused whatever its share: the row
+    # does not blame the share for it.
+    store, memory = _memory(tmp_path)
+    with store:
+        built = memory.build_context(query="Write a haiku about the first snowfall.", budget=2048)
+        assert built.section("recall").tokens == 0
+        assert "unused" not in built.section("window").note, built.explain()

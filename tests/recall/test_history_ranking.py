@@ -753,7 +753,7 @@ def test_of_two_words_the_commoner_alone_is_not_much_of_a_question(store_kind: s
     texts = " ".join(item.text for item in found.items)
     assert "GPS device" in texts
     assert not any(word in texts for word in ("taco", "podcasts", "Mondays")), found.items
-    assert "messages holding 30% of its words (more than half of two)" in found.reason
+    assert "messages holding more than 40% of its two words" in found.reason
     store_messages(
         store,
         "s1",
@@ -762,6 +762,34 @@ def test_of_two_words_the_commoner_alone_is_not_much_of_a_question(store_kind: s
     found = recall.search("s1", question, store=store, max_tokens=800, counter=COUNTER)
     texts = " ".join(item.text for item in found.items)
     assert "tunnels" in texts and "taco" in texts, found.items
+
+
+# Three bikes of the user's, and "many" in two answers: in a short history the two words of
+# "How many bikes do I own?" are about as informative as each other.
+BIKES = [
+    ("user", "I ride my road bike to work every day."),
+    ("assistant", "A fine way to start the day."),
+    ("user", "My mountain bike needs new tyres."),
+    ("assistant", "Check the tread before you buy."),
+    ("user", "I bought a folding bike for train trips."),
+    ("assistant", "Handy on trains."),
+    ("user", "The gym was crowded today."),
+    ("assistant", "There are too many people at six, go earlier."),
+    ("user", "How should I train for a 10k?"),
+    ("assistant", "Many short sessions beat a few long ones."),
+]
+
+
+def test_of_two_words_about_as_informative_either_alone_is_much_of_a_question() -> None:
+    # Neither word is the far commoner: each message holding "bike" is evidence, and all
+    # three bikes come, not only the best match.
+    store = InMemoryStore()
+    store_messages(store, "s1", [*BIKES, *FILLER])
+    found = Recall(config=RecallConfig(relevance_floor=0.0)).search(
+        "s1", "How many bikes do I own?", store=store, max_tokens=800, counter=COUNTER
+    )
+    texts = " ".join(item.text for item in found.items)
+    assert all(bike in texts for bike in ("road bike", "mountain bike", "folding bike")), found.items
 
 
 def test_a_share_just_short_of_the_bar_does_not_read_as_the_bar() -> None:

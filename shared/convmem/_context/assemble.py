@@ -287,9 +287,12 @@ def _section_reports(fitting: _Fitting, config: MemoryConfig, costs: Costs) -> t
             f"{turns} turns, keep_recent_turns={config.keep_recent_turns}"
             + (", earlier turns left out (see below)" if fitting.omitted else "")
             + (
-                "; the rest stays unused: recall keeps its share, the query does not point to the past"
+                # Recall found something and was kept to its share: what the window leaves is
+                # room recall did not take (`ContextRequest.recall_takes_unused`).
+                "; the rest stays unused: recall keeps to its share, the query does not point to the past"
                 if request.recall_share is not None
                 and not request.recall_takes_unused
+                and recall_tokens
                 and fitting.window_tokens < caps["window"]
                 else ""
             ),

@@ -40,10 +40,11 @@ class ContextRequest:
     recall_reason: str = "no recall"
     """Why recall got that share (or none), for ``explain()``."""
     recall_takes_unused: bool = True
-    """Whether recall may also take what the window leaves of its part (a short or new
-    chat): the query points to the past (`intent.points_to_past`). Otherwise recall keeps
-    its share and the rest stays unused: a request that only may be helped by memory is
-    not given a long old answer for every token a new chat has not used yet."""
+    """Whether recall may also take what the window leaves of its part (a new chat has no
+    turns, a short one few; whole turns or ``keep_recent_turns`` leave the rest). A build
+    sets it when the query points to the past (`intent.points_to_past`); otherwise recall
+    keeps to its share and the rest stays unused: a request that memory only may help is
+    not given a long old answer for every token the window does not use."""
     summary_share: float | None = None
     """The summary's share in this build when it is not the config's (see
     `MemoryConfig.past_summary_share`); None: ``config.summary_share``."""

@@ -258,14 +258,14 @@ def _not_pointed(
     hold `min_coverage_self` of its words or are `evidence_margin` more similar to it than
     the typical message, and the exchanges of those. `one_term` (`scoring.chance_share`):
     what one of its words in common may hold of it by chance; a message holding much of it
-    must hold more than that: two of three words or more, the more informative of two. One
-    common word in common is chance ("know" of "How does GPS know where I am?", any message
-    about an end for "When did the Ottoman Empire end?"). When it is `about_user`
-    (`reading.asks_about_user`), also its best ranked candidate (a paraphrase the encoder
-    ranks first) and, when one of the user's messages is such a message, every ranked
-    message of the user: they have spoken of its subject, and what they told answers it. Otherwise (its tense alone ties it to the history) none
-    of those: what the user said does not answer a question about the world, nor does the
-    best of weak matches."""
+    must hold more than that: two of three words or more, of two a word not far commoner
+    than the other. One common word in common is chance ("know" of "How does GPS know where
+    I am?", any message about an end for "When did the Ottoman Empire end?"). When it is
+    `about_user` (`reading.asks_about_user`), also its best ranked candidate (a paraphrase
+    the encoder ranks first) and, when one of the user's messages is such a message, every
+    ranked message of the user: they have spoken of its subject, and what they told answers
+    it. Otherwise (its tense alone ties it to the history) none of those: what the user said
+    does not answer a question about the world, nor does the best of weak matches."""
     verdict = _judge_either(covered, lifts, min_coverage, config.evidence_margin, len(rows))
     if not verdict.passed:
         return verdict
@@ -273,10 +273,13 @@ def _not_pointed(
     much = f"{needed:.0%} of its words"
     if covered is not None and one_term is not None:
         # One word in common is chance ("When did the Ottoman Empire end?" and any message
-        # about an end): a message holding much of it holds two of its words, or the more
-        # informative of two.
+        # about an end): a message holding much of it holds two of its words, or of two, one
+        # not far commoner than the other.
         covered = np.where(covered > one_term.share + _ROUNDING, covered, 0.0)
-        much += " (two or more)" if one_term.terms > 2 else " (more than half of two)"
+        if one_term.terms > 2:
+            much += " (two or more)"
+        else:
+            much = f"more than {max(needed, one_term.share):.0%} of its two words"
     strong = _either_evidence(covered, lifts, needed, config.evidence_margin, len(rows))
     if not about_user:
         # Put in the past with nobody of the conversation in it, it asks about the world as

@@ -20,6 +20,7 @@ from .lexical import CollectionStats, LexicalScores, information, no_scores
 
 __all__ = [
     "K1",
+    "TWO_TERMS_CHANCE",
     "B",
     "ChanceShare",
     "TermPostings",
@@ -103,6 +104,11 @@ def coverage(
     return LexicalScores(unique, np.bincount(inverse, weights=np.concatenate(parts), minlength=len(unique)))
 
 
+TWO_TERMS_CHANCE = 0.4
+"""Of a query of two informative terms, the share one of them carries when its idf is two
+thirds of the other's (2 / (2 + 3)): a word carrying less is the far commoner of the two."""
+
+
 class ChanceShare(NamedTuple):
     """What one of a query's terms in common may hold of it by chance (`chance_share`)."""
 
@@ -115,16 +121,18 @@ class ChanceShare(NamedTuple):
 def chance_share(terms: Iterable[str], collection: CollectionStats) -> ChanceShare | None:
     """The share of the query's information (`coverage`'s scale) that a document holding one
     of its terms by chance may hold. Of three informative terms or more, the greatest share
-    one of them carries: a document above it holds two or more. Of two, half: a document
-    above it holds the more informative of them, and one holding only the commoner ("know"
-    of "How does GPS know where I am?") holds less than half of the query. None for a
-    query of one informative term, which a document holds whole or not at all."""
+    one of them carries: a document above it holds two or more. Of two, `TWO_TERMS_CHANCE`:
+    a document holding only the far commoner of them ("know" of "How does GPS know where I
+    am?", about 30% of it in a long history) holds that much or less; one holding a word
+    about as informative as the other (two thirds of its idf or more), either of them or
+    both, holds more. None for a query of one informative term, which a document holds
+    whole or not at all."""
     weights = information(terms, collection)
     total = sum(weights.values())
     if len(weights) < 2 or not total or not collection.documents:
         return None
     if len(weights) == 2:
-        return ChanceShare(0.5, 2)
+        return ChanceShare(TWO_TERMS_CHANCE, 2)
     return ChanceShare(max(weights.values()) / total, len(weights))
 
 
