@@ -727,7 +727,7 @@ def test_one_word_in_common_with_a_question_of_three_is_not_much_of_it(
 
 
 # "know" in three messages of the user's, "GPS" in one answer: of "How does GPS know where
-# I am?", the commoner word carries less than half of what the question says.
+# I am?", the far commoner word carries less than 40% of what the question says.
 KNOWS = [
     ("user", "I know a great taco place downtown."),
     ("assistant", "Nice, enjoy it!"),
@@ -742,9 +742,9 @@ KNOWS = [
 
 @pytest.mark.parametrize("store_kind", ["memory", "sqlite"])
 def test_of_two_words_the_commoner_alone_is_not_much_of_a_question(store_kind: str, tmp_path: Path) -> None:
-    # Messages that share only "know" hold less than half of the question, by chance: they
+    # Messages that share only "know" hold less than 40% of the question, by chance: they
     # are not recalled, nor, since they are the user's, every other match of the user's.
-    # A message of the user's holding "GPS" holds more than half: they have spoken of it.
+    # A message of the user's holding "GPS" holds more: they have spoken of it.
     store: Store = InMemoryStore() if store_kind == "memory" else SQLiteStore(tmp_path / "m.db")
     store_messages(store, "s1", [*KNOWS, *FILLER])
     recall = Recall(config=RecallConfig(relevance_floor=0.0))
