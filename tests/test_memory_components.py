@@ -4,7 +4,15 @@ from __future__ import annotations
 
 import pytest
 
-from convmem import ConfigError, ConversationMemory, HashingEmbedder, MemoryConfig, Recall, RuleFactExtractor
+from convmem import (
+    ConfigError,
+    ConversationMemory,
+    HashingEmbedder,
+    InMemoryStore,
+    MemoryConfig,
+    Recall,
+    RuleFactExtractor,
+)
 
 
 def test_extract_facts_false_switches_facts_off() -> None:
@@ -51,3 +59,58 @@ def test_an_embedder_turns_recall_on_with_default_settings() -> None:
 def test_recall_and_embedder_together_are_refused() -> None:
     with pytest.raises(ConfigError, match=r"embedder=.*recall=, not both"):
         ConversationMemory("s", recall=Recall(HashingEmbedder(64)), embedder=HashingEmbedder(64))
+
+
+def _sync_only_summarizer() -> object:
+    class SyncOnly:
+        def summarize(self, previous_summary: object, messages: object, *, max_tokens: object = None) -> str:
+            return ""
+
+    return SyncOnly()
+
+
+@pytest.mark.parametrize(
+    ("argument", "value", "missing"),
+    [
+        ("summarizer", "gpt-4o-mini", r"summarize\(\) or asummarize\(\)"),
+        ("summarizer", lambda prompt: prompt, r"summarize\(\) or asummarize\(\)"),
+        ("summarizer", _sync_only_summarizer(), r"asummarize\(\)"),
+        ("fact_extractor", print, r"extract\(\) or aextract\(\)"),
+        ("embedder", "all-MiniLM-L6-v2", r"embed_documents\(\) or embed_query\(\)"),
+        ("counter", "cl100k_base", r"count_text\(\) or count_message\(\)"),
+    ],
+)
+def test_something_that_is_not_a_component_is_refused_at_construction_naming_the_argument(
+    argument: str, value: object, missing: str
+) -> None:
+    """A model's name, a plain function or a half-made component fails when it is given,
+    not as a background warning at the first message while turns leave the window unsummarized."""
+    store = InMemoryStore()
+    ConversationMemory("s", store).add_turn("My name is Ana.", "Hello Ana.")
+    with pytest.raises(
+        ConfigError, match=rf"^{argument} must be .*; got \w+ .*, which has no {missing} method$"
+    ):
+        ConversationMemory("s", store, **{argument: value})
+    assert [m.text for m in ConversationMemory("s", store).messages()] == ["My name is Ana.", "Hello Ana."]
+
+
+def test_recall_that_is_not_a_recall_is_refused() -> None:
+    with pytest.raises(ConfigError, match=r"^recall must be a Recall.*got str 'bm25'"):
+        ConversationMemory("s", recall="bm25")  # type: ignore[arg-type]
+    with pytest.raises(ConfigError, match=r"^embedder must be an Embedder.*got str 'minilm'"):
+        Recall("minilm")  # type: ignore[arg-type]
+
+
+def test_a_component_made_on_demand_by_a_proxy_is_accepted() -> None:
+    """Looked up on the class first, then asked: a wrapper that forwards attributes passes."""
+
+    class Forwarding:
+        def __init__(self, inner: object) -> None:
+            self._inner = inner
+
+        def __getattr__(self, name: str) -> object:
+            return getattr(self._inner, name)
+
+    memory = ConversationMemory("s", fact_extractor=Forwarding(RuleFactExtractor()))  # type: ignore[arg-type]
+    memory.add_turn("My name is Ana.", "Hello Ana.")
+    assert [fact.value for fact in memory.facts()] == ["Ana"]

@@ -25,6 +25,7 @@ from ._derived.user_scope import UserFacts
 from ._errors import ConfigError
 from ._models import Message, Role, Turn, TurnStatus, group_turns, normalized_message
 from ._operations import OverflowStatus, SessionOperations, arun_operation, run_operation
+from ._options import check_component
 from ._sansio import Flow
 from ._stores.base import SessionStats, Store, check_owner, require_sync_store, validate_id
 from ._stores.capabilities import HasFileLocation, offers
@@ -74,7 +75,8 @@ class ConversationMemory:
     ``MemoryConfig(extract_facts=False)`` (then ``fact_extractor=`` is
     refused), automatic summarizing by ``summary_trigger="never"``, recall by
     ``MemoryConfig(recall_earlier_turns=False)`` (then ``recall=`` and
-    ``embedder=`` are refused).
+    ``embedder=`` are refused). A component that is not one (a model's name, a
+    plain function) is a `ConfigError` when it is given.
 
     Every method has an async twin (``aadd``, ``abuild_context``, ...).
     """
@@ -102,6 +104,16 @@ class ConversationMemory:
                 "fact_extractor was given but config.extract_facts is False; extract_facts=False "
                 "switches facts off, so pass one or the other"
             )
+        for name, component in (
+            ("counter", counter),
+            ("summarizer", summarizer),
+            ("fact_extractor", fact_extractor),
+            ("embedder", embedder),
+        ):
+            if component is not None:
+                check_component(name, component)
+        if recall is not None:
+            _check_recall(recall)
         if recall is not None and embedder is not None:
             raise ConfigError("pass embedder= (recall with default settings) or recall=, not both")
         if not self.config.recall_earlier_turns and (recall is not None or embedder is not None):
@@ -556,3 +568,13 @@ def _turn_messages(
             )
         )
     return messages
+
+
+def _check_recall(recall: object) -> None:
+    from ._recall.engine import Recall  # a caller that made one has imported it already
+
+    if not isinstance(recall, Recall):
+        raise ConfigError(
+            "recall must be a Recall, e.g. Recall(embedder) or Recall(config=RecallConfig(...)); "
+            f"got {type(recall).__name__} {recall!r:.60}"
+        )

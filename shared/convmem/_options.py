@@ -5,15 +5,17 @@ mistake, naming the option, the value received and what is allowed.
     check_number("recall_share", share, low=0, high=1, allowed="a fraction in [0, 1)", high_open=True)
     check_choice("memory_placement", placement, ("user", "system", "developer"))
     check_bool("background", background)
+    check_component("summarizer", summarizer)                     # has summarize() and asummarize()
 """
 
 from __future__ import annotations
 
+import inspect
 import math
 
 from ._errors import ConfigError
 
-__all__ = ["MAX_INT_OPTION", "check_bool", "check_choice", "check_int", "check_number"]
+__all__ = ["MAX_INT_OPTION", "check_bool", "check_choice", "check_component", "check_int", "check_number"]
 
 # Integer options are counts and sizes; beyond 32 bits they are typos, and they
 # would overflow the float arithmetic that shares out a budget.
@@ -62,3 +64,51 @@ def check_bool(name: str, value: object) -> None:
     """Refuse anything but True or False (1, "yes" and None are mistakes, not switches)."""
     if not isinstance(value, bool):
         raise ConfigError(f"{name} must be True or False, got {value!r:.60}")
+
+
+# What a component is called by, and what a mistake's message offers instead.
+_COMPONENTS = {
+    "counter": (
+        ("count_text", "count_message"),
+        "a TokenCounter with count_text() and count_message(), e.g. TiktokenCounter() or ApproximateCounter()",
+    ),
+    "summarizer": (
+        ("summarize", "asummarize"),
+        "a Summarizer with summarize() and asummarize(): ExtractiveSummarizer(), or LLMSummarizer(complete) "
+        "for any LLM",
+    ),
+    "fact_extractor": (
+        ("extract", "aextract"),
+        "a FactExtractor with extract() and aextract(): RuleFactExtractor(), or LLMFactExtractor(complete) "
+        "for any LLM",
+    ),
+    "embedder": (
+        ("embed_documents", "embed_query"),
+        "an Embedder with embed_documents() and embed_query(), e.g. SentenceTransformerEmbedder() or a "
+        "framework's adapter of its embeddings",
+    ),
+}
+
+
+def check_component(name: str, value: object) -> None:
+    """Refuse a `name` (``counter``, ``summarizer``, ``fact_extractor`` or ``embedder``)
+    without the methods it is called by: a model's name, a plain function or another
+    library's object, refused when given instead of failing at the first message. Looked
+    up on the class first, so that a property that loads a model is not run for the
+    check; a proxy that makes its methods on demand (``__getattr__``) is asked."""
+    methods, allowed = _COMPONENTS[name]
+    missing = [method for method in methods if not _has_method(value, method)]
+    if missing:
+        raise ConfigError(
+            f"{name} must be {allowed}; got {type(value).__name__} {value!r:.60}, "
+            f"which has no {'() or '.join(missing)}() method"
+        )
+
+
+def _has_method(value: object, method: str) -> bool:
+    if callable(inspect.getattr_static(value, method, None)):
+        return True
+    try:
+        return callable(getattr(value, method, None))
+    except Exception:  # a proxy that fails to make it has no such method either
+        return False

@@ -37,6 +37,7 @@ import numpy as np
 
 from .._errors import ConfigError
 from .._models import Message
+from .._options import check_component
 from .._stores.base import SessionStats, Store
 from .._stores.capabilities import LogRead
 from .._tokens import TokenCounter
@@ -165,6 +166,8 @@ class Recall:
                 f"{given} was given to a Recall without an embedder; lexical recall keeps no "
                 "vectors, so pass an embedder too or leave index_dir and index_factory out"
             )
+        if embedder is not None:
+            check_component("embedder", embedder)
         check_index_factory(index_factory)
         if namespace is not None and not callable(namespace):
             check_namespace(namespace)
