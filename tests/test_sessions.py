@@ -224,6 +224,35 @@ def test_a_registry_refuses_a_second_user_on_a_session_the_first_one_wrote() -> 
         registry.memory("1", "bob")
 
 
+@pytest.mark.parametrize("kind", ["memory", "sqlite"])
+def test_a_kept_memory_refuses_a_session_deleted_and_started_again_by_another_user(
+    kind: str, tmp_path: Path
+) -> None:
+    """A server keeps alice's memory; her session is deleted by other means (forgetting
+    her, expiry, another process) and bob starts one under the same id. Every later call
+    of the kept memory is refused: nothing of bob's is read, changed or cleared."""
+    store = InMemoryStore() if kind == "memory" else SQLiteStore(tmp_path / "chat.db")
+    alice = ConversationMemory("chat-1", store, user_id="alice")
+    alice.add_turn("My name is Alice.", "Hello Alice.")
+    assert alice.messages() and alice.facts()  # seen as hers
+    store.forget_user("alice")
+    bob = ConversationMemory("chat-1", store, user_id="bob")
+    bob.add_turn("My bank PIN is 4321 and I live in Oslo.", "Noted, Bob.")
+    reads = [alice.messages, lambda: alice.tail(5), alice.render_transcript, alice.facts, alice.summary]
+    writes = [
+        lambda: alice.set_status(1, "failed"),
+        lambda: alice.replace_message(1, {"role": "user", "content": "overwritten"}),
+        lambda: alice.delete_messages([2]),
+        alice.clear,
+        lambda: alice.build_context("Where do I live?"),
+    ]
+    for call in reads + writes:
+        with pytest.raises(SessionOwnerError, match="belongs to another user"):
+            call()
+    kept = [(m.text, m.status.value) for m in bob.messages()]
+    assert kept == [("My bank PIN is 4321 and I live in Oslo.", "completed"), ("Noted, Bob.", "completed")]
+
+
 def test_a_memory_without_a_user_reaches_any_session() -> None:
     registry = SessionRegistry()
     registry.memory("1", "alice").add("user", "alice's question")

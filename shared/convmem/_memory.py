@@ -185,7 +185,6 @@ class ConversationMemory:
                 keeps_facts=self.fact_extractor is not None,
             ),
         )
-        self._operations.owner_seen = owner is not None and owner == self.user_id
 
     def _run(self, operation: Flow[object, _T]) -> _T:
         return run_operation(operation, self._derived)

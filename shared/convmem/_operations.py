@@ -155,9 +155,6 @@ class SessionOperations:
         self.recall = recall
         self.user_facts = user_facts
         self.composer = composer
-        # True once the store showed this memory's user as the session's owner: an owner
-        # only changes when the session is deleted, so reads stop checking from then on.
-        self.owner_seen = False
 
     # -- the owner --------------------------------------------------------------
 
@@ -166,22 +163,21 @@ class SessionOperations:
 
         A memory with a ``user_id`` opens, reads and writes only a session that user
         owns or nobody owns yet; a memory without one reaches any session, as the
-        store itself does. Stats at hand are always checked (it costs nothing): a
-        session deleted and started again by another user is refused from then on.
+        store itself does.
         """
-        if self.user_id is None:
-            return
-        check_owner(self.session_id, stats.user_id, self.user_id)
-        self.owner_seen = stats.user_id == self.user_id
+        if self.user_id is not None:
+            check_owner(self.session_id, stats.user_id, self.user_id)
 
     def check_owner_now(self) -> None:
-        """`note_owner` on stats read now, unless this user was seen as the owner."""
-        if self.user_id is not None and not self.owner_seen:
+        """`note_owner` on stats read now. Read on every call, not remembered: the session
+        may be deleted (`forget_user`, expiry, another process) and started again by
+        another user between two calls of a memory a server keeps."""
+        if self.user_id is not None:
             self.note_owner(self.store.stats(self.session_id))
 
     def check_owner(self) -> Flow[object, None]:
-        """The owner check as a step of an operation (a read only when one is needed)."""
-        if self.user_id is not None and not self.owner_seen:
+        """The owner check as a step of an operation (a read, for a memory with a user)."""
+        if self.user_id is not None:
             yield Blocking(self.check_owner_now)
 
     # -- writing ----------------------------------------------------------------
@@ -255,8 +251,6 @@ class SessionOperations:
         # Checked and encoded above: the store neither checks nor encodes them again.
         with checked_messages(checked):
             stored = self.store.append(self.session_id, prepared, user_id=self.user_id)
-        # The store refuses another user's session, so this user owns it now.
-        self.owner_seen = self.user_id is not None
         if reporter is not None:
             reporter.stage("storing")
         return stored
@@ -325,7 +319,6 @@ class SessionOperations:
         yield DerivedStep("flush")
         yield from self.check_owner()
         yield Blocking(functools.partial(self.store.clear, self.session_id))
-        self.owner_seen = False
         if self.recall is not None:
             yield Blocking(functools.partial(self.recall.forget, self.session_id, store=self.store))
 
