@@ -1,12 +1,15 @@
 """After `delete_messages` or `replace_message`, the old text is nowhere: not in a
 context, a transcript, the summary, a fact, the recall index, or the bytes of the
-SQLite file, its -wal, or the vector files next to it."""
+SQLite file, its -wal, or the vector files next to it; also when the fact model fails."""
 
 from __future__ import annotations
 
+import asyncio
 from pathlib import Path
 
-from convmem import ConversationMemory, HashingEmbedder, MemoryConfig, SQLiteStore
+import pytest
+
+from convmem import ConversationMemory, HashingEmbedder, LLMFactExtractor, MemoryConfig, SQLiteStore
 
 SECRET = "4111-2222-3333-4444"
 
@@ -71,3 +74,40 @@ def test_a_replaced_message_leaves_only_its_new_text(tmp_path: Path) -> None:
     memory.close()
     memory.store.close()
     assert files_holding(tmp_path, SECRET) == []
+
+
+class FailingAfterOneCall:
+    """An LLM fact extractor whose model reads one message's fact, then is down."""
+
+    def __init__(self) -> None:
+        self.down = False
+
+    def __call__(self, prompt: str) -> str:
+        if self.down:
+            raise RuntimeError("model is down")
+        return '[{"key": "city", "value": "Porto"}]' if "Porto" in prompt else "[]"
+
+
+@pytest.mark.parametrize("use_async", [False, True])
+def test_a_redaction_while_the_fact_model_fails_still_drops_the_old_fact(use_async: bool) -> None:
+    """The model raising (not only hanging) while a message is replaced: the edit completes,
+    the fact the old text stated is gone at once, and the new text is read once the model
+    is back."""
+    model = FailingAfterOneCall()
+    memory = ConversationMemory(
+        "s", config=MemoryConfig(summary_trigger="never"), fact_extractor=LLMFactExtractor(model)
+    )
+    memory.add_turn("I live in Porto.", "Nice.")
+    assert [(f.key, f.value) for f in memory.facts()] == [("city", "Porto")]
+    model.down = True
+    redacted = {"role": "user", "content": "I live in [redacted]."}
+    if use_async:
+        asyncio.run(memory.areplace_message(1, redacted))
+    else:
+        memory.replace_message(1, redacted)
+    assert memory.messages()[0].text == "I live in [redacted]."
+    assert memory.facts() == []
+    assert "Porto" not in remembered(memory, "Where do I live?")
+    model.down = False
+    memory.add_turn("What's new?", "Not much.")
+    assert "Porto" not in remembered(memory, "Where do I live?")

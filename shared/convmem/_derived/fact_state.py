@@ -16,7 +16,6 @@ import logging
 from collections.abc import Awaitable, Callable, Sequence
 from typing import TypeVar
 
-from .._errors import ModelTimeoutError
 from .._models import Message
 from .._stores.base import StateRecord, Store
 from .facts import Fact, FactBook, FactExtractor
@@ -205,11 +204,17 @@ class SessionFacts:
         """Remove the fact `key` (and its history); False if there was no such fact."""
         return forget_fact_of(self.store, self.session_id, key)
 
-    def _reread_later(self, plan: FactEdit, exc: ModelTimeoutError) -> FactEdit:
-        """The edit's commit when the replacements' facts could not be read now: the facts of
-        the edited messages still go, and the watermark moves back before the first
-        replacement, so the next fact update reads it (and what follows) again."""
-        logger.warning("%s; the facts of session %r are read again from the edit on", exc, self.session_id)
+    def _reread_later(self, plan: FactEdit, exc: Exception) -> FactEdit:
+        """The edit's commit when the replacements' facts could not be read now (the model
+        hung or failed): the facts of the edited messages still go, and the watermark moves
+        back before the first replacement, so the next fact update reads it (and what
+        follows) again."""
+        logger.warning(
+            "reading the facts of the messages edited in session %r failed (%r); the facts they "
+            "stated are dropped, and the log is read again from the edit on",
+            self.session_id,
+            exc,
+        )
         first = min(m.seq or 0 for m in plan.replaced)
         covers = min(plan.covers_through_seq, max(0, first - 1))
         return dataclasses.replace(plan, covers_through_seq=covers, replaced=())

@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, TypeVar, cast
 
 from .._config import MemoryConfig
 from .._context.recent import window_start
-from .._errors import ModelTimeoutError, StoreError
+from .._errors import StoreError
 from .._models import Message, Role
 from .._stores.base import Store
 from .._tokens import TokenCounter
@@ -500,7 +500,7 @@ class DerivedState(SessionFacts):
                         if plan.replaced
                         else []
                     )
-                except ModelTimeoutError as exc:
+                except Exception as exc:  # a model that hangs or fails: the old facts still go
                     plan, facts = self._reread_later(plan, exc), []
                 if self._commit_fact_edit(plan, facts):
                     break
@@ -521,7 +521,7 @@ class DerivedState(SessionFacts):
                 extract = functools.partial(self.fact_extractor.aextract, plan.replaced)
                 try:
                     facts = await self._amodel(FACTS_KEY, extract) if plan.replaced else []
-                except ModelTimeoutError as exc:
+                except Exception as exc:  # a model that hangs or fails: the old facts still go
                     plan, facts = self._reread_later(plan, exc), []
                 if await asyncio.to_thread(self._commit_fact_edit, plan, facts):
                     break
