@@ -1,10 +1,11 @@
 from __future__ import annotations
 
+import dataclasses
 from datetime import datetime, timezone
 
 import pytest
 
-from convmem import InvalidMessageError, Message, TurnStatus
+from convmem import ConversationMemory, InMemoryStore, InvalidMessageError, Message, TurnStatus
 from convmem._models import Role, group_turns
 
 
@@ -102,6 +103,35 @@ def test_multimodal_parts_are_kept_and_text_comes_from_text_parts() -> None:
     message = Message.create("user", parts)
     assert message.content == parts
     assert message.text == "look"
+
+
+def test_a_timestamp_in_milliseconds_is_refused_with_a_hint_and_nothing_is_stored() -> None:
+    """``Date.now()`` or ``time.time() * 1000`` is a date 50,000 years ahead, which no
+    date label can show: taken, it made recall fail for the whole user."""
+    store = InMemoryStore()
+    memory = ConversationMemory("a", store, user_id="u")
+    memory.add("user", "My fencing club is Quillon.", timestamp=1_700_000_000)
+    with pytest.raises(
+        InvalidMessageError, match=r"years 1 to 9999.*in milliseconds\? 1700000000 is in seconds"
+    ):
+        memory.add("user", "hi", timestamp=1_700_000_000_000)
+    for far in (1e300, -1e18):
+        with pytest.raises(InvalidMessageError, match=r"^timestamp must be epoch seconds from .* got"):
+            memory.add("user", "hi", timestamp=far)
+    made = dataclasses.replace(Message.create("user", "hi"), seq=None, timestamp=1.7e12)
+    with pytest.raises(InvalidMessageError, match="years 1 to 9999"):
+        memory.add_messages([made])
+    assert [m.text for m in memory.messages()] == ["My fencing club is Quillon."]
+    new_chat = ConversationMemory("b", store, user_id="u")
+    context = new_chat.build_context("What is my fencing club?", budget=500)
+    assert context.section("recall").items == 1 and "Quillon" in str(context.messages)
+
+
+def test_the_first_and_last_dates_are_epoch_seconds_a_timestamp_may_be() -> None:
+    for moment in (datetime(1, 1, 2, tzinfo=timezone.utc), datetime(9999, 12, 30, tzinfo=timezone.utc)):
+        assert Message.create("user", "hi", timestamp=moment).timestamp == moment.timestamp()
+    with pytest.raises(InvalidMessageError, match="years 1 to 9999"):
+        Message.create("user", "hi", timestamp=datetime(9999, 12, 31, tzinfo=timezone.utc))
 
 
 def test_timestamp_accepts_datetime_and_rejects_nan() -> None:

@@ -93,18 +93,39 @@ class TurnStatus(str, Enum):
         raise InvalidMessageError(f"status must be one of {[s.name for s in cls]} (any case), got {value!r}")
 
 
+# Epoch seconds a date can be made of in any time zone: years 1 to 9999, a day kept from each end.
+MIN_TIMESTAMP = -62135510400.0  # 2 January 1, UTC
+MAX_TIMESTAMP = 253402128000.0  # 30 December 9999, UTC
+
+
 def _timestamp(value: float | int | datetime | None) -> float:
     if value is None:
         return time.time()
     if isinstance(value, datetime):
         if value.tzinfo is None:
             value = value.replace(tzinfo=timezone.utc)
-        return value.timestamp()
+        value = value.timestamp()
     if isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value):
+        check_timestamp(value)
         return float(value)
     raise InvalidMessageError(
         f"timestamp must be a datetime or epoch seconds (a finite number), got {value!r}"
     )
+
+
+def check_timestamp(timestamp: float) -> None:
+    """Refuse epoch seconds no date is made of: milliseconds (``Date.now()``,
+    ``time.time() * 1000``) are a date tens of thousands of years ahead."""
+    if not MIN_TIMESTAMP <= timestamp <= MAX_TIMESTAMP:
+        hint = (
+            f" (in milliseconds? {timestamp / 1000:.0f} is in seconds)"
+            if timestamp > MAX_TIMESTAMP and timestamp / 1000 <= MAX_TIMESTAMP
+            else ""
+        )
+        raise InvalidMessageError(
+            f"timestamp must be epoch seconds from {MIN_TIMESTAMP:.0f} to {MAX_TIMESTAMP:.0f} "
+            f"(years 1 to 9999), got {timestamp!r:.40}{hint}"
+        )
 
 
 def _normalize_content(content: Any) -> Content:
@@ -326,7 +347,7 @@ def validate_message(
     make every later read of its session fail. Nothing is normalized here
     (build messages with `Message.create` for that). The rules:
 
-    - ``role`` is a `Role`, ``status`` a `TurnStatus`, ``timestamp`` finite epoch seconds;
+    - ``role`` is a `Role`, ``status`` a `TurnStatus`, ``timestamp`` epoch seconds of years 1 to 9999;
     - ``content`` is a str (possibly empty) or a list of parts, each a str or a
       dict (e.g. ``{"type": "image_url", ...}``), nested at most
       ``MAX_CONTENT_DEPTH`` levels;
@@ -374,6 +395,7 @@ def check_message(
     timestamp = message.timestamp
     if isinstance(timestamp, bool) or not isinstance(timestamp, (int, float)) or not math.isfinite(timestamp):
         raise InvalidMessageError(f"timestamp must be finite epoch seconds, got {timestamp!r:.80}")
+    check_timestamp(timestamp)
     token_count = message.token_count
     if token_count is not None and not is_token_count(token_count):
         raise InvalidMessageError(f"token_count must be None or an int >= 0, got {token_count!r:.80}")

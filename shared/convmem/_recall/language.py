@@ -14,7 +14,7 @@ from collections.abc import Iterable
 from datetime import datetime, tzinfo
 
 from .._language import display_name
-from .._models import Message
+from .._models import MAX_TIMESTAMP, MIN_TIMESTAMP, Message
 
 __all__ = [
     "ROLE_LABELS",
@@ -89,7 +89,8 @@ def render_line(message: Message, language: str) -> str:
 
 def date_label(timestamp: float, language: str, time_zone: tzinfo) -> str:
     """``[8 May 2023]`` or ``[2023年5月8日]``."""
-    moment = datetime.fromtimestamp(timestamp, tz=time_zone)
+    # Clamped: a log written before timestamps were checked may hold one no date is made of.
+    moment = datetime.fromtimestamp(min(max(timestamp, MIN_TIMESTAMP), MAX_TIMESTAMP), tz=time_zone)
     # Interned: the lines a process keeps (thousands) share their few dates.
     if language == "zh":
         return sys.intern(f"[{moment.year}年{moment.month}月{moment.day}日]")
