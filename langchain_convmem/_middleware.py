@@ -16,8 +16,10 @@ Requires the ``langchain`` package (``pip install "convmem[all]"`` or
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import contextvars
 import os
-from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Iterator, Mapping, Sequence
 from typing import Annotated, Any, cast
 
 from langchain_core.messages import AnyMessage, BaseMessage, RemoveMessage
@@ -82,6 +84,28 @@ _TURN_KEY = "convmem_turn"
 # the state's own length, when its id is not one the state held.
 _REMOVAL_SLACK = 32
 
+_SessionKey = tuple[int, str]
+# The sessions whose agent is running a tool in this context. LangGraph copies context
+# variables into every run a tool starts, as it copies the config: an agent run there with
+# the config it inherited resolves to the same session, and is a sub-agent, not the user.
+_RUNNING_TOOLS_OF: contextvars.ContextVar[frozenset[_SessionKey]] = contextvars.ContextVar(
+    "convmem_running_tools_of", default=frozenset()
+)
+
+
+def _session_key(memory: ConversationMemory) -> _SessionKey:
+    # Memories of one session share its store object (a SQLite file is opened once per process).
+    return (id(memory.store), memory.session_id)
+
+
+@contextlib.contextmanager
+def _running_a_tool_of(memory: ConversationMemory) -> Iterator[None]:
+    token = _RUNNING_TOOLS_OF.set(_RUNNING_TOOLS_OF.get() | {_session_key(memory)})
+    try:
+        yield
+    finally:
+        _RUNNING_TOOLS_OF.reset(token)
+
 
 class ConvMemAgentState(AgentState):
     """The agent state plus, private to the middleware, what it holds as the log holds it
@@ -134,6 +158,13 @@ class ConvMemMiddleware(AgentMiddleware):
     marks the turn COMPLETED; a model call that raises marks it FAILED; a turn of
     this thread left unfinished (an interrupted run) is CANCELLED when the
     thread's next question arrives. Another writer's turns are never touched.
+
+    Sub-agents: an agent that one of this agent's tools runs inherits the
+    thread id through LangGraph's config. When its own ``ConvMemMiddleware``
+    resolves to the same session (same store and session id, or the same fixed
+    memory), what it says is not the user's: it leaves the session, its model
+    request and its state alone. Invoke it with a thread of its own
+    (``config={"configurable": {"thread_id": "research-1"}}``) to give it a memory.
 
     Args:
         sessions: Where sessions live (`ConvMemSessions`); or build them from
@@ -207,6 +238,12 @@ class ConvMemMiddleware(AgentMiddleware):
         assert self.sessions is not None
         return self.sessions.memory(str(session_id), configurable.get(self.user_id_key))
 
+    def _recording(self, runtime: Any) -> ConversationMemory | None:
+        """The memory this run records in; None for an agent run inside a tool of an agent on
+        the same session (a sub-agent that inherited the thread id), which is left alone."""
+        memory = self._memory(runtime)
+        return None if _session_key(memory) in _RUNNING_TOOLS_OF.get() else memory
+
     # -- the log, from the state ------------------------------------------------------
 
     @staticmethod
@@ -250,17 +287,21 @@ class ConvMemMiddleware(AgentMiddleware):
     def before_agent(self, state: AgentState, runtime: Any) -> dict[str, Any] | None:
         """Store the run's input (what the log does not hold yet), and what the client
         removed from or edited in the state since the last run."""
-        return self._start(self._memory(runtime), state)
+        memory = self._recording(runtime)
+        return None if memory is None else self._start(memory, state)
 
     async def abefore_agent(self, state: AgentState, runtime: Any) -> dict[str, Any] | None:
-        return await asyncio.to_thread(self._start, self._memory(runtime), state)
+        memory = self._recording(runtime)
+        return None if memory is None else await asyncio.to_thread(self._start, memory, state)
 
     def before_model(self, state: AgentState, runtime: Any) -> dict[str, Any] | None:
         """Store the tool results the model is about to see."""
-        return self._steps(self._memory(runtime), state, final=False)
+        memory = self._recording(runtime)
+        return None if memory is None else self._steps(memory, state, final=False)
 
     async def abefore_model(self, state: AgentState, runtime: Any) -> dict[str, Any] | None:
-        return await asyncio.to_thread(self._steps, self._memory(runtime), state, final=False)
+        memory = self._recording(runtime)
+        return None if memory is None else await asyncio.to_thread(self._steps, memory, state, final=False)
 
     def wrap_model_call(
         self,
@@ -269,7 +310,9 @@ class ConvMemMiddleware(AgentMiddleware):
     ) -> ModelResponse:
         """Hand the model the managed context in place of the state's messages; a model
         call that raises marks the turn FAILED."""
-        memory = self._memory(request.runtime)
+        memory = self._recording(request.runtime)
+        if memory is None:
+            return handler(request)
         messages = self._model_messages(memory, request.state)
         try:
             return handler(request.override(messages=messages))
@@ -282,7 +325,9 @@ class ConvMemMiddleware(AgentMiddleware):
         request: ModelRequest,
         handler: Callable[[ModelRequest], Awaitable[ModelResponse]],
     ) -> ModelResponse:
-        memory = self._memory(request.runtime)
+        memory = self._recording(request.runtime)
+        if memory is None:
+            return await handler(request)
         messages = await asyncio.to_thread(self._model_messages, memory, request.state)
         try:
             return await handler(request.override(messages=messages))
@@ -292,23 +337,37 @@ class ConvMemMiddleware(AgentMiddleware):
 
     def after_model(self, state: AgentState, runtime: Any) -> dict[str, Any] | None:
         """Store the model's reply; one without tool calls completes the turn."""
+        memory = self._recording(runtime)
+        if memory is None:
+            return None
         messages = state["messages"]
         final = bool(messages) and is_final_answer(messages[-1])
-        return self._steps(self._memory(runtime), state, final=final)
+        return self._steps(memory, state, final=final)
 
     async def aafter_model(self, state: AgentState, runtime: Any) -> dict[str, Any] | None:
+        memory = self._recording(runtime)
+        if memory is None:
+            return None
         messages = state["messages"]
         final = bool(messages) and is_final_answer(messages[-1])
-        return await asyncio.to_thread(self._steps, self._memory(runtime), state, final=final)
+        return await asyncio.to_thread(self._steps, memory, state, final=final)
 
     def wrap_tool_call(
         self,
         request: ToolCallRequest,
         handler: Callable[[ToolCallRequest], Any],
     ) -> Any:
-        """Run the tool; a ``RemoveMessage(id=...)`` in the ``Command`` it returns deletes from the log too."""
-        result = handler(request)
-        self._forget_tool_removals(self._memory(request.runtime), request.state, result)
+        """Run the tool; a ``RemoveMessage(id=...)`` in the ``Command`` it returns deletes from the log too.
+
+        An agent the tool runs that resolves to this same session (it inherited the thread
+        id through the config) is a sub-agent: its middleware leaves this session alone.
+        """
+        memory = self._recording(request.runtime)
+        if memory is None:
+            return handler(request)
+        with _running_a_tool_of(memory):
+            result = handler(request)
+        self._forget_tool_removals(memory, request.state, result)
         return result
 
     async def awrap_tool_call(
@@ -316,19 +375,25 @@ class ConvMemMiddleware(AgentMiddleware):
         request: ToolCallRequest,
         handler: Callable[[ToolCallRequest], Awaitable[Any]],
     ) -> Any:
-        result = await handler(request)
+        memory = self._recording(request.runtime)
+        if memory is None:
+            return await handler(request)
+        with _running_a_tool_of(memory):
+            result = await handler(request)
         if _removed_ids(result):
-            memory = self._memory(request.runtime)
             await asyncio.to_thread(self._forget_tool_removals, memory, request.state, result)
         return result
 
     def after_agent(self, state: AgentState, runtime: Any) -> dict[str, Any] | None:
         """The agent finished: its turn is COMPLETED, whatever ended it (a plain answer,
         a structured response, a tool that returns directly)."""
-        return self._steps(self._memory(runtime), state, final=True, run_ended=True)
+        memory = self._recording(runtime)
+        return None if memory is None else self._steps(memory, state, final=True, run_ended=True)
 
     async def aafter_agent(self, state: AgentState, runtime: Any) -> dict[str, Any] | None:
-        memory = self._memory(runtime)
+        memory = self._recording(runtime)
+        if memory is None:
+            return None
         return await asyncio.to_thread(self._steps, memory, state, final=True, run_ended=True)
 
 
