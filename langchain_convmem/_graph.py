@@ -25,7 +25,8 @@ down is not seen.
 
 The question and the steps after it are RUNNING and filed under that question;
 the reply completes the turn (or keeps it RUNNING while it asks for tools); a
-model call that raises marks it FAILED; a turn this graph's state left
+model call that raises marks it FAILED, until a retry of the node (its
+``retry_policy``) or a resumed run answers; a turn this graph's state left
 unanswered is CANCELLED when the state's next question arrives.
 
 Needs ``langgraph`` only for the graph itself; this module imports nothing from it.
@@ -59,7 +60,7 @@ from convmem import (
 from ._convert import context_to_langchain
 from ._history import ConvMemSessions, check_budget, check_options
 from ._state_sync import Held, HeldEntry, fingerprint, held_entry, question_text, sync_input
-from ._turns import append_steps, is_final_answer, is_question, settle_turn
+from ._turns import FailedTurns, append_steps, is_final_answer, is_question, settle_turn
 
 __all__ = ["ConvMemNode"]
 
@@ -157,6 +158,7 @@ class ConvMemNode:
         self.session_id_key = session_id_key
         self.user_id_key = user_id_key
         self._states = _GraphStates(self.sessions.max_cached_sessions)
+        self._failed_turns = FailedTurns()
 
     def memory(self, config: RunnableConfig | None) -> ConversationMemory:
         """The memory of the session the graph runs for (``config["configurable"]``)."""
@@ -195,6 +197,7 @@ class ConvMemNode:
             # The graph's state would give it an id of its own; the log must know it by the same one.
             reply.id = str(uuid.uuid4())
         final = is_final_answer(reply)
+        self._failed_turns.answered(prepared.memory, prepared.turn)
         [stored] = append_steps(prepared.memory, [reply], turn=prepared.turn, final=final)
         if final:
             settle_turn(prepared.memory, prepared.turn, TurnStatus.COMPLETED)
@@ -202,7 +205,7 @@ class ConvMemNode:
         self._states.add(prepared.memory.session_id, prepared.held, reply.id, entry)
 
     def _fail(self, prepared: _Prepared) -> None:
-        settle_turn(prepared.memory, prepared.turn, TurnStatus.FAILED)
+        self._failed_turns.fail(prepared.memory, prepared.turn)
 
     def model_input(self, state: Mapping[str, Any], config: RunnableConfig | None) -> list[BaseMessage]:
         """Store the state's new messages and return what the model should see now."""

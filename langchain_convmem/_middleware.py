@@ -32,7 +32,6 @@ from convmem import (
     MemoryConfig,
     Store,
     TokenCounter,
-    TurnStatus,
 )
 from convmem.integration import memory_from_options
 
@@ -40,7 +39,7 @@ from ._convert import context_to_langchain
 from ._history import ConvMemSessions, check_budget, check_options
 from ._removals import delete_by_ids
 from ._state_sync import Held, Synced, is_derived, load_held, question_text, sync_input, sync_steps
-from ._turns import is_final_answer, settle_turn
+from ._turns import FailedTurns, is_final_answer, session_key
 
 __all__ = ["ConvMemMiddleware"]
 
@@ -84,23 +83,17 @@ _TURN_KEY = "convmem_turn"
 # the state's own length, when its id is not one the state held.
 _REMOVAL_SLACK = 32
 
-_SessionKey = tuple[int, str]
 # The sessions whose agent is running a tool in this context. LangGraph copies context
 # variables into every run a tool starts, as it copies the config: an agent run there with
 # the config it inherited resolves to the same session, and is a sub-agent, not the user.
-_RUNNING_TOOLS_OF: contextvars.ContextVar[frozenset[_SessionKey]] = contextvars.ContextVar(
+_RUNNING_TOOLS_OF: contextvars.ContextVar[frozenset[tuple[int, str]]] = contextvars.ContextVar(
     "convmem_running_tools_of", default=frozenset()
 )
 
 
-def _session_key(memory: ConversationMemory) -> _SessionKey:
-    # Memories of one session share its store object (a SQLite file is opened once per process).
-    return (id(memory.store), memory.session_id)
-
-
 @contextlib.contextmanager
 def _running_a_tool_of(memory: ConversationMemory) -> Iterator[None]:
-    token = _RUNNING_TOOLS_OF.set(_RUNNING_TOOLS_OF.get() | {_session_key(memory)})
+    token = _RUNNING_TOOLS_OF.set(_RUNNING_TOOLS_OF.get() | {session_key(memory)})
     try:
         yield
     finally:
@@ -155,9 +148,11 @@ class ConvMemMiddleware(AgentMiddleware):
     Turn status: the new user message and the steps that follow it are stored as
     RUNNING and filed under that question (``reply_to_seq``), so two requests
     answered at once on one thread keep their own answers; the final answer
-    marks the turn COMPLETED; a model call that raises marks it FAILED; a turn of
-    this thread left unfinished (an interrupted run) is CANCELLED when the
-    thread's next question arrives. Another writer's turns are never touched.
+    marks the turn COMPLETED; a model call that raises marks it FAILED, until a
+    retry of the call answers (``ModelRetryMiddleware`` placed before this one, or
+    the run resumed from its checkpoint); a turn of this thread left unfinished
+    (an interrupted run) is CANCELLED when the thread's next question arrives.
+    Another writer's turns are never touched.
 
     Sub-agents: an agent that one of this agent's tools runs inherits the
     thread id through LangGraph's config. When its own ``ConvMemMiddleware``
@@ -209,6 +204,7 @@ class ConvMemMiddleware(AgentMiddleware):
         self.budget = check_budget(budget)
         self.session_id_key = session_id_key
         self.user_id_key = user_id_key
+        self._failed_turns = FailedTurns()
 
     # -- which session --------------------------------------------------------------
 
@@ -242,7 +238,7 @@ class ConvMemMiddleware(AgentMiddleware):
         """The memory this run records in; None for an agent run inside a tool of an agent on
         the same session (a sub-agent that inherited the thread id), which is left alone."""
         memory = self._memory(runtime)
-        return None if _session_key(memory) in _RUNNING_TOOLS_OF.get() else memory
+        return None if session_key(memory) in _RUNNING_TOOLS_OF.get() else memory
 
     # -- the log, from the state ------------------------------------------------------
 
@@ -309,16 +305,19 @@ class ConvMemMiddleware(AgentMiddleware):
         handler: Callable[[ModelRequest], ModelResponse],
     ) -> ModelResponse:
         """Hand the model the managed context in place of the state's messages; a model
-        call that raises marks the turn FAILED."""
+        call that raises marks the turn FAILED, until a retry of the call answers."""
         memory = self._recording(request.runtime)
         if memory is None:
             return handler(request)
         messages = self._model_messages(memory, request.state)
+        turn = _turn(request.state)
         try:
-            return handler(request.override(messages=messages))
+            response = handler(request.override(messages=messages))
         except Exception:
-            settle_turn(memory, _turn(request.state), TurnStatus.FAILED)
+            self._failed_turns.fail(memory, turn)
             raise
+        self._failed_turns.answered(memory, turn)
+        return response
 
     async def awrap_model_call(
         self,
@@ -329,11 +328,15 @@ class ConvMemMiddleware(AgentMiddleware):
         if memory is None:
             return await handler(request)
         messages = await asyncio.to_thread(self._model_messages, memory, request.state)
+        turn = _turn(request.state)
         try:
-            return await handler(request.override(messages=messages))
+            response = await handler(request.override(messages=messages))
         except Exception:
-            await asyncio.to_thread(settle_turn, memory, _turn(request.state), TurnStatus.FAILED)
+            await asyncio.to_thread(self._failed_turns.fail, memory, turn)
             raise
+        if self._failed_turns.failed(memory, turn):  # a retry answered: no thread otherwise
+            await asyncio.to_thread(self._failed_turns.answered, memory, turn)
+        return response
 
     def after_model(self, state: AgentState, runtime: Any) -> dict[str, Any] | None:
         """Store the model's reply; one without tool calls completes the turn."""

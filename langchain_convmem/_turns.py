@@ -9,6 +9,8 @@ swap answers, and a turn is settled by seq, never by being the newest.
 
 from __future__ import annotations
 
+import threading
+from collections import OrderedDict
 from collections.abc import Sequence
 
 from langchain_core.messages import AIMessage, BaseMessage, ChatMessage, HumanMessage
@@ -18,7 +20,13 @@ from convmem.integration import group_turns
 
 from ._convert import to_convmem_message, to_convmem_role
 
-__all__ = ["append_steps", "is_final_answer", "is_question", "settle_turn"]
+__all__ = ["FailedTurns", "append_steps", "is_final_answer", "is_question", "session_key", "settle_turn"]
+
+
+def session_key(memory: ConversationMemory) -> tuple[int, str]:
+    """What tells `memory`'s session apart in this process: memories of one session share
+    its store object (a SQLite file is opened once per process) and its id."""
+    return (id(memory.store), memory.session_id)
 
 
 def is_question(message: BaseMessage) -> bool:
@@ -79,6 +87,57 @@ def settle_turn(memory: ConversationMemory, turn: int | None, status: TurnStatus
     writers' turns among them are left alone), so this costs the length of
     the turn plus whatever was written beside it, not the log.
     """
+    _change_status(memory, turn, TurnStatus.RUNNING, status)
+
+
+class FailedTurns:
+    """The turns a model call marked FAILED, remembered so that a later call of the turn
+    that answers (a retry by ``ModelRetryMiddleware`` placed before the memory's
+    middleware, a resumed run) makes them RUNNING again: the turn goes on and settles as
+    any other. A turn whose retries run out keeps FAILED, even when the retrying
+    middleware answers in the model's place.
+
+    Kept in this process and bounded: beyond `limit` turns the oldest are forgotten, and
+    a retry of one of those leaves its turn FAILED.
+    """
+
+    def __init__(self, limit: int = 1024) -> None:
+        self._limit = limit
+        self._turns: OrderedDict[tuple[int, str, int], None] = OrderedDict()
+        self._lock = threading.Lock()
+
+    @staticmethod
+    def _key(memory: ConversationMemory, turn: int) -> tuple[int, str, int]:
+        return (*session_key(memory), turn)
+
+    def fail(self, memory: ConversationMemory, turn: int | None) -> None:
+        """A model call of the turn whose question is seq `turn` raised: the turn is FAILED."""
+        settle_turn(memory, turn, TurnStatus.FAILED)
+        if turn is None:
+            return
+        key = self._key(memory, turn)
+        with self._lock:
+            self._turns[key] = None
+            self._turns.move_to_end(key)
+            while len(self._turns) > self._limit:
+                self._turns.popitem(last=False)
+
+    def failed(self, memory: ConversationMemory, turn: int | None) -> bool:
+        """Whether a model call of the turn failed and no call of it has answered since."""
+        with self._lock:
+            return turn is not None and self._key(memory, turn) in self._turns
+
+    def answered(self, memory: ConversationMemory, turn: int | None) -> None:
+        """A model call of the turn answered: what an earlier call of it marked FAILED runs again."""
+        if not self.failed(memory, turn):
+            return
+        assert turn is not None
+        with self._lock:
+            self._turns.pop(self._key(memory, turn), None)
+        _change_status(memory, turn, TurnStatus.FAILED, TurnStatus.RUNNING)
+
+
+def _change_status(memory: ConversationMemory, turn: int | None, old: TurnStatus, new: TurnStatus) -> None:
     if turn is None:
         return
     last_seq = memory.stats().last_seq
@@ -89,6 +148,6 @@ def settle_turn(memory: ConversationMemory, turn: int | None, status: TurnStatus
         question = stored_turn.messages[0]
         if question.seq == turn and question.role is Role.USER:
             for message in stored_turn.messages:
-                if message.status is TurnStatus.RUNNING and message.seq is not None:
-                    memory.set_status(message.seq, status)
+                if message.status is old and message.seq is not None:
+                    memory.set_status(message.seq, new)
             return

@@ -1,5 +1,5 @@
-"""Fake LangChain chat models: one answers from a script, one answers the question it was shown;
-both accept tools and record their calls."""
+"""Fake LangChain chat models: one answers from a script (or, flaky, fails the calls it is told
+to), one answers the question it was shown; all accept tools and record their calls."""
 
 from __future__ import annotations
 
@@ -30,6 +30,26 @@ class ScriptedToolModel(GenericFakeChatModel):
 
 def scripted(*replies: AIMessage | str) -> ScriptedToolModel:
     return ScriptedToolModel(messages=iter(replies), calls=[])
+
+
+class FlakyModel(ScriptedToolModel):
+    """A `ScriptedToolModel` whose calls numbered in ``failing_calls`` (from 1) raise
+    `ConnectionError` instead of answering, as a model behind a flaky network does."""
+
+    failing_calls: set[int] = Field(default_factory=set)
+    attempts: int = 0
+
+    def _generate(
+        self, messages: list[BaseMessage], stop: Any = None, run_manager: Any = None, **kwargs: Any
+    ) -> Any:
+        self.attempts += 1
+        if self.attempts in self.failing_calls:
+            raise ConnectionError(f"call {self.attempts}: the connection dropped")
+        return super()._generate(messages, stop, run_manager, **kwargs)
+
+
+def flaky(*replies: AIMessage | str, failing_calls: set[int]) -> FlakyModel:
+    return FlakyModel(messages=iter(replies), calls=[], failing_calls=failing_calls)
 
 
 class EchoModel(GenericFakeChatModel):

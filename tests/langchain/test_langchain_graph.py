@@ -9,7 +9,8 @@ import pytest
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage
 from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.graph import START, MessagesState, StateGraph
-from scripted_models import EchoModel, ScriptedToolModel, scripted
+from langgraph.types import RetryPolicy
+from scripted_models import EchoModel, ScriptedToolModel, flaky, scripted
 
 from convmem import InvalidSessionIdError, MemoryConfig, TurnStatus
 from langchain_convmem import ConvMemChatMessageHistory, ConvMemNode, ConvMemSessions
@@ -117,6 +118,34 @@ def logged(sessions: ConvMemSessions, name: str) -> list[str]:
 
 def conversation(*questions: str) -> list[str]:
     return [text for question in questions for text in (question, f"answer to {question}")]
+
+
+def retried_graph(memory: ConvMemNode, call_model: Any) -> Any:
+    builder = StateGraph(MessagesState)
+    retry = RetryPolicy(initial_interval=0.0, jitter=False, retry_on=ConnectionError)
+    builder.add_node("chatbot", memory.node(call_model), retry_policy=retry)
+    builder.add_edge(START, "chatbot")
+    return builder.compile(checkpointer=InMemorySaver())
+
+
+def test_a_model_call_the_nodes_retry_policy_repeats_completes_the_turn() -> None:
+    sessions = ConvMemSessions()
+    graph = retried_graph(ConvMemNode(sessions), flaky("Hello!", failing_calls={1}).invoke)
+    graph.invoke({"messages": [HumanMessage("Hi")]}, thread("t"))
+    assert [(m.text, m.status) for m in sessions.memory("t").messages()] == [
+        ("Hi", TurnStatus.COMPLETED),
+        ("Hello!", TurnStatus.COMPLETED),
+    ]
+
+
+async def test_a_model_call_the_nodes_retry_policy_repeats_completes_the_turn_async() -> None:
+    sessions = ConvMemSessions()
+    graph = retried_graph(ConvMemNode(sessions), flaky("Hello!", failing_calls={1}).ainvoke)
+    await graph.ainvoke({"messages": [HumanMessage("Hi")]}, thread("t"))
+    assert [(m.text, m.status) for m in sessions.memory("t").messages()] == [
+        ("Hi", TurnStatus.COMPLETED),
+        ("Hello!", TurnStatus.COMPLETED),
+    ]
 
 
 async def test_an_async_model_call_makes_an_async_node() -> None:
