@@ -2,12 +2,18 @@
 
 from __future__ import annotations
 
-from typing import Any
+import inspect
+from typing import TYPE_CHECKING, Any, cast
+
+from langchain_core.embeddings import Embeddings
 
 from convmem import ConfigError
 from convmem.integration import BaseEmbedder
 
-__all__ = ["LangChainEmbedder"]
+if TYPE_CHECKING:
+    from convmem import Embedder
+
+__all__ = ["LangChainEmbedder", "as_embedder"]
 
 
 class LangChainEmbedder(BaseEmbedder):
@@ -46,3 +52,27 @@ class LangChainEmbedder(BaseEmbedder):
         if query:
             return [await self.embeddings.aembed_query(texts[0])]
         return await self.embeddings.aembed_documents(texts)
+
+
+def as_embedder(embedder: object, argument: str = "embedder") -> Embedder:
+    """`embedder` as convmem's recall takes it: a LangChain ``Embeddings`` wrapped in
+    `LangChainEmbedder`, a convmem `Embedder` as it is; anything else is a `ConfigError`
+    naming `argument`, the type received and what is allowed."""
+    if isinstance(embedder, Embeddings):
+        return LangChainEmbedder(embedder)
+    if _is_convmem_embedder(embedder):
+        return cast("Embedder", embedder)
+    raise ConfigError(
+        f"{argument} must be a convmem Embedder (SentenceTransformerEmbedder(), HashingEmbedder(), "
+        f"LangChainEmbedder(...), ...) or a LangChain Embeddings, got {type(embedder).__name__}"
+    )
+
+
+def _is_convmem_embedder(value: object) -> bool:
+    from convmem import Embedder
+
+    # Looked up without being read: isinstance() against the protocol reads `dimension`,
+    # which a BaseEmbedder that has not embedded yet learns by calling its model.
+    members = [name for name in dir(Embedder) if not name.startswith("_")]
+    missing = object()
+    return all(inspect.getattr_static(value, name, missing) is not missing for name in members)

@@ -37,6 +37,7 @@ __all__ = [
     "ConvMemSessions",
     "check_budget",
     "check_options",
+    "memory_building",
     "split_storage_session_id",
     "storage_session_id",
 ]
@@ -73,6 +74,17 @@ def check_options(owner: Callable[..., Any], options: Mapping[str, object]) -> N
             f"{owner_name} got unknown option{'s' if len(unknown) > 1 else ''} "
             f"{', '.join(repr(u) for u in unknown)}{hint}; it accepts: {', '.join(accepted)}"
         )
+
+
+def memory_building(options: Mapping[str, Any]) -> dict[str, Any]:
+    """`options` as `ConversationMemory` takes them: a LangChain ``Embeddings`` given as
+    ``embedder`` is wrapped in `LangChainEmbedder`, and an embedder of no known kind is a
+    `ConfigError` here rather than a warning at every search."""
+    if options.get("embedder") is None:
+        return dict(options)
+    from ._embeddings import as_embedder  # loads numpy: only for a memory with an embedder
+
+    return {**options, "embedder": as_embedder(options["embedder"])}
 
 
 def check_budget(budget: object) -> int | None:
@@ -205,7 +217,8 @@ class ConvMemChatMessageHistory(BaseChatMessageHistory):
         budget: Token budget of ``messages`` (default: ``config.budget``).
         pin_messages: Keep ``messages`` until this object writes, whatever
             other writers do (see above).
-        **memory_options: Passed on to `ConversationMemory`.
+        **memory_options: Passed on to `ConversationMemory` (``embedder`` may be
+            a LangChain ``Embeddings``: it is wrapped in `LangChainEmbedder`).
     """
 
     def __init__(
@@ -236,7 +249,7 @@ class ConvMemChatMessageHistory(BaseChatMessageHistory):
             config=config,
             user_id=user_id,
             counter=counter,
-            **memory_options,
+            **memory_building(memory_options),
         )
         self.budget = check_budget(budget)
         self.pin_messages = bool(pin_messages)
@@ -387,8 +400,8 @@ class ConvMemSessions(SessionRegistry):
 
     It is convmem's `SessionRegistry` and takes its arguments (``store``,
     ``config``, ``counter``, ``max_cached_sessions``, and `ConversationMemory`
-    options such as ``summarizer`` for every memory), plus the ``budget`` of
-    the histories it hands out. Memories are kept for the most recent
+    options such as ``summarizer`` for every memory; ``embedder`` may be a
+    LangChain ``Embeddings``), plus the ``budget`` of the histories it hands out. Memories are kept for the most recent
     ``max_cached_sessions`` sessions (1024 by default) so their derived state
     is not rebuilt on every call, and the least recently used is closed
     beyond that.
@@ -398,7 +411,7 @@ class ConvMemSessions(SessionRegistry):
         self, path: str | os.PathLike[str] | None = None, *, budget: int | None = None, **options: Any
     ) -> None:
         check_options(ConvMemSessions.__init__, options)
-        super().__init__(path, **options)
+        super().__init__(path, **memory_building(options))
         self.budget = check_budget(budget)
 
     def memory(self, session_id: str, user_id: str | None = None) -> ConversationMemory:

@@ -73,7 +73,11 @@ from convmem import (
 )
 from convmem.integration import UserFacts, store_from_options, tokenize, validate_id
 
+from ._embeddings import as_embedder
+
 if TYPE_CHECKING:
+    from langchain_core.embeddings import Embeddings
+
     from convmem import Embedder, Recall
 
 __all__ = ["ConvMemStore"]
@@ -244,7 +248,8 @@ class ConvMemStore(BaseStore):
             every wrapper's ``path=`` on that file). With neither, a new in-memory store.
         inner: Where every other namespace lives; default LangGraph's ``InMemoryStore``.
         index: Vector search config for the default inner store (not with ``inner``).
-        embedder: A convmem `Embedder` to search conversations by meaning (default: by words).
+        embedder: A convmem `Embedder` or a LangChain ``Embeddings`` (wrapped in
+            `LangChainEmbedder`) to search conversations by meaning (default: by words).
         recall: Or a configured `convmem.Recall` (not with ``embedder``).
 
     Example::
@@ -275,7 +280,7 @@ class ConvMemStore(BaseStore):
         path: str | os.PathLike[str] | None = None,
         inner: BaseStore | None = None,
         index: IndexConfig | None = None,
-        embedder: Embedder | None = None,
+        embedder: Embedder | Embeddings | None = None,
         recall: Recall | None = None,
     ) -> None:
         if inner is not None and index is not None:
@@ -284,6 +289,7 @@ class ConvMemStore(BaseStore):
             raise ConfigError("pass embedder= (recall with default settings) or recall=, not both")
         if inner is not None and not isinstance(inner, BaseStore):
             raise ConfigError(f"inner must be a langgraph BaseStore, got {type(inner).__name__}")
+        recall_embedder = None if embedder is None else as_embedder(embedder)
         store = store_from_options(path, store)
         self.store: Store = store
         if inner is None:
@@ -300,10 +306,10 @@ class ConvMemStore(BaseStore):
             # Vectors next to a SQLite file, where the memories with this embedder keep theirs.
             index_dir = (
                 Path(f"{store.path}.vectors")
-                if embedder is not None and isinstance(store, SQLiteStore)
+                if recall_embedder is not None and isinstance(store, SQLiteStore)
                 else None
             )
-            recall = DefaultRecall(embedder, index_dir=index_dir)
+            recall = DefaultRecall(recall_embedder, index_dir=index_dir)
         self.recall: Recall = recall
         self._counter = ApproximateCounter()
 

@@ -20,7 +20,13 @@ from convmem import (
     TiktokenCounter,
     TokenCounter,
 )
-from langchain_convmem import ChatModelTokenCounter, LangChainEmbedder, complete_fn_from_langchain
+from langchain_convmem import (
+    ChatModelTokenCounter,
+    ConvMemChatMessageHistory,
+    ConvMemSessions,
+    LangChainEmbedder,
+    complete_fn_from_langchain,
+)
 
 TIKTOKEN = TiktokenCounter()
 
@@ -137,3 +143,24 @@ async def test_the_embedder_has_async_twins() -> None:
 def test_the_embedder_refuses_an_object_without_embedding_methods() -> None:
     with pytest.raises(ConfigError, match="embed_documents"):
         LangChainEmbedder(object())
+
+
+def test_sessions_take_a_langchain_embeddings_as_their_embedder() -> None:
+    sessions = ConvMemSessions(embedder=DeterministicFakeEmbedding(size=8))
+    memory = sessions.memory("s")
+    memory.add("user", "My dog is called Duoduo.")
+    assert memory.recall is not None and isinstance(memory.recall.embedder, LangChainEmbedder)
+    assert memory.recall.embedder.embed_query("dog").shape == (8,)
+
+
+def test_a_history_takes_a_langchain_embeddings_as_its_embedder() -> None:
+    history = ConvMemChatMessageHistory("s", embedder=DeterministicFakeEmbedding(size=8))
+    assert history.memory.recall is not None
+    assert isinstance(history.memory.recall.embedder, LangChainEmbedder)
+
+
+def test_an_embedder_of_no_known_kind_is_refused_where_memories_are_built() -> None:
+    with pytest.raises(ConfigError, match=r"embedder must be a convmem Embedder .* got str"):
+        ConvMemSessions(embedder="all-MiniLM-L6-v2")
+    with pytest.raises(ConfigError, match=r"embedder must be a convmem Embedder .* got object"):
+        ConvMemChatMessageHistory("s", embedder=object())

@@ -345,6 +345,25 @@ def test_dense_recall_with_an_embedder(logged: convmem.InMemoryStore) -> None:
     assert found[0].key == "alice-1:1"
 
 
+def test_a_langchain_embeddings_is_taken_as_the_embedder(caplog: pytest.LogCaptureFixture) -> None:
+    chats = convmem.InMemoryStore()
+    say(chats, "carol-1", "carol", "My favourite fruit is a yellow banana.", "Noted.", "I drive a red car.")
+    store = ConvMemStore(chats, embedder=WordEmbeddings())
+    with caplog.at_level("WARNING", logger="convmem"):
+        found = store.search(ConvMemStore.conversations_namespace("carol"), query="yellow fruit", limit=1)
+    assert [item.value["text"] for item in found] == ["My favourite fruit is a yellow banana."]
+    assert caplog.records == []
+
+
+@pytest.mark.parametrize("embedder", [object(), "all-MiniLM-L6-v2", LangGraphInMemoryStore()])
+def test_an_embedder_of_no_known_kind_is_refused_at_construction(embedder: object) -> None:
+    with pytest.raises(ConfigError) as refused:
+        ConvMemStore(embedder=embedder)
+    message = str(refused.value)
+    assert "embedder" in message and type(embedder).__name__ in message
+    assert "convmem Embedder" in message and "LangChain Embeddings" in message
+
+
 def test_a_convmem_user_prefix_lists_and_searches_both_namespaces(logged: convmem.InMemoryStore) -> None:
     store = ConvMemStore(logged)
     assert store.list_namespaces(prefix=("convmem", "alice")) == [TALKS, FACTS]
