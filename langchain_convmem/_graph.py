@@ -58,7 +58,7 @@ from convmem import (
 )
 
 from ._convert import context_to_langchain
-from ._history import ConvMemSessions, check_budget, check_options
+from ._history import ConvMemSessions, check_budget, check_config_keys, check_options
 from ._state_sync import Held, HeldEntry, fingerprint, held_entry, question_text, sync_input
 from ._turns import FailedTurns, append_steps, is_final_answer, is_question, settle_turn
 
@@ -155,8 +155,7 @@ class ConvMemNode:
             sessions, path=path, store=store, config=config, counter=counter, **memory_options
         )
         self.budget = check_budget(budget)
-        self.session_id_key = session_id_key
-        self.user_id_key = user_id_key
+        self.session_id_key, self.user_id_key = check_config_keys(session_id_key, user_id_key)
         self._states = _GraphStates(self.sessions.max_cached_sessions)
         self._failed_turns = FailedTurns()
 

@@ -12,7 +12,7 @@ import os
 import re
 import uuid
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from typing import Any
+from typing import Any, Literal, overload
 
 from langchain_core.chat_history import BaseChatMessageHistory
 from langchain_core.messages import BaseMessage
@@ -36,6 +36,8 @@ __all__ = [
     "ConvMemChatMessageHistory",
     "ConvMemSessions",
     "check_budget",
+    "check_config_keys",
+    "check_key",
     "check_options",
     "memory_building",
     "split_storage_session_id",
@@ -74,6 +76,36 @@ def check_options(owner: Callable[..., Any], options: Mapping[str, object]) -> N
             f"{owner_name} got unknown option{'s' if len(unknown) > 1 else ''} "
             f"{', '.join(repr(u) for u in unknown)}{hint}; it accepts: {', '.join(accepted)}"
         )
+
+
+@overload
+def check_key(name: str, value: object, *, holds: str, or_none: Literal[False] = False) -> str: ...
+
+
+@overload
+def check_key(name: str, value: object, *, holds: str, or_none: bool) -> str | None: ...
+
+
+def check_key(name: str, value: object, *, holds: str, or_none: bool = False) -> str | None:
+    """Refuse, at construction, a key argument no dict can be read by: anything but a
+    non-empty str (or None, with `or_none`). `holds` says what the key looks up, for the
+    message; a wrong key would otherwise surface on the first call."""
+    if or_none and value is None:
+        return None
+    if not isinstance(value, str) or not value.strip():
+        allowed = "None or a non-empty str" if or_none else "a non-empty str"
+        raise ConfigError(f"{name} must be {allowed} ({holds}), got {value!r:.60}")
+    return value
+
+
+def check_config_keys(session_id_key: object, user_id_key: object) -> tuple[str, str]:
+    """The ``config["configurable"]`` keys naming the session and the user, checked (`check_key`)."""
+    return (
+        check_key(
+            "session_id_key", session_id_key, holds="the config['configurable'] key naming the session"
+        ),
+        check_key("user_id_key", user_id_key, holds="the config['configurable'] key naming the user"),
+    )
 
 
 def memory_building(options: Mapping[str, Any]) -> dict[str, Any]:

@@ -36,7 +36,7 @@ from convmem import (
 from convmem.integration import memory_from_options
 
 from ._convert import context_to_langchain
-from ._history import ConvMemSessions, check_budget, check_options
+from ._history import ConvMemSessions, check_budget, check_config_keys, check_options
 from ._removals import delete_by_ids
 from ._state_sync import Held, Synced, is_derived, load_held, question_text, sync_input, sync_steps
 from ._turns import FailedTurns, is_final_answer, session_key
@@ -202,8 +202,7 @@ class ConvMemMiddleware(AgentMiddleware):
                 sessions, path=path, store=store, config=config, counter=counter, **memory_options
             )
         self.budget = check_budget(budget)
-        self.session_id_key = session_id_key
-        self.user_id_key = user_id_key
+        self.session_id_key, self.user_id_key = check_config_keys(session_id_key, user_id_key)
         self._failed_turns = FailedTurns()
 
     # -- which session --------------------------------------------------------------

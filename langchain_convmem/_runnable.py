@@ -39,7 +39,14 @@ from convmem import (
 )
 
 from ._convert import context_to_langchain, latest_human_text, to_convmem_messages
-from ._history import ConvMemChatMessageHistory, ConvMemSessions, check_budget, check_options
+from ._history import (
+    ConvMemChatMessageHistory,
+    ConvMemSessions,
+    check_budget,
+    check_config_keys,
+    check_key,
+    check_options,
+)
 
 __all__ = ["ConvMemRunnable", "with_convmem"]
 
@@ -133,12 +140,26 @@ class ConvMemRunnable(Runnable[Any, Any]):
             sessions, path=path, store=store, config=config, counter=counter, **memory_options
         )
         self.runnable = coerce_to_runnable(runnable)
-        self.input_messages_key = input_messages_key
-        self.history_messages_key = history_messages_key
-        self.output_messages_key = output_messages_key
+        self.input_messages_key = check_key(
+            "input_messages_key",
+            input_messages_key,
+            holds="the input dict's key of the new message",
+            or_none=True,
+        )
+        self.history_messages_key = check_key(
+            "history_messages_key",
+            history_messages_key,
+            holds="the input dict's key the context goes under",
+            or_none=True,
+        )
+        self.output_messages_key = check_key(
+            "output_messages_key",
+            output_messages_key,
+            holds="the output dict's key of the answer",
+            or_none=True,
+        )
         self.budget = check_budget(budget)
-        self.session_id_key = session_id_key
-        self.user_id_key = user_id_key
+        self.session_id_key, self.user_id_key = check_config_keys(session_id_key, user_id_key)
 
     def __repr__(self) -> str:
         return f"ConvMemRunnable({self.runnable!r}, {self.sessions!r})"

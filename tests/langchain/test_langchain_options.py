@@ -1,8 +1,10 @@
-"""Wrapper options: a misspelled one fails at construction; with_convmem takes a get_session_history."""
+"""Wrapper options: a misspelled one, or a key argument no dict can be read by, fails at
+construction; with_convmem takes a get_session_history."""
 
 from __future__ import annotations
 
 import itertools
+import re
 
 import pytest
 from langchain_core.chat_history import InMemoryChatMessageHistory
@@ -15,9 +17,13 @@ from convmem import ConfigError, TurnStatus
 from langchain_convmem import (
     ConvMemChatMessageHistory,
     ConvMemMiddleware,
+    ConvMemNode,
     ConvMemSessions,
     with_convmem,
 )
+
+NOT_KEYS = [None, "", "  ", 3, ("thread_id",)]
+NOT_KEYS_OR_NONE = ["", "  ", 5, ["question"]]
 
 
 def echo_model() -> GenericFakeChatModel:
@@ -44,6 +50,46 @@ def test_a_misspelled_history_option_fails_at_construction() -> None:
 def test_a_misspelled_sessions_option_fails_at_construction() -> None:
     with pytest.raises(ConfigError, match=r"'max_cached_session'.*did you mean 'max_cached_sessions'"):
         ConvMemSessions(max_cached_session=3)
+
+
+@pytest.mark.parametrize("argument", ["session_id_key", "user_id_key"])
+@pytest.mark.parametrize("value", NOT_KEYS)
+def test_a_middleware_config_key_that_is_not_a_non_empty_str_is_refused(argument: str, value: object) -> None:
+    with pytest.raises(
+        ConfigError, match=rf"^{argument} must be a non-empty str .*, got {re.escape(repr(value))}"
+    ):
+        ConvMemMiddleware(**{argument: value})
+
+
+@pytest.mark.parametrize("argument", ["session_id_key", "user_id_key"])
+@pytest.mark.parametrize("value", NOT_KEYS)
+def test_a_node_config_key_that_is_not_a_non_empty_str_is_refused(argument: str, value: object) -> None:
+    with pytest.raises(
+        ConfigError, match=rf"^{argument} must be a non-empty str .*, got {re.escape(repr(value))}"
+    ):
+        ConvMemNode(**{argument: value})
+
+
+@pytest.mark.parametrize("argument", ["session_id_key", "user_id_key"])
+@pytest.mark.parametrize("value", NOT_KEYS)
+def test_a_with_convmem_config_key_that_is_not_a_non_empty_str_is_refused(
+    argument: str, value: object
+) -> None:
+    with pytest.raises(
+        ConfigError, match=rf"^{argument} must be a non-empty str .*, got {re.escape(repr(value))}"
+    ):
+        with_convmem(echo_model(), **{argument: value})
+
+
+@pytest.mark.parametrize("argument", ["input_messages_key", "history_messages_key", "output_messages_key"])
+@pytest.mark.parametrize("value", NOT_KEYS_OR_NONE)
+def test_a_with_convmem_messages_key_that_is_not_none_or_a_non_empty_str_is_refused(
+    argument: str, value: object
+) -> None:
+    with pytest.raises(
+        ConfigError, match=rf"^{argument} must be None or a non-empty str .*, got {re.escape(repr(value))}"
+    ):
+        with_convmem(echo_model(), **{argument: value})
 
 
 def test_with_convmem_accepts_a_get_session_history_function() -> None:
