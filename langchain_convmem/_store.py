@@ -206,6 +206,20 @@ def _fact_item(namespace: tuple[str, ...], fact: Fact, score: float | None) -> S
     return SearchItem(namespace, _fact_item_key(fact), value, when, when, score)
 
 
+def _message_key(session_id: str, seq: int | None) -> str:
+    return f"{session_id}:{seq}"
+
+
+def _parse_message_key(key: str) -> tuple[str, int] | None:
+    """(session id, seq) of the item key `_message_key` writes, or None for any other string:
+    an item is found by its exact key, so ``"s:01"`` or ``"s:١"`` (another spelling of 1) is none."""
+    session_id, _, seq_text = key.rpartition(":")
+    if not session_id or not (seq_text.isascii() and seq_text.isdigit()):
+        return None
+    seq = int(seq_text)
+    return (session_id, seq) if _message_key(session_id, seq) == key else None
+
+
 def _message_item(
     namespace: tuple[str, ...], session_id: str, message: Message, score: float | None
 ) -> SearchItem:
@@ -217,7 +231,7 @@ def _message_item(
         "timestamp": message.timestamp,
     }
     when = _when(message.timestamp)
-    return SearchItem(namespace, f"{session_id}:{message.seq}", value, when, when, score)
+    return SearchItem(namespace, _message_key(session_id, message.seq), value, when, when, score)
 
 
 def _as_item(item: SearchItem) -> Item:
@@ -388,10 +402,11 @@ class ConvMemStore(BaseStore):
                 if _fact_item_key(fact) == key:
                     return _as_item(_fact_item(namespace, fact, None))
             return None
-        session_id, _, seq_text = key.rpartition(":")
-        if not session_id or not seq_text.isdigit() or session_id not in self._sessions(user_id):
+        parsed = _parse_message_key(key)
+        if parsed is None or parsed[0] not in self._sessions(user_id):
             return None
-        messages = self.store.get(session_id, [int(seq_text)])
+        session_id, seq = parsed
+        messages = self.store.get(session_id, [seq])
         return _as_item(_message_item(namespace, session_id, messages[0], None)) if messages else None
 
     def _search(

@@ -330,6 +330,14 @@ def test_get_returns_one_message_of_the_users_own_sessions(logged: convmem.InMem
         assert store.get(TALKS, key) is None, key
 
 
+@pytest.mark.parametrize("key", ["alice-2:01", "alice-2:0001", "alice-2:\u0661", "alice-2:+1", "alice-2: 1"])
+def test_get_finds_a_message_by_its_exact_key_only(logged: convmem.InMemoryStore, key: str) -> None:
+    # LangGraph's get returns the item stored under that very key: "alice-2:01" is not "alice-2:1".
+    store = ConvMemStore(logged)
+    assert store.get(TALKS, key) is None
+    assert store.get(TALKS, "alice-2:1") is not None
+
+
 def test_conversations_are_read_only(logged: convmem.InMemoryStore) -> None:
     store = ConvMemStore(logged)
     with pytest.raises(ConfigError, match="conversations"):
