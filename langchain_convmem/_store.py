@@ -482,7 +482,14 @@ class ConvMemStore(BaseStore):
                     (item := _message_item(namespace, session_id, message, None)).value, filter
                 )
             )
-        return heapq.nlargest(wanted, items, key=lambda item: (item.value["timestamp"], item.key))
+        # A question and its answer often share a timestamp (imports, add_turn): then the later
+        # seq is the newer, compared as a number ("s:10" after "s:9"); the session id only makes
+        # the order total, so pages never overlap.
+        return heapq.nlargest(
+            wanted,
+            items,
+            key=lambda item: (item.value["timestamp"], item.value["seq"], item.value["session_id"]),
+        )
 
     def _namespaces(self, op: ListNamespacesOp) -> list[tuple[str, ...]]:
         conditions = tuple(op.match_conditions or ())

@@ -10,6 +10,7 @@ import sys
 from collections.abc import Iterator
 from contextlib import closing
 from dataclasses import dataclass
+from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -320,6 +321,22 @@ def test_conversation_search_honours_filter_offset_and_limit(logged: convmem.InM
     recalled = store.search(TALKS, query="Alice dog Duoduo", filter={"role": "assistant"})
     assert recalled and all(item.value["role"] == "assistant" for item in recalled)
     assert len(store.search(TALKS, query="Alice dog Duoduo", limit=1)) == 1
+
+
+def test_messages_sharing_a_timestamp_are_listed_by_their_seq_newest_first() -> None:
+    chats = convmem.InMemoryStore()
+    memory = ConversationMemory("s", chats, user_id="ana")
+    day = datetime(2024, 5, 1)
+    for minute in range(6):  # imported turns: a question and its answer share their time
+        memory.add_turn(f"question {minute}", f"answer {minute}", timestamp=day + timedelta(minutes=minute))
+    store = ConvMemStore(chats)
+    namespace = ConvMemStore.conversations_namespace("ana")
+    newest = [item.key for item in store.search(namespace, limit=100)]
+    assert newest == [f"s:{seq}" for seq in range(12, 0, -1)]
+    pages = [
+        item.key for offset in range(0, 12, 5) for item in store.search(namespace, limit=5, offset=offset)
+    ]
+    assert pages == newest
 
 
 def test_get_returns_one_message_of_the_users_own_sessions(logged: convmem.InMemoryStore) -> None:
