@@ -357,3 +357,62 @@ def test_what_the_windows_whole_turns_leave_of_its_part_is_recalls() -> None:
     context = builder.assemble(plan, filling(plan, builder.counter))
     assert context.window[-len(plan.window.messages) :] == plan.window.messages
     assert context.token_count == count_messages(builder.counter, context.messages) <= 900
+
+
+def _a_tool_exchange(memory: ConversationMemory) -> None:
+    memory.add("user", "Weather in Paris?")
+    memory.add("assistant", "", tool_calls=[{"id": "c1", "name": "weather", "args": {"city": "Paris"}}])
+    memory.add("tool", "sunny", tool_call_id="c1")
+    memory.add("assistant", "It is sunny in Paris.")
+
+
+@pytest.mark.parametrize(
+    ("seq", "replacement", "refusal"),
+    [
+        (4, {"role": "tool", "content": "rain", "tool_call_id": "nope"}, r"tool result for call 'nope'"),
+        (3, {"role": "tool", "content": "rain", "tool_call_id": "c2"}, r"tool result for call 'c2'"),
+        (2, {"role": "assistant", "content": "Let me check."}, r"drops the tool call 'c1'.*seq 3"),
+        (4, {"role": "assistant", "content": "x", "reply_to_seq": 99}, r"reply_to_seq=99 must name"),
+        (1, {"role": "assistant", "content": "x", "reply_to_seq": 1}, r"reply_to_seq=1 must name"),
+        (
+            4,
+            {"role": "assistant", "content": "x", "reply_to_seq": 2},
+            r"reply_to_seq=2 names no user message",
+        ),
+    ],
+)
+@pytest.mark.parametrize("use_async", [False, True])
+def test_a_replacement_add_would_refuse_is_refused_and_changes_nothing(
+    store: Store, seq: int, replacement: dict[str, object], refusal: str, use_async: bool
+) -> None:
+    """A tool result for no waiting call, a call dropped while its result stays, an answer
+    to no earlier question: refused as `add` refuses them, before the log is touched."""
+    memory = ConversationMemory("s", store)
+    _a_tool_exchange(memory)
+    before = memory.messages()
+    with pytest.raises(InvalidMessageError, match=refusal):
+        if use_async:
+            asyncio.run(memory.areplace_message(seq, replacement))
+        else:
+            memory.replace_message(seq, replacement)
+    assert memory.messages() == before
+
+
+def test_a_replacement_that_keeps_the_exchange_whole_is_taken(store: Store) -> None:
+    memory = ConversationMemory("s", store)
+    _a_tool_exchange(memory)
+    call = {"id": "c1", "name": "weather", "args": {"city": "[redacted]"}}
+    memory.replace_message(2, {"role": "assistant", "content": "", "tool_calls": [call]})
+    memory.replace_message(3, {"role": "tool", "content": "[redacted]", "tool_call_id": "c1"})
+    memory.replace_message(4, {"role": "assistant", "content": "[redacted]", "reply_to_seq": 1})
+    assert [(m.role.value, m.text) for m in memory.messages()] == [
+        ("user", "Weather in Paris?"),
+        ("assistant", ""),
+        ("tool", "[redacted]"),
+        ("assistant", "[redacted]"),
+    ]
+    assert [m["role"] for m in memory.build_context(budget=500).messages][-3:] == [
+        "assistant",
+        "tool",
+        "assistant",
+    ]

@@ -308,12 +308,51 @@ class SessionOperations:
         check_seq(seq)
         prepared = self.prepare(message)
         yield from self.check_owner()
+        yield Blocking(functools.partial(self._check_replacement, seq, prepared))
         yield DerivedStep("flush")
         stored: Message = yield Blocking(
             functools.partial(self.store.replace_message, self.session_id, seq, prepared)
         )
         yield DerivedStep("after_edit", ([seq], [stored]))
         return stored
+
+    def _check_replacement(self, seq: int, message: Message) -> None:
+        """Refuse a replacement `add` would refuse in its place: an answer to no earlier
+        question of the session, a tool result that answers no call waiting for it, or the
+        loss of a tool call that a later result answers. A log an import left with such a
+        result already is not held against the edit: only a result it newly strands is."""
+        reply = message.reply_to_seq
+        if reply is not None:
+            if reply >= seq:
+                raise InvalidMessageError(
+                    f"reply_to_seq={reply} must name a user message before seq {seq}, the message "
+                    "replaced (nothing was changed)"
+                )
+            self._check_replies([message])
+        stored = self.store.get(self.session_id, [seq])
+        if not (message.role is Role.TOOL or any(m.tool_calls for m in stored)):
+            return
+        log = self.store.messages(self.session_id)
+        edited = [dataclasses.replace(message, seq=seq) if m.seq == seq else m for m in log]
+        stranded_before = {log[i].seq for i in check_tool_results(log, set())}
+        stranded = [
+            edited[i]
+            for i in check_tool_results(edited, set())
+            if edited[i].seq == seq or edited[i].seq not in stranded_before
+        ]
+        if stranded and stranded[0].seq == seq:
+            raise InvalidMessageError(
+                f"the replacement of seq {seq} is a tool result for call {message.tool_call_id!r:.60}, "
+                "but no earlier tool call with that id is waiting for a result (never made, or "
+                "answered by another message); nothing was changed"
+            )
+        if stranded:
+            result = stranded[0]
+            raise InvalidMessageError(
+                f"replacing seq {seq} drops the tool call {result.tool_call_id!r:.60} that the result at "
+                f"seq {result.seq} answers; keep the call in tool_calls, or delete the result too "
+                "(nothing was changed)"
+            )
 
     def clear(self) -> Flow[object, None]:
         yield DerivedStep("flush")
