@@ -10,6 +10,7 @@ naming the option, the value and what is allowed.
 
 from __future__ import annotations
 
+import asyncio
 import re
 from pathlib import Path
 
@@ -21,8 +22,10 @@ from convmem import (
     AsyncRedisStore,
     BudgetError,
     ConfigError,
+    ConversationMemory,
     HashingEmbedder,
     InMemoryStore,
+    InvalidMessageError,
     MemoryConfig,
     PostgresStore,
     Recall,
@@ -314,3 +317,88 @@ def test_embedder_sizes_must_be_positive_32_bit_ints(option: str, value: object)
 
     with pytest.raises(ConfigError, match=rf"{option} must be None or an int from 1 to 2147483647"):
         LangChainEmbedder(DeterministicFakeEmbedding(size=4), **{option: value})
+
+
+@pytest.mark.parametrize(
+    ("method", "args", "kwargs", "error", "message"),
+    [
+        ("tail", (10**20,), {}, InvalidMessageError, r"n must be a positive int \(1 to 2147483647\)"),
+        (
+            "recent_turns",
+            (2,),
+            {"max_tokens": "x"},
+            InvalidMessageError,
+            r"max_tokens must be None or a positive",
+        ),
+        (
+            "recent_turns",
+            (2,),
+            {"max_tokens": -5},
+            InvalidMessageError,
+            r"max_tokens must be None or a positive",
+        ),
+        ("recent_turns", (10**20,), {}, InvalidMessageError, r"max_turns must be None or a positive int"),
+        ("render_transcript", ("answer",), {"max_turns": 0}, InvalidMessageError, r"max_turns must be None"),
+        (
+            "build_context",
+            ("q", 10**20),
+            {},
+            BudgetError,
+            r"budget must be a positive int \(1 to 2147483647\)",
+        ),
+        (
+            "build_context",
+            ("q", 400),
+            {"include_query": "no"},
+            ConfigError,
+            r"include_query must be True or False",
+        ),
+        ("flush", (-1,), {}, ConfigError, r"timeout must be None or seconds \(a number >= 0\), got -1"),
+        ("flush", ("soon",), {}, ConfigError, r"timeout must be None or seconds"),
+        ("flush", (float("nan"),), {}, ConfigError, r"timeout must be None or seconds"),
+        (
+            "forget_fact",
+            (None,),
+            {},
+            InvalidMessageError,
+            r"key must be a fact's key \(a str\), got NoneType",
+        ),
+        ("delete_messages", (None,), {}, InvalidMessageError, r"seqs must be a list of message seqs"),
+        (
+            "delete_messages",
+            ({1: 2},),
+            {},
+            InvalidMessageError,
+            r"seqs must be a list of message seqs .* got dict",
+        ),
+        (
+            "add_messages",
+            (None,),
+            {},
+            InvalidMessageError,
+            r"add_messages takes a list of messages, got NoneType",
+        ),
+    ],
+)
+@pytest.mark.parametrize("use_async", [False, True])
+def test_a_call_with_an_argument_out_of_its_range_is_refused_naming_it(
+    method: str,
+    args: tuple[object, ...],
+    kwargs: dict[str, object],
+    error: type[Exception],
+    message: str,
+    use_async: bool,
+    tmp_path: Path,
+) -> None:
+    """Each argument of the memory's calls is checked as the options are: a value no store
+    can take (10**20 overflows SQLite's integers) or of the wrong type is refused with its
+    name, not as an OverflowError, TypeError or AttributeError, and changes nothing."""
+    memory = ConversationMemory("s", SQLiteStore(tmp_path / "chat.db"))
+    memory.add_turn("My name is Ana.", "Hello Ana.")
+    before = memory.messages()
+    with pytest.raises(error, match=message):
+        if use_async:
+            asyncio.run(getattr(memory, "a" + method)(*args, **kwargs))
+        else:
+            getattr(memory, method)(*args, **kwargs)
+    assert memory.messages() == before and [f.value for f in memory.facts()] == ["Ana"]

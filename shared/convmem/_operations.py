@@ -33,6 +33,7 @@ from ._errors import BudgetError, InvalidMessageError
 from ._language import chat_api_message
 from ._message_json import MessageJSON, checked_messages
 from ._models import Message, Role, Turn, TurnStatus, check_message, is_token_count, normalized_message
+from ._options import MAX_INT_OPTION, check_bool
 from ._sansio import Blocking, Flow, arun, run
 from ._stores.base import SessionStats, Store, check_owner, check_seq, validate_seqs
 from ._tokens import REPLY_PRIMING_TOKENS, TokenCounter
@@ -125,9 +126,20 @@ async def arun_operation(operation: Flow[object, _T], derived: DerivedState) -> 
 
 def check_budget(budget: object) -> int:
     """`budget` if it is a positive int, else `BudgetError`."""
-    if not isinstance(budget, int) or isinstance(budget, bool) or budget <= 0:
-        raise BudgetError(f"budget must be a positive int, got {budget!r}")
+    if not isinstance(budget, int) or isinstance(budget, bool) or not 0 < budget <= MAX_INT_OPTION:
+        raise BudgetError(f"budget must be a positive int (1 to {MAX_INT_OPTION}), got {budget!r:.60}")
     return budget
+
+
+def _check_count(name: str, value: object, *, or_none: bool = False) -> None:
+    """Refuse a count of messages, turns or tokens read that is not an int from 1 to
+    `MAX_INT_OPTION` (or None, with `or_none`): `InvalidMessageError`, as for the other
+    arguments of the reads."""
+    if or_none and value is None:
+        return
+    if isinstance(value, bool) or not isinstance(value, int) or not 0 < value <= MAX_INT_OPTION:
+        allowed = "None or a positive int" if or_none else "a positive int"
+        raise InvalidMessageError(f"{name} must be {allowed} (1 to {MAX_INT_OPTION}), got {value!r:.60}")
 
 
 class SessionOperations:
@@ -222,6 +234,10 @@ class SessionOperations:
         """Append messages atomically, then bring derived state up to date (once for the batch)."""
         if isinstance(messages, (str, bytes, Mapping, Message)):
             raise InvalidMessageError("add_messages takes a list of messages; use add() for one")
+        if not isinstance(messages, Iterable):
+            raise InvalidMessageError(
+                f"add_messages takes a list of messages, got {type(messages).__name__}: {messages!r:.60}"
+            )
         items = list(messages)
         reporter = progress_reporter(progress, self.session_id, len(items))
         # Checking and counting a huge message is slow: it is done with the write.
@@ -294,7 +310,9 @@ class SessionOperations:
         return stored
 
     def delete_messages(self, seqs: Iterable[int]) -> Flow[object, list[Message]]:
-        wanted = validate_seqs(list(seqs) if not isinstance(seqs, (str, bytes)) else seqs)
+        wanted = validate_seqs(
+            list(seqs) if isinstance(seqs, Iterable) and not isinstance(seqs, (str, bytes, Mapping)) else seqs
+        )
         yield from self.check_owner()
         yield DerivedStep("flush")
         deleted: list[Message] = yield Blocking(
@@ -369,6 +387,8 @@ class SessionOperations:
         return stored
 
     def recent_turns(self, max_turns: int | None, max_tokens: int | None) -> Flow[object, list[Turn]]:
+        _check_count("max_turns", max_turns, or_none=True)
+        _check_count("max_tokens", max_tokens, or_none=True)
         if max_turns is None and max_tokens is None:
             max_tokens = 4 * self.config.budget
         yield from self.check_owner()
@@ -378,8 +398,7 @@ class SessionOperations:
         return turns
 
     def tail(self, n: int) -> Flow[object, list[Message]]:
-        if not isinstance(n, int) or isinstance(n, bool) or n <= 0:
-            raise InvalidMessageError(f"n must be a positive int, got {n!r}")
+        _check_count("n", n)
         yield from self.check_owner()
         stored: list[Message] = yield Blocking(functools.partial(self.store.tail, self.session_id, n))
         return stored
@@ -395,6 +414,7 @@ class SessionOperations:
         budget = check_budget(self.config.budget if budget is None else budget)
         if query is not None and not isinstance(query, str):
             raise InvalidMessageError(f"query must be a str or None, got {type(query).__name__}")
+        check_bool("include_query", include_query)
         # The session's stats, summary and its own facts: one read per build (one round
         # trip where the store can), and nothing read is used before the owner is checked.
         snapshot = yield self.composer.read_snapshot()
@@ -403,6 +423,7 @@ class SessionOperations:
         return context
 
     def render_transcript(self, view: str, max_turns: int | None) -> Flow[object, str]:
+        _check_count("max_turns", max_turns, or_none=True)
         turns = yield from self.recent_turns(max_turns or self.config.transcript_turns, None)
         template = self.config.transcript_template or TranscriptTemplate.for_language(
             build_language(self.config, turns, None)
@@ -446,6 +467,10 @@ class SessionOperations:
         return book.current()
 
     def forget_fact(self, key: str) -> Flow[object, bool]:
+        if not isinstance(key, str):
+            raise InvalidMessageError(
+                f"key must be a fact's key (a str), got {type(key).__name__}: {key!r:.60}"
+            )
         yield from self.check_owner()
         yield DerivedStep("flush")
         forget = self.user_facts.forget if self.user_facts is not None else self.derived.forget_fact

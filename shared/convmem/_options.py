@@ -15,7 +15,15 @@ import math
 
 from ._errors import ConfigError
 
-__all__ = ["MAX_INT_OPTION", "check_bool", "check_choice", "check_component", "check_int", "check_number"]
+__all__ = [
+    "MAX_INT_OPTION",
+    "check_bool",
+    "check_choice",
+    "check_component",
+    "check_int",
+    "check_number",
+    "check_timeout",
+]
 
 # Integer options are counts and sizes; beyond 32 bits they are typos, and they
 # would overflow the float arithmetic that shares out a budget.
@@ -64,6 +72,12 @@ def check_bool(name: str, value: object) -> None:
     """Refuse anything but True or False (1, "yes" and None are mistakes, not switches)."""
     if not isinstance(value, bool):
         raise ConfigError(f"{name} must be True or False, got {value!r:.60}")
+
+
+def check_timeout(timeout: object) -> None:
+    """Refuse a `timeout` that is not None (wait as long as it takes) or seconds >= 0."""
+    if timeout is not None:
+        check_number("timeout", timeout, low=0, high=math.inf, allowed="None or seconds (a number >= 0)")
 
 
 # What a component is called by, and what a mistake's message offers instead.

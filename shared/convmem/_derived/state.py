@@ -25,6 +25,7 @@ from .._config import MemoryConfig
 from .._context.recent import window_start
 from .._errors import StoreError
 from .._models import Message, Role
+from .._options import check_timeout
 from .._stores.base import Store
 from .._tokens import TokenCounter
 from .background import Backoff, Identity, model_calls, shared_pool
@@ -251,12 +252,14 @@ class DerivedState(SessionFacts):
         A job that timed out no longer counts: it was reported failed and is retried later.
         The keyword index rows the appends left for later are written too.
         """
+        check_timeout(timeout)
         done = shared_pool().flush(self, timeout)
         self.save_facts_watermark()
         self.write_index()
         return done
 
     async def aflush(self, timeout: float | None = None) -> bool:
+        check_timeout(timeout)
         while self._tasks:
             _, not_done = await asyncio.wait(list(self._tasks), timeout=timeout)
             if not_done:
