@@ -33,7 +33,7 @@ from convmem import (
 )
 from convmem.integration import REPLY_PRIMING_TOKENS
 
-from ._chat_store import ConvMemChatStore
+from ._chat_store import ConvMemChatStore, areplace_history, replace_history
 from ._context import context_messages, newest_question_alone, newest_turn, query_text
 from ._messages import from_chat_messages, to_chat_messages
 from ._mirror import ChatStoreMirror
@@ -463,20 +463,15 @@ class ConvMemChatMemoryBuffer(ChatMemoryBuffer):
             await self._mirror.aadd(self.chat_store_key, messages)
 
     def set(self, messages: Sequence[ChatMessage]) -> None:
-        """Replace the session's history (and everything derived from it) with `messages`."""
-        converted = from_chat_messages(messages)  # validate before deleting anything
-        memory = self.memory
-        memory.clear()
-        memory.add_messages(converted)
+        """Replace the session's history (and everything derived from it) with `messages`:
+        all of them or, when convmem refuses one (`InvalidMessageError`), nothing changes."""
+        replace_history(self.memory, from_chat_messages(messages))
         if self._mirror is not None:
             self._mirror.replace(self.chat_store_key, messages)
 
     async def aset(self, messages: Sequence[ChatMessage]) -> None:
         """Async `set`."""
-        converted = from_chat_messages(messages)
-        memory = self.memory
-        await memory.aclear()
-        await memory.aadd_messages(converted)
+        await areplace_history(self.memory, from_chat_messages(messages))
         if self._mirror is not None:
             await self._mirror.areplace(self.chat_store_key, messages)
 

@@ -18,12 +18,12 @@ from llama_index.core.base.llms.types import ChatMessage
 from llama_index.core.bridge.pydantic import PrivateAttr
 from llama_index.core.storage.chat_store import BaseChatStore, SimpleChatStore
 
-from convmem import ConversationMemory, InvalidMessageError, Message, SessionRegistry
+from convmem import ConversationMemory, InMemoryStore, InvalidMessageError, Message, SessionRegistry
 
 from ._messages import from_chat_message, from_chat_messages, to_chat_messages
 from ._sessions import session_id_for_key
 
-__all__ = ["ConvMemChatStore", "simple_chat_store_dict"]
+__all__ = ["ConvMemChatStore", "areplace_history", "replace_history", "simple_chat_store_dict"]
 
 
 class ConvMemChatStore(BaseChatStore):
@@ -35,8 +35,9 @@ class ConvMemChatStore(BaseChatStore):
     rebuilt from what is left). Deleting one message deletes it from the log
     in one atomic step (the others keep their places; recall and the summary
     drop its text), safe while other processes append to the session;
-    `set_messages` and inserting at an index rewrite the session's log whole,
-    so do not run those while another process appends. `get_keys` lists the store's sessions (a hashed key shows as
+    `set_messages` and inserting at an index rewrite the session's log whole
+    (a history convmem refuses leaves the old one as it was), so do not run
+    those while another process appends. `get_keys` lists the store's sessions (a hashed key shows as
     the key itself once this view has seen it)::
 
         memory = ConvMemChatMemoryBuffer.from_defaults(chat_store_key="user-42")
@@ -71,8 +72,8 @@ class ConvMemChatStore(BaseChatStore):
         return to_chat_messages(self.memory(key).messages())
 
     def set_messages(self, key: str, messages: list[ChatMessage]) -> None:
-        converted = from_chat_messages(messages)  # validate before deleting anything
-        _rewrite(self.memory(key), converted)
+        """Replace the log of `key` with `messages`; a history convmem refuses leaves the old one."""
+        replace_history(self.memory(key), from_chat_messages(messages))
 
     def add_message(self, key: str, message: ChatMessage, idx: int | None = None) -> None:
         """Append `message`, or insert it at `idx` as `SimpleChatStore` does."""
@@ -85,7 +86,7 @@ class ConvMemChatStore(BaseChatStore):
         if idx >= len(current):
             memory.add_messages([converted])
             return
-        _rewrite(memory, [*current[:idx], converted, *current[idx:]])
+        replace_history(memory, [*current[:idx], converted, *current[idx:]])
 
     def delete_messages(self, key: str) -> list[ChatMessage] | None:
         """Delete the session (log and everything derived); its messages, or None if it had none."""
@@ -178,8 +179,33 @@ def _delete(memory: ConversationMemory, message: Message) -> ChatMessage | None:
     return to_chat_messages([deleted])[0]
 
 
-def _rewrite(memory: ConversationMemory, messages: Sequence[Message]) -> None:
-    # convmem's log is append-only apart from clearing a session: replace it whole.
+def replace_history(memory: ConversationMemory, messages: Sequence[Message]) -> None:
+    """Replace the session's log (and what was derived from it) with `messages`.
+
+    convmem's log is append-only apart from clearing a session, so the history
+    is replaced whole; `messages` is first added to an empty trial session, so
+    whatever `add_messages` would refuse (a tool result answering no call, a
+    call without an id, an oversized message) is refused with the old history
+    still in place.
+    """
+    _trial_session(memory).add_messages(messages)
     memory.clear()
     if messages:
         memory.add_messages(messages)
+
+
+async def areplace_history(memory: ConversationMemory, messages: Sequence[Message]) -> None:
+    """Async `replace_history`."""
+    await _trial_session(memory).aadd_messages(messages)
+    await memory.aclear()
+    if messages:
+        await memory.aadd_messages(messages)
+
+
+def _trial_session(memory: ConversationMemory) -> ConversationMemory:
+    """An empty session in a store of its own, counting and checking as `memory` does and
+    deriving nothing: adding to it makes every check of adding to a cleared `memory`."""
+    config = memory.config.replace(
+        extract_facts=False, summary_trigger="never", recall_earlier_turns=False, background=False
+    )
+    return ConversationMemory(memory.session_id, InMemoryStore(), config, counter=memory.counter)

@@ -250,6 +250,62 @@ def test_set_with_an_invalid_message_keeps_the_old_history() -> None:
     assert buffer.get_all() == [USER]
 
 
+# Histories convmem refuses only as it stores them, where ChatMemoryBuffer would keep them.
+REFUSED_HISTORIES = {
+    "a tool result answering no call": [
+        ChatMessage(role="user", content="weather?"),
+        ChatMessage(role="tool", content="sunny", additional_kwargs={"tool_call_id": "c1"}),
+    ],
+    "a tool call without an id": [
+        ChatMessage(role="user", content="weather?"),
+        ChatMessage(
+            role="assistant",
+            content="",
+            additional_kwargs={"tool_calls": [{"function": {"name": "weather", "arguments": "{}"}}]},
+        ),
+    ],
+}
+REPLACING = {
+    "set": lambda buffer, history: buffer.set(history),
+    "chat_store.set_messages": lambda buffer, history: buffer.chat_store.set_messages("k", history),
+    "chat_store.add_message at an index": lambda buffer, history: buffer.chat_store.add_message(
+        "k", history[-1], idx=1
+    ),
+}
+
+
+@pytest.mark.parametrize("refused", REFUSED_HISTORIES)
+@pytest.mark.parametrize("replacing", REPLACING)
+def test_replacing_the_history_with_one_convmem_refuses_keeps_the_old_one(
+    tmp_path: Path, replacing: str, refused: str
+) -> None:
+    buffer = ConvMemChatMemoryBuffer.from_defaults(
+        path=tmp_path / "chat.db", chat_store_key="k", chat_history=[USER, ANSWER]
+    )
+    with pytest.raises(InvalidMessageError):
+        REPLACING[replacing](buffer, REFUSED_HISTORIES[refused])
+    assert buffer.get_all() == [USER, ANSWER]
+
+
+@pytest.mark.parametrize("refused", REFUSED_HISTORIES)
+async def test_aset_with_a_history_convmem_refuses_keeps_the_old_one(refused: str) -> None:
+    buffer = ConvMemChatMemoryBuffer.from_defaults(chat_history=[USER, ANSWER])
+    with pytest.raises(InvalidMessageError):
+        await buffer.aset(REFUSED_HISTORIES[refused])
+    assert await buffer.aget_all() == [USER, ANSWER]
+
+
+def test_a_refused_set_leaves_the_mirrored_chat_store_as_it_was() -> None:
+    mirrored = SimpleChatStore()
+    buffer = ConvMemChatMemoryBuffer.from_defaults(
+        chat_store=mirrored, chat_store_key="k", chat_history=[USER, ANSWER]
+    )
+    with pytest.raises(InvalidMessageError, match="tool result"):
+        buffer.set(REFUSED_HISTORIES["a tool result answering no call"])
+    assert buffer.get_all() == [USER, ANSWER]
+    assert mirrored.get_messages("k") == [USER, ANSWER]
+
+
 def test_another_buffers_chat_store_view_is_refused_with_what_to_use_instead() -> None:
     other = ConvMemChatMemoryBuffer.from_defaults()
     with pytest.raises(ConfigError, match="for_session"):
