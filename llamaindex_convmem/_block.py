@@ -242,8 +242,14 @@ class ConvMemMemoryBlock(BaseMemoryBlock[str]):
             # `session` is already a convmem id: mapping it again would hash a hashed id.
             await self._sessions.memory(session, self.user_id).aadd_messages(batch)
 
-    async def atruncate(self, content: str, tokens_to_truncate: int) -> str | None:
-        """Drop whole lines from the end (the oldest-priority parts) until enough tokens are freed."""
+    async def atruncate(self, content: str | list[Any], tokens_to_truncate: int) -> str | None:
+        """Drop whole lines from the end (the oldest-priority parts) until enough tokens are freed.
+
+        `Memory` passes what `aget` returned, or ``[]`` when the block had nothing to
+        say; content that is not text goes whole, as `BaseMemoryBlock.atruncate` does.
+        """
+        if not isinstance(content, str):
+            return None
         lines = content.split("\n")
         counter = self._sessions.counter
         freed = 0

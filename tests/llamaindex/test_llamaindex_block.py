@@ -104,6 +104,20 @@ async def test_truncate_drops_whole_lines_from_the_end() -> None:
     assert await block.atruncate(content, 10_000) is None
 
 
+async def test_truncate_takes_what_memory_passes_for_a_block_with_nothing_to_say() -> None:
+    block = ConvMemMemoryBlock()
+    assert await block.atruncate([], 5) is None
+
+
+async def test_memory_over_its_limit_reads_through_a_truncatable_block_that_has_no_content() -> None:
+    block = ConvMemMemoryBlock(token_limit=200, priority=1)
+    memory = Memory.from_defaults(session_id="alice", token_limit=50, memory_blocks=[block])
+    # Memory never flushes its newest message, so the history stays over the limit.
+    question = ChatMessage(role="user", content="word " * 200)
+    await memory.aput(question)
+    assert await memory.aget() == [question]
+
+
 async def test_sessions_persist_in_a_sqlite_file(tmp_path: Path) -> None:
     path = tmp_path / "blocks.db"
     await ConvMemMemoryBlock(path=path).aput(exchange("Alice", "Paris", 1), session_id="alice")
