@@ -37,8 +37,9 @@ class ConvMemChatStore(BaseChatStore):
     drop its text), safe while other processes append to the session;
     `set_messages` and inserting at an index rewrite the session's log whole
     (a history convmem refuses leaves the old one as it was), so do not run
-    those while another process appends. `get_keys` lists the store's sessions (a hashed key shows as
-    the key itself once this view has seen it)::
+    those while another process appends. `get_keys` lists the sessions of the
+    buffer's user (every session of the store for a buffer without one), a
+    hashed key showing as the key itself once this view has seen it::
 
         memory = ConvMemChatMemoryBuffer.from_defaults(chat_store_key="user-42")
         memory.put(ChatMessage(role="user", content="Hi"))
@@ -108,7 +109,11 @@ class ConvMemChatStore(BaseChatStore):
         return self.delete_message(key, -1)
 
     def get_keys(self) -> list[str]:
-        return [self._keys.get(session, session) for session in self._sessions.store.sessions()]
+        """The keys of the sessions this view may read: with a user, that user's sessions;
+        without one, every session of the store (convmem lets a caller that names no user
+        reach any session, as the store itself does)."""
+        sessions = self._sessions.store.sessions(user_id=self._user_id)
+        return [self._keys.get(session, session) for session in sessions]
 
     # Each async method runs its sync twin off the event loop (convmem's stores block).
 

@@ -6,6 +6,7 @@ from pathlib import Path
 
 import pytest
 from llama_index.core.llms import ChatMessage
+from llama_index.core.storage.chat_store import SimpleChatStore
 
 from convmem import ConfigError, ConversationMemory, InMemoryStore, SQLiteStore
 from convmem._errors import SessionOwnerError
@@ -78,3 +79,31 @@ def test_a_memory_block_of_another_user_is_refused() -> None:
     ConvMemMemoryBlock(store=store, user_id="alice").memory("1").add("user", "alice's secret")
     with pytest.raises(SessionOwnerError):
         ConvMemMemoryBlock(store=store, user_id="bob").memory("1")
+
+
+def users_on_one_file(path: Path) -> tuple[ConvMemChatMemoryBuffer, ConvMemChatMemoryBuffer]:
+    bob = ConvMemChatMemoryBuffer.from_defaults(path=path, chat_store_key="bob-1", user_id="bob")
+    bob.put(ChatMessage(role="user", content="Bob: my PIN is 4321"))
+    ana = ConvMemChatMemoryBuffer.from_defaults(path=path, chat_store_key="ana-1", user_id="ana")
+    ana.put(ChatMessage(role="user", content="hi from ana"))
+    return ana, bob
+
+
+def test_a_users_chat_store_lists_only_that_users_sessions(tmp_path: Path) -> None:
+    ana, bob = users_on_one_file(tmp_path / "chat.db")
+    assert ana.chat_store.get_keys() == ["ana-1"]
+    assert bob.chat_store.get_keys() == ["bob-1"]
+
+
+def test_a_users_chat_store_persists_that_users_sessions_alone(tmp_path: Path) -> None:
+    ana, _ = users_on_one_file(tmp_path / "chat.db")
+    ana.chat_store.persist(str(tmp_path / "ana.json"))
+    saved = SimpleChatStore.from_persist_path(str(tmp_path / "ana.json"))
+    assert saved.get_keys() == ["ana-1"]
+    assert ana.chat_store.snapshot().get_keys() == ["ana-1"]
+
+
+def test_a_chat_store_without_a_user_lists_every_session_as_the_store_does(tmp_path: Path) -> None:
+    users_on_one_file(tmp_path / "chat.db")
+    maintenance = ConvMemChatMemoryBuffer.from_defaults(path=tmp_path / "chat.db", chat_store_key="ops")
+    assert maintenance.chat_store.get_keys() == ["ana-1", "bob-1"]
