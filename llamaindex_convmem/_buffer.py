@@ -206,9 +206,7 @@ class ConvMemChatMemoryBuffer(ChatMemoryBuffer):
         from the history `chat_store` holds under the key."""
         self._mirror = _mirror_of(chat_store)
         self.chat_store = chat_store
-        history = self._mirror.history(self.chat_store_key)
-        if history and not self.memory.stats().message_count:
-            self.memory.add_messages(from_chat_messages(history))
+        self._mirror.start(self.chat_store_key, self._session)
 
     @classmethod
     def from_defaults(  # type: ignore[override]
@@ -306,7 +304,7 @@ class ConvMemChatMemoryBuffer(ChatMemoryBuffer):
         if store_kind(self) == STORE_MEMORY:
             history = self.memory.messages()
             if history:
-                other.memory.add_messages(history)
+                other._session.add_messages(history)
         if memo is not None:
             memo[id(self)] = other
         return other
@@ -321,7 +319,23 @@ class ConvMemChatMemoryBuffer(ChatMemoryBuffer):
 
     @property
     def memory(self) -> ConversationMemory:
-        """The convmem `ConversationMemory` of the current session."""
+        """The convmem `ConversationMemory` of the current session (on its first use with
+        a `mirror`, started from the mirror's history when convmem holds nothing of it)."""
+        memory = self._session
+        if self._mirror is not None:
+            self._mirror.start(self.chat_store_key, memory)
+        return memory
+
+    async def _amemory(self) -> ConversationMemory:
+        """Async `memory`."""
+        memory = self._session
+        if self._mirror is not None:
+            await self._mirror.astart(self.chat_store_key, memory)
+        return memory
+
+    @property
+    def _session(self) -> ConversationMemory:
+        # The current session as convmem holds it, for what replaces it whole.
         return self._view.memory(self.chat_store_key)
 
     @property
@@ -377,7 +391,8 @@ class ConvMemChatMemoryBuffer(ChatMemoryBuffer):
         budget = self._budget(initial_token_count)
         if budget == 0:
             raise BudgetError("no tokens left: initial_token_count equals token_limit")
-        return await self.memory.abuild_context(query_text(input), budget, include_query=False)
+        memory = await self._amemory()
+        return await memory.abuild_context(query_text(input), budget, include_query=False)
 
     def explain(self, input: Any = None, initial_token_count: int = 0) -> str:
         """Where `get` would spend its tokens, and what it leaves out and why."""
@@ -409,7 +424,7 @@ class ConvMemChatMemoryBuffer(ChatMemoryBuffer):
 
     async def aget(self, input: Any = None, initial_token_count: int = 0, **kwargs: Any) -> list[ChatMessage]:
         """Async `get`."""
-        memory = self.memory
+        memory = await self._amemory()
         budget = self._budget(initial_token_count)
         context = None
         if budget > 0:
@@ -429,7 +444,8 @@ class ConvMemChatMemoryBuffer(ChatMemoryBuffer):
 
     async def aget_all(self) -> list[ChatMessage]:
         """Async `get_all`."""
-        return to_chat_messages(await self.memory.amessages())
+        memory = await self._amemory()
+        return to_chat_messages(await memory.amessages())
 
     def transcript(self, view: str = "orchestration") -> str:
         """The recent conversation as text: ``"orchestration"`` (questions and completed
@@ -438,7 +454,8 @@ class ConvMemChatMemoryBuffer(ChatMemoryBuffer):
 
     async def atranscript(self, view: str = "orchestration") -> str:
         """Async `transcript`."""
-        return await self.memory.arender_transcript(view)
+        memory = await self._amemory()
+        return await memory.arender_transcript(view)
 
     # -- writing ------------------------------------------------------------------
 
@@ -452,38 +469,41 @@ class ConvMemChatMemoryBuffer(ChatMemoryBuffer):
 
     def put_messages(self, messages: Sequence[ChatMessage]) -> None:
         """Append messages atomically: all of them or, on an invalid one, none."""
-        self.memory.add_messages(from_chat_messages(messages))
+        converted = from_chat_messages(messages)
+        self.memory.add_messages(converted)
         if self._mirror is not None:
             self._mirror.add(self.chat_store_key, messages)
 
     async def aput_messages(self, messages: Sequence[ChatMessage]) -> None:
         """Async `put_messages`."""
-        await self.memory.aadd_messages(from_chat_messages(messages))
+        converted = from_chat_messages(messages)
+        memory = await self._amemory()
+        await memory.aadd_messages(converted)
         if self._mirror is not None:
             await self._mirror.aadd(self.chat_store_key, messages)
 
     def set(self, messages: Sequence[ChatMessage]) -> None:
         """Replace the session's history (and everything derived from it) with `messages`:
         all of them or, when convmem refuses one (`InvalidMessageError`), nothing changes."""
-        replace_history(self.memory, from_chat_messages(messages))
+        replace_history(self._session, from_chat_messages(messages))
         if self._mirror is not None:
             self._mirror.replace(self.chat_store_key, messages)
 
     async def aset(self, messages: Sequence[ChatMessage]) -> None:
         """Async `set`."""
-        await areplace_history(self.memory, from_chat_messages(messages))
+        await areplace_history(self._session, from_chat_messages(messages))
         if self._mirror is not None:
             await self._mirror.areplace(self.chat_store_key, messages)
 
     def reset(self) -> None:
         """Delete the session: its log, summary, facts and vectors (and the mirror's copy)."""
-        self.memory.clear()
+        self._session.clear()
         if self._mirror is not None:
             self._mirror.clear(self.chat_store_key)
 
     async def areset(self) -> None:
         """Async `reset`."""
-        await self.memory.aclear()
+        await self._session.aclear()
         if self._mirror is not None:
             await self._mirror.aclear(self.chat_store_key)
 

@@ -4,28 +4,61 @@
 history lives in convmem (the log that the context is built from), and every
 write also reaches the user's chat store under the same key, so code that reads
 that store (a UI, an export, another `ChatMemoryBuffer`) keeps seeing the
-conversation. convmem never reads the mirror back, except once: a session
-convmem has never seen starts from the history the mirror already holds.
+conversation. convmem never reads the mirror back, except once per session: a
+session convmem holds nothing of starts from the history the mirror already
+holds under its key, whichever key a buffer serves (at construction, after
+``for_session`` or a change of ``chat_store_key``).
 """
 
 from __future__ import annotations
 
+import asyncio
+import threading
+import weakref
 from collections.abc import Sequence
 
 from llama_index.core.base.llms.types import ChatMessage
 from llama_index.core.storage.chat_store import BaseChatStore
 
+from convmem import ConversationMemory
+
+from ._messages import from_chat_messages
+
 __all__ = ["ChatStoreMirror"]
 
 
 class ChatStoreMirror:
-    """Writes to one `BaseChatStore`, sync or async, as a `SimpleChatStore` user would."""
+    """Writes to one `BaseChatStore`, sync or async, as a `SimpleChatStore` user would,
+    and starts each session convmem holds nothing of from what that store holds."""
 
     def __init__(self, store: BaseChatStore) -> None:
         self.store = store
+        # The memories already started: weak, so a memory the session registry closes
+        # is forgotten with it, and its next memory is checked again.
+        self._started: weakref.WeakSet[ConversationMemory] = weakref.WeakSet()
+        self._lock = threading.Lock()
 
     def history(self, key: str) -> list[ChatMessage]:
         return list(self.store.get_messages(key))
+
+    def start(self, key: str, memory: ConversationMemory) -> None:
+        """On the first use of `memory` (the session of `key`): when convmem holds
+        nothing of the session, add the history this store holds under `key`."""
+        if memory in self._started:
+            return
+        with self._lock:  # two first uses of one session must not import it twice
+            if memory in self._started:
+                return
+            if not memory.stats().message_count:
+                history = self.history(key)
+                if history:
+                    memory.add_messages(from_chat_messages(history))
+            self._started.add(memory)
+
+    async def astart(self, key: str, memory: ConversationMemory) -> None:
+        """Async `start` (the import runs in a worker thread, once per memory)."""
+        if memory not in self._started:
+            await asyncio.to_thread(self.start, key, memory)
 
     def add(self, key: str, messages: Sequence[ChatMessage]) -> None:
         for message in messages:

@@ -143,6 +143,45 @@ def test_a_buffer_for_another_session_mirrors_under_its_key() -> None:
     assert theirs.get_messages("bo") == [HELLO] and theirs.get_messages("ana") == []
 
 
+def users_chat_store_holding(key: str, history: list[ChatMessage]) -> SimpleChatStore:
+    theirs = SimpleChatStore()
+    theirs.set_messages(key, history)
+    return theirs
+
+
+def test_a_buffer_for_another_session_starts_from_what_the_users_chat_store_holds_under_its_key() -> None:
+    theirs = users_chat_store_holding("bo", [HI, HELLO])
+    buffer = ConvMemChatMemoryBuffer.from_defaults(chat_store=theirs, chat_store_key="ana")
+    other = buffer.for_session("bo")
+    assert other.get_all() == [HI, HELLO]
+    other.put(BYE)
+    assert other.get_all() == theirs.get_messages("bo") == [HI, HELLO, BYE]
+
+
+def test_switching_chat_store_key_starts_the_new_session_from_the_users_chat_store() -> None:
+    theirs = users_chat_store_holding("bo", [HI, HELLO])
+    buffer = ConvMemChatMemoryBuffer.from_defaults(chat_store=theirs, chat_store_key="ana")
+    buffer.chat_store_key = "bo"
+    assert contents(buffer.get()) == ["Good morning.", "Good morning to you."]
+
+
+async def test_an_async_read_after_switching_keys_starts_from_the_users_chat_store() -> None:
+    theirs = users_chat_store_holding("bo", [HI, HELLO])
+    buffer = ConvMemChatMemoryBuffer.from_defaults(chat_store=theirs, chat_store_key="ana")
+    buffer.chat_store_key = "bo"
+    await buffer.aput(BYE)
+    assert await buffer.aget_all() == theirs.get_messages("bo") == [HI, HELLO, BYE]
+
+
+def test_a_session_convmem_holds_is_not_started_again_from_the_users_chat_store(tmp_path: Path) -> None:
+    ConvMemChatMemoryBuffer.from_defaults(path=tmp_path / "chat.db", chat_store_key="bo", chat_history=[BYE])
+    theirs = users_chat_store_holding("bo", [HI, HELLO])
+    buffer = ConvMemChatMemoryBuffer.from_defaults(
+        path=tmp_path / "chat.db", chat_store=theirs, chat_store_key="ana"
+    )
+    assert buffer.for_session("bo").get_all() == [BYE]
+
+
 def test_the_users_chat_store_comes_back_through_pickling_and_from_dict() -> None:
     theirs = SimpleChatStore()
     buffer = ConvMemChatMemoryBuffer.from_defaults(chat_store=theirs, chat_store_key="ana", chat_history=[HI])
