@@ -27,6 +27,7 @@ from convmem import (
     ConfigError,
     ConversationMemory,
     MemoryConfig,
+    Message,
     SessionRegistry,
     Store,
     TokenCounter,
@@ -52,6 +53,9 @@ from ._tokenizer import TokenizerFnCounter
 __all__ = ["ConvMemChatMemoryBuffer"]
 
 logger = logging.getLogger("llamaindex_convmem")
+
+# The key of a pickled buffer's state holding the sessions besides the current one.
+_OTHER_SESSIONS = "other_sessions"
 
 
 class ConvMemChatMemoryBuffer(ChatMemoryBuffer):
@@ -98,8 +102,8 @@ class ConvMemChatMemoryBuffer(ChatMemoryBuffer):
     limit, session, SQLite path, `MemoryConfig` and the current session's
     history as a ``SimpleChatStore`` dict (so ``ChatMemoryBuffer.from_dict``
     reads it too); pass models and stores again to `from_dict`. A
-    ``copy.deepcopy`` shares any store or file the buffer was given, and
-    copies a history that lives only in this process.
+    ``copy.deepcopy`` or a pickle shares any store or file the buffer was
+    given, and copies every session that lives only in this process.
     """
 
     model_config = ConfigDict(arbitrary_types_allowed=True)
@@ -295,19 +299,32 @@ class ConvMemChatMemoryBuffer(ChatMemoryBuffer):
 
     def __deepcopy__(self, memo: dict[int, Any] | None = None) -> ConvMemChatMemoryBuffer:
         """A buffer of its own with the same settings: it shares the store, file and models
-        this one was given, and copies the history when it lives only in this process."""
+        this one was given, and copies every session that lives only in this process."""
         other = self.model_copy(update={"memory_kwargs": copy.copy(self.memory_kwargs)})
         other._sessions = open_sessions(other, self.token_counter)  # its own cache of memories
         other._view = ConvMemChatStore(other._sessions, other.user_id)
         if self._mirror is None:
             other.chat_store = other._view
-        if store_kind(self) == STORE_MEMORY:
-            history = self.memory.messages()
-            if history:
-                other._session.add_messages(history)
+        other._add_sessions(self._sessions_in_process())
         if memo is not None:
             memo[id(self)] = other
         return other
+
+    def _sessions_in_process(self) -> dict[str, list[Message]]:
+        """The log of every session this buffer may read, by session id, when they live only
+        in this process (a copy or a pickle must carry them); else nothing."""
+        if store_kind(self) != STORE_MEMORY:
+            return {}
+        sessions = self._sessions
+        return {
+            session_id: sessions.memory(session_id, self.user_id).messages()
+            for session_id in sessions.store.sessions(user_id=self.user_id)
+        }
+
+    def _add_sessions(self, logs: dict[str, list[Message]]) -> None:
+        for session_id, messages in logs.items():
+            if messages:
+                self._sessions.memory(session_id, self.user_id).add_messages(messages)
 
     # -- the session --------------------------------------------------------------
 
@@ -549,11 +566,19 @@ class ConvMemChatMemoryBuffer(ChatMemoryBuffer):
         return cls.from_string(data_str, **kwargs)
 
     def __getstate__(self) -> dict[str, Any]:
-        return picklable_state(self)
+        state = picklable_state(self)
+        # The data holds the current session; the others this process alone holds come along.
+        others = self._sessions_in_process()
+        others.pop(self.session_id, None)
+        if others:
+            state[_OTHER_SESSIONS] = others
+        return state
 
     def __setstate__(self, state: dict[str, Any]) -> None:
         data = state["data"]
-        restored = type(self).from_dict(data, **{k: v for k, v in state.items() if k != "data"})
+        kwargs = {k: v for k, v in state.items() if k not in ("data", _OTHER_SESSIONS)}
+        restored = type(self).from_dict(data, **kwargs)
+        restored._add_sessions(state.get(_OTHER_SESSIONS, {}))
         for attribute in (
             "__dict__",
             "__pydantic_fields_set__",

@@ -50,6 +50,32 @@ def test_a_deep_copy_behaves_like_one_of_chat_memory_buffer() -> None:
     assert contents(ours.get_all()) == contents(native.get_all())
 
 
+COPIES = {"deepcopy": copy.deepcopy, "pickle": lambda buffer: pickle.loads(pickle.dumps(buffer))}
+
+
+@pytest.mark.parametrize("how", COPIES)
+@pytest.mark.parametrize("kind", [ChatMemoryBuffer, ConvMemChatMemoryBuffer])
+def test_a_copy_of_an_in_process_buffer_keeps_every_session_it_served(
+    kind: type[ChatMemoryBuffer], how: str
+) -> None:
+    buffer = kind.from_defaults(chat_store_key="alice")
+    buffer.put(HI)
+    buffer.chat_store_key = "bob"
+    buffer.put(BYE)
+    clone = COPIES[how](buffer)
+    assert contents(clone.get_all()) == ["Bye."]
+    clone.chat_store_key = "alice"
+    assert contents(clone.get_all()) == ["Good morning."]
+
+
+def test_a_copy_of_a_users_in_process_buffer_keeps_that_users_sessions() -> None:
+    buffer = ConvMemChatMemoryBuffer.from_defaults(chat_store_key="ana-1", user_id="ana", chat_history=[HI])
+    buffer.for_session("ana-2").put(BYE)
+    clone = copy.deepcopy(buffer)
+    assert contents(clone.for_session("ana-2").get_all()) == ["Bye."]
+    assert clone.chat_store.get_keys() == ["ana-1", "ana-2"]
+
+
 def test_a_deep_copy_shares_the_file_and_store_it_was_given(tmp_path: Path) -> None:
     on_file = ConvMemChatMemoryBuffer.from_defaults(chat_history=[HI], path=tmp_path / "chat.db")
     copy.deepcopy(on_file).put(HELLO)
