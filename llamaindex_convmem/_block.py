@@ -26,6 +26,7 @@ from convmem import (
 )
 from convmem.integration import group_turns, render_transcript
 
+from ._history import aappend_history
 from ._messages import from_chat_message
 from ._sessions import (
     STORE_MEMORY,
@@ -240,7 +241,7 @@ class ConvMemMemoryBlock(BaseMemoryBlock[str]):
             by_session[self._session_for(key)].append(from_chat_message(clean))
         for session, batch in by_session.items():
             # `session` is already a convmem id: mapping it again would hash a hashed id.
-            await self._sessions.memory(session, self.user_id).aadd_messages(batch)
+            await aappend_history(self._sessions.memory(session, self.user_id), batch)
 
     async def atruncate(self, content: str | list[Any], tokens_to_truncate: int) -> str | None:
         """Drop whole lines from the end (the oldest-priority parts) until enough tokens are freed.

@@ -34,8 +34,9 @@ from convmem import (
 )
 from convmem.integration import REPLY_PRIMING_TOKENS
 
-from ._chat_store import ConvMemChatStore, areplace_history, replace_history
+from ._chat_store import ConvMemChatStore
 from ._context import context_messages, newest_question_alone, newest_turn, query_text
+from ._history import aappend_history, append_history, areplace_history, replace_history
 from ._messages import from_chat_messages, to_chat_messages
 from ._mirror import ChatStoreMirror
 from ._serialization import buffer_dict, buffer_from_dict, construct, picklable_state
@@ -487,15 +488,14 @@ class ConvMemChatMemoryBuffer(ChatMemoryBuffer):
     def put_messages(self, messages: Sequence[ChatMessage]) -> None:
         """Append messages atomically: all of them or, on an invalid one, none."""
         converted = from_chat_messages(messages)
-        self.memory.add_messages(converted)
+        append_history(self.memory, converted)
         if self._mirror is not None:
             self._mirror.add(self.chat_store_key, messages)
 
     async def aput_messages(self, messages: Sequence[ChatMessage]) -> None:
         """Async `put_messages`."""
         converted = from_chat_messages(messages)
-        memory = await self._amemory()
-        await memory.aadd_messages(converted)
+        await aappend_history(await self._amemory(), converted)
         if self._mirror is not None:
             await self._mirror.aadd(self.chat_store_key, messages)
 

@@ -18,12 +18,13 @@ from llama_index.core.base.llms.types import ChatMessage
 from llama_index.core.bridge.pydantic import PrivateAttr
 from llama_index.core.storage.chat_store import BaseChatStore, SimpleChatStore
 
-from convmem import ConversationMemory, InMemoryStore, InvalidMessageError, Message, SessionRegistry
+from convmem import ConversationMemory, InvalidMessageError, Message, SessionRegistry
 
+from ._history import append_history, replace_history
 from ._messages import from_chat_message, from_chat_messages, to_chat_messages
 from ._sessions import session_id_for_key
 
-__all__ = ["ConvMemChatStore", "areplace_history", "replace_history", "simple_chat_store_dict"]
+__all__ = ["ConvMemChatStore", "simple_chat_store_dict"]
 
 
 class ConvMemChatStore(BaseChatStore):
@@ -81,11 +82,11 @@ class ConvMemChatStore(BaseChatStore):
         memory = self.memory(key)
         converted = from_chat_message(message)
         if idx is None:
-            memory.add_messages([converted])
+            append_history(memory, [converted])
             return
         current = memory.messages()
         if idx >= len(current):
-            memory.add_messages([converted])
+            append_history(memory, [converted])
             return
         replace_history(memory, [*current[:idx], converted, *current[idx:]])
 
@@ -182,35 +183,3 @@ def _delete(memory: ConversationMemory, message: Message) -> ChatMessage | None:
     except InvalidMessageError:
         return None
     return to_chat_messages([deleted])[0]
-
-
-def replace_history(memory: ConversationMemory, messages: Sequence[Message]) -> None:
-    """Replace the session's log (and what was derived from it) with `messages`.
-
-    convmem's log is append-only apart from clearing a session, so the history
-    is replaced whole; `messages` is first added to an empty trial session, so
-    whatever `add_messages` would refuse (a tool result answering no call, a
-    call without an id, an oversized message) is refused with the old history
-    still in place.
-    """
-    _trial_session(memory).add_messages(messages)
-    memory.clear()
-    if messages:
-        memory.add_messages(messages)
-
-
-async def areplace_history(memory: ConversationMemory, messages: Sequence[Message]) -> None:
-    """Async `replace_history`."""
-    await _trial_session(memory).aadd_messages(messages)
-    await memory.aclear()
-    if messages:
-        await memory.aadd_messages(messages)
-
-
-def _trial_session(memory: ConversationMemory) -> ConversationMemory:
-    """An empty session in a store of its own, counting and checking as `memory` does and
-    deriving nothing: adding to it makes every check of adding to a cleared `memory`."""
-    config = memory.config.replace(
-        extract_facts=False, summary_trigger="never", recall_earlier_turns=False, background=False
-    )
-    return ConversationMemory(memory.session_id, InMemoryStore(), config, counter=memory.counter)

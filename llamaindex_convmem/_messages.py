@@ -5,6 +5,13 @@ A round trip gives back an equal `ChatMessage`: the role, every content block
 LlamaIndex's two shapes (``ToolCallBlock`` content blocks, or OpenAI-style
 ``additional_kwargs["tool_calls"]``) and the other ``additional_kwargs``.
 
+OpenAI's legacy function calling (an assistant message with
+``additional_kwargs["function_call"]``, answered by a ``"function"`` message
+naming the function) is read as a tool call and its result: the call gets an
+id made up when it is converted, and `answer_function_calls` gives the
+result that id, from the message right before it, where the legacy protocol
+puts the call it answers.
+
 convmem sees the parts it understands: text parts, media parts (counted at a
 flat rate), tool calls as ``{"id", "name", "args"}`` (counted, and kept
 together with their results when the window is trimmed), ``tool_call_id`` and
@@ -15,8 +22,10 @@ together with their results when the window is trimmed), ``tool_call_id`` and
 from __future__ import annotations
 
 import base64
+import dataclasses
 import json
 import logging
+import uuid
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -34,6 +43,8 @@ from convmem import InvalidMessageError, Message, Role
 
 __all__ = [
     "METADATA_KEY",
+    "answer_function_calls",
+    "answers_function_call",
     "from_chat_message",
     "from_chat_messages",
     "to_chat_message",
@@ -56,6 +67,8 @@ _CORE_ROLE = {
     MessageRole.FUNCTION: Role.TOOL,
 }
 _LLAMAINDEX_ROLE = {role: MessageRole(role.value) for role in Role}
+# The made-up id of a call read from additional_kwargs["function_call"] starts with this.
+FUNCTION_CALL_ID_PREFIX = "function_call-"
 _BLOCK_ADAPTER: TypeAdapter[Any] = TypeAdapter(ContentBlock)
 
 
@@ -187,6 +200,13 @@ def from_chat_message(message: ChatMessage) -> Message:
             if call is not None and (call["id"] is None or call["id"] not in seen):
                 calls.append(call)
 
+    legacy_call = kwargs.get("function_call")
+    if role is Role.ASSISTANT and not calls and legacy_call is not None:
+        call = _call_from_kwargs(legacy_call)
+        if call is not None:
+            # Legacy function calls have no id; the result takes this one (answer_function_calls).
+            calls.append({**call, "id": FUNCTION_CALL_ID_PREFIX + uuid.uuid4().hex})
+
     if role is Role.TOOL and not tool_call_id:
         # LlamaIndex allows a tool or function result without an id; convmem needs one.
         tool_call_id = name or li_role.value
@@ -217,12 +237,68 @@ def from_chat_message(message: ChatMessage) -> Message:
 
 
 def from_chat_messages(messages: Sequence[ChatMessage]) -> list[Message]:
-    """`from_chat_message` for each; raises before converting anything if given a single message."""
+    """`from_chat_message` for each, a legacy function result taking the id of the call
+    before it (a first message that is one is left for `answer_function_calls`, which
+    finds its call in the log); raises before converting anything if given a single message."""
     if isinstance(messages, (ChatMessage, str, bytes, Mapping)):
         raise InvalidMessageError(
             f"expected a list of ChatMessage, got {type(messages).__name__}; use put() for one message"
         )
-    return [from_chat_message(m) for m in messages]
+    return _answered([from_chat_message(m) for m in messages], None, strict=False)
+
+
+def answers_function_call(message: Message) -> bool:
+    """Whether `message` is the result of a legacy function call (a ``"function"``
+    message without a ``tool_call_id``), which answers the message right before it."""
+    extra = message.metadata.get(METADATA_KEY)
+    return (
+        message.role is Role.TOOL
+        and isinstance(extra, dict)
+        and extra.get("role") == MessageRole.FUNCTION.value
+        and bool(extra.get("synthetic_tool_call_id"))
+    )
+
+
+def answer_function_calls(messages: Sequence[Message], before: Message | None = None) -> list[Message]:
+    """`messages` (converted, oldest first) with each legacy function result given the id
+    of the call it answers: the function_call of the message right before it (`before`,
+    the log's newest message, for the first). Raises `InvalidMessageError` for a result
+    that follows no function_call of its function."""
+    return _answered(messages, before, strict=True)
+
+
+def _answered(messages: Sequence[Message], before: Message | None, *, strict: bool) -> list[Message]:
+    # Not strict: a result whose call is not among `messages` keeps its placeholder id.
+    answered: list[Message] = []
+    previous = before
+    for index, message in enumerate(messages):
+        if answers_function_call(message):
+            call_id = _function_call_id(previous, message.name)
+            if call_id is None and not strict:
+                call_id = message.tool_call_id
+            if call_id is None:
+                follows = "nothing" if previous is None else f"a {previous.role.value} message"
+                raise InvalidMessageError(
+                    f"message {index} is a 'function' message (OpenAI's legacy function calling) for "
+                    f"{message.name!r:.60}, which answers the function_call of the assistant message right "
+                    f"before it, but it follows {follows} without that function_call; put the assistant "
+                    "message with additional_kwargs['function_call'] right before it (nothing was stored)"
+                )
+            message = dataclasses.replace(message, tool_call_id=call_id)
+        answered.append(message)
+        previous = message
+    return answered
+
+
+def _function_call_id(message: Message | None, name: str | None) -> str | None:
+    if message is None or message.role is not Role.ASSISTANT:
+        return None
+    for call in message.tool_calls:
+        call_id = call.get("id")
+        legacy = isinstance(call_id, str) and call_id.startswith(FUNCTION_CALL_ID_PREFIX)
+        if legacy and (name is None or call.get("name") == name):
+            return call_id
+    return None
 
 
 def _restore_block(part: Any) -> Any:
@@ -274,7 +350,7 @@ def to_chat_message(message: Message) -> ChatMessage:
     else:
         blocks = [_restore_block(p) for p in content]
     block_calls = int(extra.get("tool_call_blocks", 0))
-    if "tool_call_blocks" not in extra and "tool_calls" not in kwargs:
+    if "tool_call_blocks" not in extra and "tool_calls" not in kwargs and "function_call" not in kwargs:
         block_calls = len(message.tool_calls)  # written by other code: LlamaIndex 0.14's native shape
     raw_kwargs = extra.get("raw_tool_kwargs") or {}
     for index, call in enumerate(message.tool_calls[:block_calls]):

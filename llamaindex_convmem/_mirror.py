@@ -22,6 +22,7 @@ from llama_index.core.storage.chat_store import BaseChatStore
 
 from convmem import ConversationMemory
 
+from ._history import append_history
 from ._messages import from_chat_messages
 
 __all__ = ["ChatStoreMirror"]
@@ -52,7 +53,7 @@ class ChatStoreMirror:
             if not memory.stats().message_count:
                 history = self.history(key)
                 if history:
-                    memory.add_messages(from_chat_messages(history))
+                    append_history(memory, from_chat_messages(history))
             self._started.add(memory)
 
     async def astart(self, key: str, memory: ConversationMemory) -> None:

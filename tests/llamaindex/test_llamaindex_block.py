@@ -118,6 +118,16 @@ async def test_memory_over_its_limit_reads_through_a_truncatable_block_that_has_
     assert await memory.aget() == [question]
 
 
+async def test_a_legacy_function_result_flushed_apart_from_its_call_is_stored() -> None:
+    block = ConvMemMemoryBlock()
+    call = ChatMessage(role="assistant", content="", additional_kwargs={"function_call": {"name": "now"}})
+    result = ChatMessage(role="function", content="noon", additional_kwargs={"name": "now"})
+    await block.aput([ChatMessage(role="user", content="What time is it?"), call], session_id="alice")
+    await block.aput([result], session_id="alice")
+    stored_call, stored_result = block.memory("alice").messages()[1:]
+    assert stored_result.tool_call_id == stored_call.tool_calls[0]["id"]
+
+
 async def test_sessions_persist_in_a_sqlite_file(tmp_path: Path) -> None:
     path = tmp_path / "blocks.db"
     await ConvMemMemoryBlock(path=path).aput(exchange("Alice", "Paris", 1), session_id="alice")

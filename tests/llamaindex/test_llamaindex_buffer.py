@@ -306,6 +306,66 @@ def test_a_refused_set_leaves_the_mirrored_chat_store_as_it_was() -> None:
     assert mirrored.get_messages("k") == [USER, ANSWER]
 
 
+def legacy_function_call(index: int) -> list[ChatMessage]:
+    """An exchange in OpenAI's legacy function calling, which ChatMemoryBuffer stores."""
+    return [
+        ChatMessage(role="user", content=f"Weather in city {index}?"),
+        ChatMessage(
+            role="assistant",
+            content="",
+            additional_kwargs={"function_call": {"name": "weather", "arguments": f'{{"city": "{index}"}}'}},
+        ),
+        ChatMessage(role="function", content=f"sunny in {index}", additional_kwargs={"name": "weather"}),
+        ChatMessage(role="assistant", content=f"It is sunny in city {index}."),
+    ]
+
+
+def test_legacy_function_calls_put_one_at_a_time_are_stored_and_returned_as_given() -> None:
+    history = legacy_function_call(1) + legacy_function_call(2)
+    buffer = ConvMemChatMemoryBuffer.from_defaults()
+    for message in history:
+        buffer.put(message)
+    assert buffer.get_all() == history
+    assert buffer.get() == history
+
+
+def test_a_legacy_function_result_is_kept_with_its_call_when_the_window_is_trimmed() -> None:
+    history = legacy_function_call(1) + legacy_function_call(2)
+    buffer = ConvMemChatMemoryBuffer.from_defaults(chat_history=history, note_omitted_history=False)
+    for limit in range(1, cost(buffer, history) + 5):
+        buffer.token_limit = limit
+        got = buffer.get()
+        for index, message in enumerate(got):
+            if message.role is MessageRole.FUNCTION:
+                assert index > 0 and "function_call" in got[index - 1].additional_kwargs
+
+
+def test_a_legacy_function_call_added_through_the_chat_store_is_answered() -> None:
+    history = legacy_function_call(1)
+    buffer = ConvMemChatMemoryBuffer.from_defaults(chat_store_key="k")
+    for message in history:
+        buffer.chat_store.add_message("k", message)
+    assert buffer.chat_store.get_messages("k") == history
+
+
+async def test_a_legacy_function_history_can_be_set_and_put_asynchronously() -> None:
+    buffer = ConvMemChatMemoryBuffer.from_defaults()
+    await buffer.aset(legacy_function_call(1))
+    for message in legacy_function_call(2):
+        await buffer.aput(message)
+    assert await buffer.aget_all() == legacy_function_call(1) + legacy_function_call(2)
+
+
+def test_a_function_message_that_follows_no_function_call_is_refused_saying_so() -> None:
+    buffer = ConvMemChatMemoryBuffer.from_defaults(chat_history=[USER, ANSWER])
+    result = legacy_function_call(1)[2]
+    with pytest.raises(InvalidMessageError, match=r"legacy function calling.*function_call"):
+        buffer.put(result)
+    with pytest.raises(InvalidMessageError, match="legacy function calling"):
+        buffer.set([USER, result])
+    assert buffer.get_all() == [USER, ANSWER]
+
+
 def test_another_buffers_chat_store_view_is_refused_with_what_to_use_instead() -> None:
     other = ConvMemChatMemoryBuffer.from_defaults()
     with pytest.raises(ConfigError, match="for_session"):

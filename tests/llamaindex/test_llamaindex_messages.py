@@ -145,6 +145,26 @@ def test_tool_result_without_an_id_is_stored_and_comes_back_without_one() -> Non
     assert to_chat_message(stored) == message
 
 
+def test_a_legacy_function_call_becomes_a_tool_call_its_result_answers() -> None:
+    call = ChatMessage(
+        role="assistant",
+        content="",
+        additional_kwargs={"function_call": {"name": "weather", "arguments": '{"city": "Paris"}'}},
+    )
+    result = ChatMessage(role="function", content="sunny", additional_kwargs={"name": "weather"})
+    stored_call, stored_result = from_chat_messages([call, result])
+    [tool_call] = stored_call.tool_calls
+    assert (tool_call["name"], tool_call["args"]) == ("weather", {"city": "Paris"})
+    assert stored_result.tool_call_id == tool_call["id"]
+    assert [to_chat_message(stored_call), to_chat_message(stored_result)] == [call, result]
+
+
+def test_two_legacy_function_calls_get_ids_of_their_own() -> None:
+    call = ChatMessage(role="assistant", content="", additional_kwargs={"function_call": {"name": "now"}})
+    first, second = from_chat_messages([call, call])
+    assert first.tool_calls[0]["id"] != second.tool_calls[0]["id"]
+
+
 def test_other_additional_kwargs_round_trip() -> None:
     message = ChatMessage(
         role="user", content="hi", additional_kwargs={"lang": "en", "scores": [1, 2.5, None]}
