@@ -112,6 +112,14 @@ class ConvMemMemoryBlock(BaseMemoryBlock[str]):
     # In-process sessions carried through pickling, restored when they re-open.
     _carried: dict[str, list[Message]] = PrivateAttr(default_factory=dict)
 
+    @field_validator("token_limit", mode="before")
+    @classmethod
+    def _token_limit(cls, value: Any) -> Any:
+        # pydantic would take True for 1; refused, as ConvMemChatMemoryBuffer refuses it.
+        if isinstance(value, bool):
+            raise ValueError(f"token_limit must be an int greater than 0, got {value!r}")
+        return value
+
     @field_validator("memory_config", mode="before")
     @classmethod
     def _memory_config(cls, value: Any) -> MemoryConfig:

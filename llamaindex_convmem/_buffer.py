@@ -37,6 +37,7 @@ from convmem.integration import REPLY_PRIMING_TOKENS
 from ._chat_store import ConvMemChatStore
 from ._context import context_messages, newest_question_alone, newest_turn, query_text
 from ._history import aappend_history, append_history, areplace_history, replace_history
+from ._llm import check_llm
 from ._messages import from_chat_messages, to_chat_messages
 from ._mirror import ChatStoreMirror
 from ._serialization import buffer_dict, buffer_from_dict, construct, picklable_state
@@ -137,7 +138,7 @@ class ConvMemChatMemoryBuffer(ChatMemoryBuffer):
     embedder: Any = Field(
         default=None, exclude=True, description="convmem Embedder or LlamaIndex BaseEmbedding for recall."
     )
-    recall: Any = Field(default=None, exclude=True, description="A configured convmem Recall (or embedder).")
+    recall: Any = Field(default=None, exclude=True, description="A configured convmem Recall.")
     memory_kwargs: dict[str, Any] = Field(
         default_factory=dict, exclude=True, description="More ConversationMemory arguments."
     )
@@ -262,7 +263,7 @@ class ConvMemChatMemoryBuffer(ChatMemoryBuffer):
             )
         if token_limit is None:
             token_limit = (
-                int(llm.metadata.context_window * DEFAULT_TOKEN_LIMIT_RATIO)
+                int(check_llm(llm).metadata.context_window * DEFAULT_TOKEN_LIMIT_RATIO)
                 if llm is not None
                 else DEFAULT_TOKEN_LIMIT
             )

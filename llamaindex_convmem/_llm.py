@@ -6,14 +6,21 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 from typing import Any
 
+from llama_index.core.base.embeddings.base import BaseEmbedding
 from llama_index.core.base.llms.base import BaseLLM
 
-from convmem import ConfigError
+from convmem import ConfigError, FactExtractor, Summarizer
 
-__all__ = ["acomplete_fn_from_llamaindex", "complete_fn_from_llamaindex", "model_component"]
+__all__ = [
+    "acomplete_fn_from_llamaindex",
+    "check_llm",
+    "complete_fn_from_llamaindex",
+    "described",
+    "model_component",
+]
 
 
-def _check_llm(llm: Any) -> BaseLLM:
+def check_llm(llm: Any) -> BaseLLM:
     if not isinstance(llm, BaseLLM):
         raise ConfigError(
             f"llm must be a llama_index LLM (e.g. OpenAI(), MockLLM()), got {type(llm).__name__}"
@@ -30,7 +37,7 @@ def complete_fn_from_llamaindex(llm: BaseLLM) -> Callable[[str], str]:
         from convmem import LLMSummarizer
         summarizer = LLMSummarizer(complete_fn_from_llamaindex(llm))
     """
-    model = _check_llm(llm)
+    model = check_llm(llm)
 
     def complete(prompt: str) -> str:
         return model.complete(prompt).text
@@ -40,7 +47,7 @@ def complete_fn_from_llamaindex(llm: BaseLLM) -> Callable[[str], str]:
 
 def acomplete_fn_from_llamaindex(llm: BaseLLM) -> Callable[[str], Awaitable[str]]:
     """An async ``complete(prompt) -> str`` that awaits ``llm.acomplete``."""
-    model = _check_llm(llm)
+    model = check_llm(llm)
 
     async def complete(prompt: str) -> str:
         return (await model.acomplete(prompt)).text
@@ -48,11 +55,40 @@ def acomplete_fn_from_llamaindex(llm: BaseLLM) -> Callable[[str], Awaitable[str]
     return complete
 
 
+def described(value: Any) -> str:
+    """`value` as an error message names it: a short value by its repr, an object by its type."""
+    if isinstance(value, (str, bytes, int, float)):
+        return f"{type(value).__name__} {value!r:.60}"
+    return type(value).__name__
+
+
+# What each model component takes besides a LlamaIndex LLM, and the class that wraps
+# a complete(prompt) -> str callable into one.
+_COMPONENTS = {
+    "summarizer": (Summarizer, "LLMSummarizer"),
+    "fact_extractor": (FactExtractor, "LLMFactExtractor"),
+}
+
+
 def model_component(value: Any, kind: str) -> Any:
-    """A convmem summarizer or fact extractor for `value`: used as is, or built
-    around a LlamaIndex `LLM` (``kind`` is ``"summarizer"`` or ``"fact_extractor"``)."""
-    if value is None or not isinstance(value, BaseLLM):
+    """A convmem summarizer or fact extractor for `value`: a convmem one used as is, or
+    one built around a LlamaIndex `LLM` (``kind`` is ``"summarizer"`` or ``"fact_extractor"``).
+    Anything else is a `ConfigError` saying what to pass instead."""
+    protocol, wrapper = _COMPONENTS[kind]
+    if value is None or isinstance(value, protocol):
         return value
+    if not isinstance(value, BaseLLM):
+        expected = f"{kind} must be a llama_index LLM or a convmem {protocol.__name__}"
+        if isinstance(value, BaseEmbedding):
+            hint = "an embedding model finds earlier turns: pass it as embedder="
+        elif callable(value):
+            hint = (
+                f"pass the LLM itself ({kind}=llm), or wrap a complete(prompt) -> str callable: "
+                f"{kind}=convmem.{wrapper}(complete)"
+            )
+        else:
+            hint = "e.g. OpenAI(model=...) or MockLLM()"
+        raise ConfigError(f"{expected}, got {described(value)}; {hint}")
     complete = complete_fn_from_llamaindex(value)
     if kind == "summarizer":
         try:

@@ -16,11 +16,13 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from llama_index.core.base.embeddings.base import BaseEmbedding
+from llama_index.core.base.llms.base import BaseLLM
 from llama_index.core.utils import get_tokenizer
 
 from convmem import (
     ApproximateCounter,
     ConfigError,
+    Embedder,
     InvalidSessionIdError,
     MemoryConfig,
     Recall,
@@ -31,7 +33,7 @@ from convmem import (
 from convmem.integration import default_counter, validate_id
 
 from ._embeddings import LlamaIndexEmbedder
-from ._llm import model_component
+from ._llm import described, model_component
 from ._tokenizer import TokenizerFnCounter
 
 __all__ = [
@@ -163,7 +165,7 @@ def open_sessions(fields: SessionFields, counter: TokenCounter) -> SessionRegist
     reserved = {"session_id", "store", "config", "user_id", "counter"} & set(fields.memory_kwargs)
     if reserved:
         raise ConfigError(f"memory_kwargs may not set {sorted(reserved)}; pass them as arguments")
-    recall = fields.recall
+    recall = _checked_recall(fields.recall)
     if fields.embedder is not None:
         recall = _recall_for(fields.embedder, fields.path if fields.store is None else None)
     components = {
@@ -178,10 +180,29 @@ def open_sessions(fields: SessionFields, counter: TokenCounter) -> SessionRegist
     )
 
 
+def _checked_recall(recall: Any) -> Any:
+    if recall is None or isinstance(recall, Recall):
+        return recall
+    hint = (
+        "pass it as embedder=" if isinstance(recall, (BaseEmbedding, Embedder)) else "e.g. Recall(embedder)"
+    )
+    raise ConfigError(f"recall must be a convmem Recall, got {described(recall)}; {hint}")
+
+
 def _recall_for(embedder: Any, path: str | os.PathLike[str] | None) -> Any:
     """convmem recall with default settings around `embedder` (a LlamaIndex
     `BaseEmbedding` or a convmem embedder); vectors live next to a SQLite file."""
     if isinstance(embedder, BaseEmbedding):
         embedder = LlamaIndexEmbedder(embedder)
+    elif not isinstance(embedder, Embedder):
+        hint = (
+            "an LLM summarizes or extracts facts: pass it as summarizer= or fact_extractor="
+            if isinstance(embedder, BaseLLM)
+            else "e.g. HuggingFaceEmbedding(...) or convmem's SentenceTransformerEmbedder()"
+        )
+        raise ConfigError(
+            "embedder must be a llama_index BaseEmbedding or a convmem Embedder, "
+            f"got {described(embedder)}; {hint}"
+        )
     index_dir = None if path is None else Path(os.fspath(path) + ".vectors")
     return Recall(embedder, index_dir=index_dir)

@@ -17,7 +17,16 @@ from llama_index.core.embeddings import MockEmbedding
 from llama_index.core.llms import CustomLLM, MockLLM
 from llama_index.core.llms.callbacks import llm_completion_callback
 
-from convmem import ConfigError, LLMFactExtractor, LLMSummarizer, MemoryConfig
+from convmem import (
+    ConfigError,
+    ExtractiveSummarizer,
+    HashingEmbedder,
+    LLMFactExtractor,
+    LLMSummarizer,
+    MemoryConfig,
+    Recall,
+    RuleFactExtractor,
+)
 from llamaindex_convmem import (
     ConvMemChatMemoryBuffer,
     ConvMemMemoryBlock,
@@ -125,6 +134,60 @@ def test_embedder_refuses_an_object_without_embedding_methods() -> None:
 def test_embedder_and_recall_together_are_refused() -> None:
     with pytest.raises(ConfigError, match="not both"):
         ConvMemChatMemoryBuffer.from_defaults(embedder=MockEmbedding(embed_dim=8), recall=object())
+
+
+def test_llamaindex_models_and_convmem_components_are_taken() -> None:
+    summarized = ConvMemChatMemoryBuffer.from_defaults(
+        summarizer=MockLLM(), fact_extractor=RuleFactExtractor()
+    )
+    assert isinstance(summarized.memory.summarizer, LLMSummarizer)
+    counted = ConvMemChatMemoryBuffer.from_defaults(summarizer=ExtractiveSummarizer(summarized.token_counter))
+    assert isinstance(counted.memory.summarizer, ExtractiveSummarizer)
+    recall = Recall(HashingEmbedder())
+    assert ConvMemChatMemoryBuffer.from_defaults(recall=recall).memory.recall is recall
+    assert ConvMemChatMemoryBuffer.from_defaults(embedder=HashingEmbedder()).memory.recall is not None
+
+
+def test_a_completion_function_as_summarizer_is_refused_pointing_to_the_llm_or_llm_summarizer() -> None:
+    complete = complete_fn_from_llamaindex(MockLLM())
+    with pytest.raises(ConfigError, match=r"summarizer=llm\), or .*LLMSummarizer\(complete\)"):
+        ConvMemChatMemoryBuffer.from_defaults(summarizer=complete)
+    with pytest.raises(ConfigError, match=r"LLMFactExtractor\(complete\)"):
+        ConvMemChatMemoryBuffer.from_defaults(fact_extractor=complete)
+
+
+def test_an_embedding_model_as_summarizer_is_refused_pointing_to_embedder() -> None:
+    with pytest.raises(ConfigError, match=r"got MockEmbedding.*embedder="):
+        ConvMemChatMemoryBuffer.from_defaults(summarizer=MockEmbedding(embed_dim=8))
+
+
+def test_a_model_name_as_fact_extractor_is_refused() -> None:
+    with pytest.raises(ConfigError, match=r"fact_extractor must be a llama_index LLM.*'gpt-4o-mini'"):
+        ConvMemChatMemoryBuffer.from_defaults(fact_extractor="gpt-4o-mini")
+
+
+def test_an_llm_as_embedder_is_refused_pointing_to_summarizer() -> None:
+    with pytest.raises(ConfigError, match=r"embedder must be .*got MockLLM.*summarizer="):
+        ConvMemChatMemoryBuffer.from_defaults(embedder=MockLLM())
+
+
+def test_something_other_than_a_recall_as_recall_is_refused() -> None:
+    with pytest.raises(ConfigError, match="recall must be a convmem Recall, got str 'x'"):
+        ConvMemChatMemoryBuffer.from_defaults(recall="x")
+    with pytest.raises(ConfigError, match="pass it as embedder="):
+        ConvMemChatMemoryBuffer.from_defaults(recall=MockEmbedding(embed_dim=8))
+
+
+def test_something_other_than_an_llm_as_from_defaults_llm_is_refused() -> None:
+    with pytest.raises(ConfigError, match="llm must be a llama_index LLM"):
+        ConvMemChatMemoryBuffer.from_defaults(llm="gpt-4o-mini")  # type: ignore[arg-type]
+
+
+def test_the_memory_block_refuses_what_the_buffer_refuses() -> None:
+    with pytest.raises(ValueError, match="LLMSummarizer"):
+        ConvMemMemoryBlock(summarizer=complete_fn_from_llamaindex(MockLLM()))
+    with pytest.raises(ValueError, match="token_limit must be an int"):
+        ConvMemMemoryBlock(token_limit=True)
 
 
 def test_memory_kwargs_the_core_does_not_know_are_refused() -> None:
