@@ -2,14 +2,18 @@
 
 from __future__ import annotations
 
+import logging
+
 from llama_index.core.base.llms.types import ChatMessage
 from llama_index.core.chat_engine import CondensePlusContextChatEngine
 
-from convmem import BuiltContext
+from convmem import BudgetError, BuiltContext
 
 from ._buffer import ConvMemChatMemoryBuffer
 
 __all__ = ["ConvMemCondensePlusContextChatEngine"]
+
+logger = logging.getLogger("llamaindex_convmem")
 
 
 class ConvMemCondensePlusContextChatEngine(CondensePlusContextChatEngine):
@@ -29,7 +33,11 @@ class ConvMemCondensePlusContextChatEngine(CondensePlusContextChatEngine):
     """
 
     @staticmethod
-    def _condense_history(context: BuiltContext, transcript: str) -> str:
+    def _condense_history(context: BuiltContext | None, transcript: str) -> str:
+        # No context when token_limit cannot hold the system prompt: as memory.get() goes
+        # on with the newest question, the question is still rewritten, from the transcript.
+        if context is None:
+            return transcript
         # With placement "system" the memory block is already part of system_text.
         memory = "" if context.memory_placement == "system" else context.memory_text
         return "\n\n".join(text for text in (context.system_text, memory, transcript) if text)
@@ -37,9 +45,12 @@ class ConvMemCondensePlusContextChatEngine(CondensePlusContextChatEngine):
     def _condense_question(self, chat_history: list[ChatMessage], latest_message: str) -> str:
         if not isinstance(self._memory, ConvMemChatMemoryBuffer):
             return super()._condense_question(chat_history, latest_message)
-        history = self._condense_history(
-            self._memory.context(latest_message), self._memory.transcript("orchestration")
-        )
+        try:
+            context: BuiltContext | None = self._memory.context(latest_message)
+        except BudgetError as exc:
+            logger.debug("the memory context does not fit; condensing from the transcript: %s", exc)
+            context = None
+        history = self._condense_history(context, self._memory.transcript("orchestration"))
         if self._skip_condense or not history:
             return latest_message
         prompt = self._condense_prompt_template.format(chat_history=history, question=latest_message)
@@ -48,9 +59,12 @@ class ConvMemCondensePlusContextChatEngine(CondensePlusContextChatEngine):
     async def _acondense_question(self, chat_history: list[ChatMessage], latest_message: str) -> str:
         if not isinstance(self._memory, ConvMemChatMemoryBuffer):
             return await super()._acondense_question(chat_history, latest_message)
-        history = self._condense_history(
-            await self._memory.acontext(latest_message), await self._memory.atranscript("orchestration")
-        )
+        try:
+            context: BuiltContext | None = await self._memory.acontext(latest_message)
+        except BudgetError as exc:
+            logger.debug("the memory context does not fit; condensing from the transcript: %s", exc)
+            context = None
+        history = self._condense_history(context, await self._memory.atranscript("orchestration"))
         if self._skip_condense or not history:
             return latest_message
         prompt = self._condense_prompt_template.format(chat_history=history, question=latest_message)

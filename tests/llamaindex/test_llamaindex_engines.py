@@ -27,6 +27,7 @@ from llama_index.core.memory import ChatMemoryBuffer
 from llama_index.core.retrievers import BaseRetriever
 from llama_index.core.schema import NodeWithScore, QueryBundle, TextNode
 
+from convmem import MemoryConfig
 from llamaindex_convmem import ConvMemChatMemoryBuffer, ConvMemCondensePlusContextChatEngine
 
 
@@ -268,3 +269,35 @@ def test_convmem_condense_engine_with_another_memory_behaves_like_the_stock_one(
     engine.chat("Capital of France?")
     (condense,) = llm.condense_prompts()
     assert "user: Hi\nassistant: Hello!" in condense
+
+
+def memory_too_small_for_its_system_prompt() -> ConvMemChatMemoryBuffer:
+    return ConvMemChatMemoryBuffer.from_defaults(
+        token_limit=30,
+        config=MemoryConfig(system_prompt="You are a helpful travel assistant. " * 10),
+        chat_history=[
+            ChatMessage(role="user", content="I am planning a trip to France."),
+            ChatMessage(role="assistant", content="Lovely!"),
+        ],
+    )
+
+
+def test_convmem_condense_engine_answers_when_the_limit_cannot_hold_the_system_prompt() -> None:
+    llm = RecordingLLM()
+    memory = memory_too_small_for_its_system_prompt()
+    engine = ConvMemCondensePlusContextChatEngine.from_defaults(
+        retriever=FixedRetriever(), llm=llm, memory=memory
+    )
+    assert engine.chat("What is its capital?").response == llm.answer
+    (condense,) = llm.condense_prompts()
+    assert "I am planning a trip to France." in condense
+
+
+async def test_convmem_condense_engine_achat_answers_when_the_limit_cannot_hold_the_system_prompt() -> None:
+    llm = RecordingLLM()
+    engine = ConvMemCondensePlusContextChatEngine.from_defaults(
+        retriever=FixedRetriever(), llm=llm, memory=memory_too_small_for_its_system_prompt()
+    )
+    assert (await engine.achat("What is its capital?")).response == llm.answer
+    (condense,) = llm.condense_prompts()
+    assert "I am planning a trip to France." in condense
