@@ -10,9 +10,9 @@ from typing import Any, Literal
 
 from .._errors import ConfigError
 from .._models import Message, Role, TurnStatus
-from .._options import check_int, check_number
+from .._options import check_component, check_int, check_number
 
-__all__ = ["Fusion", "Granularity", "RecallConfig", "RecallFilters", "indexed_text"]
+__all__ = ["Fusion", "Granularity", "RecallConfig", "RecallFilters", "check_recall_arguments", "indexed_text"]
 
 Granularity = Literal["message", "exchange", "both"]
 Fusion = Literal["weighted", "rrf"]
@@ -260,3 +260,29 @@ def indexed_text(message: Message, config: RecallConfig) -> str | None:
     ):
         return None
     return text
+
+
+def check_recall_arguments(
+    embedder: object, config: object, index_dir: object, index_factory: object, max_sessions: object
+) -> None:
+    """Refuse what `Recall` cannot be made of, naming the argument (`ConfigError`)."""
+    if isinstance(max_sessions, bool) or not isinstance(max_sessions, int) or max_sessions < 1:
+        raise ConfigError(
+            f"Recall max_sessions must be a positive int (sessions mirrored in this process), "
+            f"got {max_sessions!r}"
+        )
+    if index_dir is not None and index_factory is not None:
+        raise ConfigError(
+            "give Recall an index_dir (FAISS files on this server) or an index_factory "
+            "(a shared vector store), not both"
+        )
+    if config is not None and not isinstance(config, RecallConfig):
+        raise ConfigError(f"config must be a RecallConfig, got {type(config).__name__}: {config!r:.60}")
+    if embedder is None and (index_dir is not None or index_factory is not None):
+        given = "index_dir" if index_dir is not None else "index_factory"
+        raise ConfigError(
+            f"{given} was given to a Recall without an embedder; lexical recall keeps no "
+            "vectors, so pass an embedder too or leave index_dir and index_factory out"
+        )
+    if embedder is not None:
+        check_component("embedder", embedder)

@@ -35,14 +35,12 @@ from typing import Any
 
 import numpy as np
 
-from .._errors import ConfigError
 from .._models import Message
-from .._options import check_component
 from .._stores.base import SessionStats, Store
 from .._stores.capabilities import LogRead
 from .._tokens import TokenCounter
 from .append_batching import rows_can_wait
-from .config import RecallConfig, RecallFilters
+from .config import RecallConfig, RecallFilters, check_recall_arguments
 from .embed_queue import embed_queued
 from .embedder import Embedder
 from .index_scope import (
@@ -148,26 +146,7 @@ class Recall:
         namespace: str | Callable[[Store], str] | None = None,
         max_sessions: int = DEFAULT_MAX_SESSIONS,
     ) -> None:
-        if isinstance(max_sessions, bool) or not isinstance(max_sessions, int) or max_sessions < 1:
-            raise ConfigError(
-                f"Recall max_sessions must be a positive int (sessions mirrored in this process), "
-                f"got {max_sessions!r}"
-            )
-        if index_dir is not None and index_factory is not None:
-            raise ConfigError(
-                "give Recall an index_dir (FAISS files on this server) or an index_factory "
-                "(a shared vector store), not both"
-            )
-        if config is not None and not isinstance(config, RecallConfig):
-            raise ConfigError(f"config must be a RecallConfig, got {type(config).__name__}: {config!r:.60}")
-        if embedder is None and (index_dir is not None or index_factory is not None):
-            given = "index_dir" if index_dir is not None else "index_factory"
-            raise ConfigError(
-                f"{given} was given to a Recall without an embedder; lexical recall keeps no "
-                "vectors, so pass an embedder too or leave index_dir and index_factory out"
-            )
-        if embedder is not None:
-            check_component("embedder", embedder)
+        check_recall_arguments(embedder, config, index_dir, index_factory, max_sessions)
         check_index_factory(index_factory)
         if namespace is not None and not callable(namespace):
             check_namespace(namespace)
