@@ -85,17 +85,20 @@ def repair_tool_exchanges(messages: Sequence[Message]) -> tuple[tuple[Message, .
     """`messages` (a window, oldest first) made valid for chat APIs, and what was changed.
 
     Each assistant message with tool calls is followed directly by one result
-    per call (results written later in the window are moved up to it). A call
+    per call (results written later in the window are moved up to it; a call takes the
+    first result of its id after it that no earlier call took). A call
     with no result in the window is removed from its message (the tool never
     returned: inventing a result would put words in the tool's mouth), and the
     message too when nothing else is left of it. A tool result that answers no
     earlier call, or a call answered already, is dropped. Token counts only
     shrink, so a window within its budget stays within it.
     """
-    results: dict[str, Message] = {}
+    # Each id's results in order: an id may be used again by a later exchange (models that
+    # number their calls per turn), whose call takes the first result after it not taken.
+    results: dict[str, list[Message]] = {}
     for message in messages:
         if message.role is Role.TOOL and message.tool_call_id is not None:
-            results.setdefault(message.tool_call_id, message)
+            results.setdefault(message.tool_call_id, []).append(message)
     positions = {id(m): i for i, m in enumerate(messages)}
     placed: set[int] = set()  # ids of result messages already placed after their call
     out: list[Message] = []
@@ -112,8 +115,9 @@ def repair_tool_exchanges(messages: Sequence[Message]) -> tuple[tuple[Message, .
         dropped_calls: list[dict[str, object]] = []
         follow: list[Message] = []
         for call in message.tool_calls:
-            result = results.get(call["id"]) if isinstance(call.get("id"), str) else None
-            if result is not None and positions[id(result)] > position and id(result) not in placed:
+            found = results.get(call["id"], ()) if isinstance(call.get("id"), str) else ()
+            result = next((r for r in found if positions[id(r)] > position and id(r) not in placed), None)
+            if result is not None:
                 answered.append(call)
                 follow.append(result)
                 placed.add(id(result))

@@ -179,3 +179,30 @@ def test_every_stored_log_builds_a_context_chat_apis_accept(steps: list[tuple[An
         store.append("s", [dataclasses.replace(m, token_count=5) for m in messages])
     context = ConversationMemory("s", store).build_context("now?", budget=4000)
     assert_chat_api_accepts(context.messages)
+
+
+def test_an_id_used_again_by_a_later_exchange_keeps_both_exchanges() -> None:
+    """Models that number their calls per turn ("call_0" every time): the second exchange's
+    call takes the result after it, not the first exchange's, and neither is dropped."""
+    memory = ConversationMemory("s")
+    for city, weather in (("Paris", "sunny"), ("Oslo", "snow")):
+        memory.add("user", f"Weather in {city}?")
+        memory.add("assistant", "", tool_calls=[{"id": "call_0", "name": "weather", "args": {"city": city}}])
+        memory.add("tool", weather, tool_call_id="call_0")
+        memory.add("assistant", f"It is {weather} in {city}.")
+    context = memory.build_context(budget=2000)
+    assert_chat_api_accepts(context.messages)
+    assert [m["content"] for m in context.messages if m["role"] == "tool"] == ["sunny", "snow"]
+    assert not [d for d in context.dropped if d.section == "window"]
+
+
+def test_results_of_one_id_answer_its_calls_in_order() -> None:
+    messages = [call("c1"), call("c1"), result("c1", "first"), result("c1", "second")]
+    repaired, repairs = repair_tool_exchanges(messages)
+    assert [(m.role.value, m.text) for m in repaired] == [
+        ("assistant", ""),
+        ("tool", "first"),
+        ("assistant", ""),
+        ("tool", "second"),
+    ]
+    assert repairs == ()
