@@ -48,11 +48,38 @@ def test_window_trims_to_tokens_newest_first_and_reports_what_it_dropped() -> No
     assert len(window.dropped) == 3
 
 
-def test_window_never_starts_on_an_assistant_or_tool_message() -> None:
-    messages = log(("assistant", "Welcome back!"), ("user", "hi there, plan my trip"), ("assistant", "Sure."))
-    window = select_window(group_turns(messages), keep_recent_turns=5, max_tokens=10_000)
-    assert window.messages[0].role is Role.USER
-    assert any(d.reason == "starts without a user message" for d in window.dropped)
+def test_a_window_that_cuts_into_the_log_never_starts_on_an_assistant_or_tool_message() -> None:
+    messages = log(
+        ("assistant", "Welcome back!"),
+        ("user", "hi there, plan my trip " * 20),
+        ("assistant", "Sure."),
+        ("user", "to Lisbon"),
+        ("assistant", "Booked."),
+    )
+    newest = sum(m.token_count or 0 for m in messages[3:])
+    for window in (
+        select_window(group_turns(messages), keep_recent_turns=5, max_tokens=newest),
+        select_window(group_turns(messages), keep_recent_turns=1, max_tokens=10_000),
+        select_window(group_turns(messages[2:]), keep_recent_turns=5, max_tokens=10_000),  # an answer, then
+    ):
+        assert window.messages[0].role is Role.USER
+        assert any(d.reason == "starts without a user message" for d in window.dropped)
+
+
+def test_the_assistants_opening_is_kept_when_the_whole_conversation_fits() -> None:
+    """A chat that opens with a greeting shows it, as the frameworks' own buffers do,
+    when nothing after it is left out; it competes for room like any other turn."""
+    messages = log(
+        ("assistant", "Welcome back! Your booking is XK-42."),
+        ("user", "What is it?"),
+        ("assistant", "XK-42."),
+    )
+    whole = sum(m.token_count or 0 for m in messages)
+    window = select_window(group_turns(messages), keep_recent_turns=5, max_tokens=whole)
+    assert [m.seq for m in window.messages] == [1, 2, 3] and window.tokens == whole and window.dropped == ()
+    short = select_window(group_turns(messages), keep_recent_turns=5, max_tokens=whole - 1)
+    assert [m.seq for m in short.messages] == [2, 3]
+    assert [d.reason for d in short.dropped] == ["starts without a user message"]
 
 
 def test_tool_call_and_its_results_stay_together() -> None:

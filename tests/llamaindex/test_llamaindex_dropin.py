@@ -19,6 +19,7 @@ from llama_index.core.schema import NodeWithScore, QueryBundle, TextNode
 from llama_index.core.storage.chat_store import SimpleChatStore
 from llama_index.core.utils import get_tokenizer
 
+from convmem import MemoryConfig
 from llamaindex_convmem import ConvMemChatMemoryBuffer, ConvMemChatStore, ConvMemMemoryBlock
 
 # Each LlamaIndex Memory opens an aiosqlite engine: closed on the loop that opened it.
@@ -342,3 +343,28 @@ async def test_a_memory_session_id_convmem_cannot_use_is_taken_by_the_block(sess
     await block.aput([msg("user", "My name is Ana.")], session_id=session_id)
     assert block.memory(session_id).messages()
     assert block.memory("other").messages() == []
+
+
+OFF_FOR_GREETING = MemoryConfig(extract_facts=False, summary_trigger="never", recall_earlier_turns=False)
+
+
+@pytest.mark.parametrize("config", [None, OFF_FOR_GREETING], ids=["defaults", "parity"])
+def test_a_conversation_that_opens_with_a_greeting_keeps_it_as_chat_memory_buffer_does(
+    config: MemoryConfig | None,
+) -> None:
+    """A chat engine given ``chat_history`` that opens with the assistant: when the whole
+    history fits, the greeting reaches the model, as ChatMemoryBuffer's does."""
+    greeting = [msg("assistant", "Hi! I'm the Acme booking assistant. Your booking reference is XK-42.")]
+    question = msg("user", "What is my booking reference?")
+    native = ChatMemoryBuffer.from_defaults(chat_history=[*greeting, question], token_limit=3000)
+    ours = ConvMemChatMemoryBuffer.from_defaults(
+        chat_history=[*greeting, question],
+        token_limit=3000,
+        config=config,
+        note_omitted_history=config is None,
+    )
+    assert (
+        pairs(ours.get())
+        == pairs(native.get())
+        == [("assistant", greeting[0].content), ("user", question.content)]
+    )

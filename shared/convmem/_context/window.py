@@ -71,6 +71,12 @@ def split_units(turn: Turn) -> list[tuple[Message, ...]]:
     return units
 
 
+def _opens_the_log(turn: Turn) -> bool:
+    """Whether `turn` is what the assistant said first in a session, before any user message."""
+    first = turn.messages[0]
+    return first.role is Role.ASSISTANT and first.seq == 1
+
+
 def _describe(messages: Sequence[Message]) -> str:
     first, last = messages[0].seq, messages[-1].seq
     span = f"seq {first}" if first == last else f"seq {first}-{last}"
@@ -110,8 +116,11 @@ class WindowCandidates:
         self.prune_low_information = prune_low_information
         dropped: list[Dropped] = []
         eligible = [t for t in turns if t.messages[0].role in (Role.USER, Role.SYSTEM)]
+        # The conversation's opening, said by the assistant before the user spoke (a
+        # greeting): kept when the whole conversation fits, as a chat would show it.
+        self._opening = turns[0] if turns and _opens_the_log(turns[0]) else None
         for turn in turns:
-            if turn.messages[0].role not in (Role.USER, Role.SYSTEM):
+            if turn.messages[0].role not in (Role.USER, Role.SYSTEM) and turn is not self._opening:
                 dropped.append(
                     Dropped(
                         "window", _describe(turn.messages), turn.token_count, "starts without a user message"
@@ -123,6 +132,9 @@ class WindowCandidates:
             cut = len(eligible) - keep_recent_turns
             while cut > 0 and eligible[cut - 1].last_seq > eligible[cut].first_seq:
                 cut -= 1
+            if self._opening is not None:  # older turns are left out: so is the opening
+                dropped.append(self._opening_dropped(self._opening))
+                self._opening = None
             for turn in eligible[:cut]:
                 dropped.append(
                     Dropped(
@@ -150,6 +162,12 @@ class WindowCandidates:
             )
         return note
 
+    @staticmethod
+    def _opening_dropped(opening: Turn) -> Dropped:
+        return Dropped(
+            "window", _describe(opening.messages), opening.token_count, "starts without a user message"
+        )
+
     def _is_low_information(self, index: int) -> bool:
         flag = self._low_information[index]
         if flag is None:
@@ -160,7 +178,10 @@ class WindowCandidates:
         """The window within `max_tokens`:
 
         1. Only the last `keep_recent_turns` turns are eligible (a leading turn
-           that starts on an assistant or tool message never is).
+           that starts on an assistant or tool message never is, but for the
+           conversation's opening by the assistant: it is kept when every other
+           turn is and it fits too, so a window that cuts into the log never
+           starts on an assistant message).
         2. If they do not all fit and pruning is on, low-information turns are
            dropped (oldest first, never the newest turn) until the rest fits or
            none are left.
@@ -169,10 +190,13 @@ class WindowCandidates:
         """
         dropped = list(self._always_dropped)
         eligible = self._eligible
+        opening = self._opening
         if not eligible or max_tokens <= 0:
             dropped.extend(
                 self._dropped_turn(index, "no room for the window") for index in range(len(eligible))
             )
+            if opening is not None:
+                dropped.append(self._opening_dropped(opening))
             return WindowSelection((), 0, 0, tuple(dropped))
 
         indices: Sequence[int] = range(len(eligible))
@@ -212,6 +236,13 @@ class WindowCandidates:
             self._dropped_turn(indices[position], "over the window's token share")
             for position in range(first_kept)
         )
+        if opening is not None:
+            whole = len(chosen) == len(eligible) and chosen[-1] is eligible[0]
+            if whole and used + opening.token_count <= max_tokens:
+                chosen.append(opening)
+                used += opening.token_count
+            else:
+                dropped.append(self._opening_dropped(opening))
         chosen.reverse()
         messages, repairs = repair_tool_exchanges([m for t in chosen for m in t.messages])
         for repair in repairs:
