@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-import inspect
 from typing import TYPE_CHECKING, Any, cast
 
 from langchain_core.embeddings import Embeddings
 
 from convmem import ConfigError
-from convmem.integration import BaseEmbedder
+from convmem.integration import BaseEmbedder, is_component
 
 if TYPE_CHECKING:
     from convmem import Embedder
@@ -60,19 +59,9 @@ def as_embedder(embedder: object, argument: str = "embedder") -> Embedder:
     naming `argument`, the type received and what is allowed."""
     if isinstance(embedder, Embeddings):
         return LangChainEmbedder(embedder)
-    if _is_convmem_embedder(embedder):
+    if is_component("embedder", embedder):  # looked up, not read: no dimension probe
         return cast("Embedder", embedder)
     raise ConfigError(
         f"{argument} must be a convmem Embedder (SentenceTransformerEmbedder(), HashingEmbedder(), "
         f"LangChainEmbedder(...), ...) or a LangChain Embeddings, got {type(embedder).__name__}"
     )
-
-
-def _is_convmem_embedder(value: object) -> bool:
-    from convmem import Embedder
-
-    # Looked up without being read: isinstance() against the protocol reads `dimension`,
-    # which a BaseEmbedder that has not embedded yet learns by calling its model.
-    members = [name for name in dir(Embedder) if not name.startswith("_")]
-    missing = object()
-    return all(inspect.getattr_static(value, name, missing) is not missing for name in members)

@@ -10,6 +10,7 @@ from llama_index.core.base.embeddings.base import BaseEmbedding
 from llama_index.core.base.llms.base import BaseLLM
 
 from convmem import ConfigError, FactExtractor, Summarizer
+from convmem.integration import is_component
 
 __all__ = [
     "acomplete_fn_from_llamaindex",
@@ -75,7 +76,7 @@ def model_component(value: Any, kind: str) -> Any:
     one built around a LlamaIndex `LLM` (``kind`` is ``"summarizer"`` or ``"fact_extractor"``).
     Anything else is a `ConfigError` saying what to pass instead."""
     protocol, wrapper = _COMPONENTS[kind]
-    if value is None or isinstance(value, protocol):
+    if value is None or is_component(kind, value):
         return value
     if not isinstance(value, BaseLLM):
         expected = f"{kind} must be a llama_index LLM or a convmem {protocol.__name__}"

@@ -22,7 +22,6 @@ from llama_index.core.utils import get_tokenizer
 from convmem import (
     ApproximateCounter,
     ConfigError,
-    Embedder,
     InvalidSessionIdError,
     MemoryConfig,
     Recall,
@@ -30,7 +29,7 @@ from convmem import (
     TiktokenCounter,
     TokenCounter,
 )
-from convmem.integration import default_counter, validate_id
+from convmem.integration import default_counter, is_component, validate_id
 
 from ._embeddings import LlamaIndexEmbedder
 from ._llm import described, model_component
@@ -184,7 +183,9 @@ def _checked_recall(recall: Any) -> Any:
     if recall is None or isinstance(recall, Recall):
         return recall
     hint = (
-        "pass it as embedder=" if isinstance(recall, (BaseEmbedding, Embedder)) else "e.g. Recall(embedder)"
+        "pass it as embedder="
+        if isinstance(recall, BaseEmbedding) or is_component("embedder", recall)
+        else "e.g. Recall(embedder)"
     )
     raise ConfigError(f"recall must be a convmem Recall, got {described(recall)}; {hint}")
 
@@ -194,7 +195,7 @@ def _recall_for(embedder: Any, path: str | os.PathLike[str] | None) -> Any:
     `BaseEmbedding` or a convmem embedder); vectors live next to a SQLite file."""
     if isinstance(embedder, BaseEmbedding):
         embedder = LlamaIndexEmbedder(embedder)
-    elif not isinstance(embedder, Embedder):
+    elif not is_component("embedder", embedder):  # looked up, not read: no dimension probe
         hint = (
             "an LLM summarizes or extracts facts: pass it as summarizer= or fact_extractor="
             if isinstance(embedder, BaseLLM)

@@ -61,23 +61,18 @@ def test_recall_and_embedder_together_are_refused() -> None:
         ConversationMemory("s", recall=Recall(HashingEmbedder(64)), embedder=HashingEmbedder(64))
 
 
-def _sync_only_summarizer() -> object:
-    class SyncOnly:
-        def summarize(self, previous_summary: object, messages: object, *, max_tokens: object = None) -> str:
-            return ""
-
-    return SyncOnly()
-
-
 @pytest.mark.parametrize(
     ("argument", "value", "missing"),
     [
         ("summarizer", "gpt-4o-mini", r"summarize\(\) or asummarize\(\)"),
         ("summarizer", lambda prompt: prompt, r"summarize\(\) or asummarize\(\)"),
-        ("summarizer", _sync_only_summarizer(), r"asummarize\(\)"),
         ("fact_extractor", print, r"extract\(\) or aextract\(\)"),
-        ("embedder", "all-MiniLM-L6-v2", r"embed_documents\(\) or embed_query\(\)"),
-        ("counter", "cl100k_base", r"count_text\(\) or count_message\(\)"),
+        (
+            "embedder",
+            "all-MiniLM-L6-v2",
+            r"embed_documents\(\) or aembed_documents\(\) and no embed_query\(\) or aembed_query\(\)",
+        ),
+        ("counter", "cl100k_base", r"count_text\(\) and no count_message\(\)"),
     ],
 )
 def test_something_that_is_not_a_component_is_refused_at_construction_naming_the_argument(
@@ -114,3 +109,18 @@ def test_a_component_made_on_demand_by_a_proxy_is_accepted() -> None:
     memory = ConversationMemory("s", fact_extractor=Forwarding(RuleFactExtractor()))  # type: ignore[arg-type]
     memory.add_turn("My name is Ana.", "Hello Ana.")
     assert [fact.value for fact in memory.facts()] == ["Ana"]
+
+
+def test_a_summarizer_with_only_the_sync_method_is_taken_for_the_sync_calls() -> None:
+    """One method of a pair is enough: a summarizer written for the sync calls only keeps
+    working as it did before components were checked."""
+
+    class SyncOnly:
+        def summarize(self, previous_summary: object, messages: object, *, max_tokens: object = None) -> str:
+            return "The user asked about " + str(len(messages))  # type: ignore[arg-type]
+
+    config = MemoryConfig(keep_recent_turns=1, summary_trigger="turns", summary_every_turns=1)
+    memory = ConversationMemory("s", config=config, summarizer=SyncOnly())  # type: ignore[arg-type]
+    memory.add_turn("q1", "a1")
+    memory.add_turn("q2", "a2")
+    assert memory.summary().text == "The user asked about 2"

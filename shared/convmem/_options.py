@@ -23,6 +23,7 @@ __all__ = [
     "check_int",
     "check_number",
     "check_timeout",
+    "is_component",
 ]
 
 # Integer options are counts and sizes; beyond 32 bits they are typos, and they
@@ -80,43 +81,59 @@ def check_timeout(timeout: object) -> None:
         check_number("timeout", timeout, low=0, high=math.inf, allowed="None or seconds (a number >= 0)")
 
 
-# What a component is called by, and what a mistake's message offers instead.
-_COMPONENTS = {
+# What a component is called by (each group: one of its methods at least; the memory's sync
+# calls use the first, its async twins the second), and what a mistake's message offers.
+_COMPONENTS: dict[str, tuple[tuple[tuple[str, ...], ...], str]] = {
     "counter": (
-        ("count_text", "count_message"),
+        (("count_text",), ("count_message",)),
         "a TokenCounter with count_text() and count_message(), e.g. TiktokenCounter() or ApproximateCounter()",
     ),
     "summarizer": (
-        ("summarize", "asummarize"),
+        (("summarize", "asummarize"),),
         "a Summarizer with summarize() and asummarize(): ExtractiveSummarizer(), or LLMSummarizer(complete) "
         "for any LLM",
     ),
     "fact_extractor": (
-        ("extract", "aextract"),
+        (("extract", "aextract"),),
         "a FactExtractor with extract() and aextract(): RuleFactExtractor(), or LLMFactExtractor(complete) "
         "for any LLM",
     ),
     "embedder": (
-        ("embed_documents", "embed_query"),
+        (("embed_documents", "aembed_documents"), ("embed_query", "aembed_query")),
         "an Embedder with embed_documents() and embed_query(), e.g. SentenceTransformerEmbedder() or a "
         "framework's adapter of its embeddings",
     ),
 }
 
 
+def is_component(name: str, value: object) -> bool:
+    """Whether `value` has the methods a `name` (``counter``, ``summarizer``,
+    ``fact_extractor`` or ``embedder``) is called by, looked up without reading a
+    property (a model's ``dimension`` is not probed)."""
+    return not _missing(name, value)
+
+
 def check_component(name: str, value: object) -> None:
-    """Refuse a `name` (``counter``, ``summarizer``, ``fact_extractor`` or ``embedder``)
-    without the methods it is called by: a model's name, a plain function or another
-    library's object, refused when given instead of failing at the first message. Looked
-    up on the class first, so that a property that loads a model is not run for the
-    check; a proxy that makes its methods on demand (``__getattr__``) is asked."""
-    methods, allowed = _COMPONENTS[name]
-    missing = [method for method in methods if not _has_method(value, method)]
+    """Refuse a `name` without the methods it is called by: a model's name, a plain
+    function or another library's object, refused when given instead of failing at the
+    first message. Looked up on the class first, so that a property that loads a model is
+    not run for the check; a proxy that makes its methods on demand (``__getattr__``) is
+    asked. A component with only the sync (or only the async) method of a pair is taken."""
+    missing = _missing(name, value)
     if missing:
         raise ConfigError(
-            f"{name} must be {allowed}; got {type(value).__name__} {value!r:.60}, "
-            f"which has no {'() or '.join(missing)}() method"
+            f"{name} must be {_COMPONENTS[name][1]}; got {type(value).__name__} {value!r:.60}, "
+            f"which has no {' and no '.join(missing)} method"
         )
+
+
+def _missing(name: str, value: object) -> list[str]:
+    groups, _ = _COMPONENTS[name]
+    return [
+        " or ".join(f"{method}()" for method in group)
+        for group in groups
+        if not any(_has_method(value, method) for method in group)
+    ]
 
 
 def _has_method(value: object, method: str) -> bool:

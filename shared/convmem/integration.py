@@ -24,7 +24,7 @@ from ._context.transcript import render_transcript
 from ._derived.user_scope import UserFacts
 from ._language import chat_api_message
 from ._models import group_turns
-from ._options import MAX_INT_OPTION, check_bool, check_choice, check_int, check_number
+from ._options import MAX_INT_OPTION, check_bool, check_choice, check_int, check_number, is_component
 from ._recall.index_rows import (
     EXCHANGE_KIND,
     KEY_SHIFT,
@@ -146,6 +146,7 @@ __all__ = [
     "default_counter",
     "encode_vector",
     "group_turns",
+    "is_component",
     "legacy_session_key",
     "memory_from_options",
     "render_transcript",

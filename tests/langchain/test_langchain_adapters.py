@@ -13,6 +13,7 @@ from langchain_core.messages import AIMessage
 from convmem import (
     ConfigError,
     ConversationMemory,
+    HashingEmbedder,
     LLMFactExtractor,
     LLMSummarizer,
     MemoryConfig,
@@ -164,3 +165,19 @@ def test_an_embedder_of_no_known_kind_is_refused_where_memories_are_built() -> N
         ConvMemSessions(embedder="all-MiniLM-L6-v2")
     with pytest.raises(ConfigError, match=r"embedder must be a convmem Embedder .* got object"):
         ConvMemChatMessageHistory("s", embedder=object())
+
+
+def test_an_embedder_that_forwards_its_methods_is_taken_where_memories_are_built() -> None:
+    """A lazy-loading or instrumenting wrapper (``__getattr__``), as the core takes it."""
+
+    class Forwarding:
+        def __init__(self, inner: object) -> None:
+            self._inner = inner
+
+        def __getattr__(self, name: str) -> object:
+            return getattr(self._inner, name)
+
+    embedder = Forwarding(HashingEmbedder())
+    history = ConvMemChatMessageHistory("s", embedder=embedder)  # type: ignore[arg-type]
+    assert history.memory.recall is not None and history.memory.recall.embedder is embedder
+    ConvMemSessions(embedder=embedder)  # type: ignore[arg-type]

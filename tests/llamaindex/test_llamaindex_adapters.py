@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
@@ -27,6 +28,7 @@ from convmem import (
     Recall,
     RuleFactExtractor,
 )
+from convmem.integration import BaseEmbedder
 from llamaindex_convmem import (
     ConvMemChatMemoryBuffer,
     ConvMemMemoryBlock,
@@ -216,3 +218,20 @@ def test_tokenizer_fn_counter_counts_tool_calls_with_the_function() -> None:
 def test_tokenizer_fn_counter_refuses_a_non_callable() -> None:
     with pytest.raises(ConfigError, match="tokenizer_fn must be a callable"):
         TokenizerFnCounter("cl100k")  # type: ignore[arg-type]
+
+
+def test_an_embedder_is_not_asked_for_its_dimension_when_a_buffer_is_made() -> None:
+    """A remote model learns its dimension by embedding: making the buffer calls nothing."""
+    calls: list[list[str]] = []
+
+    class Remote(BaseEmbedder):
+        @property
+        def name(self) -> str:
+            return "remote-v1"
+
+        def _embed(self, texts: Sequence[str], *, query: bool) -> np.ndarray:
+            calls.append(list(texts))
+            return np.ones((len(texts), 8), dtype=np.float32)
+
+    ConvMemChatMemoryBuffer.from_defaults(embedder=Remote(), token_limit=1000)
+    assert calls == []
