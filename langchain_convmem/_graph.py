@@ -26,7 +26,7 @@ down is not seen.
 The question and the steps after it are RUNNING and filed under that question;
 the reply completes the turn (or keeps it RUNNING while it asks for tools); a
 model call that raises marks it FAILED, until a retry of the node (its
-``retry_policy``) or a resumed run answers; a turn this graph's state left
+``retry_policy``) or a run resumed in this process answers; a turn this graph's state left
 unanswered is CANCELLED when the state's next question arrives.
 
 Needs ``langgraph`` only for the graph itself; this module imports nothing from it.

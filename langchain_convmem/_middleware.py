@@ -150,7 +150,7 @@ class ConvMemMiddleware(AgentMiddleware):
     answered at once on one thread keep their own answers; the final answer
     marks the turn COMPLETED; a model call that raises marks it FAILED, until a
     retry of the call answers (``ModelRetryMiddleware`` placed before this one, or
-    the run resumed from its checkpoint); a turn of this thread left unfinished
+    the run resumed from its checkpoint in this process); a turn of this thread left unfinished
     (an interrupted run) is CANCELLED when the thread's next question arrives.
     Another writer's turns are never touched.
 

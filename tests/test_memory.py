@@ -416,3 +416,16 @@ def test_a_replacement_that_keeps_the_exchange_whole_is_taken(store: Store) -> N
         "tool",
         "assistant",
     ]
+
+
+def test_a_tool_result_an_import_left_without_its_call_can_still_be_redacted(store: Store) -> None:
+    """Only a result the edit strands is held against it: a stray one already in the log
+    (an import) may be replaced, so a secret in it can be taken out."""
+    memory = ConversationMemory("s", store)
+    memory.add("user", "look up my account")
+    stray = dataclasses.replace(
+        Message.create("tool", "account 4111-1111-1111-1111", tool_call_id="call_9"), seq=2
+    )
+    store.append("s", [dataclasses.replace(stray, token_count=memory.counter.count_message(stray), seq=None)])
+    memory.replace_message(2, {"role": "tool", "content": "[redacted]", "tool_call_id": "call_9"})
+    assert [m.text for m in memory.messages()] == ["look up my account", "[redacted]"]

@@ -354,9 +354,7 @@ class SessionOperations:
         edited = [dataclasses.replace(message, seq=seq) if m.seq == seq else m for m in log]
         stranded_before = {log[i].seq for i in check_tool_results(log, set())}
         stranded = [
-            edited[i]
-            for i in check_tool_results(edited, set())
-            if edited[i].seq == seq or edited[i].seq not in stranded_before
+            edited[i] for i in check_tool_results(edited, set()) if edited[i].seq not in stranded_before
         ]
         if stranded and stranded[0].seq == seq:
             raise InvalidMessageError(

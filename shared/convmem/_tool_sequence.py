@@ -86,7 +86,7 @@ def repair_tool_exchanges(messages: Sequence[Message]) -> tuple[tuple[Message, .
 
     Each assistant message with tool calls is followed directly by one result
     per call (results written later in the window are moved up to it; a call takes the
-    first result of its id after it that no earlier call took). A call
+    first result of its id after it and before the id's next call). A call
     with no result in the window is removed from its message (the tool never
     returned: inventing a result would put words in the tool's mouth), and the
     message too when nothing else is left of it. A tool result that answers no
@@ -100,6 +100,12 @@ def repair_tool_exchanges(messages: Sequence[Message]) -> tuple[tuple[Message, .
         if message.role is Role.TOOL and message.tool_call_id is not None:
             results.setdefault(message.tool_call_id, []).append(message)
     positions = {id(m): i for i, m in enumerate(messages)}
+    # Where each call of an id is made: a call's result comes before the id's next call.
+    calls_at: dict[str, list[int]] = {}
+    for position, message in enumerate(messages):
+        for call in message.tool_calls:
+            if isinstance(call.get("id"), str):
+                calls_at.setdefault(call["id"], []).append(position)
     placed: set[int] = set()  # ids of result messages already placed after their call
     out: list[Message] = []
     repairs: list[Repair] = []
@@ -115,8 +121,12 @@ def repair_tool_exchanges(messages: Sequence[Message]) -> tuple[tuple[Message, .
         dropped_calls: list[dict[str, object]] = []
         follow: list[Message] = []
         for call in message.tool_calls:
-            found = results.get(call["id"], ()) if isinstance(call.get("id"), str) else ()
-            result = next((r for r in found if positions[id(r)] > position and id(r) not in placed), None)
+            call_id = call.get("id")
+            found = results.get(call_id, ()) if isinstance(call_id, str) else ()
+            until = next((at for at in calls_at.get(str(call_id), ()) if at > position), len(messages))
+            result = next(
+                (r for r in found if position < positions[id(r)] < until and id(r) not in placed), None
+            )
             if result is not None:
                 answered.append(call)
                 follow.append(result)

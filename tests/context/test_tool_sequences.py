@@ -196,13 +196,12 @@ def test_an_id_used_again_by_a_later_exchange_keeps_both_exchanges() -> None:
     assert not [d for d in context.dropped if d.section == "window"]
 
 
-def test_results_of_one_id_answer_its_calls_in_order() -> None:
-    messages = [call("c1"), call("c1"), result("c1", "first"), result("c1", "second")]
-    repaired, repairs = repair_tool_exchanges(messages)
-    assert [(m.role.value, m.text) for m in repaired] == [
-        ("assistant", ""),
-        ("tool", "first"),
-        ("assistant", ""),
-        ("tool", "second"),
+def test_an_unanswered_call_does_not_take_the_result_of_a_later_call_of_its_id() -> None:
+    """The first call of "call_0" never returned (the user changed their mind); the
+    result after the next "call_0" is that call's, not the first's."""
+    first, second = call("call_0"), call("call_0")
+    repaired, repairs = repair_tool_exchanges([first, second, result("call_0", "ACME: 42.10")])
+    assert [m.text for m in repaired] == ["", "ACME: 42.10"] and repaired[0] is second
+    assert [r.reason for r in repairs] == [
+        "tool call 'weather' (id 'call_0') has no result in the log (the tool never returned); removed with its message"
     ]
-    assert repairs == ()
