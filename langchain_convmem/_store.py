@@ -71,7 +71,7 @@ from convmem import (
     Store,
     forget_user,
 )
-from convmem.integration import UserFacts, store_from_options, tokenize, validate_id
+from convmem.integration import UserFacts, check_int, store_from_options, tokenize, validate_id
 
 from ._embeddings import as_embedder
 
@@ -538,6 +538,9 @@ class _Plan:
             if not isinstance(op, (GetOp, PutOp, SearchOp, ListNamespacesOp)):
                 raise ValueError(f"unknown store operation {type(op).__name__}")
             validate_op_namespace(op)
+            if isinstance(op, (SearchOp, ListNamespacesOp)):
+                check_int("limit", op.limit, low=0)  # a negative one cut pages from the end
+                check_int("offset", op.offset, low=0)
             if isinstance(op, PutOp) and op.namespace[:1] == (RESERVED,) and _virtual(op.namespace) is None:
                 raise ConfigError(
                     f"cannot {'delete from' if op.value is None else 'put into'} {op.namespace!r}: namespaces "

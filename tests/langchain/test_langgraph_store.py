@@ -323,6 +323,20 @@ def test_conversation_search_honours_filter_offset_and_limit(logged: convmem.InM
     assert len(store.search(TALKS, query="Alice dog Duoduo", limit=1)) == 1
 
 
+@pytest.mark.parametrize("page", [{"limit": -1}, {"offset": -2}, {"limit": "10"}, {"offset": 1.5}])
+def test_a_page_out_of_range_is_refused_naming_it(
+    logged: convmem.InMemoryStore, page: dict[str, object]
+) -> None:
+    """A negative limit cut the page from its end (``items[offset:offset - 1]``)."""
+    store = ConvMemStore(logged)
+    (name,) = page
+    with pytest.raises(ConfigError, match=rf"^{name} must be an int from 0 to"):
+        store.search(TALKS, **page)  # type: ignore[arg-type]
+    with pytest.raises(ConfigError, match=rf"^{name} must be an int from 0 to"):
+        store.list_namespaces(**page)  # type: ignore[arg-type]
+    assert [item.key for item in store.search(TALKS, limit=1)] == ["alice-2:2"]
+
+
 def test_messages_sharing_a_timestamp_are_listed_by_their_seq_newest_first() -> None:
     chats = convmem.InMemoryStore()
     memory = ConversationMemory("s", chats, user_id="ana")
