@@ -129,11 +129,13 @@ class FailedTurns:
 
     def answered(self, memory: ConversationMemory, turn: int | None) -> None:
         """A model call of the turn answered: what an earlier call of it marked FAILED runs again."""
-        if not self.failed(memory, turn):
+        if turn is None:
             return
-        assert turn is not None
-        with self._lock:
-            self._turns.pop(self._key(memory, turn), None)
+        key = self._key(memory, turn)
+        with self._lock:  # taken once: of two calls answering at once, one changes the status
+            if key not in self._turns:
+                return
+            del self._turns[key]
         _change_status(memory, turn, TurnStatus.FAILED, TurnStatus.RUNNING)
 
 

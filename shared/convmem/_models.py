@@ -104,9 +104,8 @@ def _timestamp(value: float | int | datetime | None) -> float:
     if isinstance(value, datetime):
         if value.tzinfo is None:
             value = value.replace(tzinfo=timezone.utc)
-        value = value.timestamp()
+        return value.timestamp()  # its range is checked with the message's (`check_message`)
     if isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value):
-        check_timestamp(value)
         return float(value)
     raise InvalidMessageError(
         f"timestamp must be a datetime or epoch seconds (a finite number), got {value!r}"

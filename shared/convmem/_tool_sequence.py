@@ -93,16 +93,16 @@ def repair_tool_exchanges(messages: Sequence[Message]) -> tuple[tuple[Message, .
     earlier call, or a call answered already, is dropped. Token counts only
     shrink, so a window within its budget stays within it.
     """
-    # Each id's results in order: an id may be used again by a later exchange (models that
-    # number their calls per turn), whose call takes the first result after it not taken.
+    # Each id's results, and where its calls are made, in order: an id may be used again by a
+    # later exchange (models that number their calls per turn), and a call's result comes
+    # after it and before the id's next call.
     results: dict[str, list[Message]] = {}
-    for message in messages:
+    calls_at: dict[str, list[int]] = {}
+    positions: dict[int, int] = {}
+    for position, message in enumerate(messages):
+        positions[id(message)] = position
         if message.role is Role.TOOL and message.tool_call_id is not None:
             results.setdefault(message.tool_call_id, []).append(message)
-    positions = {id(m): i for i, m in enumerate(messages)}
-    # Where each call of an id is made: a call's result comes before the id's next call.
-    calls_at: dict[str, list[int]] = {}
-    for position, message in enumerate(messages):
         for call in message.tool_calls:
             if isinstance(call.get("id"), str):
                 calls_at.setdefault(call["id"], []).append(position)

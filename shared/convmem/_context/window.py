@@ -77,6 +77,11 @@ def _opens_the_log(turn: Turn) -> bool:
     return first.role is Role.ASSISTANT and first.seq == 1
 
 
+def _no_question_first(turn: Turn) -> Dropped:
+    """The note that `turn`, which starts on an assistant or tool message, was left out."""
+    return Dropped("window", _describe(turn.messages), turn.token_count, "starts without a user message")
+
+
 def _describe(messages: Sequence[Message]) -> str:
     first, last = messages[0].seq, messages[-1].seq
     span = f"seq {first}" if first == last else f"seq {first}-{last}"
@@ -121,11 +126,7 @@ class WindowCandidates:
         self._opening = turns[0] if turns and _opens_the_log(turns[0]) else None
         for turn in turns:
             if turn.messages[0].role not in (Role.USER, Role.SYSTEM) and turn is not self._opening:
-                dropped.append(
-                    Dropped(
-                        "window", _describe(turn.messages), turn.token_count, "starts without a user message"
-                    )
-                )
+                dropped.append(_no_question_first(turn))
         if len(eligible) > keep_recent_turns:
             # An older turn answered among the kept ones (interleaved, see `group_turns`) is kept
             # with them, as `recent_turns` reads it: else it would be neither windowed nor summarized.
@@ -133,7 +134,7 @@ class WindowCandidates:
             while cut > 0 and eligible[cut - 1].last_seq > eligible[cut].first_seq:
                 cut -= 1
             if self._opening is not None:  # older turns are left out: so is the opening
-                dropped.append(self._opening_dropped(self._opening))
+                dropped.append(_no_question_first(self._opening))
                 self._opening = None
             for turn in eligible[:cut]:
                 dropped.append(
@@ -161,12 +162,6 @@ class WindowCandidates:
                 "window", _describe(turn.messages), self._tokens[index], reason
             )
         return note
-
-    @staticmethod
-    def _opening_dropped(opening: Turn) -> Dropped:
-        return Dropped(
-            "window", _describe(opening.messages), opening.token_count, "starts without a user message"
-        )
 
     def _is_low_information(self, index: int) -> bool:
         flag = self._low_information[index]
@@ -196,7 +191,7 @@ class WindowCandidates:
                 self._dropped_turn(index, "no room for the window") for index in range(len(eligible))
             )
             if opening is not None:
-                dropped.append(self._opening_dropped(opening))
+                dropped.append(_no_question_first(opening))
             return WindowSelection((), 0, 0, tuple(dropped))
 
         indices: Sequence[int] = range(len(eligible))
@@ -242,7 +237,7 @@ class WindowCandidates:
                 chosen.append(opening)
                 used += opening.token_count
             else:
-                dropped.append(self._opening_dropped(opening))
+                dropped.append(_no_question_first(opening))
         chosen.reverse()
         messages, repairs = repair_tool_exchanges([m for t in chosen for m in t.messages])
         for repair in repairs:
