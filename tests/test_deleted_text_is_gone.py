@@ -9,7 +9,15 @@ from pathlib import Path
 
 import pytest
 
-from convmem import ConversationMemory, HashingEmbedder, LLMFactExtractor, MemoryConfig, SQLiteStore
+from convmem import (
+    ConversationMemory,
+    HashingEmbedder,
+    InvalidMessageError,
+    LLMFactExtractor,
+    MemoryConfig,
+    SQLiteStore,
+    StoreError,
+)
 
 SECRET = "4111-2222-3333-4444"
 
@@ -111,3 +119,79 @@ def test_a_redaction_while_the_fact_model_fails_still_drops_the_old_fact(use_asy
     model.down = False
     memory.add_turn("What's new?", "Not much.")
     assert "Porto" not in remembered(memory, "Where do I live?")
+
+
+class LosesTheConnectionAfterAnEdit(SQLiteStore):
+    """A store whose next call after a committed edit fails, as a lost connection would."""
+
+    failing = False
+
+    def delete_messages(self, session_id, seqs):  # type: ignore[no-untyped-def]
+        deleted = super().delete_messages(session_id, seqs)
+        self.failing = True
+        return deleted
+
+    def replace_message(self, session_id, seq, message):  # type: ignore[no-untyped-def]
+        stored = super().replace_message(session_id, seq, message)
+        self.failing = True
+        return stored
+
+    def get_state(self, session_id, key):  # type: ignore[no-untyped-def]
+        if self.failing:
+            self.failing = False
+            raise StoreError("read of state failed: the connection was lost")
+        return super().get_state(session_id, key)
+
+
+def a_secret_told(store: SQLiteStore) -> tuple[ConversationMemory, int]:
+    memory = ConversationMemory(
+        "support-8", store, MemoryConfig(keep_recent_turns=2, summary_trigger="turns", summary_every_turns=1)
+    )
+    memory.add_turn("Hello there.", "Hello, how can I help?")
+    secret = memory.add("user", f"I live in Reykjavik and my card number is {SECRET}.")
+    memory.add("assistant", "Thanks, I have noted the card for the refund.")
+    for index in range(6):
+        memory.add_turn(f"Question {index} about the refund timeline?", f"It takes {index + 3} days.")
+    memory.flush()
+    told = remembered(memory, "what is my card number?")
+    assert SECRET in memory.summary().text and "Reykjavik" in told  # the test can fail
+    return memory, secret.seq or 0
+
+
+@pytest.mark.parametrize("use_async", [False, True])
+@pytest.mark.parametrize("edit", ["delete", "replace"])
+def test_an_edit_that_fails_after_the_log_changed_leaves_no_old_text_behind(
+    tmp_path: Path, edit: str, use_async: bool
+) -> None:
+    """The log's edit committed, then the store failed before the summary and facts were
+    cleaned: neither keeps the old text (a retry of the delete cannot clean them, its seqs
+    are gone), read by another process's memory afterwards."""
+    memory, seq = a_secret_told(LosesTheConnectionAfterAnEdit(tmp_path / "memory.db"))
+    if edit == "delete":
+        call = memory.adelete_messages([seq]) if use_async else None
+        with pytest.raises(StoreError, match="connection was lost"):
+            asyncio.run(call) if call is not None else memory.delete_messages([seq])
+    else:
+        redacted = {"role": "user", "content": "I live in [redacted]."}
+        acall = memory.areplace_message(seq, redacted) if use_async else None
+        with pytest.raises(StoreError, match="connection was lost"):
+            asyncio.run(acall) if acall is not None else memory.replace_message(seq, redacted)
+    memory.close()
+    memory.store.close()
+    again = ConversationMemory("support-8", SQLiteStore(tmp_path / "memory.db"))
+    text = remembered(again, "where do I live and what is my card number?")
+    assert SECRET not in text
+    assert "Reykjavik" not in text
+    assert "refund" in text
+
+
+def test_deleting_a_seq_the_log_lacks_changes_no_summary_or_fact(tmp_path: Path) -> None:
+    memory, seq = a_secret_told(SQLiteStore(tmp_path / "memory.db"))
+    summary, facts = memory.summary(), memory.facts()
+    with pytest.raises(InvalidMessageError, match="no message with seq 999"):
+        memory.delete_messages([seq, 999])
+    with pytest.raises(InvalidMessageError, match="no message with seq 999"):
+        memory.replace_message(999, {"role": "user", "content": "[redacted]"})
+    assert memory.summary() == summary
+    assert memory.facts() == facts
+    assert len(memory.messages()) == 16

@@ -35,7 +35,14 @@ from ._message_json import MessageJSON, checked_messages
 from ._models import Message, Role, Turn, TurnStatus, check_message, is_token_count, normalized_message
 from ._options import MAX_INT_OPTION, check_bool
 from ._sansio import Blocking, Flow, arun, run
-from ._stores.base import SessionStats, Store, check_owner, check_seq, validate_seqs
+from ._stores.base import (
+    SessionStats,
+    Store,
+    check_owner,
+    check_seq,
+    missing_seqs_error,
+    validate_seqs,
+)
 from ._tokens import REPLY_PRIMING_TOKENS, TokenCounter
 from ._tool_sequence import check_tool_results, unanswered_calls
 
@@ -315,6 +322,8 @@ class SessionOperations:
         )
         yield from self.check_owner()
         yield DerivedStep("flush")
+        yield Blocking(functools.partial(self._require_seqs, wanted))
+        yield DerivedStep("before_edit", (wanted,))
         deleted: list[Message] = yield Blocking(
             functools.partial(self.store.delete_messages, self.session_id, wanted)
         )
@@ -328,11 +337,19 @@ class SessionOperations:
         yield from self.check_owner()
         yield Blocking(functools.partial(self._check_replacement, seq, prepared))
         yield DerivedStep("flush")
+        yield DerivedStep("before_edit", ([seq],))
         stored: Message = yield Blocking(
             functools.partial(self.store.replace_message, self.session_id, seq, prepared)
         )
         yield DerivedStep("after_edit", ([seq], [stored]))
         return stored
+
+    def _require_seqs(self, seqs: Sequence[int]) -> None:
+        """Refuse seqs the log does not hold before anything derived from it changes."""
+        held = {m.seq for m in self.store.get(self.session_id, seqs)}
+        missing = [seq for seq in seqs if seq not in held]
+        if missing:
+            raise missing_seqs_error(self.session_id, missing)
 
     def _check_replacement(self, seq: int, message: Message) -> None:
         """Refuse a replacement `add` would refuse in its place: an answer to no earlier
@@ -348,6 +365,8 @@ class SessionOperations:
                 )
             self._check_replies([message])
         stored = self.store.get(self.session_id, [seq])
+        if not stored:
+            raise missing_seqs_error(self.session_id, [seq])
         if not (message.role is Role.TOOL or any(m.tool_calls for m in stored)):
             return
         log = self.store.messages(self.session_id)

@@ -16,6 +16,7 @@ import logging
 from collections.abc import Awaitable, Callable, Sequence
 from typing import TypeVar
 
+from .._errors import StoreError
 from .._models import Message
 from .._stores.base import StateRecord, Store
 from .facts import Fact, FactBook, FactExtractor
@@ -203,6 +204,50 @@ class SessionFacts:
     def forget_fact(self, key: str) -> bool:
         """Remove the fact `key` (and its history); False if there was no such fact."""
         return forget_fact_of(self.store, self.session_id, key)
+
+    def _edit_facts(self, seqs: Sequence[int], replaced: Sequence[Message]) -> None:
+        """Drop the facts `seqs` stated, and read those of `replaced` the watermark passed."""
+        if self.fact_extractor is None:
+            return
+        extractor = self.fact_extractor
+        for _ in range(5):
+            plan = self._plan_fact_edit(seqs, replaced)
+            if plan is None:
+                return
+            try:
+                facts = (
+                    self._model(FACTS_KEY, functools.partial(extractor.extract, plan.replaced))
+                    if plan.replaced
+                    else []
+                )
+            except Exception as exc:  # a model that hangs or fails: the old facts still go
+                plan, facts = self._reread_later(plan, exc), []
+            if self._commit_fact_edit(plan, facts):
+                return
+        raise self._too_many_writers("facts")
+
+    async def _aedit_facts(self, seqs: Sequence[int], replaced: Sequence[Message]) -> None:
+        """Async `_edit_facts`: the extractor is awaited."""
+        if self.fact_extractor is None:
+            return
+        for _ in range(5):
+            plan = await asyncio.to_thread(self._plan_fact_edit, seqs, replaced)
+            if plan is None:
+                return
+            extract = functools.partial(self.fact_extractor.aextract, plan.replaced)
+            try:
+                facts = await self._amodel(FACTS_KEY, extract) if plan.replaced else []
+            except Exception as exc:  # a model that hangs or fails: the old facts still go
+                plan, facts = self._reread_later(plan, exc), []
+            if await asyncio.to_thread(self._commit_fact_edit, plan, facts):
+                return
+        raise self._too_many_writers("facts")
+
+    def _too_many_writers(self, what: str) -> StoreError:
+        return StoreError(
+            f"could not update the {what} of session {self.session_id!r} after an edit: too many "
+            "concurrent writers; retry the edit"
+        )
 
     def _reread_later(self, plan: FactEdit, exc: Exception) -> FactEdit:
         """The edit's commit when the replacements' facts could not be read now (the model

@@ -23,7 +23,6 @@ from typing import TYPE_CHECKING, TypeVar, cast
 
 from .._config import MemoryConfig
 from .._context.recent import window_start
-from .._errors import StoreError
 from .._models import Message, Role
 from .._options import check_timeout
 from .._stores.base import Store
@@ -479,6 +478,17 @@ class DerivedState(SessionFacts):
 
     # -- deleted and rewritten messages -------------------------------------------
 
+    def before_edit(self, seqs: Sequence[int]) -> None:
+        """Stop serving text of messages about to be deleted or replaced (`seqs`, all in the
+        log): the summary that covers one is reset and the facts they stated are dropped
+        before the log changes, so that a failure between the log's edit and `after_edit`
+        (a lost connection) cannot leave their text in the summary or the facts for good."""
+        self._scrub(seqs, ())
+
+    async def abefore_edit(self, seqs: Sequence[int]) -> None:
+        """Async `before_edit`."""
+        await self._ascrub(seqs, ())
+
     def after_edit(self, seqs: Sequence[int], replaced: Sequence[Message] = ()) -> None:
         """Stop serving text of messages that were deleted or replaced (`seqs`), then catch up.
 
@@ -488,55 +498,27 @@ class DerivedState(SessionFacts):
         log's new generation by itself. Each write is a compare-and-set, so a summary or
         facts job that read the old log loses its commit instead of writing it back.
         """
-        self._forget_known(FACTS_KEY)
-        self._forget_known(SUMMARY_KEY)
-        self._reset_summary(seqs)
-        if self.fact_extractor is not None:
-            extractor = self.fact_extractor
-            for _ in range(5):
-                plan = self._plan_fact_edit(seqs, replaced)
-                if plan is None:
-                    break
-                try:
-                    facts = (
-                        self._model(FACTS_KEY, functools.partial(extractor.extract, plan.replaced))
-                        if plan.replaced
-                        else []
-                    )
-                except Exception as exc:  # a model that hangs or fails: the old facts still go
-                    plan, facts = self._reread_later(plan, exc), []
-                if self._commit_fact_edit(plan, facts):
-                    break
-            else:
-                raise self._too_many_writers("facts")
+        self._scrub(seqs, replaced)
         self.after_append()
 
     async def aafter_edit(self, seqs: Sequence[int], replaced: Sequence[Message] = ()) -> None:
         """Async `after_edit`: the extractor is awaited."""
+        await self._ascrub(seqs, replaced)
+        await self.aafter_append()
+
+    def _scrub(self, seqs: Sequence[int], replaced: Sequence[Message]) -> None:
+        """The summary and facts without the text of `seqs`, and facts read from `replaced`."""
+        self._forget_known(FACTS_KEY)
+        self._forget_known(SUMMARY_KEY)
+        self._reset_summary(seqs)
+        self._edit_facts(seqs, replaced)
+
+    async def _ascrub(self, seqs: Sequence[int], replaced: Sequence[Message]) -> None:
+        """Async `_scrub`: the extractor is awaited."""
         self._forget_known(FACTS_KEY)
         self._forget_known(SUMMARY_KEY)
         await asyncio.to_thread(self._reset_summary, seqs)
-        if self.fact_extractor is not None:
-            for _ in range(5):
-                plan = await asyncio.to_thread(self._plan_fact_edit, seqs, replaced)
-                if plan is None:
-                    break
-                extract = functools.partial(self.fact_extractor.aextract, plan.replaced)
-                try:
-                    facts = await self._amodel(FACTS_KEY, extract) if plan.replaced else []
-                except Exception as exc:  # a model that hangs or fails: the old facts still go
-                    plan, facts = self._reread_later(plan, exc), []
-                if await asyncio.to_thread(self._commit_fact_edit, plan, facts):
-                    break
-            else:
-                raise self._too_many_writers("facts")
-        await self.aafter_append()
-
-    def _too_many_writers(self, what: str) -> StoreError:
-        return StoreError(
-            f"could not update the {what} of session {self.session_id!r} after an edit: too many "
-            "concurrent writers; retry the edit"
-        )
+        await self._aedit_facts(seqs, replaced)
 
     def _reset_summary(self, seqs: Sequence[int]) -> None:
         for _ in range(5):
