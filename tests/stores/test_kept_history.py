@@ -25,6 +25,7 @@ from called_postings import called_postings, sqlite_postings
 from convmem import ConversationMemory, Message, PostgresStore, Recall, SQLiteStore, Store
 from convmem._recall import terms
 from convmem._recall.index_rows import KEY_SHIFT, IndexCursor, IndexedSession
+from convmem._recall.kept_cursors import plan_indexing
 from convmem._recall.kept_history import WRITE_EVERY
 from convmem._recall.terms import tokenize
 from convmem.integration import LogRead
@@ -813,3 +814,22 @@ def test_tables_dropped_under_a_running_store_never_show_one_user_another_users_
         assert PRIVATE["bob"][1] in found
         assert PRIVATE["ana"][1] not in found
     assert PRIVATE["ana"][1] in texts(recalled(ConversationMemory("new-ana-2", store, user_id="ana"), query))
+
+
+def test_rows_newer_than_a_readers_stats_are_not_made_again(backend: Backend) -> None:
+    """Stats read before another writer appended and indexed (one memory used by two
+    threads): the rows are ahead of them in the same log, not stale, so nothing is
+    indexed afresh (with a warning) from those stats."""
+    store = backend.open()
+    write_history(store, "ana")
+    old_stats = store.stats("trip")
+    memory = ConversationMemory("trip", store, user_id="ana")
+    memory.add_turn("I also booked a ferry to Flåm.", "The fjord ferry, lovely.")
+    assert "Flåm" in texts(recalled(ConversationMemory("today", store, user_id="ana"), "ferry to Flåm?"))
+    row = tables_of(store).indexed_session("trip")
+    assert IndexCursor.from_json(row.cursor).seq > old_stats.last_seq  # the test can fail
+    assert plan_indexing(old_stats, row.owner, row) is None
+    newer = store.stats("trip")
+    store.delete_messages("trip", [newer.last_seq])  # a new generation: made afresh
+    plan = plan_indexing(store.stats("trip"), row.owner, row)
+    assert plan is not None and plan[1] and "is stale" in str(plan[2])

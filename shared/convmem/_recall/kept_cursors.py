@@ -43,7 +43,7 @@ def plan_indexing(
             f"recall's keyword index of session {stats.session_id!r} is unreadable ({exc}); "
             "indexing it afresh from its log",
         )
-    if row.generation != stats.generation or cursor.seq > stats.last_seq:
+    if row.generation != stats.generation:
         return (
             IndexCursor(),
             True,
@@ -53,7 +53,9 @@ def plan_indexing(
         )
     if cursor.tokenizer != TOKENIZER_VERSION:
         return IndexCursor(), True, None  # made with other stems (an upgrade): see `remake_outdated`
-    if cursor.seq == stats.last_seq:
+    if cursor.seq >= stats.last_seq:
+        # Past the stats when they were read before another writer appended and indexed: the
+        # log of one generation only grows, so the rows are as new as the stats or newer.
         return None
     return cursor, False, None
 
