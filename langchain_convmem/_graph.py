@@ -59,7 +59,7 @@ from convmem import (
 
 from ._convert import context_to_langchain
 from ._history import ConvMemSessions, check_budget, check_config_keys, check_options
-from ._state_sync import Held, HeldEntry, fingerprint, held_entry, question_text, sync_input
+from ._state_sync import Held, HeldEntry, find_logged, fingerprint, held_entry, question_text, sync_input
 from ._turns import FailedTurns, append_steps, is_final_answer, is_question, settle_turn
 
 __all__ = ["ConvMemNode"]
@@ -221,9 +221,16 @@ class ConvMemNode:
         self, reply: BaseMessage, config: RunnableConfig | None, state: Mapping[str, Any]
     ) -> None:
         """Store the model's reply to the question `state` ends on; one without tool calls
-        completes the turn. The state may hold the reply already (a ``post_model_hook``)."""
-        messages = [m for m in state["messages"] if reply.id is None or m.id != reply.id]
-        self._record(self._sync(messages, config), reply)
+        completes the turn. The state may hold the reply already (a ``post_model_hook``),
+        and the log too: a hook that interrupts runs again when the run is resumed."""
+        messages: Sequence[BaseMessage] = state["messages"]
+        if reply.id is not None and any(m.id == reply.id for m in messages):
+            memory = self.memory(config)
+            held = self._states.match(memory.session_id, messages)
+            if reply.id in held or find_logged(memory, [reply])[0] is not None:
+                self._sync(messages, config)  # recorded already: only what else changed
+                return
+        self._record(self._sync([m for m in messages if reply.id is None or m.id != reply.id], config), reply)
 
     async def arecord_reply(
         self, reply: BaseMessage, config: RunnableConfig | None, state: Mapping[str, Any]

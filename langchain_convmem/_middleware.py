@@ -18,6 +18,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import contextvars
+import functools
 import os
 from collections.abc import Awaitable, Callable, Iterable, Iterator, Mapping, Sequence
 from typing import Annotated, Any, cast
@@ -256,10 +257,24 @@ class ConvMemMiddleware(AgentMiddleware):
         return update
 
     def _steps(
-        self, memory: ConversationMemory, state: Mapping[str, Any], *, final: bool, run_ended: bool = False
+        self,
+        memory: ConversationMemory,
+        state: Mapping[str, Any],
+        *,
+        final: bool,
+        run_ended: bool = False,
+        model_next: bool = False,
     ) -> dict[str, Any]:
         held = load_held(state.get(_HELD_KEY))
-        synced = sync_steps(memory, state["messages"], held, _turn(state), final=final, run_ended=run_ended)
+        synced = sync_steps(
+            memory,
+            state["messages"],
+            held,
+            _turn(state),
+            final=final,
+            run_ended=run_ended,
+            model_next=model_next,
+        )
         return self._update(synced)
 
     def _model_messages(self, memory: ConversationMemory, state: Mapping[str, Any]) -> list[AnyMessage]:
@@ -292,11 +307,15 @@ class ConvMemMiddleware(AgentMiddleware):
     def before_model(self, state: AgentState, runtime: Any) -> dict[str, Any] | None:
         """Store the tool results the model is about to see."""
         memory = self._recording(runtime)
-        return None if memory is None else self._steps(memory, state, final=False)
+        return None if memory is None else self._steps(memory, state, final=False, model_next=True)
 
     async def abefore_model(self, state: AgentState, runtime: Any) -> dict[str, Any] | None:
         memory = self._recording(runtime)
-        return None if memory is None else await asyncio.to_thread(self._steps, memory, state, final=False)
+        if memory is None:
+            return None
+        return await asyncio.to_thread(
+            functools.partial(self._steps, memory, state, final=False, model_next=True)
+        )
 
     def wrap_model_call(
         self,

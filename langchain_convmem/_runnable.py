@@ -11,7 +11,6 @@ CANCELLED when it is interrupted or a stream is abandoned).
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import dataclasses
 import inspect
 import os
@@ -413,15 +412,20 @@ class ConvMemRunnable(Runnable[Any, Any]):
         async def single() -> AsyncIterator[Any]:
             yield input
 
-        # `async for` does not close what it iterates: close it so that a consumer
-        # who stops early gets the turn recorded now, not when the generator is collected.
         stream = cast(
             AsyncGenerator[Any, None],
             self._atransform_stream_with_config(single(), self._astream, config, **kwargs),
         )
-        async with contextlib.aclosing(stream):
+        try:
             async for chunk in stream:
                 yield chunk
+        except GeneratorExit:
+            # Closed by the caller (`aclose()`): the turn is recorded now, not when the stream
+            # is collected. Not while the event loop closes every generator left at its end:
+            # it closes the stream too, at the same time, and a second close would raise.
+            if not getattr(asyncio.get_running_loop(), "_asyncgens_shutdown_called", False):
+                await stream.aclose()
+            raise
 
     async def _astream(
         self,

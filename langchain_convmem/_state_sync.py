@@ -303,9 +303,12 @@ def sync_steps(
     *,
     final: bool,
     run_ended: bool = False,
+    model_next: bool = False,
 ) -> Synced:
     """Store what the model and the tools added during a run; with ``final`` the turn is
-    done, and ``run_ended`` says the run is over.
+    done, and ``run_ended`` says the run is over. With ``model_next`` the model is about
+    to be called, so no message stored now is its answer (an AI message a tool's
+    ``Command`` added, a handoff note, continues the turn).
 
     Only AI and tool messages after the last message the state held are steps
     of the turn; anything else another middleware put in the state meanwhile (a
@@ -323,7 +326,7 @@ def sync_steps(
         for m in messages[last_held + 1 :]
         if m.id not in held and isinstance(m, (AIMessage, ToolMessage)) and _loggable(m)
     ]
-    answer = bool(new) and is_final_answer(new[-1])
+    answer = not model_next and bool(new) and is_final_answer(new[-1])
     stored = append_steps(memory, new, turn=turn, final=answer)
     if final or answer:
         settle_turn(memory, turn, TurnStatus.COMPLETED)

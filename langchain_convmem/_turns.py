@@ -83,11 +83,18 @@ def append_steps(
 def settle_turn(memory: ConversationMemory, turn: int | None, status: TurnStatus) -> None:
     """Give every RUNNING message of the turn whose question is seq `turn` its final `status`.
 
-    The turn is read from the messages stored since its question (other
-    writers' turns among them are left alone), so this costs the length of
-    the turn plus whatever was written beside it, not the log.
+    A turn that completes takes back what was CANCELLED of it too: a second request on
+    the same thread, started while this one ran, took it for abandoned, and CANCELLED
+    messages are never recalled. The turn is read from the messages stored since its
+    question (other writers' turns among them are left alone), so this costs the
+    length of the turn plus whatever was written beside it, not the log.
     """
-    _change_status(memory, turn, TurnStatus.RUNNING, status)
+    old = (
+        (TurnStatus.RUNNING, TurnStatus.CANCELLED)
+        if status is TurnStatus.COMPLETED
+        else (TurnStatus.RUNNING,)
+    )
+    _change_status(memory, turn, old, status)
 
 
 class FailedTurns:
@@ -136,10 +143,12 @@ class FailedTurns:
             if key not in self._turns:
                 return
             del self._turns[key]
-        _change_status(memory, turn, TurnStatus.FAILED, TurnStatus.RUNNING)
+        _change_status(memory, turn, (TurnStatus.FAILED,), TurnStatus.RUNNING)
 
 
-def _change_status(memory: ConversationMemory, turn: int | None, old: TurnStatus, new: TurnStatus) -> None:
+def _change_status(
+    memory: ConversationMemory, turn: int | None, old: Sequence[TurnStatus], new: TurnStatus
+) -> None:
     if turn is None:
         return
     last_seq = memory.stats().last_seq
@@ -150,6 +159,6 @@ def _change_status(memory: ConversationMemory, turn: int | None, old: TurnStatus
         question = stored_turn.messages[0]
         if question.seq == turn and question.role is Role.USER:
             for message in stored_turn.messages:
-                if message.status is old and message.seq is not None:
+                if message.status in old and message.seq is not None:
                     memory.set_status(message.seq, new)
             return

@@ -277,10 +277,19 @@ def test_deleting_the_first_turn_does_not_make_the_context_say_history_was_left_
 # -- requests answered at the same time -----------------------------------------------------------
 
 
-def test_two_requests_at_once_on_one_thread_each_get_their_own_answer() -> None:
+@pytest.mark.parametrize("checkpointer", [False, True])
+def test_two_requests_at_once_on_one_thread_each_get_their_own_answer(checkpointer: bool) -> None:
+    """With a checkpointer, the second request's input state holds the first's unfinished
+    turn, which it takes for abandoned (CANCELLED); the first's answer completes it again,
+    or its question would never be recalled."""
     sessions = ConvMemSessions()
     model = EchoModel(hold={"Q-A": threading.Event()}, started={"Q-A": threading.Event()})
-    agent = create_agent(model, [], middleware=[ConvMemMiddleware(sessions)])
+    agent = create_agent(
+        model,
+        [],
+        middleware=[ConvMemMiddleware(sessions)],
+        checkpointer=InMemorySaver() if checkpointer else None,
+    )
     first = threading.Thread(target=agent.invoke, args=(ask("Q-A"), thread("t")))
     first.start()
     assert model.started["Q-A"].wait(30)

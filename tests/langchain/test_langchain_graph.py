@@ -7,12 +7,13 @@ from typing import Any
 
 import pytest
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage
+from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.graph import START, MessagesState, StateGraph
 from langgraph.types import RetryPolicy
 from scripted_models import EchoModel, ScriptedToolModel, flaky, scripted
 
-from convmem import InvalidSessionIdError, MemoryConfig, TurnStatus
+from convmem import ConversationMemory, InvalidSessionIdError, MemoryConfig, TurnStatus
 from langchain_convmem import ConvMemChatMessageHistory, ConvMemNode, ConvMemSessions
 
 
@@ -98,6 +99,51 @@ def test_pre_and_post_model_hooks_complete_turns_in_a_react_agent() -> None:
         ("two", TurnStatus.COMPLETED),
         ("Second.", TurnStatus.COMPLETED),
     ]
+
+
+@pytest.mark.filterwarnings("ignore:create_react_agent has been moved")
+def test_a_post_model_hook_that_interrupts_records_the_reply_once_when_resumed() -> None:
+    """LangGraph runs a hook node that interrupted again from its start when the run is
+    resumed: the reply it recorded stays where it is, also after another writer's note."""
+    from langchain_core.tools import tool
+    from langgraph.prebuilt import create_react_agent
+    from langgraph.types import Command, interrupt
+
+    @tool
+    def lookup(query: str) -> str:
+        """Look it up."""
+        return f"found {query}"
+
+    sessions = ConvMemSessions()
+    memory = ConvMemNode(sessions)
+
+    def approve_tool_calls(state: Any, config: RunnableConfig) -> dict[str, Any]:
+        memory.post_model_hook(state, config)
+        if state["messages"][-1].tool_calls:
+            interrupt({"approve": [call["name"] for call in state["messages"][-1].tool_calls]})
+        return {}
+
+    call = AIMessage("", tool_calls=[{"id": "c1", "name": "lookup", "args": {"query": "x"}}])
+    agent = create_react_agent(
+        scripted(call, "Final answer."),
+        [lookup],
+        pre_model_hook=memory.pre_model_hook,
+        post_model_hook=approve_tool_calls,
+        checkpointer=InMemorySaver(),
+        version="v2",
+    )
+    assert agent.invoke({"messages": [HumanMessage("Q1")]}, thread("t"))["__interrupt__"]
+    ConversationMemory("t", sessions.store).add("user", "(a note of the support app)")
+    agent.invoke(Command(resume=True), thread("t"))
+    log = sessions.memory("t").messages()
+    assert [(m.role.value, m.text) for m in log] == [
+        ("user", "Q1"),
+        ("assistant", ""),
+        ("user", "(a note of the support app)"),
+        ("tool", "found x"),
+        ("assistant", "Final answer."),
+    ]
+    assert log[1].tool_calls and log[3].tool_call_id == "c1"
 
 
 # -- async, other writers, requests at once (issue: agents keep their own state) ----------------
@@ -231,10 +277,11 @@ def test_a_graph_without_a_checkpointer_may_be_sent_the_conversation_again() -> 
     assert logged(sessions, "t") == conversation("Q1", "Q2")
 
 
-def test_two_requests_at_once_on_one_thread_each_get_their_own_answer() -> None:
+@pytest.mark.parametrize("checkpointer", [False, True])
+def test_two_requests_at_once_on_one_thread_each_get_their_own_answer(checkpointer: bool) -> None:
     sessions = ConvMemSessions()
     model = EchoModel(hold={"Q-A": threading.Event()}, started={"Q-A": threading.Event()})
-    graph = echo_graph(ConvMemNode(sessions), model, checkpointer=False)
+    graph = echo_graph(ConvMemNode(sessions), model, checkpointer=checkpointer)
     first = threading.Thread(target=graph.invoke, args=({"messages": [HumanMessage("Q-A")]}, thread("t")))
     first.start()
     assert model.started["Q-A"].wait(30)

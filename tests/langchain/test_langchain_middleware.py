@@ -12,12 +12,14 @@ from typing import Any
 import pytest
 from langchain.agents import create_agent
 from langchain.agents.structured_output import ToolStrategy
+from langchain.tools import ToolRuntime
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage, ToolMessage
 from langchain_core.runnables import RunnableConfig
 from langchain_core.tools import tool
 from langgraph.checkpoint.memory import InMemorySaver
+from langgraph.types import Command
 from pydantic import BaseModel
-from scripted_models import ScriptedToolModel, scripted
+from scripted_models import ScriptedToolModel, flaky, scripted
 
 from convmem import ConversationMemory, InvalidSessionIdError, MemoryConfig, TurnStatus
 from langchain_convmem import ConvMemMiddleware, ConvMemSessions
@@ -374,3 +376,39 @@ def test_a_reused_message_id_without_a_checkpointer_is_still_new_input(sessions:
         "Second answer.",
     ]
     assert [m.content for m in model.calls[1] if isinstance(m, HumanMessage)] == ["one", "two"]
+
+
+@tool
+def hand_over(question: str, runtime: ToolRuntime) -> Command:
+    """Hand the question over to billing."""
+    return Command(
+        update={
+            "messages": [
+                ToolMessage(f"handed over: {question}", tool_call_id=runtime.tool_call_id),
+                AIMessage("(transferred to billing)"),
+            ]
+        }
+    )
+
+
+@pytest.mark.parametrize("model_fails", [False, True])
+def test_an_ai_message_a_tools_command_adds_does_not_end_the_turn(
+    sessions: ConvMemSessions, model_fails: bool
+) -> None:
+    """A handoff note the tool put in the state is a step: the model is called after it,
+    and its answer (or its failure) settles the turn."""
+    call = AIMessage("", tool_calls=[{"id": "h1", "name": "hand_over", "args": {"question": "refund"}}])
+    model = flaky(call, "Billing here: refunded.", failing_calls={2} if model_fails else set())
+    agent = create_agent(
+        model, [hand_over], middleware=[ConvMemMiddleware(sessions)], checkpointer=InMemorySaver()
+    )
+    if model_fails:
+        with pytest.raises(ConnectionError):
+            agent.invoke(ask("Refund please"), thread("t"))
+    else:
+        agent.invoke(ask("Refund please"), thread("t"))
+    log = sessions.memory("t").messages()
+    expected = TurnStatus.FAILED if model_fails else TurnStatus.COMPLETED
+    assert {m.status for m in log} == {expected}
+    assert [m.reply_to_seq for m in log[1:]] == [1] * (len(log) - 1)
+    assert log[-1].text == ("(transferred to billing)" if model_fails else "Billing here: refunded.")

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import itertools
+import logging
 from collections.abc import AsyncGenerator, Callable, Generator
 from pathlib import Path
 from typing import Any, cast
@@ -277,6 +278,27 @@ async def test_an_async_stream_abandoned_early_is_recorded_as_cancelled() -> Non
             break
     await asyncio.sleep(0)
     assert log(sessions)[0] == ("user", "stop me", TurnStatus.CANCELLED)
+
+
+def test_an_async_stream_left_open_when_its_event_loop_ends_is_closed_quietly(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """The stream still referenced when `asyncio.run` ends: the loop closes the generators
+    left, and the turn is recorded without an error from closing one twice."""
+    sessions = ConvMemSessions()
+    chain = keyed_chain(sessions, Spy(), fake_model("one two three four"))
+
+    async def read_one() -> Any:
+        stream = chain.astream({"question": "stop me"}, config())
+        async for _ in stream:
+            break
+        return stream
+
+    with caplog.at_level(logging.ERROR, logger="asyncio"):
+        kept = asyncio.run(read_one())
+    assert [r.getMessage() for r in caplog.records if r.name == "asyncio"] == []
+    assert log(sessions)[0] == ("user", "stop me", TurnStatus.CANCELLED)
+    del kept
 
 
 def test_a_stream_that_raises_marks_the_turn_failed() -> None:
