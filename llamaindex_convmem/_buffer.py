@@ -488,42 +488,40 @@ class ConvMemChatMemoryBuffer(ChatMemoryBuffer):
 
     def put_messages(self, messages: Sequence[ChatMessage]) -> None:
         """Append messages atomically: all of them or, on an invalid one, none."""
-        converted = from_chat_messages(messages)
-        append_history(self.memory, converted)
         if self._mirror is not None:
-            self._mirror.add(self.chat_store_key, messages)
+            return self._mirror.put(self.chat_store_key, self._session, messages)
+        append_history(self.memory, from_chat_messages(messages))
 
     async def aput_messages(self, messages: Sequence[ChatMessage]) -> None:
-        """Async `put_messages`."""
-        converted = from_chat_messages(messages)
-        await aappend_history(await self._amemory(), converted)
+        """Async `put_messages` (with a `mirror`, both writes in one worker thread, in order)."""
         if self._mirror is not None:
-            await self._mirror.aadd(self.chat_store_key, messages)
+            return await asyncio.to_thread(self.put_messages, messages)
+        await aappend_history(await self._amemory(), from_chat_messages(messages))
 
     def set(self, messages: Sequence[ChatMessage]) -> None:
         """Replace the session's history (and everything derived from it) with `messages`:
         all of them or, when convmem refuses one (`InvalidMessageError`), nothing changes."""
-        replace_history(self._session, from_chat_messages(messages))
         if self._mirror is not None:
-            self._mirror.replace(self.chat_store_key, messages)
+            return self._mirror.replace(self.chat_store_key, self._session, messages)
+        replace_history(self._session, from_chat_messages(messages))
 
     async def aset(self, messages: Sequence[ChatMessage]) -> None:
         """Async `set`."""
-        await areplace_history(self._session, from_chat_messages(messages))
         if self._mirror is not None:
-            await self._mirror.areplace(self.chat_store_key, messages)
+            return await asyncio.to_thread(self.set, messages)
+        await areplace_history(self._session, from_chat_messages(messages))
 
     def reset(self) -> None:
         """Delete the session: its log, summary, facts and vectors (and the mirror's copy)."""
-        self._session.clear()
         if self._mirror is not None:
-            self._mirror.clear(self.chat_store_key)
+            return self._mirror.clear(self.chat_store_key, self._session)
+        self._session.clear()
 
     async def areset(self) -> None:
         """Async `reset`."""
-        await self._session.aclear()
         if self._mirror is not None:
-            await self._mirror.aclear(self.chat_store_key)
+            return await asyncio.to_thread(self.reset)
+        await self._session.aclear()
 
     def close(self) -> None:
         """Finish background work (summaries, facts, vectors) of every session this buffer served."""

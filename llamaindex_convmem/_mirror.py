@@ -4,7 +4,8 @@
 history lives in convmem (the log that the context is built from), and every
 write also reaches the user's chat store under the same key, so code that reads
 that store (a UI, an export, another `ChatMemoryBuffer`) keeps seeing the
-conversation. convmem never reads the mirror back, except once per session: a
+conversation. Each write reaches convmem and the copy under one lock of its key, so
+writers at once (threads, tasks of a server) leave both in the same order. convmem never reads the mirror back, except once per session: a
 session convmem holds nothing of starts from the history the mirror already
 holds under its key, whichever key a buffer serves (at construction, after
 ``for_session`` or a change of ``chat_store_key``).
@@ -15,17 +16,20 @@ from __future__ import annotations
 import asyncio
 import threading
 import weakref
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from llama_index.core.base.llms.types import ChatMessage
 from llama_index.core.storage.chat_store import BaseChatStore
 
 from convmem import ConversationMemory
 
-from ._history import append_history
+from ._history import append_history, replace_history
 from ._messages import from_chat_messages
 
 __all__ = ["ChatStoreMirror"]
+
+_KEY_LOCKS = 64
+"""Locks the keys share (a key's lock is one of these): bounded whatever the sessions."""
 
 
 class ChatStoreMirror:
@@ -38,6 +42,7 @@ class ChatStoreMirror:
         # is forgotten with it, and its next memory is checked again.
         self._started: weakref.WeakSet[ConversationMemory] = weakref.WeakSet()
         self._lock = threading.Lock()
+        self._key_locks = [threading.Lock() for _ in range(_KEY_LOCKS)]
 
     def history(self, key: str) -> list[ChatMessage]:
         return list(self.store.get_messages(key))
@@ -61,22 +66,32 @@ class ChatStoreMirror:
         if memory not in self._started:
             await asyncio.to_thread(self.start, key, memory)
 
-    def add(self, key: str, messages: Sequence[ChatMessage]) -> None:
-        for message in messages:
-            self.store.add_message(key, message)
+    def _paired(
+        self, key: str, convmem_write: Callable[[], object], copy_write: Callable[[], object]
+    ) -> None:
+        with self._key_locks[hash(key) % _KEY_LOCKS]:
+            convmem_write()
+            copy_write()
 
-    async def aadd(self, key: str, messages: Sequence[ChatMessage]) -> None:
-        for message in messages:
-            await self.store.async_add_message(key, message)
+    def put(self, key: str, memory: ConversationMemory, messages: Sequence[ChatMessage]) -> None:
+        """Append `messages` to `memory`'s log, then to the copy under `key`."""
 
-    def replace(self, key: str, messages: Sequence[ChatMessage]) -> None:
-        self.store.set_messages(key, list(messages))
+        def copy_write() -> None:
+            for message in messages:
+                self.store.add_message(key, message)
 
-    async def areplace(self, key: str, messages: Sequence[ChatMessage]) -> None:
-        await self.store.aset_messages(key, list(messages))
+        self.start(key, memory)
+        self._paired(key, lambda: append_history(memory, from_chat_messages(messages)), copy_write)
 
-    def clear(self, key: str) -> None:
-        self.store.delete_messages(key)
+    def replace(self, key: str, memory: ConversationMemory, messages: Sequence[ChatMessage]) -> None:
+        """Replace `memory`'s log with `messages`, then the copy under `key`."""
+        converted = from_chat_messages(messages)
+        self._paired(
+            key,
+            lambda: replace_history(memory, converted),
+            lambda: self.store.set_messages(key, list(messages)),
+        )
 
-    async def aclear(self, key: str) -> None:
-        await self.store.adelete_messages(key)
+    def clear(self, key: str, memory: ConversationMemory) -> None:
+        """Delete `memory`'s session, then the copy under `key`."""
+        self._paired(key, memory.clear, lambda: self.store.delete_messages(key))

@@ -100,6 +100,8 @@ BASE64_STOP = "a==a==a=="
 
 # Fields that hold objects, not configuration: passed again to `from_dict`, carried by pickling.
 _RUNTIME_FIELDS = ("store", "summarizer", "fact_extractor", "embedder", "recall", "memory_kwargs")
+# The models among them: which were set is saved, to warn when they are not given again.
+_MODELS = ("summarizer", "fact_extractor", "embedder")
 
 
 def construct(cls: type[_Buffer], values: dict[str, Any]) -> _Buffer:
@@ -127,6 +129,7 @@ def buffer_dict(buffer: SavedBuffer) -> dict[str, Any]:
         "note_omitted_history": buffer.note_omitted_history,
         "counter_name": buffer.token_counter.name,
         "store_kind": store_kind(buffer),
+        "models": [name for name in _MODELS if getattr(buffer, name) is not None],
         # The history in SimpleChatStore's form, so ChatMemoryBuffer.from_dict reads it too.
         "chat_store": simple_chat_store_dict({buffer.chat_store_key: buffer.get_all()}),
     }
@@ -149,6 +152,7 @@ def buffer_from_dict(cls: type[_Buffer], data: dict[str, Any], kwargs: dict[str,
     chat_store = values.pop("chat_store", None)
     counter_name = values.pop("counter_name", None)
     kind = values.pop("store_kind", None)
+    _warn_of_models_not_given(values.pop("models", None), values)
     if kind == STORE_CUSTOM and values.get("store") is None:
         raise ConfigError(
             "this buffer was saved with a custom convmem store; pass it again: from_dict(data, store=...)"
@@ -175,6 +179,25 @@ def buffer_from_dict(cls: type[_Buffer], data: dict[str, Any], kwargs: dict[str,
         # After the saved history: what the buffer held when saved wins over the mirror's copy.
         buffer._use_mirror(mirror)
     return buffer
+
+
+def _warn_of_models_not_given(saved: Any, values: dict[str, Any]) -> None:
+    """Say which models the buffer was saved with and is made again without (an agent
+    ``Context`` reloaded from JSON passes none: its buffer then summarizes offline, reads
+    facts by rule and recalls by words alone)."""
+    missing = (
+        [name for name in saved if name in _MODELS and values.get(name) is None]
+        if isinstance(saved, list)
+        else []
+    )
+    if missing:
+        given = ", ".join(f"{name}=..." for name in missing)
+        warnings.warn(
+            f"the buffer was saved with {' and '.join(missing)}, which a saved buffer does not keep; "
+            f"pass them again to from_dict(data, {given}) (using convmem's offline defaults now)",
+            RuntimeWarning,
+            stacklevel=3,
+        )
 
 
 def runtime_objects(buffer: SavedBuffer) -> dict[str, Any]:

@@ -166,6 +166,26 @@ async def test_an_agent_context_saved_to_json_reloads_the_sqlite_memory(tmp_path
     assert len(memory.get_all()) == 8
 
 
+async def test_an_agent_context_reloaded_from_json_says_which_models_it_lost(tmp_path: Path) -> None:
+    """A JSON context keeps no model, and `Context.from_dict` passes none: the reloaded
+    buffer would summarize offline and recall by words alone, so it says so."""
+    from llama_index.core.llms import MockLLM
+
+    memory = ConvMemChatMemoryBuffer.from_defaults(
+        token_limit=2000, path=tmp_path / "agent.db", chat_store_key="s1", summarizer=MockLLM()
+    )
+    agent = function_agent(ScriptedToolCaller())
+    ctx = Context(agent)
+    await agent.run("What is the weather in Paris?", memory=memory, ctx=ctx)
+    serializer = JsonSerializer(allowed_types=[ConvMemChatMemoryBuffer])
+    saved = ctx.to_dict(serializer=serializer)
+    with pytest.warns(RuntimeWarning, match=r"saved with summarizer.*from_dict\(data, summarizer=\.\.\.\)"):
+        restored = await Context.from_dict(agent, saved, serializer=serializer).store.get("memory")
+    assert restored.get_all() == memory.get_all()
+    again = ConvMemChatMemoryBuffer.from_dict(memory.to_dict(), summarizer=MockLLM())  # given: no warning
+    assert again.get_all() == memory.get_all()
+
+
 class ScriptedReasoner:
     """A ReAct script: one Action on `weather`, then an Answer."""
 

@@ -184,9 +184,11 @@ def test_to_dict_is_plain_json_without_models_or_stores() -> None:
         "note_omitted_history",
         "counter_name",
         "store_kind",
+        "models",
         "chat_store",
     }
     assert data["class_name"] == "ConvMemChatMemoryBuffer"
+    assert data["models"] == ["summarizer"]  # which were set, not the models themselves
 
 
 def test_pickle_round_trip_keeps_history() -> None:

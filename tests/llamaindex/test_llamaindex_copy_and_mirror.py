@@ -3,9 +3,13 @@ receives a copy of every write, with chat engines and agent workflows."""
 
 from __future__ import annotations
 
+import asyncio
 import copy
 import pickle
+import threading
+import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 from llama_index.core.agent.workflow import AgentWorkflow, FunctionAgent
@@ -216,3 +220,37 @@ def test_the_users_chat_store_comes_back_through_pickling_and_from_dict() -> Non
     assert contents(theirs.get_messages("ana")) == ["Good morning.", "Good morning to you."]
     unpickled = pickle.loads(pickle.dumps(buffer))
     assert unpickled.mirror is not None and unpickled.get_all() == [HI]
+
+
+class SlowChatStore(SimpleChatStore):
+    """A chat store whose write of "first" is slow, and says when it began."""
+
+    def model_post_init(self, context: Any) -> None:
+        super().model_post_init(context)
+        object.__setattr__(self, "began", threading.Event())
+
+    def add_message(self, key: str, message: ChatMessage, idx: int | None = None) -> None:
+        if message.content == "first":
+            self.began.set()  # type: ignore[attr-defined]
+            time.sleep(0.2)
+        super().add_message(key, message, idx)
+
+
+@pytest.mark.parametrize("use_async", [False, True])
+def test_writers_at_once_leave_the_users_chat_store_in_the_logs_order(use_async: bool) -> None:
+    """A second write that starts while the first is copied waits for the copy: both keep
+    one order (a UI reading the chat store shows the conversation the context is built from)."""
+    store = SlowChatStore()
+    buffer = ConvMemChatMemoryBuffer.from_defaults(chat_store=store, chat_store_key="k", token_limit=500)
+
+    def put(text: str) -> None:
+        message = ChatMessage(role="user", content=text)
+        asyncio.run(buffer.aput(message)) if use_async else buffer.put(message)
+
+    first = threading.Thread(target=put, args=("first",))
+    first.start()
+    assert store.began.wait(10)  # type: ignore[attr-defined]
+    put("second")
+    first.join(10)
+    assert contents(buffer.get_all()) == ["first", "second"]
+    assert contents(store.get_messages("k")) == ["first", "second"]
