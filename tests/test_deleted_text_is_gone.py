@@ -5,16 +5,20 @@ SQLite file, its -wal, or the vector files next to it; also when the fact model 
 from __future__ import annotations
 
 import asyncio
+import threading
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from convmem import (
     ConversationMemory,
+    ExtractiveSummarizer,
     HashingEmbedder,
     InvalidMessageError,
     LLMFactExtractor,
     MemoryConfig,
+    RuleFactExtractor,
     SQLiteStore,
     StoreError,
 )
@@ -195,3 +199,50 @@ def test_deleting_a_seq_the_log_lacks_changes_no_summary_or_fact(tmp_path: Path)
     assert memory.summary() == summary
     assert memory.facts() == facts
     assert len(memory.messages()) == 16
+
+
+@pytest.mark.parametrize("job", ["summary", "facts"])
+def test_a_job_that_read_a_message_before_its_delete_cannot_write_its_text_back(
+    tmp_path: Path, job: str
+) -> None:
+    """A summary or fact extraction (a slow model, another server's job) read a message,
+    then another memory deleted it, then the job finished: its commit is refused and it
+    reads the log again, so the deleted text reaches neither the summary nor the facts."""
+    entered, gate = threading.Event(), threading.Event()
+
+    class SlowSummarizer(ExtractiveSummarizer):
+        def summarize(self, previous: str, messages: Any, *, max_tokens: int) -> str:
+            if job == "summary" and any(SECRET in m.text for m in messages):
+                entered.set()
+                assert gate.wait(10)
+            return super().summarize(previous, messages, max_tokens=max_tokens)
+
+    class SlowExtractor(RuleFactExtractor):
+        def extract(self, messages: Any) -> Any:
+            if job == "facts" and any(SECRET in m.text for m in messages):
+                entered.set()
+                assert gate.wait(10)
+            return super().extract(messages)
+
+    store = SQLiteStore(tmp_path / "memory.db")
+    config = MemoryConfig(keep_recent_turns=1, summary_trigger="turns", summary_every_turns=1)
+    writer = ConversationMemory(
+        "s", store, config, summarizer=SlowSummarizer(), fact_extractor=SlowExtractor()
+    )
+    writer.add_turn("Hello there.", "Hi.")
+    told = f"My name is Ana, I live in Porto and my card number is {SECRET}."
+    asking = threading.Thread(target=writer.add_turn, args=(told, "Noted."))
+    if job == "summary":
+        asking.run()  # the turn is stored; the next one evicts it into a slow summary
+        asking = threading.Thread(target=writer.add_turn, args=("What's the weather?", "Sunny."))
+    asking.start()
+    assert entered.wait(10)
+    ConversationMemory("s", store, config).delete_messages([3])  # another request
+    gate.set()
+    asking.join(10)
+    writer.flush()
+    again = ConversationMemory("s", SQLiteStore(tmp_path / "memory.db"), config)
+    text = remembered(again, "what is my card number and where do I live?")
+    assert SECRET not in text
+    assert "Porto" not in text
+    assert "Hello there." in [m.text for m in again.messages()]

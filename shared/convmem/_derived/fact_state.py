@@ -205,13 +205,15 @@ class SessionFacts:
         """Remove the fact `key` (and its history); False if there was no such fact."""
         return forget_fact_of(self.store, self.session_id, key)
 
-    def _edit_facts(self, seqs: Sequence[int], replaced: Sequence[Message]) -> None:
-        """Drop the facts `seqs` stated, and read those of `replaced` the watermark passed."""
+    def _edit_facts(self, seqs: Sequence[int], replaced: Sequence[Message], *, bump: bool = False) -> None:
+        """Drop the facts `seqs` stated, and read those of `replaced` the watermark passed;
+        with `bump` the record is written even when unchanged (made when there is none), so
+        that an extraction that read the log before the edit loses its compare-and-set."""
         if self.fact_extractor is None:
             return
         extractor = self.fact_extractor
-        for _ in range(5):
-            plan = self._plan_fact_edit(seqs, replaced)
+        for attempt in range(5):
+            plan = self._plan_fact_edit(seqs, replaced, bump=bump, first=attempt == 0)
             if plan is None:
                 return
             try:
@@ -226,12 +228,15 @@ class SessionFacts:
                 return
         raise self._too_many_writers("facts")
 
-    async def _aedit_facts(self, seqs: Sequence[int], replaced: Sequence[Message]) -> None:
+    async def _aedit_facts(
+        self, seqs: Sequence[int], replaced: Sequence[Message], *, bump: bool = False
+    ) -> None:
         """Async `_edit_facts`: the extractor is awaited."""
         if self.fact_extractor is None:
             return
-        for _ in range(5):
-            plan = await asyncio.to_thread(self._plan_fact_edit, seqs, replaced)
+        for attempt in range(5):
+            plan_edit = functools.partial(self._plan_fact_edit, seqs, replaced, bump=bump, first=attempt == 0)
+            plan = await asyncio.to_thread(plan_edit)
             if plan is None:
                 return
             extract = functools.partial(self.fact_extractor.aextract, plan.replaced)
@@ -264,16 +269,19 @@ class SessionFacts:
         covers = min(plan.covers_through_seq, max(0, first - 1))
         return dataclasses.replace(plan, covers_through_seq=covers, replaced=())
 
-    def _plan_fact_edit(self, seqs: Sequence[int], replaced: Sequence[Message]) -> FactEdit | None:
+    def _plan_fact_edit(
+        self, seqs: Sequence[int], replaced: Sequence[Message], *, bump: bool = False, first: bool = True
+    ) -> FactEdit | None:
         record = self.store.get_state(self.session_id, FACTS_KEY)
         if record is None:
-            return None
+            # Bumped as an empty record once: a second miss is a session deleted meanwhile.
+            return FactEdit(FactBook(), 0, 0, ()) if bump and first else None
         state = FactsRecord.from_record(record, self.session_id)
         book = FactBook.from_json(state.book.to_json())
         dropped = book.drop_seqs(seqs)
         # A replacement the watermark passed is never read again by update_facts: read it here.
         again = tuple(m for m in replaced if (m.seq or 0) <= state.covers_through_seq)
-        if not dropped and not again:
+        if not dropped and not again and not bump:
             return None
         return FactEdit(book, state.covers_through_seq, record.version, again)
 

@@ -483,11 +483,11 @@ class DerivedState(SessionFacts):
         log): the summary that covers one is reset and the facts they stated are dropped
         before the log changes, so that a failure between the log's edit and `after_edit`
         (a lost connection) cannot leave their text in the summary or the facts for good."""
-        self._scrub(seqs, ())
+        self._scrub(seqs, (), bump=False)
 
     async def abefore_edit(self, seqs: Sequence[int]) -> None:
         """Async `before_edit`."""
-        await self._ascrub(seqs, ())
+        await self._ascrub(seqs, (), bump=False)
 
     def after_edit(self, seqs: Sequence[int], replaced: Sequence[Message] = ()) -> None:
         """Stop serving text of messages that were deleted or replaced (`seqs`), then catch up.
@@ -498,44 +498,51 @@ class DerivedState(SessionFacts):
         log's new generation by itself. Each write is a compare-and-set, so a summary or
         facts job that read the old log loses its commit instead of writing it back.
         """
-        self._scrub(seqs, replaced)
+        self._scrub(seqs, replaced, bump=True)
         self.after_append()
 
     async def aafter_edit(self, seqs: Sequence[int], replaced: Sequence[Message] = ()) -> None:
         """Async `after_edit`: the extractor is awaited."""
-        await self._ascrub(seqs, replaced)
+        await self._ascrub(seqs, replaced, bump=True)
         await self.aafter_append()
 
-    def _scrub(self, seqs: Sequence[int], replaced: Sequence[Message]) -> None:
-        """The summary and facts without the text of `seqs`, and facts read from `replaced`."""
+    def _scrub(self, seqs: Sequence[int], replaced: Sequence[Message], *, bump: bool) -> None:
+        """The summary and facts without the text of `seqs`, and facts read from `replaced`;
+        with `bump`, both records written even when unchanged (see `_reset_summary`)."""
         self._forget_known(FACTS_KEY)
         self._forget_known(SUMMARY_KEY)
-        self._reset_summary(seqs)
-        self._edit_facts(seqs, replaced)
+        self._reset_summary(seqs, bump=bump)
+        self._edit_facts(seqs, replaced, bump=bump)
 
-    async def _ascrub(self, seqs: Sequence[int], replaced: Sequence[Message]) -> None:
+    async def _ascrub(self, seqs: Sequence[int], replaced: Sequence[Message], *, bump: bool) -> None:
         """Async `_scrub`: the extractor is awaited."""
         self._forget_known(FACTS_KEY)
         self._forget_known(SUMMARY_KEY)
-        await asyncio.to_thread(self._reset_summary, seqs)
-        await self._aedit_facts(seqs, replaced)
+        await asyncio.to_thread(functools.partial(self._reset_summary, seqs, bump=bump))
+        await self._aedit_facts(seqs, replaced, bump=bump)
 
-    def _reset_summary(self, seqs: Sequence[int]) -> None:
+    def _reset_summary(self, seqs: Sequence[int], *, bump: bool = False) -> None:
+        """Reset the summary when it covers one of `seqs`. With `bump` the record is written
+        even when it does not (made when there is none): a summary job that read the log
+        before the edit then loses its compare-and-set instead of writing that text back."""
+        absent = False
         for _ in range(5):
             record = self.store.get_state(self.session_id, SUMMARY_KEY)
             summary = Summary.from_record(record, self.session_id)
-            if record is None or not seqs or min(seqs) > summary.covers_through_seq:
-                return
+            covered = record is not None and bool(seqs) and min(seqs) <= summary.covers_through_seq
+            if not (covered or bump) or (record is None and absent):
+                return  # nothing to reset, or the session is gone: nothing to write back
             # An empty summary covering nothing: rebuilt from the log, which no longer holds the text.
             # requires_seq=0: a session deleted meanwhile gets no state record back.
             if self.store.put_state(
                 self.session_id,
                 SUMMARY_KEY,
-                Summary().to_json(),
-                expected_version=record.version,
+                record.value if record is not None and not covered else Summary().to_json(),
+                expected_version=0 if record is None else record.version,
                 requires_seq=0,
             ):
                 return
+            absent = record is None
         raise self._too_many_writers("summary")
 
     # -- vectors ------------------------------------------------------------------
