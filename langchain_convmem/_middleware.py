@@ -59,6 +59,7 @@ try:
         ToolCallRequest,
     )
     from langchain.agents.middleware.types import PrivateStateAttr
+    from langgraph.errors import GraphBubbleUp
     from langgraph.graph.message import REMOVE_ALL_MESSAGES
     from langgraph.types import Command
 except ImportError as exc:  # pragma: no cover - exercised in a subprocess test
@@ -74,6 +75,9 @@ except ImportError as exc:  # pragma: no cover - exercised in a subprocess test
     ModelRequest = ModelResponse = ToolCallRequest = Command = Any  # type: ignore[assignment,misc]
     REMOVE_ALL_MESSAGES = "__remove_all__"
     PrivateStateAttr = None  # type: ignore[assignment]
+
+    class GraphBubbleUp(Exception):  # type: ignore[no-redef]
+        """Stand-in: never raised without ``langgraph``."""
 else:
     _IMPORT_ERROR = None
 
@@ -378,7 +382,8 @@ class ConvMemMiddleware(AgentMiddleware):
         request: ToolCallRequest,
         handler: Callable[[ToolCallRequest], Any],
     ) -> Any:
-        """Run the tool; a ``RemoveMessage(id=...)`` in the ``Command`` it returns deletes from the log too.
+        """Run the tool; a ``RemoveMessage(id=...)`` in the ``Command`` it returns deletes from the log too,
+        and an error the tool node does not handle (the run ends with it) marks the turn FAILED.
 
         An agent the tool runs that resolves to this same session (it inherited the thread
         id through the config) is a sub-agent: its middleware leaves this session alone.
@@ -387,7 +392,13 @@ class ConvMemMiddleware(AgentMiddleware):
         if memory is None:
             return handler(request)
         with _running_a_tool_of(memory):
-            result = handler(request)
+            try:
+                result = handler(request)
+            except GraphBubbleUp:  # an interrupt, or a command for the parent graph
+                raise
+            except Exception:  # not handled by the tool node: the run ends with it
+                self._failed_turns.fail(memory, _turn(request.state))
+                raise
         self._forget_tool_removals(memory, request.state, result)
         return result
 
@@ -400,7 +411,13 @@ class ConvMemMiddleware(AgentMiddleware):
         if memory is None:
             return await handler(request)
         with _running_a_tool_of(memory):
-            result = await handler(request)
+            try:
+                result = await handler(request)
+            except GraphBubbleUp:
+                raise
+            except Exception:
+                await asyncio.to_thread(self._failed_turns.fail, memory, _turn(request.state))
+                raise
         if _removed_ids(result):
             await asyncio.to_thread(self._forget_tool_removals, memory, request.state, result)
         return result

@@ -17,7 +17,7 @@ from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, System
 from langchain_core.runnables import RunnableConfig
 from langchain_core.tools import tool
 from langgraph.checkpoint.memory import InMemorySaver
-from langgraph.types import Command
+from langgraph.types import Command, interrupt
 from pydantic import BaseModel
 from scripted_models import ScriptedToolModel, flaky, scripted
 
@@ -412,3 +412,52 @@ def test_an_ai_message_a_tools_command_adds_does_not_end_the_turn(
     assert {m.status for m in log} == {expected}
     assert [m.reply_to_seq for m in log[1:]] == [1] * (len(log) - 1)
     assert log[-1].text == ("(transferred to billing)" if model_fails else "Billing here: refunded.")
+
+
+@tool
+def broken_lookup(city: str) -> str:
+    """Look the city up (the service is down)."""
+    raise RuntimeError("the lookup service is down")
+
+
+@pytest.mark.parametrize("use_async", [False, True])
+def test_a_tool_error_that_ends_the_run_marks_the_turn_failed(
+    sessions: ConvMemSessions, use_async: bool
+) -> None:
+    """An error the tool node does not handle ends the run, as a model's does: FAILED, not
+    left RUNNING for the next question to cancel."""
+    call = AIMessage("", tool_calls=[{"id": "b1", "name": "broken_lookup", "args": {"city": "Oslo"}}])
+    agent = create_agent(
+        scripted(call, "never reached"), [broken_lookup], middleware=[ConvMemMiddleware(sessions)]
+    )
+    with pytest.raises(RuntimeError, match="service is down"):
+        if use_async:
+            asyncio.run(agent.ainvoke(ask("Weather in Oslo?"), thread("t")))
+        else:
+            agent.invoke(ask("Weather in Oslo?"), thread("t"))
+    assert {m.status for m in sessions.memory("t").messages()} == {TurnStatus.FAILED}
+
+
+@tool
+def book_table(time: str) -> str:
+    """Book a table, once a person approves."""
+    approved = interrupt({"book at": time})
+    return f"booked at {time}" if approved else "not booked"
+
+
+def test_a_tool_that_interrupts_leaves_the_turn_running_until_it_is_resumed(
+    sessions: ConvMemSessions,
+) -> None:
+    call = AIMessage("", tool_calls=[{"id": "t1", "name": "book_table", "args": {"time": "19:00"}}])
+    agent = create_agent(
+        scripted(call, "Booked for 19:00."),
+        [book_table],
+        middleware=[ConvMemMiddleware(sessions)],
+        checkpointer=InMemorySaver(),
+    )
+    assert agent.invoke(ask("Book a table at 19:00."), thread("t"))["__interrupt__"]
+    assert {m.status for m in sessions.memory("t").messages()} == {TurnStatus.RUNNING}
+    agent.invoke(Command(resume=True), thread("t"))
+    log = sessions.memory("t").messages()
+    assert {m.status for m in log} == {TurnStatus.COMPLETED}
+    assert [m.text for m in log][-2:] == ["booked at 19:00", "Booked for 19:00."]
