@@ -457,6 +457,23 @@ async def test_async_calls_beyond_the_pool_size_wait_for_a_connection(redis_url:
     delete_prefix(redis_url, prefix)
 
 
+def test_an_async_store_used_in_a_second_event_loop_says_to_make_one_per_loop(redis_url: str) -> None:
+    """redis.asyncio connections belong to the loop that made them: a second loop (another
+    `asyncio.run`) gets a clear error, and the first loop's data is untouched."""
+    prefix = new_prefix()
+    store = AsyncRedisStore(redis_url, prefix=prefix)
+    first = asyncio.new_event_loop()
+    try:
+        first.run_until_complete(store.append("s", [user("one")]))
+        with pytest.raises(ConfigError, match="first used in another event loop"):
+            asyncio.run(store.append("s", [user("two")]))
+        assert [m.text for m in first.run_until_complete(store.messages("s"))] == ["one"]
+        first.run_until_complete(store.close())
+    finally:
+        first.close()
+        delete_prefix(redis_url, prefix)
+
+
 def test_threads_beyond_the_pool_size_wait_for_a_connection(redis_url: str) -> None:
     prefix = new_prefix()
     with RedisStore(redis_url, prefix=prefix, max_connections=2) as small:

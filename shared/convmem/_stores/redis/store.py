@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import asyncio
 import threading
+import weakref
 from collections import OrderedDict
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -413,6 +414,7 @@ class AsyncRedisStore(AsyncStore, AsyncReadsSession):
         self._where = _describe_client(client)
         self._scripts_loaded = False
         self._loading: asyncio.Lock | None = None
+        self._loop: weakref.ref[asyncio.AbstractEventLoop] | None = None
 
     def __repr__(self) -> str:
         return f"AsyncRedisStore({self._where!r}, prefix={self._layout.prefix!r})"
@@ -472,7 +474,21 @@ class AsyncRedisStore(AsyncStore, AsyncReadsSession):
             await self._load_scripts(known_missing=True)
             return await self._client.execute_command(*command)
 
+    def _check_loop(self) -> None:
+        """Refuse an event loop other than the first one: the client's connections are its."""
+        loop = asyncio.get_running_loop()
+        if self._loop is None:
+            self._loop = weakref.ref(loop)
+        elif self._loop() is not loop:
+            raise ConfigError(
+                f"{self!r} was first used in another event loop, and a redis.asyncio client "
+                "stays bound to it; make an AsyncRedisStore in each event loop (each asyncio.run), "
+                "or use RedisStore, which any thread may share"
+            )
+
     async def _run(self, operation: _Operation[_T], action: str) -> _T:
+        self._check_loop()
+
         async def perform(request: _Request) -> Any:
             try:
                 return await self._perform(request)
