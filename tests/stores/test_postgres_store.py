@@ -3,12 +3,18 @@
 from __future__ import annotations
 
 import asyncio
+import gc
 import logging
+import threading
+import time
+import uuid
+from collections.abc import Callable
 
 import psycopg
 import psycopg_pool
 import pytest
 from postgres_server import drop_schema, new_schema
+from psycopg.conninfo import make_conninfo
 
 from convmem import (
     AsyncPostgresStore,
@@ -44,6 +50,62 @@ def test_a_pool_passed_in_is_used_and_left_open(postgres_url: str, schema: str) 
         with pool.connection() as conn:
             rows = conn.execute(f'SELECT count(*) FROM "{schema}".messages').fetchall()
         assert rows == [(1,)]
+
+
+# -- stores dropped without close ----------------------------------------------------------------
+
+
+def watchdog_threads() -> int:
+    return sum(thread.name == "convmem-postgres-watchdog" for thread in threading.enumerate())
+
+
+def settles(condition: Callable[[], bool], within: float = 10.0) -> bool:
+    deadline = time.monotonic() + within
+    while not condition():
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.05)
+    return True
+
+
+def test_stores_over_a_shared_pool_dropped_without_close_leave_no_watchdog_threads(
+    postgres_url: str, schema: str
+) -> None:
+    before = watchdog_threads()
+    with psycopg_pool.ConnectionPool(postgres_url, min_size=1, max_size=2, open=True) as pool:
+        for request in range(20):  # a store per request, as a server may make them
+            store = PostgresStore(pool=pool, schema=schema)
+            store.append(f"s{request}", [user("hi")])
+            del store
+            gc.collect()
+        assert settles(lambda: watchdog_threads() <= before), (
+            f"{watchdog_threads() - before} watchdog threads outlived their stores"
+        )
+        assert len(PostgresStore(pool=pool, schema=schema).sessions()) == 20  # the pool is still open
+
+
+def test_stores_with_their_own_pool_dropped_without_close_leave_no_connections_or_threads(
+    postgres_url: str, schema: str
+) -> None:
+    application = f"fixpg_{uuid.uuid4().hex[:12]}"
+
+    def backends() -> int:
+        with psycopg.connect(postgres_url, autocommit=True) as conn:
+            found = conn.execute(
+                "SELECT count(*) FROM pg_stat_activity WHERE application_name = %s", [application]
+            ).fetchone()
+        assert found is not None
+        return int(found[0])
+
+    url = make_conninfo(postgres_url, application_name=application)
+    stores = [PostgresStore(url, schema=schema) for _ in range(5)]
+    for request, store in enumerate(stores):
+        store.append(f"s{request}", [user("hi")])
+    assert backends() >= 5  # each store's pool keeps a connection
+    del stores, store
+    gc.collect()
+    assert settles(lambda: backends() == 0), f"{backends()} connections outlived their stores"
+    assert settles(lambda: watchdog_threads() == 0), "a watchdog thread outlived its store"
 
 
 @pytest.mark.parametrize(

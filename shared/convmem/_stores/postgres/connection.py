@@ -116,13 +116,23 @@ class _Watch:
     severed: bool = False
 
 
+# How long an idle watchdog thread waits for the next call before it ends: a store in use
+# makes one soon, and starting a thread per call would cost more than the wait.
+_WATCHDOG_IDLE_SECONDS = 2.0
+
+
 class _Watchdog:
-    """One thread per store that severs the connection of any call still running past its deadline.
+    """A thread per store, while calls run, that severs the connection of any call still running
+    past its deadline.
 
     A server that stops answering (frozen, or a silent network) would otherwise
     leave a call blocked in a read for as long as TCP allows. A call unregisters
     before its connection goes back to the pool, under the same lock the thread
     severs under, so only a connection still in use by its late call is ever cut.
+
+    The thread ends after a short idle spell and starts again with the next call,
+    so a store that is dropped without `close` leaves no thread behind; it holds
+    this watchdog, never the store, which a garbage collection can therefore free.
     """
 
     def __init__(self) -> None:
@@ -138,10 +148,7 @@ class _Watchdog:
         with self._lock:
             self._watches.add(watch)
             if self._thread is None and not self._closed:
-                self._thread = threading.Thread(
-                    target=self._run, name="convmem-postgres-watchdog", daemon=True
-                )
-                self._thread.start()
+                self._start()
             if deadline < self._next_wake:
                 self._lock.notify()
         try:
@@ -150,24 +157,76 @@ class _Watchdog:
             with self._lock:
                 self._watches.discard(watch)
 
+    def _start(self) -> None:
+        thread = threading.Thread(target=self._run, name="convmem-postgres-watchdog", daemon=True)
+        try:
+            thread.start()
+        except RuntimeError as exc:  # out of threads: the call goes on, and the next one tries again
+            logger.warning(
+                "cannot start the PostgreSQL watchdog thread (%s): this call is bounded only by "
+                "the server's statement_timeout",
+                exc,
+            )
+        else:
+            self._thread = thread
+
     def _run(self) -> None:
         with self._lock:
             while not self._closed:
                 now = time.monotonic()
-                pending = [w.deadline for w in self._watches if not w.severed]
-                for watch in self._watches:
-                    if not watch.severed and watch.deadline <= now:
-                        watch.severed = True
-                        _sever(watch.connection)
-                self._next_wake = min((d for d in pending if d > now), default=math.inf)
-                self._lock.wait(None if math.isinf(self._next_wake) else self._next_wake - now)
+                self._next_wake = self._sever_late(now)
+                if not math.isinf(self._next_wake):
+                    self._lock.wait(self._next_wake - now)
+                elif not self._lock.wait(_WATCHDOG_IDLE_SECONDS) and math.isinf(
+                    self._sever_late(time.monotonic())
+                ):
+                    break
+            self._thread = None
+
+    def _sever_late(self, now: float) -> float:
+        """Sever the calls past their deadline; the nearest deadline of the others (inf: none).
+
+        A method of its own so that no connection stays referenced from the thread's frame
+        while it waits (that kept a dropped store's connections open).
+        """
+        next_wake = math.inf
+        for watch in self._watches:
+            if watch.severed:
+                continue
+            if watch.deadline <= now:
+                watch.severed = True
+                _sever(watch.connection)
+            else:
+                next_wake = min(next_wake, watch.deadline)
+        return next_wake
 
     def close(self) -> None:
         with self._lock:
             self._closed = True
+            thread = self._thread
             self._lock.notify()
-        if self._thread is not None and self._thread is not threading.current_thread():
-            self._thread.join(timeout=5)
+        if thread is not None and thread is not threading.current_thread():
+            thread.join(timeout=5)
+
+
+def _release(watchdog: _Watchdog, own_pool: Any | None) -> None:
+    """Close what a store started: its watchdog and, if the store made it, its pool. Called by
+    `close`, or by the finalizer of a store dropped without it, so it never refers to the store."""
+    watchdog.close()
+    if own_pool is None:
+        return
+    # A collection can drop the store in one of the pool's own threads, and the pool's close
+    # waits for each of its threads to end ("cannot join current thread" from that one):
+    # another thread closes it then.
+    here = threading.current_thread().name
+    if here == f"{own_pool.name}-scheduler" or here.startswith(f"{own_pool.name}-worker-"):
+        closer = threading.Thread(target=own_pool.close, name="convmem-postgres-close", daemon=True)
+        with suppress(RuntimeError):  # out of threads: closed here below, as far as it can be
+            closer.start()
+            return
+    # A thread of the pool's not known by its name: the pool is closed by then, and it ends by itself.
+    with suppress(RuntimeError):
+        own_pool.close()
 
 
 def _failure(where: str, action: str, exc: BaseException, timeout: float, severed: bool) -> StoreError:

@@ -16,6 +16,7 @@ connection options, the watchdog and failure messages in `connection`.
 from __future__ import annotations
 
 import time
+import weakref
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -41,6 +42,7 @@ from .connection import (
     _missing_recall_table,
     _psycopg,
     _refuse_stale,
+    _release,
     _retryable,
     _StaleConnection,
     _warn_remade,
@@ -179,6 +181,9 @@ class PostgresStore(
         self._pool: psycopg_pool.ConnectionPool[Any] = pool
         self._where = _describe(pool.conninfo if isinstance(pool.conninfo, str) else "")
         self._watchdog = _Watchdog()
+        # A store dropped without close() frees what it started: per request or per tenant,
+        # stores over one shared pool would otherwise each leave their watchdog behind.
+        self._finalizer = weakref.finalize(self, _release, self._watchdog, pool if self._owns_pool else None)
         try:
             self._run(self._queries.migrate, "creating or migrating the schema", transaction=True)
         except BaseException:
@@ -427,7 +432,8 @@ class PostgresStore(
         return new_index
 
     def close(self) -> None:
-        """Close the connection pool, unless it was passed in. Closing twice does nothing."""
-        self._watchdog.close()
-        if self._owns_pool:
-            self._pool.close()
+        """Close the connection pool, unless it was passed in. Closing twice does nothing.
+
+        A store that is dropped without it is closed when it is garbage-collected.
+        """
+        self._finalizer()
