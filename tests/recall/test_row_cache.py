@@ -3,7 +3,9 @@ read once per version of the history, never served under another, and bounded.""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import random
+import sys
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from convmem import Message
@@ -71,11 +73,11 @@ def test_rows_kept_under_one_version_of_the_history_are_not_served_under_another
 
 
 def _kept_rows(cache: RowCache) -> int:
-    return sum(kept.size() for kept in cache._rows.values())
+    return sum(len(kept) for kept in cache._rows.by_version.values())
 
 
 def _kept_messages(cache: RowCache) -> int:
-    return sum(len(found) for found in cache._messages.values())
+    return sum(len(found) for found in cache._messages.by_version.values())
 
 
 def test_kept_rows_and_messages_stay_within_their_bounds() -> None:
@@ -138,9 +140,112 @@ def test_a_new_version_of_a_history_drops_what_was_kept_of_its_older_ones() -> N
     # History 7 changes: its rows and messages of the old version are never asked again.
     cache.units(tables, ("store", 7, "b"), 7, [SLOT | 5], [])  # type: ignore[arg-type]
     Fetched(tables, 7, {SLOT | 5: SLOT | 5}, cache, ("store", 7, "b", "logs-2")).prefetch([SLOT | 5])  # type: ignore[arg-type]
-    assert set(cache._rows) == {other, ("store", 7, "b")}
-    assert set(cache._messages) == {("store", 8, "a", "logs-1"), ("store", 7, "b", "logs-2")}
+    assert set(cache._rows.by_version) == {other, ("store", 7, "b")}
+    assert set(cache._messages.by_version) == {("store", 8, "a", "logs-1"), ("store", 7, "b", "logs-2")}
     assert _kept_rows(cache) == 2 and _kept_messages(cache) == 2
     reads = len(tables.unit_reads)
     cache.units(tables, other, 8, [SLOT | 5], [])  # type: ignore[arg-type]
     assert len(tables.unit_reads) == reads  # the other history's rows were kept
+
+
+class _CountedStoreKey:
+    """A store key that counts how often it is compared with another key."""
+
+    comparisons = 0
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+
+    def __eq__(self, other: object) -> bool:
+        _CountedStoreKey.comparisons += 1
+        return isinstance(other, _CountedStoreKey) and other.name == self.name
+
+    def __hash__(self) -> int:
+        return hash(self.name)
+
+
+def test_a_new_version_of_one_history_is_not_compared_with_other_histories() -> None:
+    tables, cache = CountingTables(), RowCache()
+    stores = [_CountedStoreKey(f"store-{n}") for n in range(500)]
+    for number, store in enumerate(stores):
+        cache.units(tables, (store, number, "a"), number, [SLOT | 5], [])  # type: ignore[arg-type]
+        cache.keep_messages((store, number, "a", "logs"), {SLOT | 5: Message.create("user", "hi")})
+    _CountedStoreKey.comparisons = 0
+    cache.units(tables, (stores[7], 7, "b"), 7, [SLOT | 5], [])  # type: ignore[arg-type]
+    cache.keep_messages((stores[7], 7, "b", "logs"), {SLOT | 5: Message.create("user", "hi")})
+    assert _CountedStoreKey.comparisons <= 1  # not one per history kept
+    assert len(cache._rows) == len(cache._messages) == 500  # its older version went
+
+
+def _python_calls(action: Callable[[], object]) -> int:
+    """How many Python functions (and generator steps) `action` runs."""
+    calls = 0
+
+    def count(frame: object, event: str, arg: object) -> None:
+        nonlocal calls
+        calls += event == "call"
+
+    sys.setprofile(count)
+    try:
+        action()
+    finally:
+        sys.setprofile(None)
+    return calls
+
+
+def _full_of_histories(histories: int) -> tuple[CountingTables, RowCache]:
+    """A cache holding one row and one message of each of `histories`, full."""
+    tables, cache = CountingTables(), RowCache(rows_kept=histories, messages_kept=histories)
+    for number in range(histories):
+        cache.units(tables, ("store", number, "a"), number, [SLOT | 5], [])  # type: ignore[arg-type]
+        cache.keep_messages(("store", number, "a", "logs"), {SLOT | 5: Message.create("user", "hi")})
+    assert len(cache) == 2 * histories
+    return tables, cache
+
+
+def test_making_room_for_rows_costs_the_same_however_many_versions_are_kept() -> None:
+    costs = []
+    for histories in (50, 2000):
+        tables, cache = _full_of_histories(histories)
+        new = ("store", -1, "a")
+        costs.append(_python_calls(lambda: cache.units(tables, new, 1, [SLOT | 5], [])))  # type: ignore[arg-type]  # noqa: B023
+        assert len(cache._rows) == histories  # the least recently used went
+    assert costs[0] == costs[1]
+
+
+def test_making_room_for_messages_costs_the_same_however_many_versions_are_kept() -> None:
+    costs = []
+    for histories in (50, 2000):
+        _, cache = _full_of_histories(histories)
+        message = {SLOT | 5: Message.create("user", "hi")}
+        costs.append(_python_calls(lambda: cache.keep_messages(("store", -1, "a", "logs"), message)))  # noqa: B023
+        assert len(cache._messages) == histories
+    assert costs[0] == costs[1]
+
+
+def test_the_least_recently_used_version_goes_first() -> None:
+    tables, cache = CountingTables(), RowCache(rows_kept=3)
+    for name in ("a", "b", "c"):
+        cache.units(tables, ("store", ord(name), "v1"), 7, [SLOT | 5], [])  # type: ignore[arg-type]
+    cache.units(tables, ("store", ord("a"), "v1"), 7, [SLOT | 5], [])  # type: ignore[arg-type]
+    cache.units(tables, ("store", ord("d"), "v1"), 7, [SLOT | 5], [])  # type: ignore[arg-type]
+    reads = len(tables.unit_reads)
+    for name in ("a", "c", "d"):
+        cache.units(tables, ("store", ord(name), "v1"), 7, [SLOT | 5], [])  # type: ignore[arg-type]
+    assert len(tables.unit_reads) == reads  # kept
+    cache.units(tables, ("store", ord("b"), "v1"), 7, [SLOT | 5], [])  # type: ignore[arg-type]
+    assert len(tables.unit_reads) == reads + 1  # went first
+
+
+def test_what_is_counted_as_kept_is_what_is_kept_after_many_changes() -> None:
+    tables, cache = CountingTables(), RowCache(rows_kept=50, messages_kept=20)
+    chosen = random.Random(7)
+    for _ in range(3000):
+        number, version = chosen.randrange(12), chosen.choice("abc")
+        keys = [SLOT | seq for seq in chosen.sample(range(4, 40), chosen.randrange(1, 8))]
+        heads = [SLOT | 1] if chosen.random() < 0.3 else []
+        cache.units(tables, ("store", number, version), number, keys, heads)  # type: ignore[arg-type]
+        messages = {key: Message.create("user", "hi") for key in keys}
+        cache.keep_messages(("store", number, version, chosen.choice("xy")), messages)
+        assert len(cache) == _kept_rows(cache) + _kept_messages(cache)
+        assert _kept_rows(cache) <= 50 and _kept_messages(cache) <= 20

@@ -10,7 +10,7 @@ import bisect
 import threading
 from collections import OrderedDict
 from collections.abc import Iterator, Mapping, MutableMapping, Sequence
-from typing import Any, Protocol
+from typing import Any, Generic, Protocol, TypeVar
 
 from .._models import Message
 from .index_rows import HistoryTables
@@ -28,18 +28,100 @@ MESSAGES_KEPT = 2048
 
 
 class _Kept:
-    """What is kept of one version: unit rows by key, exchange members by head key,
-    messages by key."""
+    """What is kept of one version: unit rows by key, exchange members by head key."""
 
-    __slots__ = ("members", "messages", "rows")
+    __slots__ = ("members", "rows")
 
     def __init__(self) -> None:
         self.rows: dict[int, tuple[Any, ...]] = {}
         self.members: dict[int, tuple[int, ...]] = {}
-        self.messages: dict[int, Message] = {}
 
-    def size(self) -> int:
+    def __len__(self) -> int:
         return len(self.rows) + len(self.members)
+
+    def clear(self) -> None:
+        self.rows.clear()
+        self.members.clear()
+
+
+class _Emptiable(Protocol):
+    def __len__(self) -> int: ...
+
+    def clear(self) -> None: ...
+
+
+_Value = TypeVar("_Value", bound=_Emptiable)
+
+
+class _Versions(Generic[_Value]):
+    """What is kept of each version, the most recently used last, with how much it all
+    holds and which versions are kept of each history, so that neither a new version nor
+    making room walks every version kept (a server keeps thousands, one per user).
+
+    A version names a history by its first two items when it is a tuple of three or more;
+    what is kept of a version is counted by its ``len``, kept up to date by `grow`.
+    The owner's lock is held around every call."""
+
+    __slots__ = ("_of_history", "by_version", "held")
+
+    def __init__(self) -> None:
+        self.by_version: OrderedDict[object, _Value] = OrderedDict()
+        self.held = 0
+        self._of_history: dict[tuple[object, ...], set[object]] = {}
+
+    def __len__(self) -> int:
+        return len(self.by_version)
+
+    def get(self, version: object) -> _Value | None:
+        return self.by_version.get(version)
+
+    def use(self, version: object) -> None:
+        self.by_version.move_to_end(version)
+
+    def start(self, version: object, value: _Value) -> _Value:
+        """Keep `value` for `version`, the most recently used, and forget what is kept of
+        the other versions of its history (no search asks for them again)."""
+        if isinstance(version, tuple) and len(version) >= 3:
+            for old in [v for v in self._of_history.get(version[:2], ()) if v != version]:
+                self._forget(old, self.by_version.pop(old))
+        self.by_version[version] = value
+        self.held += len(value)
+        history = _history_of(version)
+        if history is not None:
+            self._of_history.setdefault(history, set()).add(version)
+        return value
+
+    def grow(self, value: _Value, held_before: int) -> None:
+        """`value` was added to; it held `held_before`."""
+        self.held += len(value) - held_before
+
+    def make_room(self, value: _Value, adding: int, bound: int) -> None:
+        """Forget the least recently used versions until `adding` more fits in `bound`;
+        reaching `value` (kept, about to be added to) empties it instead."""
+        while self.held + adding > bound:
+            oldest = next(iter(self.by_version.values()))
+            if oldest is value:
+                self.held -= len(value)
+                value.clear()
+                return
+            version, oldest = self.by_version.popitem(last=False)
+            self._forget(version, oldest)
+
+    def _forget(self, version: object, value: _Value) -> None:
+        """`version`, holding `value`, left `by_version`."""
+        self.held -= len(value)
+        history = _history_of(version)
+        if history is not None:
+            versions = self._of_history[history]
+            versions.discard(version)
+            if not versions:
+                del self._of_history[history]
+
+
+def _history_of(version: object) -> tuple[object, ...] | None:
+    """The history a version of it is kept under: its first two items (a two-item tuple
+    is its own), as a newer version of that history looks them up."""
+    return version[:2] if isinstance(version, tuple) and len(version) >= 2 else None
 
 
 class RowCache:
@@ -55,7 +137,9 @@ class RowCache:
 
     A version is ``(store key, history number, ...)``: when one of a history is kept,
     what was kept of its older versions goes (no search asks for them again), so a
-    server whose users write between builds does not keep their dead rows."""
+    server whose users write between builds does not keep their dead rows. Neither
+    that nor keeping within the bounds looks at other histories' versions: a lookup
+    costs the same with one user kept or thousands."""
 
     def __init__(self, *, rows_kept: int = UNIT_ROWS_KEPT, messages_kept: int = MESSAGES_KEPT) -> None:
         self.rows_kept = rows_kept
@@ -63,15 +147,13 @@ class RowCache:
         self._lock = threading.Lock()
         # By version, the most recently used last: a search looks up one version, so
         # recency is kept per version, not per row (a row's lookup is a plain dict get).
-        self._rows: OrderedDict[object, _Kept] = OrderedDict()
-        self._messages: OrderedDict[object, dict[int, Message]] = OrderedDict()
+        self._rows: _Versions[_Kept] = _Versions()
+        self._messages: _Versions[dict[int, Message]] = _Versions()
 
     def __len__(self) -> int:
         """Rows, exchanges and messages kept, all versions together."""
         with self._lock:
-            return sum(kept.size() for kept in self._rows.values()) + sum(
-                len(found) for found in self._messages.values()
-            )
+            return self._rows.held + self._messages.held
 
     def units(
         self, tables: HistoryTables, version: object, number: int, keys: Sequence[int], heads: Sequence[int]
@@ -81,10 +163,9 @@ class RowCache:
         with self._lock:
             kept = self._rows.get(version)
             if kept is None:
-                _drop_older(self._rows, version)
-                kept = self._rows[version] = _Kept()
+                kept = self._rows.start(version, _Kept())
             else:
-                self._rows.move_to_end(version)
+                self._rows.use(version)
             rows, members_of = kept.rows, kept.members
             found = {key: rows[key] for key in keys if key in rows}
             missing_keys = [key for key in keys if key not in rows]
@@ -105,15 +186,11 @@ class RowCache:
         with self._lock:
             kept = self._rows.get(version)
             if kept is not None and len(read) + len(added) <= self.rows_kept:
-                while sum(k.size() for k in self._rows.values()) + len(read) + len(added) > self.rows_kept:
-                    oldest = next(iter(self._rows))
-                    if self._rows[oldest] is kept:
-                        kept.rows.clear()
-                        kept.members.clear()
-                        break
-                    del self._rows[oldest]
+                self._rows.make_room(kept, len(read) + len(added), self.rows_kept)
+                held = len(kept)
                 kept.rows.update(read)
                 kept.members.update(added)
+                self._rows.grow(kept, held)
         return list(found.values())
 
     def messages(self, version: object, keys: Sequence[int]) -> dict[int, Message]:
@@ -122,7 +199,7 @@ class RowCache:
             kept = self._messages.get(version)
             if kept is None:
                 return {}
-            self._messages.move_to_end(version)
+            self._messages.use(version)
             return {key: kept[key] for key in keys if key in kept}
 
     def keep_messages(self, version: object, messages: Mapping[int, Message]) -> None:
@@ -131,26 +208,12 @@ class RowCache:
         with self._lock:
             kept = self._messages.get(version)
             if kept is None:
-                _drop_older(self._messages, version)
-                kept = self._messages[version] = {}
-            self._messages.move_to_end(version)
-            while sum(len(k) for k in self._messages.values()) + len(messages) > self.messages_kept:
-                oldest = next(iter(self._messages))
-                if self._messages[oldest] is kept:
-                    kept.clear()
-                    break
-                del self._messages[oldest]
+                kept = self._messages.start(version, {})
+            self._messages.use(version)
+            self._messages.make_room(kept, len(messages), self.messages_kept)
+            held = len(kept)
             kept.update(messages)
-
-
-def _drop_older(kept: OrderedDict[object, Any], version: object) -> None:
-    """Forget what `kept` holds of other versions of `version`'s history (its first two
-    items; a version that is not such a tuple names no history)."""
-    if not isinstance(version, tuple) or len(version) < 3:
-        return
-    history = version[:2]
-    for old in [v for v in kept if isinstance(v, tuple) and v[:2] == history and v != version]:
-        del kept[old]
+            self._messages.grow(kept, held)
 
 
 def _members(rows: Mapping[int, tuple[Any, ...]], ordered: Sequence[int], head: int) -> tuple[int, ...]:
