@@ -213,13 +213,13 @@ def test_the_kept_index_recalls_what_the_mirrors_recall_on_a_long_chat_of_named_
     assert recalled["store"] == recalled["process"]
 
 
-def test_the_postings_kept_stay_within_their_bound_in_documents() -> None:
+def test_the_postings_kept_stay_within_their_bound_in_bytes() -> None:
     ids = np.arange(40, dtype=np.int64)
     ones = np.ones(40, dtype=np.float64)
-    cache = PostingsCache(documents=200)
+    cache = PostingsCache(bytes_kept=9000)
     for history in range(10):
         cache.put(("store", history, b"v1"), {"pigeon": {0: TermPostings(ids, ones, ones)}})
-    assert len(cache) == 4  # 41 documents each: four fit in 200, the oldest went first
+    assert len(cache) == 4  # 960 bytes of arrays and 1,100 around them: four fit, the oldest went first
     assert [key[1] for key in cache.kept()] == [6, 7, 8, 9]
     assert cache.get(("store", 9, b"v1"), ["pigeon", "corgi"]).keys() == {"pigeon"}
     cache.put(("store", 9, b"v2"), {"beach": {0: TermPostings(ids[:5], ones[:5], ones[:5])}})

@@ -14,23 +14,36 @@ from collections.abc import Mapping, Sequence
 
 from .scoring import TermPostings
 
-__all__ = ["POSTINGS_KEPT", "PostingsCache"]
+__all__ = ["POSTINGS_BYTES_KEPT", "PostingsCache"]
 
-# Postings kept (per Recall), in documents: about 24 bytes each.
-POSTINGS_KEPT = 2_000_000
+# Bytes of postings kept per Recall (per store): two million documents of a long history
+# (24 bytes each in their arrays), or about 28,000 terms of small users' histories.
+POSTINGS_BYTES_KEPT = 48_000_000
+
+# What an entry costs beside its arrays' data, measured with tracemalloc on CPython 3.11
+# (a term of a small history: 500 bytes kept with no postings, 1,100 with one kind and
+# 1,570 with two): its key and term, its dict and the cache's bookkeeping, and for each
+# kind the TermPostings and its three array headers. Counting documents instead let a
+# server of small users keep 20 times the room the bound meant.
+_ENTRY_BYTES = 550
+_KIND_BYTES = 550
 
 _Key = tuple[object, ...]
 
 
 class PostingsCache:
-    """Postings by (store key, history, version of its rows, term), bounded in documents,
-    the least recently used first to go. Thread-safe."""
+    """Postings by (store key, history, version of its rows, term), bounded in bytes
+    (`POSTINGS_BYTES_KEPT`, 48 MB, by default), the least recently used first to go.
+    Thread-safe.
 
-    def __init__(self, documents: int = POSTINGS_KEPT) -> None:
-        self.documents = documents
+    A term with no postings is kept too (as an empty dict, about 550 bytes), so a query
+    word the history lacks is not looked for in the store again at every search."""
+
+    def __init__(self, bytes_kept: int = POSTINGS_BYTES_KEPT) -> None:
+        self.bytes_kept = bytes_kept
         self._lock = threading.Lock()
         self._postings: OrderedDict[_Key, dict[int, TermPostings]] = OrderedDict()
-        self._size = 0
+        self._bytes = 0
         # (store key, history) -> the version kept and the keys kept of it.
         self._versions: dict[_Key, tuple[object, set[_Key]]] = {}
 
@@ -66,17 +79,17 @@ class PostingsCache:
                     self._drop(key)
                 keys = set()
             for term, by_kind in postings.items():
-                size = 1 + sum(len(p.ids) for p in by_kind.values())
-                if size > self.documents // 4:
+                size = _bytes_of(by_kind)
+                if size > self.bytes_kept // 4:
                     continue  # a term of most documents: not worth a quarter of the room
                 key = (*history, term)
                 self._drop(key)
                 self._postings[key] = by_kind
-                self._size += size
+                self._bytes += size
                 keys.add(key)
             if keys:
                 self._versions[which] = (version, keys)
-            while self._size > self.documents and self._postings:
+            while self._bytes > self.bytes_kept and self._postings:
                 self._drop(next(iter(self._postings)))
 
     def _drop(self, key: _Key) -> None:
@@ -84,10 +97,18 @@ class PostingsCache:
         dropped = self._postings.pop(key, None)
         if dropped is None:
             return
-        self._size -= 1 + sum(len(p.ids) for p in dropped.values())
+        self._bytes -= _bytes_of(dropped)
         which = key[:-2]
         entry = self._versions.get(which)
         if entry is not None and entry[0] == key[-2]:
             entry[1].discard(key)
             if not entry[1]:
                 del self._versions[which]
+
+
+def _bytes_of(by_kind: Mapping[int, TermPostings]) -> int:
+    """About what keeping `by_kind` costs, its arrays and the objects around them."""
+    return _ENTRY_BYTES + sum(
+        _KIND_BYTES + found.ids.nbytes + found.counts.nbytes + found.lengths.nbytes
+        for found in by_kind.values()
+    )
