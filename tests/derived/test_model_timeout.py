@@ -7,6 +7,7 @@ hangs (``in_flight``), and releases the model when it ends."""
 from __future__ import annotations
 
 import asyncio
+import gc
 import logging
 import threading
 from collections.abc import Callable, Iterator, Sequence
@@ -282,3 +283,43 @@ def test_a_late_async_call_whose_event_loop_closed_holds_no_key(models: list[Han
     assert model_calls().late() == before
     asyncio.run(memory_of_a_request().aadd_turn("Thanks!", "You're welcome."))  # new calls start
     assert len(summary_model.prompts) == 2 and len(fact_model.prompts) == 2
+
+
+def test_a_call_whose_caller_is_cancelled_holds_its_key_until_it_ends_and_its_failure_is_read() -> None:
+    calls = ModelCalls()
+    reported: list[str] = []
+
+    async def scenario() -> None:
+        asyncio.get_running_loop().set_exception_handler(
+            lambda _, context: reported.append(context["message"])
+        )
+        started, release = asyncio.Event(), asyncio.Event()
+
+        async def failing_model() -> str:
+            started.set()
+            await release.wait()
+            raise RuntimeError("model exploded")
+
+        async def answering_model() -> str:
+            return "answered"
+
+        caller = asyncio.create_task(calls.acall("key", failing_model, timeout=30, what="a call"))
+        await asyncio.wait_for(started.wait(), 10)
+        caller.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await caller
+        with pytest.raises(ModelTimeoutError, match="still running"):  # no second call beside it
+            await calls.acall("key", answering_model, timeout=30, what="a call")
+        release.set()
+
+        async def ended() -> None:
+            while calls.late():
+                await asyncio.sleep(0)
+
+        await asyncio.wait_for(ended(), 10)
+        gc.collect()
+        assert await calls.acall("key", answering_model, timeout=30, what="a call") == "answered"
+
+    asyncio.run(scenario())
+    gc.collect()
+    assert reported == []  # nothing like "Task exception was never retrieved"

@@ -27,8 +27,8 @@ message.
 `ModelCalls` puts a deadline on each model call (``MemoryConfig.model_timeout``),
 inline as well as in a job: the call runs in a daemon thread of its own, and the
 caller stops waiting at the deadline (`ModelTimeoutError`; the work is retried
-later). The call is left to end by itself, its answer dropped; until it does, its
-key (store, session, kind) starts no new call. So a hung model holds one thread per
+later). The call is left to end by itself, its answer dropped (so is a call whose
+caller was cancelled); until it does, its key (store, session, kind) starts no new call. So a hung model holds one thread per
 key, outside the worker pool and outside any event loop's executor: the job that
 waited on it ends, and every other session's work goes on. A model down for every
 session would hold one thread per session: past `MAX_LATE_CALLS` such calls in the
@@ -420,8 +420,8 @@ class ModelCalls:
             self._prune()
             if key in self._late:
                 raise ModelTimeoutError(
-                    f"{what}: the previous call outlived its deadline and is still running; "
-                    "no new one starts before it ends (retried later)"
+                    f"{what}: the previous call (past its deadline, or left by a cancelled caller) "
+                    "is still running; no new one starts before it ends (retried later)"
                 )
             if len(self._late) >= self._max_late:
                 raise ModelTimeoutError(
@@ -430,11 +430,15 @@ class ModelCalls:
                     "ends (retried later)"
                 )
 
+    def _left_running(self, key: Hashable, ended: Callable[[], bool]) -> None:
+        """Hold `key` until `ended()`: its call goes on though nobody waits for it."""
+        with self._lock:
+            self._late[key] = ended
+
     def _outlived(
         self, key: Hashable, ended: Callable[[], bool], what: str, timeout: float
     ) -> ModelTimeoutError:
-        with self._lock:
-            self._late[key] = ended
+        self._left_running(key, ended)
         return ModelTimeoutError(
             f"{what} took longer than model_timeout ({timeout:g} s); it is retried later, and the "
             "call is left to end in its own thread"
@@ -466,16 +470,27 @@ class ModelCalls:
     async def acall(
         self, key: Hashable, run: Callable[[], Awaitable[_T]], *, timeout: float, what: str
     ) -> _T:
-        """Await `run()`; `ModelTimeoutError` after `timeout` seconds, the call left to end by itself."""
+        """Await `run()`; `ModelTimeoutError` after `timeout` seconds, the call left to end by itself.
+
+        A caller cancelled while it waits leaves the call the same way: it holds its key
+        until it ends, and its outcome is read then, so nothing is logged as lost."""
         self._claim(key, what)
         task = asyncio.ensure_future(run())
         loop = asyncio.get_running_loop()
+
+        def ended() -> bool:
+            # A call whose event loop was closed never ends: it no longer holds its key.
+            return task.done() or loop.is_closed()
+
         try:
             return await asyncio.wait_for(asyncio.shield(task), timeout)
         except asyncio.TimeoutError:
             task.add_done_callback(_drop_outcome)
-            # A call whose event loop was closed never ends: it no longer holds its key.
-            raise self._outlived(key, lambda: task.done() or loop.is_closed(), what, timeout) from None
+            raise self._outlived(key, ended, what, timeout) from None
+        except asyncio.CancelledError:
+            task.add_done_callback(_drop_outcome)
+            self._left_running(key, ended)
+            raise
 
 
 def _drop_outcome(task: asyncio.Future[Any]) -> None:
