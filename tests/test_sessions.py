@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import threading
 from pathlib import Path
 
@@ -257,3 +258,28 @@ def test_a_memory_without_a_user_reaches_any_session() -> None:
     registry = SessionRegistry()
     registry.memory("1", "alice").add("user", "alice's question")
     assert [m.text for m in registry.memory("1").messages()] == ["alice's question"]
+
+
+@pytest.mark.parametrize("asynchronous", [False, True], ids=["sync", "async"])
+def test_a_memory_evicted_while_a_request_holds_it_keeps_its_summary_and_facts(asynchronous: bool) -> None:
+    config = MemoryConfig(
+        keep_recent_turns=1, summary_trigger="turns", summary_every_turns=1, background=True
+    )
+    sessions = SessionRegistry(config=config, max_cached_sessions=1)
+    held = sessions.memory("alice")  # a request holds alice's memory ...
+    sessions.memory("bob")  # ... while another one's lookup evicts and closes it
+    turns = [("My name is Alice. I live in Oslo.", "Hi Alice."), ("My dog is called Rex.", "Nice.")]
+    if asynchronous:
+
+        async def add() -> bool:
+            for user, assistant in turns:
+                await held.aadd_turn(user, assistant)
+            return await held.aflush(10)
+
+        assert asyncio.run(asyncio.wait_for(add(), 20))
+    else:
+        for user, assistant in turns:
+            held.add_turn(user, assistant)
+        assert held.flush(10)
+    assert {fact.key: fact.value for fact in held.facts()}["city"] == "Oslo"
+    assert held.summary().covers_through_seq == 2

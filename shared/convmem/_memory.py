@@ -410,7 +410,12 @@ class ConversationMemory:
         return self._derived.flush(timeout)
 
     def close(self) -> None:
-        """Finish background work for this memory (the store stays open for others)."""
+        """Finish background work for this memory (the store stays open for others).
+
+        Work not done within a few seconds is cancelled; the log keeps every turn. The
+        memory still works after it: summary, facts and index are then updated inline,
+        as with ``background=False``, sync and async alike.
+        """
         self._derived.close()
 
     # -- async twins: the same operations, awaited ----------------------------------

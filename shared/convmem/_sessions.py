@@ -142,7 +142,9 @@ class SessionRegistry:
     kept (`DEFAULT_MAX_CACHED_SESSIONS`, 1024, by default); a lookup of one
     more session evicts the least recently used memory and closes it (its
     background work is finished). Eviction loses nothing: the session stays
-    in the store and its next lookup makes a new memory. Closing happens
+    in the store and its next lookup makes a new memory, and a request still
+    holding the evicted memory can go on with it (a closed memory updates its
+    summary and facts inline instead of in the background). Closing happens
     outside the lock that lookups take, so a slow close never holds up a
     lookup of a cached session.
     """
@@ -217,6 +219,8 @@ class SessionRegistry:
             while len(self._memories) > self.max_cached_sessions:
                 unused.append(self._memories.popitem(last=False)[1])
         for evicted in unused:
+            # Another thread may still be using it: a closed memory updates its derived
+            # state inline from then on, so that thread loses nothing but the background.
             evicted.close()
         return memory
 

@@ -30,6 +30,7 @@ from .._tokens import TokenCounter
 from .background import Backoff, Identity, model_calls, shared_pool
 from .fact_state import KnownFacts, SessionFacts
 from .facts import FactBook, FactExtractor
+from .loop_tasks import LoopTasks, running_loop, time_left
 from .newest import NewestMessages
 from .progress import ProgressReporter
 from .records import FACTS_KEY, INDEX_KEY, SUMMARY_KEY, Summary
@@ -102,9 +103,10 @@ class DerivedState(SessionFacts):
         self.recall = recall
         self.backoff = Backoff()
         self._closed = False
-        self._tasks: set[asyncio.Task[None]] = set()
-        self._running: set[str] = set()
-        self._rerun: set[str] = set()
+        # Held while a job is handed to the pool or a loop, and while closing: once closed,
+        # no job is handed over, so close() finishes or cancels every one that was.
+        self._handing_over = threading.Lock()
+        self._tasks = LoopTasks()
         # The stored facts record, its book's JSON and the book parsed from it.
         self._facts_cache: tuple[str, str, FactBook] | None = None
         # What this process appended and a job of each kind has not seen yet: the job
@@ -158,30 +160,31 @@ class DerivedState(SessionFacts):
         """Bring derived state up to date: inline, or queued when ``config.background``.
 
         `appended` are the messages the append stored; without them (after an edit) each
-        job reads the store. `progress` hears of each job run inline as it ends."""
+        job reads the store. `progress` hears of each job run inline as it ends. After
+        `close` every job runs inline (see `close`)."""
         self._note_fresh(appended)
         for key, job, _ in self._jobs():
             if not self.backoff.ready(key):
                 continue
-            if self.config.background:
-                self._submit(key, job)
-            else:
+            if not (self.config.background and self._submit(key, job)):
                 self._run_inline(key, job)
                 if progress is not None:
                     progress.stage(key)
 
-    def _submit(self, kind: str, job: Callable[[], object]) -> None:
-        """Queue `job` on the process's worker pool, keyed by what it updates."""
-        if self._closed:
-            return
-        accepted = shared_pool().submit(
-            (Identity(self.store), self.session_id, kind),
-            job,
-            owner=self,
-            timeout=self.config.background_timeout,
-            on_done=functools.partial(self.backoff.record, kind),
-            name=f"{kind} of session {self.session_id!r}",
-        )
+    def _submit(self, kind: str, job: Callable[[], object]) -> bool:
+        """Queue `job` on the process's worker pool, keyed by what it updates; False
+        (nothing queued) once this memory is closed."""
+        with self._handing_over:
+            if self._closed:
+                return False
+            accepted = shared_pool().submit(
+                (Identity(self.store), self.session_id, kind),
+                job,
+                owner=self,
+                timeout=self.config.background_timeout,
+                on_done=functools.partial(self.backoff.record, kind),
+                name=f"{kind} of session {self.session_id!r}",
+            )
         if not accepted:
             logger.warning(
                 "the %s of session %r is not updated now: its last update timed out and is still "
@@ -190,6 +193,7 @@ class DerivedState(SessionFacts):
                 self.session_id,
             )
             self.backoff.record(kind, False)
+        return True
 
     def _run_inline(self, key: str, job: Callable[[], object]) -> None:
         try:
@@ -205,34 +209,26 @@ class DerivedState(SessionFacts):
     async def aafter_append(
         self, appended: Sequence[Message] = (), progress: ProgressReporter | None = None
     ) -> None:
-        """Async `after_append`: model calls are awaited, in tasks when ``config.background``."""
+        """Async `after_append`: model calls are awaited, in tasks of the running loop when
+        ``config.background`` (see `LoopTasks`)."""
         self._note_fresh(appended)
         for key, _, job in self._jobs():
             if not self.backoff.ready(key):
                 continue
-            if not self.config.background:
+            if not (self.config.background and self._start_task(key, job)):
                 await self._arun(key, job)
                 if progress is not None:
                     progress.stage(key)
-            elif key in self._running:
-                # One task per key: the running one goes round again when it ends,
-                # so concurrent tasks never race each other for the same record.
-                self._rerun.add(key)
-            else:
-                self._running.add(key)
-                task = asyncio.create_task(self._arun_serially(key, job))
-                self._tasks.add(task)
-                task.add_done_callback(self._tasks.discard)
 
-    async def _arun_serially(self, key: str, job: Callable[[], Awaitable[object]]) -> None:
-        try:
-            while True:
-                self._rerun.discard(key)
-                await self._arun(key, job)
-                if key not in self._rerun or not self.backoff.ready(key):
-                    return
-        finally:
-            self._running.discard(key)
+    def _start_task(self, key: str, job: Callable[[], Awaitable[object]]) -> bool:
+        """Run `job` in a task of the running loop; False (nothing started) once closed."""
+        with self._handing_over:
+            if self._closed:
+                return False
+            self._tasks.start(
+                key, functools.partial(self._arun, key, job), functools.partial(self.backoff.ready, key)
+            )
+        return True
 
     async def _arun(self, key: str, job: Callable[[], Awaitable[object]]) -> None:
         try:
@@ -248,36 +244,50 @@ class DerivedState(SessionFacts):
     def flush(self, timeout: float | None = None) -> bool:
         """Wait for this session's queued background work; False if `timeout` passed first.
 
+        That is the worker pool's jobs and the asyncio tasks of every running event loop.
+        Called in a loop's own thread (sync code under a coroutine), it cannot wait for
+        that loop's tasks without stopping them: it returns False while there are some.
         A job that timed out no longer counts: it was reported failed and is retried later.
         The keyword index rows the appends left for later are written too.
         """
         check_timeout(timeout)
-        done = shared_pool().flush(self, timeout)
+        here = running_loop()
+        done = self._wait(timeout, here) and not self._tasks.pending_in(here)
         self.save_facts_watermark()
         self.write_index()
         return done
 
     async def aflush(self, timeout: float | None = None) -> bool:
+        """Async `flush`: the running loop's tasks are awaited, the rest waited for in a thread."""
         check_timeout(timeout)
-        while self._tasks:
-            _, not_done = await asyncio.wait(list(self._tasks), timeout=timeout)
-            if not_done:
-                return False
-        done = await asyncio.to_thread(shared_pool().flush, self, timeout)
+        deadline = None if timeout is None else time.monotonic() + timeout
+        if not await self._tasks.wait_here(timeout):
+            return False
+        here = asyncio.get_running_loop()
+        done = await asyncio.to_thread(self._wait, time_left(deadline), here)
         await asyncio.to_thread(self.save_facts_watermark)
         await self.awrite_index()
         return done
 
-    def close(self, timeout: float = 5.0) -> None:
-        """Finish queued background work (up to `timeout`), then take no more.
+    def _wait(self, timeout: float | None, here: asyncio.AbstractEventLoop | None) -> bool:
+        """Block until the pool's jobs and other loops' tasks have ended; False on timeout."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        return self._tasks.wait_elsewhere(timeout, here) and shared_pool().flush(self, time_left(deadline))
 
-        Jobs still queued after that are cancelled: the log keeps every turn, and
-        the next memory opened on the session brings its derived state up to date.
+    def close(self, timeout: float = 5.0) -> None:
+        """Finish queued background work (up to `timeout`), then hand none over any more.
+
+        Jobs and asyncio tasks not done by then are cancelled: the log keeps every turn.
+        A closed memory still works, and keeps its derived state up to date: from then
+        on each job runs inline, sync or async, as with ``background=False``. So a
+        memory that one thread still uses while another closes it (a `SessionRegistry`
+        evicting the least recently used) loses no update, only its background.
         """
-        self._closed = True
-        pool = shared_pool()
-        if not pool.flush(self, timeout):
-            pool.cancel(self)
+        with self._handing_over:
+            self._closed = True
+        if not self._wait(timeout, running_loop()):
+            shared_pool().cancel(self)
+        self._tasks.cancel()
         self.save_facts_watermark()
         self.write_index()
 
@@ -315,7 +325,7 @@ class DerivedState(SessionFacts):
     def _model_timeout(self) -> float:
         # A job is given up at background_timeout anyway: waiting longer on its model would
         # keep a worker thread as well as the model's.
-        if self.config.background:
+        if self.config.background and not self._closed:
             return min(self.config.model_timeout, self.config.background_timeout)
         return self.config.model_timeout
 
