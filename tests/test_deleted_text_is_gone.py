@@ -246,3 +246,31 @@ def test_a_job_that_read_a_message_before_its_delete_cannot_write_its_text_back(
     assert SECRET not in text
     assert "Porto" not in text
     assert "Hello there." in [m.text for m in again.messages()]
+
+
+class ContendedStateWrites(SQLiteStore):
+    """A store where the next `lose` writes of the summary and facts records after an
+    edit lose their compare-and-set, as under many writers of one session at once."""
+
+    lose = 0
+
+    def delete_messages(self, session_id, seqs):  # type: ignore[no-untyped-def]
+        deleted = super().delete_messages(session_id, seqs)
+        self.lose = 12
+        return deleted
+
+    def put_state(self, session_id, key, value, *, expected_version=None, requires_seq=None):  # type: ignore[no-untyped-def]
+        if self.lose and expected_version is not None:
+            self.lose -= 1
+            return None
+        return super().put_state(
+            session_id, key, value, expected_version=expected_version, requires_seq=requires_seq
+        )
+
+
+def test_an_edit_that_went_through_is_not_reported_failed_under_contention(tmp_path: Path) -> None:
+    """The records written after the log's edit lose a dozen races to other writers: the
+    edit still returns (its retry would find its seqs gone), and the text is gone."""
+    memory, seq = a_secret_told(ContendedStateWrites(tmp_path / "memory.db"))
+    assert [m.seq for m in memory.delete_messages([seq])] == [seq]
+    assert SECRET not in remembered(memory, "what is my card number?")

@@ -29,6 +29,13 @@ logger = logging.getLogger("convmem")
 _T = TypeVar("_T")
 
 
+def edit_tries(bump: bool) -> int:
+    """Compare-and-set attempts at a summary or facts record around an edit. After the
+    log changed (`bump`), giving up would report a failed edit that went through, and its
+    retry would find the seqs gone: so many more, as each only reads and writes a record."""
+    return 50 if bump else 5
+
+
 @dataclasses.dataclass(frozen=True)
 class FactEdit:
     """Facts with those of deleted or replaced messages dropped, and replacements to read."""
@@ -212,7 +219,7 @@ class SessionFacts:
         if self.fact_extractor is None:
             return
         extractor = self.fact_extractor
-        for attempt in range(5):
+        for attempt in range(edit_tries(bump)):
             plan = self._plan_fact_edit(seqs, replaced, bump=bump, first=attempt == 0)
             if plan is None:
                 return
@@ -234,7 +241,7 @@ class SessionFacts:
         """Async `_edit_facts`: the extractor is awaited."""
         if self.fact_extractor is None:
             return
-        for attempt in range(5):
+        for attempt in range(edit_tries(bump)):
             plan_edit = functools.partial(self._plan_fact_edit, seqs, replaced, bump=bump, first=attempt == 0)
             plan = await asyncio.to_thread(plan_edit)
             if plan is None:

@@ -28,7 +28,7 @@ from .._options import check_timeout
 from .._stores.base import Store
 from .._tokens import TokenCounter
 from .background import Backoff, Identity, model_calls, shared_pool
-from .fact_state import KnownFacts, SessionFacts
+from .fact_state import KnownFacts, SessionFacts, edit_tries
 from .facts import FactBook, FactExtractor
 from .loop_tasks import LoopTasks, running_loop, time_left
 from .newest import NewestMessages
@@ -536,7 +536,7 @@ class DerivedState(SessionFacts):
         even when it does not (made when there is none): a summary job that read the log
         before the edit then loses its compare-and-set instead of writing that text back."""
         absent = False
-        for _ in range(5):
+        for _ in range(edit_tries(bump)):
             record = self.store.get_state(self.session_id, SUMMARY_KEY)
             summary = Summary.from_record(record, self.session_id)
             covered = record is not None and bool(seqs) and min(seqs) <= summary.covers_through_seq
