@@ -4,8 +4,10 @@
 history lives in convmem (the log that the context is built from), and every
 write also reaches the user's chat store under the same key, so code that reads
 that store (a UI, an export, another `ChatMemoryBuffer`) keeps seeing the
-conversation. Each write reaches convmem and the copy under one lock of its key, so
-writers at once (threads, tasks of a server) leave both in the same order. convmem never reads the mirror back, except once per session: a
+conversation. Each write reaches convmem and the copy under one lock of the store's
+key, shared by every buffer of the process, so writers at once (threads, a buffer per
+request) leave both in the same order; async writes run in a worker thread, with the
+store's sync methods. convmem never reads the mirror back, except once per session: a
 session convmem holds nothing of starts from the history the mirror already
 holds under its key, whichever key a buffer serves (at construction, after
 ``for_session`` or a change of ``chat_store_key``).
@@ -28,12 +30,32 @@ from ._messages import from_chat_messages
 
 __all__ = ["ChatStoreMirror"]
 
-_KEY_LOCKS = 64
-"""Locks the keys share (a key's lock is one of these): bounded whatever the sessions."""
+
+class _KeyLock:
+    """The lock of one key of one chat store, kept while some writer holds it."""
+
+    __slots__ = ("__weakref__", "lock")
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+
+
+# By (chat store, key), for every buffer of the process that writes that store (a buffer
+# per request), and only while a writer holds one: bounded by the writers at once.
+_KEY_LOCKS: weakref.WeakValueDictionary[tuple[int, str], _KeyLock] = weakref.WeakValueDictionary()
+_KEY_LOCKS_GUARD = threading.Lock()
+
+
+def _key_lock(store: BaseChatStore, key: str) -> _KeyLock:
+    with _KEY_LOCKS_GUARD:
+        found = _KEY_LOCKS.get((id(store), key))
+        if found is None:
+            found = _KEY_LOCKS[(id(store), key)] = _KeyLock()
+        return found
 
 
 class ChatStoreMirror:
-    """Writes to one `BaseChatStore`, sync or async, as a `SimpleChatStore` user would,
+    """Writes to one `BaseChatStore` (its sync methods) as a `SimpleChatStore` user would,
     and starts each session convmem holds nothing of from what that store holds."""
 
     def __init__(self, store: BaseChatStore) -> None:
@@ -42,7 +64,6 @@ class ChatStoreMirror:
         # is forgotten with it, and its next memory is checked again.
         self._started: weakref.WeakSet[ConversationMemory] = weakref.WeakSet()
         self._lock = threading.Lock()
-        self._key_locks = [threading.Lock() for _ in range(_KEY_LOCKS)]
 
     def history(self, key: str) -> list[ChatMessage]:
         return list(self.store.get_messages(key))
@@ -69,7 +90,8 @@ class ChatStoreMirror:
     def _paired(
         self, key: str, convmem_write: Callable[[], object], copy_write: Callable[[], object]
     ) -> None:
-        with self._key_locks[hash(key) % _KEY_LOCKS]:
+        held = _key_lock(self.store, key)  # referenced until the writes end: one lock for all
+        with held.lock:
             convmem_write()
             copy_write()
 

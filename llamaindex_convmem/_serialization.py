@@ -196,7 +196,7 @@ def _warn_of_models_not_given(saved: Any, values: dict[str, Any]) -> None:
             f"the buffer was saved with {' and '.join(missing)}, which a saved buffer does not keep; "
             f"pass them again to from_dict(data, {given}) (using convmem's offline defaults now)",
             RuntimeWarning,
-            stacklevel=3,
+            stacklevel=4,  # the caller of from_dict
         )
 
 

@@ -236,16 +236,24 @@ class SlowChatStore(SimpleChatStore):
         super().add_message(key, message, idx)
 
 
+@pytest.mark.parametrize("buffers", ["one", "one per request"])
 @pytest.mark.parametrize("use_async", [False, True])
-def test_writers_at_once_leave_the_users_chat_store_in_the_logs_order(use_async: bool) -> None:
+def test_writers_at_once_leave_the_users_chat_store_in_the_logs_order(use_async: bool, buffers: str) -> None:
     """A second write that starts while the first is copied waits for the copy: both keep
     one order (a UI reading the chat store shows the conversation the context is built from)."""
-    store = SlowChatStore()
-    buffer = ConvMemChatMemoryBuffer.from_defaults(chat_store=store, chat_store_key="k", token_limit=500)
+    store, logs = SlowChatStore(), InMemoryStore()
+
+    def buffer_now() -> ConvMemChatMemoryBuffer:
+        return ConvMemChatMemoryBuffer.from_defaults(
+            store=logs, chat_store=store, chat_store_key="k", token_limit=500
+        )
+
+    buffer = buffer_now()
 
     def put(text: str) -> None:
         message = ChatMessage(role="user", content=text)
-        asyncio.run(buffer.aput(message)) if use_async else buffer.put(message)
+        writer = buffer if buffers == "one" else buffer_now()
+        asyncio.run(writer.aput(message)) if use_async else writer.put(message)
 
     first = threading.Thread(target=put, args=("first",))
     first.start()
