@@ -227,7 +227,8 @@ class ConvMemNode:
         if reply.id is not None and any(m.id == reply.id for m in messages):
             memory = self.memory(config)
             held = self._states.match(memory.session_id, messages)
-            if reply.id in held or find_logged(memory, [reply])[0] is not None:
+            # A state this process has seen holds what it recorded; another's is looked up.
+            if reply.id in held or (not held and find_logged(memory, [reply])[0] is not None):
                 self._sync(messages, config)  # recorded already: only what else changed
                 return
         self._record(self._sync([m for m in messages if reply.id is None or m.id != reply.id], config), reply)
