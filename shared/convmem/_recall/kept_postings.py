@@ -20,13 +20,14 @@ __all__ = ["POSTINGS_BYTES_KEPT", "PostingsCache"]
 # (24 bytes each in their arrays), or about 28,000 terms of small users' histories.
 POSTINGS_BYTES_KEPT = 48_000_000
 
-# What an entry costs beside its arrays' data, measured with tracemalloc on CPython 3.11
-# (a term of a small history: 500 bytes kept with no postings, 1,100 with one kind and
-# 1,570 with two): its key and term, its dict and the cache's bookkeeping, and for each
-# kind the TermPostings and its three array headers. Counting documents instead let a
-# server of small users keep 20 times the room the bound meant.
-_ENTRY_BYTES = 550
-_KIND_BYTES = 550
+# What an entry costs beside its arrays' data, measured with tracemalloc (on CPython 3.11
+# a term of a small history: 500 bytes kept with no postings, 1,100 with one kind and
+# 1,570 with two; 3.10 costs a few percent more): its key and term, its dict and the
+# cache's bookkeeping, and for each kind the TermPostings and its three array headers.
+# Counting documents instead let a server of small users keep 20 times the room the
+# bound meant.
+_ENTRY_BYTES = 600
+_KIND_BYTES = 600
 
 _Key = tuple[object, ...]
 
@@ -36,7 +37,7 @@ class PostingsCache:
     (`POSTINGS_BYTES_KEPT`, 48 MB, by default), the least recently used first to go.
     Thread-safe.
 
-    A term with no postings is kept too (as an empty dict, about 550 bytes), so a query
+    A term with no postings is kept too (as an empty dict, about 600 bytes), so a query
     word the history lacks is not looked for in the store again at every search."""
 
     def __init__(self, bytes_kept: int = POSTINGS_BYTES_KEPT) -> None:
